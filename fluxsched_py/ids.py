@@ -366,9 +366,10 @@ class Hostlist:
     'node[3,0-2],login1'
     """
 
-    __slots__ = ("_hosts",)
+    __slots__ = ("_hosts", "_members")
 
     def __init__(self, hosts: Iterable[str] = ()) -> None:
+        self._members: frozenset[str] | None = None
         hosts = tuple(hosts)
         for h in hosts:
             if not isinstance(h, str) or not h or any(c in h for c in "[],") or not h.isprintable() or h != h.strip():
@@ -390,6 +391,7 @@ class Hostlist:
                     raise HostlistError(f"invalid hostlist {text!r}: more than {MAX_HOSTS} hosts")
         obj = cls.__new__(cls)
         obj._hosts = tuple(hosts)
+        obj._members = None
         return obj
 
     @classmethod
@@ -400,6 +402,7 @@ class Hostlist:
             hosts.extend(cls.parse(item))
         obj = cls.__new__(cls)
         obj._hosts = tuple(hosts)
+        obj._members = None
         return obj
 
     def __len__(self) -> int:
@@ -410,6 +413,11 @@ class Hostlist:
 
     def __getitem__(self, i: int) -> str:
         return self._hosts[i]
+
+    def __contains__(self, host: object) -> bool:
+        if self._members is None:
+            self._members = frozenset(self._hosts)
+        return host in self._members
 
     def index(self, host: str) -> int:
         return self._hosts.index(host)
