@@ -581,6 +581,7 @@ class Engine:
         p = self._pass
         assert p is not None and self._pass_gen is not None
         p.now = max(p.now, now)
+        self.planner.set_now(p.now)
         p.out = out
         t0 = self._stopwatch()
         gen = self._pass_gen
@@ -681,6 +682,7 @@ class Engine:
         self._dirty = False
         self._restart = False
         self.stats["passes"] += 1
+        self.planner.set_now(now)
         self._pass = _Pass(self, now)
         self._pass_gen = self.policy.run(self._pass)
 

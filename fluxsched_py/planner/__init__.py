@@ -68,6 +68,22 @@ def _default_matcher() -> Matcher:
     return match
 
 
+def _unusable_ranks(g: Any) -> Any:
+    """Ranks that are down or drained (graph API permitting), else None."""
+    down = getattr(g, "down_ranks", None)
+    if down is None:
+        return None
+    bad = down()
+    drained = getattr(g, "drained_ranks", None)
+    if drained is not None:
+        d = drained()
+        if d:
+            from ..ids import IdSet
+
+            bad = bad | IdSet(d)
+    return bad
+
+
 class _WindowUnion:
     """Union over a sliding window of sets (two-stack queue aggregation).
 
@@ -127,6 +143,10 @@ class Planner:
         self._refs: list[int] = [1]  # spans starting or ending at _times[k]
         self._running_ends: list[tuple[float, int]] = []  # sorted (end, jobid)
         self._nreserved = 0
+        #: The latest time the planner was told about (``earliest(now=...)``
+        #: or :meth:`set_now`): running jobs expected to end before it are
+        #: overdue and keep their resources until removed.
+        self.now = -math.inf
 
     # -- spans -------------------------------------------------------------
 
@@ -194,16 +214,24 @@ class Planner:
 
     # -- queries -----------------------------------------------------------
 
-    def pool(self, t0: float) -> Any:
-        """Resources that are up and not held past ``t0`` by anything unplanned."""
+    def set_now(self, now: float) -> None:
+        """Tell the planner the current time (see :attr:`now`)."""
+        self.now = max(self.now, float(now))
+
+    def pool(self) -> Any:
+        """Resources that are up, free now or held by a running job that is not overdue."""
         g = self.graph
         free = g.free()
         held = self._empty
-        i = bisect.bisect_right(self._running_ends, (t0, math.inf))
+        i = bisect.bisect_right(self._running_ends, (self.now, math.inf))
         for _, jobid in self._running_ends[i:]:
             held = held | self._spans[jobid].resources
         if held:
-            free = free | (held - g.down())
+            bad = _unusable_ranks(g)
+            if bad:
+                restrict = getattr(held, "restrict", None)
+                held = held - restrict(bad) if restrict is not None else held - g.down()
+            free = free | held
         return free
 
     def available(self, t0: float, t1: float) -> Any:
@@ -215,7 +243,7 @@ class Planner:
         busy = self._empty
         for k in range(lo, hi):
             busy = busy | self._used[k]
-        return self.pool(t0) - busy
+        return self.pool() - busy
 
     def earliest(self, request: Any, now: float, duration: float, policy: str = "first") -> tuple[float, Any] | None:
         """The earliest ``t >= now`` at which ``request`` fits for ``duration``.
@@ -226,7 +254,8 @@ class Planner:
         """
         if not duration or duration <= 0:
             duration = math.inf
-        pool = self.pool(now)
+        self.set_now(now)
+        pool = self.pool()
         match = self._match
         g = self.graph
         cands = [now] + [t for t in self._times[bisect.bisect_right(self._times, now) :]]
