@@ -127,7 +127,11 @@ class NodeGraph:
         return NodeSet(mask)
 
     def status_rv1(self):
-        return {"all": self.all().to_rv1(self), "allocated": self.allocated().to_rv1(self), "down": self.down().to_rv1(self)}
+        return {
+            "all": self.all().to_rv1(self),
+            "allocated": self.allocated().to_rv1(self),
+            "down": self.down().to_rv1(self),
+        }
 
 
 def need(request) -> int:

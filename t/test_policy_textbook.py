@@ -15,10 +15,9 @@ import math
 from pathlib import Path
 
 import pytest
+from test_engine_double import NodeGraph, feasibility, match
 
 from fluxsched_py.replay import load_workload, replay
-
-from test_engine_double import NodeGraph, feasibility, match
 
 CONFORMANCE = Path(__file__).resolve().parents[2] / "shared" / "conformance" / "batsim" / "workloads"
 SEED1 = CONFORMANCE / "example_workload_hpc_seed1_jobs250.json"
@@ -48,7 +47,7 @@ def textbook(jobs, nodes: int, easy: bool) -> dict[int, float]:
             queue.append(jobs[i])
             i += 1
 
-        def run(j):
+        def run(j, t=t):
             nonlocal free
             queue.remove(j)
             free -= j[2]
@@ -156,4 +155,3 @@ def test_reference_makespans_are_close_to_batsim_edcs():
 def test_seed1_file_is_the_expected_corpus():
     data = json.loads(SEED1.read_text()) if SEED1.exists() else pytest.skip("no corpus")
     assert data["nb_res"] == 128
-
