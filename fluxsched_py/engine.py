@@ -52,7 +52,7 @@ from typing import Any
 from cachetools import LRUCache
 
 from .ids import IdSet
-from .planner import Planner
+from .planner import MatchCache, Planner
 from .policy import POLICIES, QueuePolicy, make_policy, order_key
 
 __all__ = [
@@ -335,9 +335,9 @@ class Engine:
             matcher = matcher or _match_mod.match
             feasibility = feasibility or _match_mod.feasibility
         self.graph = graph
-        self._match = matcher
+        self._match = MatchCache(matcher)
         self._feasibility = feasibility
-        self.planner = Planner(graph, matcher=matcher)
+        self.planner = Planner(graph, matcher=self._match)
         self.policy: QueuePolicy = make_policy(self.options.queue_policy, self.options.reserve_depth)
         self.build_R = build_R
         self._stopwatch = stopwatch
@@ -874,10 +874,11 @@ class _Pass:
         return not self.free()
 
     def _avail_now(self, job: Job) -> Any:
+        # Running jobs hold what is not free; only reservations can take more.
         planner = self.e.planner
         if not planner._nreserved:
             return self.free()
-        return planner.available(self.now, self.now + job.duration) & self.free()
+        return self.free() - planner.reserved_during(self.now, self.now + job.duration)
 
     def fits_now(self, job: Job) -> Any:
         avail = self._avail_now(job)
@@ -888,12 +889,9 @@ class _Pass:
 
     def fits_now_ignoring(self, job: Job, reserved: Job) -> Any:
         planner = self.e.planner
-        span = planner.remove(reserved.id)
-        try:
-            avail = self._avail_now(job)
-        finally:
-            if span is not None:
-                planner.reserve(span.jobid, span.resources, span.start, span.end)
+        avail = self.free()
+        if planner._nreserved > 1:
+            avail = avail - planner.reserved_during(self.now, self.now + job.duration, exclude=reserved.id)
         if not avail:
             return None
         self.e.stats["matches"] += 1

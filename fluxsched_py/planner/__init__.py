@@ -42,7 +42,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Planner", "PlannerError", "Span"]
+__all__ = ["MatchCache", "Planner", "PlannerError", "Span", "lower_bounds"]
 
 Matcher = Callable[..., Any]
 
@@ -66,6 +66,70 @@ def _default_matcher() -> Matcher:
     from ..match import match
 
     return match
+
+
+def lower_bounds(request: Any) -> tuple[tuple[str, int], ...]:
+    """Counts any placement of ``request`` needs at least: whole nodes when it
+    asks for exclusive nodes, else cores and GPUs.  A cheap necessary test
+    (``avail.count(type) >= n``) that spares the matcher hopeless calls."""
+    nnodes = request.nnodes
+    if nnodes and request.exclusive:
+        return (("node", nnodes),)
+    out = []
+    cores = request.nslots * request.slot_size
+    gpus = request.nslots * request.slot_gpus
+    if cores:
+        out.append(("core", cores))
+    if gpus:
+        out.append(("gpu", gpus))
+    return tuple(out)
+
+
+class MatchCache:
+    """Memoize a pure matcher on ``(request shape, policy, available set)``.
+
+    ``match`` only reads the set it is given (and the graph's static topology),
+    so equal inputs give equal answers.  Lower bounds per request shape reject
+    sets that are obviously too small without a traversal.
+    """
+
+    def __init__(self, matcher: Matcher, maxsize: int = 2048) -> None:
+        from cachetools import LRUCache
+
+        self.matcher = matcher
+        self._cache: LRUCache = LRUCache(maxsize=maxsize)
+        self._bounds: LRUCache = LRUCache(maxsize=maxsize)
+        self.calls = 0
+        self.hits = 0
+        self.rejects = 0
+
+    def bounds(self, request: Any) -> tuple[tuple[str, int], ...]:
+        key = request.key
+        b = self._bounds.get(key)
+        if b is None:
+            b = self._bounds[key] = lower_bounds(request)
+        return b
+
+    def __call__(self, g: Any, request: Any, *, policy: str = "first", available: Any = None) -> Any:
+        self.calls += 1
+        if available is not None:
+            for rtype, n in self.bounds(request):
+                if available.count(rtype) < n:
+                    self.rejects += 1
+                    return None
+        key = (request.key, policy, available)
+        try:
+            rs = self._cache[key]
+            self.hits += 1
+            return rs
+        except KeyError:
+            pass
+        except TypeError:  # unhashable available set
+            return self.matcher(g, request, policy=policy, available=available)
+        rs = self.matcher(g, request, policy=policy, available=available)
+        if available is not None:
+            self._cache[key] = rs
+        return rs
 
 
 def _unusable_ranks(g: Any) -> Any:
@@ -134,7 +198,8 @@ class Planner:
 
     def __init__(self, graph: Any, *, matcher: Matcher | None = None) -> None:
         self.graph = graph
-        self._match = matcher if matcher is not None else _default_matcher()
+        m = matcher if matcher is not None else _default_matcher()
+        self._match = m if isinstance(m, MatchCache) else MatchCache(m)
         self._empty = graph.all() - graph.all()
         self._spans: dict[int, Span] = {}
         # The step function: _used[k] is busy during [_times[k], _times[k+1]).
@@ -193,6 +258,15 @@ class Planner:
 
     def reserved(self) -> list[Span]:
         return [s for s in self._spans.values() if not s.running]
+
+    def reserved_during(self, t0: float, t1: float, exclude: int | None = None) -> Any:
+        """Union of the reservations that overlap ``[t0, t1)`` (but ``exclude``'s)."""
+        out = self._empty
+        if self._nreserved:
+            for s in self._spans.values():
+                if not s.running and s.start < t1 and s.end > t0 and s.jobid != exclude:
+                    out = out | s.resources
+        return out
 
     def clear_reservations(self) -> None:
         """Drop every reserved span (a pass re-plans them from scratch)."""
