@@ -284,7 +284,10 @@ def _fmt_clock(t: float) -> str:
 
 
 def describe_constraint(c: Any) -> str:
-    """``properties=^login``, ``and(ranks=0-3; hostlist=n[1-2])``..."""
+    """``properties=^login``, ``(ranks=0-3 and hostlist=n[1-2])``..."""
+    describe = getattr(c, "describe", None)
+    if describe is not None:
+        return describe()
     if c.op in ("and", "or", "not"):
         return f"{c.op}(" + "; ".join(describe_constraint(a) for a in c.args) + ")"
     return f"{c.op}=" + ",".join(str(a) for a in c.args)
@@ -342,7 +345,7 @@ class Engine:
         self.build_R = build_R
         self._stopwatch = stopwatch
         self._time_format = time_format
-        self.expiration: float = 0.0  # instance expiration (0 = none)
+        self.instance_expiration: float = 0.0  # 0 = none
 
         self._jobs: dict[int, Job] = {}
         self._queue: list[Job] = []  # pending jobs in order; stale entries skipped
@@ -548,7 +551,7 @@ class Engine:
         if shrink:
             g.shrink(_idset(shrink))
         if expiration is not None:
-            self.expiration = float(expiration)
+            self.instance_expiration = float(expiration)
         self._feasible_cache.clear()
         self._changed()
         return []
@@ -661,18 +664,12 @@ class Engine:
         return reason
 
     def _rs_from_R(self, R: Any) -> Any:
-        g = self.graph
-        for name in ("resource_set", "from_R", "rset"):
-            fn = getattr(g, name, None)
-            if fn is not None:
-                return fn(R)
-        raise EngineError("the resource graph cannot turn R into a resource set")
+        from .resource import ResourceSet
+
+        return ResourceSet.from_rv1(self.graph, R)
 
     def _drop_ranks(self, rs: Any, ranks: IdSet) -> Any:
-        fn = getattr(rs, "without_ranks", None)
-        if fn is not None:
-            return fn(ranks)
-        return rs - self._rs_from_R(_ranks_R(ranks))
+        return rs - rs.restrict(ranks)
 
     def _begin_pass(self, now: float) -> None:
         self._sort_queue()
@@ -690,8 +687,8 @@ class Engine:
     def _start(self, p: _Pass, job: Job, rs: Any) -> None:
         now = p.now
         end = now + job.duration
-        if end == math.inf and self.expiration:
-            end = max(self.expiration, now + 1e-9)
+        if end == math.inf and self.instance_expiration:
+            end = max(self.instance_expiration, now + 1e-9)
         try:
             self.graph.allocate(job.id, rs)
         except Exception as exc:  # a matcher bug must not crash the scheduler
@@ -771,11 +768,10 @@ class Engine:
         if why == "down":
             return f"cannot start on the resources that are up now: waiting for {self._need(req, free)}"
         c = getattr(req, "constraints", None)
-        if c is not None and job.estimate is None:
-            blocked = p.constraint_blocks(job)
-            if blocked:
-                return f"blocked by constraint: {describe_constraint(c)}"
-        text = f"waiting for {self._need(req, free)}"
+        if c is not None and p.constraint_blocks(job):
+            text = f"blocked by constraint: {describe_constraint(c)}"
+        else:
+            text = f"waiting for {self._need(req, free)}"
         if job.estimate is not None:
             return f"{text} — reserved to start at {self._time_format(job.estimate)}"
         if why == "depth":
@@ -811,10 +807,6 @@ def _idset(value: Any) -> IdSet:
     if isinstance(value, str):
         return IdSet.parse(value)
     return IdSet(value)
-
-
-def _ranks_R(ranks: IdSet) -> dict:
-    return {"version": 1, "execution": {"R_lite": [{"rank": str(ranks), "children": {}}]}}
 
 
 def _summary(R: Mapping[str, Any], rs: Any) -> str:
