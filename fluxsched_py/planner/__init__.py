@@ -47,6 +47,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..ids import IdSet
+
 __all__ = ["MatchCache", "Planner", "PlannerError", "Span", "lower_bounds"]
 
 Matcher = Callable[..., Any]
@@ -99,10 +101,16 @@ class MatchCache:
     sets that are obviously too small without a traversal.
     """
 
-    def __init__(self, matcher: Matcher, maxsize: int = 2048) -> None:
+    #: Policies the whole-node fast path reproduces, and their node order.
+    FAST_ORDER = {"low": False, "lonode": False, "high": True, "hinode": True, "first": True}
+
+    def __init__(self, matcher: Matcher, maxsize: int = 2048, fast_paths: bool = True) -> None:
         from cachetools import LRUCache
 
         self.matcher = matcher
+        self.fast_paths = fast_paths
+        self._node_spec: LRUCache = LRUCache(maxsize=maxsize)
+        self.fast = 0
         self._cache: LRUCache = LRUCache(maxsize=maxsize)
         self._bounds: LRUCache = LRUCache(maxsize=maxsize)
         self.calls = 0
@@ -130,6 +138,11 @@ class MatchCache:
             if codec.count(avail, rtype) < n:
                 self.rejects += 1
                 return None
+        if self.fast_paths and codec.flat_nodes and policy in self.FAST_ORDER:
+            n = self.whole_nodes(request)
+            if n:
+                self.fast += 1
+                return self._take_nodes(codec, avail, n, self.FAST_ORDER[policy])
         key = (request.key, policy, avail)
         hit = self._cache.get(key, _MISS)
         if hit is not _MISS:
@@ -139,6 +152,49 @@ class MatchCache:
         out = None if rs is None else (rs, codec.encode(rs))
         self._cache[key] = out
         return out
+
+
+    def whole_nodes(self, request: Any) -> int:
+        """N when ``request`` is exactly ``node[N] exclusive > slot[1] > core[1]``
+        with no constraint (how the replay models Batsim and SWF jobs), else 0."""
+        key = request.key
+        n = self._node_spec.get(key)
+        if n is None:
+            n = 0
+            res = request.resources
+            if len(res) == 1 and request.constraints is None:
+                node = res[0]
+                if node.type == "node" and node.exclusive and node.count.is_fixed and len(node.with_) == 1:
+                    slot = node.with_[0]
+                    if slot.type == "slot" and slot.count.is_fixed and slot.count.min == 1 and len(slot.with_) == 1:
+                        core = slot.with_[0]
+                        if core.type == "core" and core.count.is_fixed and core.count.min == 1 and not core.with_:
+                            n = node.count.min
+            self._node_spec[key] = n
+        return n
+
+    @staticmethod
+    def _take_nodes(codec: Any, avail: int, n: int, high_first: bool) -> tuple[Any, int] | None:
+        """The ``n`` wholly available nodes the matcher would pick, in one pass
+        over the node vertices (the matcher's order: by vertex, ascending for
+        ``low``; descending for ``high``, and for ``first`` since all nodes are
+        alike and wholly free ones tie on available cores)."""
+        cands = avail & codec.node_vertex_mask
+        if cands.bit_count() < n:
+            return None
+        vertices = IdSet.from_mask(cands)
+        order = reversed(list(vertices)) if high_first else iter(vertices)
+        picked = 0
+        k = 0
+        node_bits = codec.node_bits
+        for v in order:
+            full = node_bits[v]
+            if avail & full == full:
+                picked |= full
+                k += 1
+                if k == n:
+                    return codec.decode(picked), picked
+        return None
 
 
 _MISS = object()

@@ -68,6 +68,29 @@ class FlatCodec:
         self.ranked_mask = 0
         for m in rank_masks.values():
             self.ranked_mask |= m
+        self._flat_nodes()
+
+    def _flat_nodes(self) -> None:
+        """Detect the shape the whole-node fast path needs (see MatchCache):
+        every node a child of the root, one per rank, all alike, each with a
+        core.  Sets :attr:`node_bits` (node vertex -> its whole subtree)."""
+        topo = self.topo
+        nodes = [v for v in range(self.n) if topo.type[v] == "node"]
+        self.node_vertex_mask = 0
+        self.node_bits: dict[int, int] = {}
+        self.flat_nodes = False
+        if not nodes or any(topo.parent[v] != 0 for v in nodes):
+            return
+        ranks = [topo.rank[v] for v in nodes]
+        if len(set(ranks)) != len(ranks) or min(ranks) < 0:
+            return
+        shapes = set()
+        for v in nodes:
+            full = self.rank_masks[topo.rank[v]]
+            shapes.add(tuple(sorted((t, (full & m).bit_count()) for t, m in self.type_masks.items())))
+            self.node_bits[v] = full
+            self.node_vertex_mask |= 1 << v
+        self.flat_nodes = len(shapes) == 1 and self.count(self.node_bits[nodes[0]], "core") > 0
 
     def encode(self, rs: Any) -> int:
         x = rs.containers.mask
