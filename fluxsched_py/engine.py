@@ -688,7 +688,8 @@ class Engine:
         self._pass_gen = self.policy.run(self._pass)
 
     def _start(self, p: _Pass, job: Job, placement: tuple[Any, int]) -> None:
-        rs, bits = placement
+        bits = placement[1]
+        rs = self.planner.resolve(placement)
         now = p.now
         end = now + job.duration
         if end == math.inf and self.instance_expiration:

@@ -44,10 +44,7 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
-
-from ..ids import IdSet
 
 __all__ = ["MatchCache", "Planner", "PlannerError", "Span", "lower_bounds"]
 
@@ -58,16 +55,29 @@ class PlannerError(ValueError):
     """A span that makes no sense (empty interval, unknown or duplicate job)."""
 
 
-@dataclass(frozen=True, slots=True)
 class Span:
-    """A job's hold on ``resources`` over ``[start, end)``."""
+    """A job's hold on ``resources`` over ``[start, end)``.
 
-    jobid: int
-    resources: Any  # ResourceSet
-    start: float
-    end: float
-    running: bool
-    bits: int = 0  # the same set, flat (see .flat)
+    ``bits`` is the same set, flat (see :mod:`.flat`); ``resources`` is
+    decoded from it on first use when the span was made from bits alone.
+    """
+
+    __slots__ = ("jobid", "start", "end", "running", "bits", "_rs", "_codec")
+
+    def __init__(self, jobid: int, rs: Any, start: float, end: float, running: bool, bits: int, codec: Any) -> None:
+        self.jobid, self.start, self.end, self.running, self.bits = jobid, start, end, running, bits
+        self._rs = rs
+        self._codec = codec
+
+    @property
+    def resources(self) -> Any:
+        if self._rs is None:
+            self._rs = self._codec.decode(self.bits)
+        return self._rs
+
+    def __repr__(self) -> str:
+        kind = "running" if self.running else "reserved"
+        return f"Span({self.jobid}, {kind}, [{self.start}, {self.end}))"
 
 
 def _default_matcher() -> Matcher:
@@ -111,13 +121,27 @@ class MatchCache:
         self.fast_paths = fast_paths
         self._node_spec: LRUCache = LRUCache(maxsize=maxsize)
         self.fast = 0
+        self._by_id: dict[int, tuple] = {}
         self._cache: LRUCache = LRUCache(maxsize=maxsize)
         self._bounds: LRUCache = LRUCache(maxsize=maxsize)
         self.calls = 0
         self.hits = 0
         self.rejects = 0
 
-    def bounds(self, request: Any) -> tuple[tuple[str, int], ...]:
+    def _facts(self, request: Any) -> tuple[Any, tuple[tuple[str, int], ...], int]:
+        """``(key, lower bounds, whole nodes)`` of a request, remembered by
+        identity (hashing a request tree is the expensive part; the entry
+        holds the request, so its id cannot be reused while cached)."""
+        f = self._by_id.get(id(request))
+        if f is None or f[0] is not request:
+            if len(self._by_id) > 65536:
+                self._by_id.clear()
+            key = request.key
+            f = (request, key, self.bounds_of(request), self.whole_nodes(request))
+            self._by_id[id(request)] = f
+        return f[1], f[2], f[3]
+
+    def bounds_of(self, request: Any) -> tuple[tuple[str, int], ...]:
         key = request.key
         b = self._bounds.get(key)
         if b is None:
@@ -134,16 +158,15 @@ class MatchCache:
         self.calls += 1
         if not avail:
             return None
-        for rtype, n in self.bounds(request):
+        rkey, bounds, nodes = self._facts(request)
+        for rtype, n in bounds:
             if codec.count(avail, rtype) < n:
                 self.rejects += 1
                 return None
-        if self.fast_paths and codec.flat_nodes and policy in self.FAST_ORDER:
-            n = self.whole_nodes(request)
-            if n:
-                self.fast += 1
-                return self._take_nodes(codec, avail, n, self.FAST_ORDER[policy])
-        key = (request.key, policy, avail)
+        if nodes and self.fast_paths and codec.flat_nodes and policy in self.FAST_ORDER:
+            self.fast += 1
+            return self._take_nodes(codec, avail, nodes, self.FAST_ORDER[policy])
+        key = (rkey, policy, avail)
         hit = self._cache.get(key, _MISS)
         if hit is not _MISS:
             self.hits += 1
@@ -182,18 +205,21 @@ class MatchCache:
         cands = avail & codec.node_vertex_mask
         if cands.bit_count() < n:
             return None
-        vertices = IdSet.from_mask(cands)
-        order = reversed(list(vertices)) if high_first else iter(vertices)
         picked = 0
         k = 0
         node_bits = codec.node_bits
-        for v in order:
+        while cands:
+            if high_first:
+                v = cands.bit_length() - 1
+            else:
+                v = (cands & -cands).bit_length() - 1
+            cands ^= 1 << v
             full = node_bits[v]
             if avail & full == full:
                 picked |= full
                 k += 1
                 if k == n:
-                    return codec.decode(picked), picked
+                    return None, picked
         return None
 
 
@@ -210,9 +236,7 @@ def _unusable_ranks(g: Any) -> Any:
     if drained is not None:
         d = drained()
         if d:
-            from ..ids import IdSet
-
-            bad = bad | IdSet(d)
+                        bad = bad | IdSet(d)
     return bad
 
 
@@ -288,13 +312,13 @@ class Planner:
     def add_running(self, jobid: int, rs: Any, start: float, end: float = math.inf, bits: int | None = None) -> None:
         """Record that ``jobid`` holds ``rs`` from ``start`` until ``end``."""
         b = self.codec.encode(rs) if bits is None else bits
-        self._add(Span(jobid, rs, float(start), float(end), True, b))
+        self._add(Span(jobid, rs, float(start), float(end), True, b, self.codec))
         bisect.insort(self._running_ends, (float(end), jobid))
 
     def reserve(self, jobid: int, rs: Any, start: float, end: float = math.inf, bits: int | None = None) -> None:
         """Promise ``rs`` to the pending job ``jobid`` over ``[start, end)``."""
         b = self.codec.encode(rs) if bits is None else bits
-        self._add(Span(jobid, rs, float(start), float(end), False, b))
+        self._add(Span(jobid, rs, float(start), float(end), False, b, self.codec))
         self._nreserved += 1
 
     def remove(self, jobid: int) -> Span | None:
@@ -358,9 +382,9 @@ class Planner:
             raise PlannerError(f"job {jobid} has no span")
         self.remove(jobid)
         if span.running:
-            self.add_running(jobid, span.resources, span.start, end, span.bits)
+            self.add_running(jobid, span._rs, span.start, end, span.bits)
         else:
-            self.reserve(jobid, span.resources, span.start, end, span.bits)
+            self.reserve(jobid, span._rs, span.start, end, span.bits)
 
     # -- queries -----------------------------------------------------------
 
@@ -413,8 +437,15 @@ class Planner:
         return self.codec.decode(self.available_bits(t0, t1))
 
     def match_bits(self, request: Any, avail: int, policy: str = "first") -> tuple[Any, int] | None:
-        """Match ``request`` on a flat available set: ``(rs, bits)`` or None."""
+        """Match ``request`` on a flat available set: ``(rs, bits)`` or None.
+
+        ``rs`` may be None (not decoded yet): see :meth:`resolve`."""
         return self.matcher.flat(self.graph, self.codec, request, policy, avail)
+
+    def resolve(self, placement: tuple[Any, int]) -> Any:
+        """The ResourceSet of a ``(rs or None, bits)`` placement."""
+        rs, bits = placement
+        return rs if rs is not None else self.codec.decode(bits)
 
     def earliest(self, request: Any, now: float, duration: float, policy: str = "first") -> tuple[float, Any] | None:
         """The earliest ``t >= now`` at which ``request`` fits for ``duration``.
@@ -424,7 +455,10 @@ class Planner:
         ``duration`` of 0 or ``math.inf`` means unlimited.
         """
         found = self.earliest_bits(request, now, duration, policy)
-        return None if found is None else (found[0], found[1])
+        if found is None:
+            return None
+        t, rs, bits = found
+        return t, rs if rs is not None else self.codec.decode(bits)
 
     def earliest_bits(
         self, request: Any, now: float, duration: float, policy: str = "first"
