@@ -722,7 +722,6 @@ class Engine:
         """Annotations: post what changed, delete what no longer applies."""
         want: dict[int, dict[str, Any]] = {}
         depth = self.options.annotate_depth
-        free = None
         head: Job | None = None
         pos = 0
         for job in self._queue:
@@ -730,11 +729,9 @@ class Engine:
                 continue
             if pos >= depth:
                 break
-            if free is None:
-                free = self.graph.free()
             if head is None and job.id not in p.held_ok:
                 head = job
-            want[job.id] = self._annotations(p, job, pos, free, head)
+            want[job.id] = self._annotations(p, job, pos, head)
             pos += 1
         for span in self.planner.reserved():
             if span.jobid not in want:
@@ -756,27 +753,27 @@ class Engine:
                 self._annotated.discard(jobid)
             p.out.append(Response(jobid, ResponseType.ANNOTATE, {"sched": diff}))
 
-    def _annotations(self, p: _Pass, job: Job, pos: int, free: Any, head: Job | None) -> dict[str, Any]:
+    def _annotations(self, p: _Pass, job: Job, pos: int, head: Job | None) -> dict[str, Any]:
         ann: dict[str, Any] = {}
         req = job.request
         if job.estimate is not None:
             ann["t_estimate"] = job.estimate
-        ann["reason_pending"] = self._reason(p, job, free, head)
+        ann["reason_pending"] = self._reason(p, job, head)
         ann["jobs_ahead"] = pos
         if getattr(req, "queue", None):
             ann["queue"] = req.queue
         return ann
 
-    def _reason(self, p: _Pass, job: Job, free: Any, head: Job | None) -> str:
+    def _reason(self, p: _Pass, job: Job, head: Job | None) -> str:
         req = job.request
         why = p.held.get(job.id)
         if why == "down":
-            return f"cannot start on the resources that are up now: waiting for {self._need(req, free)}"
+            return f"cannot start on the resources that are up now: waiting for {self._need(p, req)}"
         c = getattr(req, "constraints", None)
         if c is not None and p.constraint_blocks(job):
             text = f"blocked by constraint: {describe_constraint(c)}"
         else:
-            text = f"waiting for {self._need(req, free)}"
+            text = f"waiting for {self._need(p, req)}"
         if job.estimate is not None:
             return f"{text} — reserved to start at {self._time_format(job.estimate)}"
         if why == "depth":
@@ -787,21 +784,34 @@ class Engine:
             return f"{text} — behind higher-priority job {head.id}"
         return text
 
-    def _need(self, req: Any, free: Any) -> str:
+    def _need(self, p: _Pass, req: Any) -> str:
+        """``3 nodes (2 free)``: what the job needs and what is free, per pass."""
+        text = p.need_text.get(id(req))
+        if text is not None and text[0] is req:
+            return text[1]
+        codec = self.planner.codec
+        free = p.free()
         nnodes = req.nnodes
         if nnodes and req.exclusive:
-            return f"{_plural(nnodes, 'node')} ({free.count('node')} free)"
-        cores = req.nslots * req.slot_size
-        gpus = req.nslots * req.slot_gpus
-        parts = []
-        if gpus:
-            parts.append(f"{_plural(gpus, 'GPU')} ({free.count('gpu')} free)")
-        if cores or not parts:
-            parts.insert(0, f"{_plural(cores, 'core')} ({free.count('core')} free)")
-        if nnodes:
-            parts.append(f"on {_plural(nnodes, 'node')}")
-        return ", ".join(parts)
-
+            if p.whole_free is None:
+                nb = codec.node_bits
+                whole = sum(1 for full in nb.values() if free & full == full) if nb else codec.count(free, "node")
+                p.whole_free = whole
+            have = p.whole_free
+            out = f"{_plural(nnodes, 'node')} ({have} free)"
+        else:
+            cores = req.nslots * req.slot_size
+            gpus = req.nslots * req.slot_gpus
+            parts = []
+            if gpus:
+                parts.append(f"{_plural(gpus, 'GPU')} ({codec.count(free, 'gpu')} free)")
+            if cores or not parts:
+                parts.insert(0, f"{_plural(cores, 'core')} ({codec.count(free, 'core')} free)")
+            if nnodes:
+                parts.append(f"on {_plural(nnodes, 'node')}")
+            out = ", ".join(parts)
+        p.need_text[id(req)] = (req, out)
+        return out
 
 _MISSING = object()
 
@@ -845,6 +855,8 @@ class _Pass:
         self.held_ok: set[int] = set()  # jobs the policy passed over that do not block others
         self._free: Any = None
         self._constraint_cache: dict[Any, bool] = {}
+        self.need_text: dict[int, tuple[Any, str]] = {}
+        self.whole_free: int | None = None
 
     # -- PassContext ---------------------------------------------------------
 

@@ -46,6 +46,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from ..ids import IdSet
+
 __all__ = ["MatchCache", "Planner", "PlannerError", "Span", "lower_bounds"]
 
 Matcher = Callable[..., Any]
