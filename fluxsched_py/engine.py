@@ -216,8 +216,11 @@ class EngineOptions:
             elif k == "queue-depth":
                 kw["queue_depth"] = _parse_depth(k, value)
             elif k == "annotate-depth":
-                d = _parse_depth(k, value)
-                kw["annotate_depth"] = 1 << 62 if d is None else d
+                if str(value).strip() in ("0",) or value == 0:
+                    kw["annotate_depth"] = 0
+                else:
+                    d = _parse_depth(k, value)
+                    kw["annotate_depth"] = 1 << 62 if d is None else d
             elif k == "policy":
                 if value not in _PLACEMENTS:
                     raise EngineError(f"policy={value!r}: choose from {', '.join(_PLACEMENTS)}")
@@ -264,8 +267,9 @@ class Job:
         d = float(getattr(request, "duration", 0.0) or 0.0) if request is not None else 0.0
         #: Walltime in seconds, ``math.inf`` when unlimited.
         self.duration = d if d > 0 else math.inf
-        #: What makes two jobs interchangeable for matching (cache key).
-        self.shape = (request.key, self.duration) if request is not None else None
+        #: What makes two jobs interchangeable for matching; the engine
+        #: replaces it with a small interned id (cheap to hash in a pass).
+        self.shape: Any = (request.key, self.duration) if request is not None else None
         self.state = JobState.PENDING
         self.sortkey = order_key(priority, t_submit, jobid)
         self.resources: Any = None
@@ -353,6 +357,7 @@ class Engine:
         self._queue_sorted = True
         self._annotated: set[int] = set()  # pending jobs holding annotations
         self._parse_cache: LRUCache = LRUCache(maxsize=4096)
+        self._shape_ids: dict[Any, int] = {}
         self._feasible_cache: LRUCache = LRUCache(maxsize=4096)
         self._pass: _Pass | None = None
         self._pass_gen: Iterator[None] | None = None
@@ -460,6 +465,7 @@ class Engine:
             self.stats["denied"] += 1
             return [Response(jobid, ResponseType.DENY, note=reason)]
         job = Job(jobid, priority, userid, t_submit, request)
+        job.shape = self._shape_ids.setdefault(job.shape, len(self._shape_ids))
         self._transition(job, "alloc")
         self._jobs[jobid] = job
         self._npending += 1
@@ -490,8 +496,10 @@ class Engine:
         try:
             if final:
                 self._transition(job, "free-final")
+                version = getattr(self.graph, "version", None)
                 self.graph.release(jobid)
-                self.planner.remove(jobid)
+                span = self.planner.remove(jobid)
+                self.planner.graph_changed(version, given=span.bits if span is not None else None)
                 del self._jobs[jobid]
             else:
                 self._transition(job, "free")
@@ -695,7 +703,9 @@ class Engine:
         if end == math.inf and self.instance_expiration:
             end = max(self.instance_expiration, now + 1e-9)
         try:
+            version = getattr(self.graph, "version", None)
             self.graph.allocate(job.id, rs)
+            self.planner.graph_changed(version, taken=bits)
         except Exception as exc:  # a matcher bug must not crash the scheduler
             log.error("job %d: allocation of matched resources failed: %s", job.id, exc)
             p.held[job.id] = "error"

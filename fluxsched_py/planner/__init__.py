@@ -204,25 +204,19 @@ class MatchCache:
         over the node vertices (the matcher's order: by vertex, ascending for
         ``low``; descending for ``high``, and for ``first`` since all nodes are
         alike and wholly free ones tie on available cores)."""
-        cands = avail & codec.node_vertex_mask
-        if cands.bit_count() < n:
+        whole = codec.whole_nodes(avail)
+        if whole.bit_count() < n:
             return None
         picked = 0
-        k = 0
         node_bits = codec.node_bits
-        while cands:
+        for _ in range(n):
             if high_first:
-                v = cands.bit_length() - 1
+                v = whole.bit_length() - 1
             else:
-                v = (cands & -cands).bit_length() - 1
-            cands ^= 1 << v
-            full = node_bits[v]
-            if avail & full == full:
-                picked |= full
-                k += 1
-                if k == n:
-                    return None, picked
-        return None
+                v = (whole & -whole).bit_length() - 1
+            whole ^= 1 << v
+            picked |= node_bits[v]
+        return None, picked
 
 
 _MISS = object()
@@ -404,6 +398,24 @@ class Planner:
         bits = self.codec.encode(g.free())
         self._free_cache = (version, bits)
         return bits
+
+    def graph_changed(self, version_before: Any, taken: int = 0, given: int | None = 0) -> None:
+        """The caller just allocated ``taken`` or released ``given`` in the graph.
+
+        Keeps the cached free set in step without re-reading the graph, when
+        the cache was current before the change and nothing is down or
+        drained (a release on a down rank does not make anything free).
+        ``given=None`` means "unknown": the cache is dropped.
+        """
+        c = self._free_cache
+        g = self.graph
+        if c is None or version_before is None or c[0] != version_before or given is None:
+            self._free_cache = None
+            return
+        if given and _unusable_ranks(g):
+            self._free_cache = None
+            return
+        self._free_cache = (g.version, (c[1] & ~taken) | given)
 
     def pool_bits(self) -> int:
         """Up resources, free now or held by a running job that is not overdue."""

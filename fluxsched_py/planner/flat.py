@@ -79,6 +79,7 @@ class FlatCodec:
         self.node_vertex_mask = 0
         self.node_bits: dict[int, int] = {}
         self.flat_nodes = False
+        self._whole_cache: dict[int, int] = {}
         if not nodes or any(topo.parent[v] != 0 for v in nodes):
             return
         ranks = [topo.rank[v] for v in nodes]
@@ -123,6 +124,29 @@ class FlatCodec:
                         break
                     i += 1
         return self._RS(self.topo, cont, pools)
+
+    def whole_nodes(self, x: int) -> int:
+        """Node vertices (as a container mask) whose whole subtree is in ``x``.
+
+        Remembered for the last few sets: a pass asks about the same free set
+        for many jobs."""
+        cache = self._whole_cache
+        w = cache.get(x)
+        if w is None:
+            w = 0
+            cands = x & self.node_vertex_mask
+            node_bits = self.node_bits
+            while cands:
+                low = cands & -cands
+                v = low.bit_length() - 1
+                cands ^= low
+                full = node_bits[v]
+                if x & full == full:
+                    w |= low
+            if len(cache) > 256:
+                cache.clear()
+            cache[x] = w
+        return w
 
     def count(self, x: int, type: str) -> int:
         """Items of ``type`` in ``x`` (whole containers, or pool leaves)."""
