@@ -104,6 +104,8 @@ class FlatCodec:
                 for i, ((off, t), v) in enumerate(zip(pools, nodes, strict=True))
             ):
                 self.unit_shift = pools[0][0] - v0
+                self._unit_type = pools[0][1]
+                self._unit_rest = ~(self.cont_mask | (self.node_vertex_mask << self.unit_shift))
 
     def encode(self, rs: Any) -> int:
         x = rs.containers.mask
@@ -113,6 +115,16 @@ class FlatCodec:
         return x
 
     def decode(self, x: int) -> Any:
+        shift = self.unit_shift
+        if shift is not None and not (x & self._unit_rest):
+            pool_vertices = (x >> shift) & self.node_vertex_mask
+            t = self._unit_type
+            pools_u: dict[int, dict[str, int]] = {}
+            while pool_vertices:
+                low = pool_vertices & -pool_vertices
+                pool_vertices ^= low
+                pools_u[low.bit_length() - 1] = {t: 1}
+            return self._RS(self.topo, x & self.cont_mask, pools_u)
         cont = x & self.cont_mask
         pools: dict[int, dict[str, int]] = {}
         rest = x >> self.n
