@@ -382,9 +382,8 @@ class Engine:
         return [j for j in self._jobs.values() if j.state is JobState.RUNNING]
 
     def pending(self) -> list[Job]:
-        """Pending jobs in queue order."""
-        self._sort_queue()
-        return [j for j in self._queue if self._live(j)]
+        """Pending jobs in queue order (a copy; never disturbs a pass in progress)."""
+        return sorted((j for j in self._queue if self._live(j)), key=lambda j: j.sortkey)
 
     def ready_mode(self) -> dict:
         """The ``job-manager.sched-ready`` request payload for these options."""
@@ -471,8 +470,10 @@ class Engine:
         self._npending += 1
         q = self._queue
         if q and self._queue_sorted and job.sortkey < q[-1].sortkey:
+            # It goes ahead of queued jobs: re-plan their reservations too.
             self._queue_sorted = False
             self._restart = True
+            self._compress = True
         q.append(job)
         self._dirty = True
         return []
@@ -865,6 +866,8 @@ class _Pass:
         self._free: Any = None
         self._constraint_cache: dict[Any, bool] = {}
         self.need_text: dict[int, tuple[Any, str]] = {}
+        self._failed_shapes: set[Any] = set()
+        self._failed_nodes: list[tuple[int, float]] = []
         self.whole_free: int | None = None
 
     # -- PassContext ---------------------------------------------------------
@@ -950,6 +953,14 @@ class _Pass:
         if job.first_estimate is None:
             job.first_estimate = t
 
+    def clear_reservations(self) -> None:
+        planner = self.e.planner
+        for span in planner.reserved():
+            planner.remove(span.jobid)
+            job = self.e._jobs.get(span.jobid)
+            if job is not None:
+                job.estimate = None
+
     def reservation(self, job: Job) -> tuple[float, tuple[Any, int]] | None:
         span = self.e.planner.span(job.id)
         return None if span is None or span.running else (span.start, (span.resources, span.bits))
@@ -958,6 +969,26 @@ class _Pass:
         span = self.e.planner.remove(job.id)
         job.estimate = None
         return None if span is None else (span.start, (span.resources, span.bits))
+
+    def hopeless(self, job: Job) -> bool:
+        """True when a job at least as big and as long already failed to
+        start now in this pass (nothing a pass does frees resources)."""
+        if job.shape in self._failed_shapes:
+            return True
+        n = self.e.planner.matcher.whole_nodes(job.request)
+        if n:
+            d = job.duration
+            for fn, fd in self._failed_nodes:
+                if fn <= n and fd <= d:
+                    return True
+        return False
+
+    def failed(self, job: Job) -> None:
+        """Record that ``job`` could not start now (see :meth:`hopeless`)."""
+        self._failed_shapes.add(job.shape)
+        n = self.e.planner.matcher.whole_nodes(job.request)
+        if n:
+            self._failed_nodes.append((n, job.duration))
 
     def hold(self, job: Job, why: str) -> None:
         self.held[job.id] = why
