@@ -248,6 +248,7 @@ class Job:
         "request",
         "duration",
         "shape",
+        "nodes",
         "state",
         "sortkey",
         "resources",
@@ -270,6 +271,8 @@ class Job:
         #: What makes two jobs interchangeable for matching; the engine
         #: replaces it with a small interned id (cheap to hash in a pass).
         self.shape: Any = (request.key, self.duration) if request is not None else None
+        #: N for a plain whole-node request (see MatchCache.whole_nodes), else 0.
+        self.nodes = 0
         self.state = JobState.PENDING
         self.sortkey = order_key(priority, t_submit, jobid)
         self.resources: Any = None
@@ -465,6 +468,7 @@ class Engine:
             return [Response(jobid, ResponseType.DENY, note=reason)]
         job = Job(jobid, priority, userid, t_submit, request)
         job.shape = self._shape_ids.setdefault(job.shape, len(self._shape_ids))
+        job.nodes = self.planner.matcher.whole_nodes(request)
         self._transition(job, "alloc")
         self._jobs[jobid] = job
         self._npending += 1
@@ -975,7 +979,7 @@ class _Pass:
         start now in this pass (nothing a pass does frees resources)."""
         if job.shape in self._failed_shapes:
             return True
-        n = self.e.planner.matcher.whole_nodes(job.request)
+        n = job.nodes
         if n:
             d = job.duration
             for fn, fd in self._failed_nodes:
@@ -986,7 +990,7 @@ class _Pass:
     def failed(self, job: Job) -> None:
         """Record that ``job`` could not start now (see :meth:`hopeless`)."""
         self._failed_shapes.add(job.shape)
-        n = self.e.planner.matcher.whole_nodes(job.request)
+        n = job.nodes
         if n:
             self._failed_nodes.append((n, job.duration))
 

@@ -139,7 +139,7 @@ class MatchCache:
             if len(self._by_id) > 65536:
                 self._by_id.clear()
             key = request.key
-            f = (request, key, self.bounds_of(request), self.whole_nodes(request))
+            f = (request, key, self.bounds_of(request), self._whole_nodes_of(key, request))
             self._by_id[id(request)] = f
         return f[1], f[2], f[3]
 
@@ -186,7 +186,9 @@ class MatchCache:
     def whole_nodes(self, request: Any) -> int:
         """N when ``request`` is exactly ``node[N] exclusive > slot[1] > core[1]``
         with no constraint (how the replay models Batsim and SWF jobs), else 0."""
-        key = request.key
+        return self._facts(request)[2]
+
+    def _whole_nodes_of(self, key: Any, request: Any) -> int:
         n = self._node_spec.get(key)
         if n is None:
             n = 0
