@@ -8,8 +8,11 @@ wire messages into calls on :class:`Engine` and send back what it returns.
 What the engine owns
     the job table; the pending queue in order (priority, t_submit, id); the
     resource graph's allocations for its jobs; the planner's spans (running
-    jobs and the current pass's reservations); the annotations it last sent
-    for each job, so it only sends what changed.
+    jobs, and the reservations the queue policy keeps); the annotations it
+    last sent for each job, so it only sends what changed.  It also knows
+    *why* a pass may be needed: ``_dirty`` (anything happened), ``_restart``
+    (a pass in progress is stale) and ``_compress`` (something may have made
+    room, so reservations may move earlier).
 
 What the engine never knows
     Flux, ZMQ, Batsim, the KVS, files, or the wall clock.  Time is always an
