@@ -359,6 +359,7 @@ class Engine:
 
         self._jobs: dict[int, Job] = {}
         self._queue: list[Job] = []  # pending jobs in order; stale entries skipped
+        self._qhead = 0  # entries before this index are all stale
         self._npending = 0
         self._queue_sorted = True
         self._annotated: set[int] = set()  # pending jobs holding annotations
@@ -650,9 +651,19 @@ class Engine:
 
     def _sort_queue(self) -> None:
         q = self._queue
-        if not self._queue_sorted or len(q) > 2 * self._npending + 64:
-            self._queue = sorted((j for j in q if self._live(j)), key=lambda j: j.sortkey)
+        if not self._queue_sorted or len(q) - self._qhead > 2 * self._npending + 64:
+            self._queue = sorted((j for j in q[self._qhead :] if self._live(j)), key=lambda j: j.sortkey)
             self._queue_sorted = True
+            self._qhead = 0
+            return
+        # Jobs start mostly from the front: skip the stale prefix for good.
+        h, n = self._qhead, len(q)
+        while h < n and not self._live(q[h]):
+            h += 1
+        if h > 4096 and h > n // 2:
+            del q[:h]
+            h = 0
+        self._qhead = h
 
     def _parse(self, jobspec: Any) -> Any:
         if hasattr(jobspec, "resources") and hasattr(jobspec, "key"):
@@ -691,7 +702,7 @@ class Engine:
         self._sort_queue()
         if not self.policy.persistent_reservations:
             self.planner.clear_reservations()
-            for j in self._queue:
+            for j in self._queue[self._qhead :]:
                 j.estimate = None
         self._dirty = False
         self._restart = False
@@ -740,7 +751,9 @@ class Engine:
         depth = self.options.annotate_depth
         head: Job | None = None
         pos = 0
-        for job in self._queue:
+        q = self._queue
+        for i in range(self._qhead, len(q)) if depth else ():
+            job = q[i]
             if not self._live(job):
                 continue
             if pos >= depth:
@@ -883,7 +896,7 @@ class _Pass:
         e = self.e
         depth = e.options.queue_depth
         n = 0
-        i = 0
+        i = e._qhead
         while i < len(e._queue):
             job = e._queue[i]
             i += 1
