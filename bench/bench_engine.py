@@ -143,7 +143,8 @@ def main() -> None:
         ("pending after", f"{e.pending_count:,}", f"{rss_gib():.2f} GiB max RSS", _ok(rss_gib() < 4, "< 4 GiB"))
     )
 
-    title = f"engine: {args.jobs:,} pending 1-core jobs, queue-policy={args.queue_policy}, budget {args.budget * 1000:.0f} ms"
+    title = f"engine: {args.jobs:,} pending 1-core jobs, queue-policy={args.queue_policy}"
+    title += f", budget {args.budget * 1000:.0f} ms"
     table = Table(title=title)
     for col in ("phase", "detail", "measure", "target"):
         table.add_column(col)
