@@ -350,3 +350,25 @@ def test_the_engine_never_imports_flux_or_zmq():
     src = open(mod.__file__).read()
     assert not re.search(r"^\s*(import|from)\s+(flux|zmq)\b", src, re.M)
     assert "time.time(" not in src
+
+
+def test_queue_annotation_for_named_queues():
+    e = engine(nodes=1)
+    spec = jobspec(nnodes=1, duration=10)
+    spec["attributes"]["system"]["queue"] = "batch"
+    e.alloc(1, 16, 1, 0.0, jobspec(nnodes=1, duration=10))
+    e.alloc(2, 16, 1, 0.0, spec)
+    out = {r.id: r for r in e.schedule(0.0).responses}
+    assert out[2].annotations["sched"]["queue"] == "batch"
+
+
+def test_queue_depth_bounds_the_jobs_a_pass_considers():
+    e = engine(nodes=4, options=["queue-policy=easy", "queue-depth=2"])
+    for i in range(1, 5):
+        e.alloc(i, 16, 1, float(i), jobspec(nnodes=1, duration=10))
+    started = [r.id for r in e.schedule(5.0).responses if r.type is ResponseType.SUCCESS]
+    assert started == [1, 2]
+    started = [r.id for r in e.schedule(6.0).responses if r.type is ResponseType.SUCCESS]
+    assert started == []  # nothing changed: no new pass
+    e.free(1)
+    assert [r.id for r in e.schedule(7.0).responses if r.type is ResponseType.SUCCESS] == [3, 4]
