@@ -150,7 +150,7 @@ def main() -> None:
         table.add_column(col)
     for row in rows:
         table.add_row(*row)
-    Console().print(table)
+    Console(width=120).print(table)
 
 
 def _ok(cond: bool, target: str) -> str:
