@@ -676,9 +676,10 @@ class Engine:
 
     def _begin_pass(self, now: float) -> None:
         self._sort_queue()
-        self.planner.clear_reservations()
-        for j in self._queue:
-            j.estimate = None
+        if not self.policy.persistent_reservations:
+            self.planner.clear_reservations()
+            for j in self._queue:
+                j.estimate = None
         self._dirty = False
         self._restart = False
         self.stats["passes"] += 1
@@ -933,6 +934,11 @@ class _Pass:
         job.estimate = t
         if job.first_estimate is None:
             job.first_estimate = t
+
+    def unreserve(self, job: Job) -> tuple[float, Any] | None:
+        span = self.e.planner.remove(job.id)
+        job.estimate = None
+        return None if span is None else (span.start, span.resources)
 
     def hold(self, job: Job, why: str) -> None:
         self.held[job.id] = why

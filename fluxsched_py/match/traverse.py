@@ -187,6 +187,11 @@ class _Search:
                 return False
         return True
 
+    def spans_nodes(self, reqs: tuple[ResourceRequest, ...]) -> bool:
+        """True when ``reqs`` ask for nodes or bigger containers (a slot of nodes is not within a node)."""
+        upper = self.topo.upper_types
+        return any(x.type in upper for r in reqs for x in r.walk())
+
     def needs(self, reqs: tuple[ResourceRequest, ...]) -> dict[str, int]:
         k = id(reqs)
         n = self.needs_cache.get(k)
@@ -259,7 +264,7 @@ class _Search:
         maxn = r.count.max if r.count.values is None else max(r.count.values)
         needs = self.needs(r.with_)
         marks: list[int] = []
-        if topo.node_of[scope] >= 0 or not topo.has_nodes:
+        if topo.node_of[scope] >= 0 or not topo.has_nodes or self.spans_nodes(r.with_):
             hosts: Iterator[int] = iter((scope,))
         else:
             hosts = self.containers(scope, "node", False, needs, True)

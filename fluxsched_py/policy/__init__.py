@@ -50,7 +50,11 @@ class PassContext(Protocol):
         """Earliest ``(t, rs)`` for ``job`` around what is running and reserved."""
 
     def reserve(self, job: Any, t: float, rs: Any) -> None:
-        """Hold ``rs`` for ``job`` from ``t`` (reservations last for the pass)."""
+        """Hold ``rs`` for ``job`` from ``t`` (until the next pass, or longer
+        with :attr:`QueuePolicy.persistent_reservations`)."""
+
+    def unreserve(self, job: Any) -> tuple[float, Any] | None:
+        """Take ``job``'s reservation out of the plan; return it as ``(t, rs)``."""
 
     def try_move(self, job: Any, blocker_rs: Any, blocker_end: float) -> bool:
         """Re-plan ``job``'s reservation at the same time around a new allocation."""
@@ -68,6 +72,8 @@ class QueuePolicy:
     name = "base"
     #: Reservations the policy makes per pass (None = unlimited).
     default_reserve_depth: int | None = 0
+    #: Keep reservations from one pass to the next (else each pass re-plans).
+    persistent_reservations = False
 
     def __init__(self, reserve_depth: int | None = None) -> None:
         self.reserve_depth = self.default_reserve_depth if reserve_depth is None else reserve_depth
