@@ -451,7 +451,7 @@ class V4Driver(Driver):
 
     def _on_job_submitted(self, ev: Any, now: float) -> list[dict[str, Any]]:
         job = self._v4.parse_job(ev)
-        rej = self.scheduler.submit(job.id, job.res, job.walltime, ev.timestamp)
+        rej = self.scheduler.submit(job.id, job.res, job.walltime, job.subtime)
         return [] if rej is None else [self._v4.reject_job(now, rej.job_id)]
 
     def _job_id(self, ev: Any) -> str:

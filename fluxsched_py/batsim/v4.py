@@ -148,7 +148,14 @@ def parse_job(event: Event) -> BatsimJob:
         if wt <= 0:
             wt = None
     profile = job.get("profile")
-    return BatsimJob(job_id, res, wt, event.timestamp, profile if isinstance(profile, str) else None)
+    # Batsim 4 forwards the workload's submission time; the event arrives a
+    # little later (protocol latency).  The queue orders ties by submit time,
+    # so use the workload's, as the replay does.
+    subtime = job.get("subtime")
+    submit = event.timestamp
+    if subtime is not None:
+        submit = _number(subtime, f"job {job_id} 'subtime'")
+    return BatsimJob(job_id, res, wt, submit, profile if isinstance(profile, str) else None)
 
 
 def parse_hosts(event: Event) -> list[dict[str, Any]]:
