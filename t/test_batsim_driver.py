@@ -246,6 +246,7 @@ class _Engine:
 
 def test_call_me_later_only_for_a_reservation_no_running_job_explains():
     s = BatsimScheduler()
+    s.vnow = 10.0
     s.engine = _Engine([_Span(0.0, 50.0, True), _Span(50.0, 80.0, False)])
     assert s.decide(10.0) == []  # the running job's completion (by t=50) wakes us
     s.engine = _Engine([_Span(0.0, math.inf, True), _Span(70.0, 80.0, False)])
@@ -254,6 +255,7 @@ def test_call_me_later_only_for_a_reservation_no_running_job_explains():
     s.requested_call(70.0)
     s.engine = _Engine([_Span(0.0, math.inf, True), _Span(90.0, 95.0, False)])
     assert s.decide(70.0) == [CallMeLater(90.0)]
+    assert s.vnow == 70.0
 
 
 def test_call_me_later_is_encoded_as_the_protocol_says():
@@ -265,3 +267,34 @@ def test_call_me_later_is_encoded_as_the_protocol_says():
 def test_alloc_is_an_idset_of_batsim_resource_ids(d):
     reply(d, 1.0, submit(1.0, "w0!1", 2))
     assert d.scheduler.jobs["w0!1"].alloc == IdSet.parse("0-1")
+
+
+def _regroup_run(with_profiles: bool) -> list[list[str]]:
+    """Two jobs that end at the same workload instant, whose completions Batsim delivers 3 ms apart."""
+    drv = V4Driver(["queue-policy=easy", "policy=low"])
+    t, ty, data = begins(4)
+    if with_profiles:
+        data["profiles"] = {"w0": {"p": {"type": "delay", "delay": 10.0}}}
+    reply(drv, 0.0, (t, ty, data))
+    started = []
+
+    def go(now, *events):
+        r = reply(drv, now, *events)
+        started.append([e["data"]["job_id"] for e in r["events"] if e["type"] == "EXECUTE_JOB"])
+
+    go(0.0006, submit(0.0006, "w0!1", 2), submit(0.0006, "w0!2", 2))  # both end at workload time 10
+    go(1.0, submit(1.0, "w0!3", 4))  # head: needs all 4 nodes
+    go(2.0, submit(2.0, "w0!4", 2, walltime=50.0))  # could backfill on 2 nodes until the head's shadow
+    go(10.0012, completed(10.0012, "w0!1"))
+    go(10.0042, completed(10.0042, "w0!2"))
+    return started
+
+
+def test_simultaneous_completions_split_by_batsim_latency_are_decided_together():
+    # The replay frees both at t=10 and starts the head there; so must the driver.
+    assert _regroup_run(with_profiles=True) == [["w0!1", "w0!2"], [], [], [], ["w0!3"]]
+
+
+def test_without_run_times_each_completion_is_decided_at_once():
+    # No delay profile: nothing says the second completion is on its way, so EASY backfills job 4.
+    assert _regroup_run(with_profiles=False) == [["w0!1", "w0!2"], [], [], ["w0!4"], []]

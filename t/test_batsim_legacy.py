@@ -93,8 +93,8 @@ def test_job_table_from_workload_files(tmp_path):
     p.write_text(json.dumps({"nb_res": 8, "jobs": [{"id": 1, "res": 2, "walltime": 30}, {"id": "2", "res": 1}]}))
     t = load_job_table([str(p)])
     assert t.nb_res == 8
-    assert t.lookup("wl!1") == (2, 30.0)
-    assert t.lookup("anything!2") == (1, None)
+    assert t.lookup("wl!1") == (2, 30.0, None)
+    assert t.lookup("anything!2") == (1, None, None)
     d = LegacyDriver(None, t, [Host(i, f"h{i}") for i in range(3)])
     d.handle(b"3:0|0:A")
     assert len(d.scheduler.engine.graph.ranks) == 3

@@ -117,9 +117,22 @@ def to_batprotocol(pairs: list[tuple[bytes, bytes]], nodes: int) -> list[bytes]:
                     }
                     for h in d["compute_resources"]
                 ]
-                ev = ("SimulationBeginsEvent", {"computation_host_number": len(hosts), "computation_hosts": hosts})
+                profiles = [
+                    {"id": f"{wl}!{name}", "profile_type": "DelayProfile", "profile": {"delay": p["delay"]}}
+                    for wl, profs in d.get("profiles", {}).items()
+                    for name, p in profs.items()
+                    if p.get("type") == "delay"
+                ]
+                ev = (
+                    "SimulationBeginsEvent",
+                    {"computation_host_number": len(hosts), "computation_hosts": hosts, "profiles": profiles},
+                )
             elif e["type"] == "JOB_SUBMITTED":
-                job = {"resource_request": d["job"]["res"], "walltime": d["job"].get("walltime", -1)}
+                job = {
+                    "resource_request": d["job"]["res"],
+                    "walltime": d["job"].get("walltime", -1),
+                    "profile_id": d["job"]["profile"],
+                }
                 ev = ("JobSubmittedEvent", {"job_id": d["job_id"], "job": job, "submission_time": t})
             elif e["type"] == "JOB_COMPLETED":
                 ev = ("JobCompletedEvent", {"job_id": d["job_id"], "state": d.get("job_state")})

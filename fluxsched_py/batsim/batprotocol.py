@@ -39,7 +39,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..engine import EngineOptions
-from .driver import BatsimScheduler, Driver, Execute, Host, Reject
+from .driver import BatsimScheduler, Driver, Execute, Host, Reject, profile_runtime
 from .errors import ProtocolError
 from .intervals import format_intervals
 
@@ -203,6 +203,7 @@ class BatprotocolDriver(Driver):
         self.commit = commit
         self.now = 0.0
         self._call_ids = 0
+        self.profiles: dict[str, dict[str, Any]] = {}  # "workload!name" -> ProfileAndId
 
     def handle(self, raw: bytes) -> bytes:
         if self.finished:
@@ -245,6 +246,9 @@ class BatprotocolDriver(Driver):
                 raise ProtocolError("SimulationBeginsEvent received twice")
             self.phase = "running"
             sched.begin(self._hosts(data))
+            for p in data.get("profiles") or []:
+                if isinstance(p, dict) and isinstance(p.get("id"), str):
+                    self.profiles[p["id"]] = p
             return []
         if self.phase != "running":
             raise ProtocolError(f"{etype} before SimulationBeginsEvent")
@@ -256,8 +260,9 @@ class BatprotocolDriver(Driver):
             wt = job.get("walltime")
             walltime = None if wt is None else _number(wt, f"job {job_id} 'walltime'")
             t_submit = _number(data.get("submission_time", ts), f"job {job_id} 'submission_time'")
-            rej = sched.submit(job_id, res, walltime if walltime and walltime > 0 else None, t_submit)
-            return [] if rej is None else [_event(now, "RejectJobEvent", {"job_id": rej.job_id})]
+            runtime = self._runtime(job_id, job, data.get("profile"))
+            sched.submit(job_id, res, walltime if walltime and walltime > 0 else None, t_submit, runtime)
+            return []
         if etype == "JobCompletedEvent":
             sched.complete(self._job_id(data), ts, data.get("state"))
         elif etype == "JobsKilledEvent":
@@ -277,6 +282,22 @@ class BatprotocolDriver(Driver):
         elif etype in _IGNORED:
             log.info("%s ignored: %s", etype, json.dumps(data)[:200])
         return []
+
+    def _runtime(self, job_id: str, job: dict[str, Any], forwarded: Any) -> float | None:
+        """A job's run time when its profile is a delay (flatbuffers JSON: ``profile_type`` + ``profile``)."""
+        prof = forwarded
+        if not isinstance(prof, dict):
+            pid = job.get("profile_id")
+            if not isinstance(pid, str):
+                return None
+            if "!" not in pid:
+                pid = f"{job_id.split('!', 1)[0]}!{pid}"
+            prof = self.profiles.get(pid)
+        if not isinstance(prof, dict):
+            return None
+        if prof.get("profile_type") == "DelayProfile" and isinstance(prof.get("profile"), dict):
+            return profile_runtime({"type": "delay", **prof["profile"]})
+        return profile_runtime(prof)
 
     @staticmethod
     def _job_id(data: dict[str, Any]) -> str:
@@ -312,7 +333,8 @@ class BatprotocolDriver(Driver):
                     "acknowledge_dynamic_jobs": False,
                     "forward_profiles_on_job_submission": False,
                     "forward_profiles_on_jobs_killed": False,
-                    "forward_profiles_on_simulation_begins": False,
+                    # Profiles tell the driver which jobs end at the same instant (driver.BatsimScheduler).
+                    "forward_profiles_on_simulation_begins": True,
                     "forward_unknown_external_events": False,
                 },
                 "scheduling_constraints": {

@@ -19,7 +19,10 @@ under Batsim makes the decisions the offline replay computes:
 * its engine id is the number after ``!`` in the Batsim id when that is a
   free integer (the replay numbers Batsim workload jobs the same way, and the
   id breaks ties between jobs submitted at the same time), else a fresh one;
-* completions are ``sched.free`` (final), then one pass runs at ``now``.
+* completions are ``sched.free`` (final), submissions ``sched.alloc``, and one
+  pass runs per workload instant, as in the replay; the engine runs on the
+  workload's own clock rather than Batsim's, which lags it by a few
+  milliseconds per message (see :class:`BatsimScheduler`).
 
 Batsim wakes the scheduler on every completion, so a reservation whose start
 is some running job's expected end needs no timer: that job's completion (at
@@ -30,6 +33,7 @@ else, such as an instance expiration — gets a :class:`CallMeLater`.
 
 from __future__ import annotations
 
+import heapq
 import logging
 import math
 from collections.abc import Iterable, Mapping, Sequence
@@ -50,6 +54,7 @@ __all__ = [
     "Host",
     "Reject",
     "hosts_R",
+    "profile_runtime",
     "property_names",
 ]
 
@@ -155,6 +160,19 @@ def node_request(nnodes: int, walltime: float | None) -> Any:
     return _node_request(nnodes, math.inf if walltime is None else float(walltime))
 
 
+def profile_runtime(profile: Any) -> float | None:
+    """A Batsim profile's run time when the profile alone fixes it (``delay``), else None."""
+    if isinstance(profile, Mapping) and profile.get("type") == "delay":
+        d = profile.get("delay")
+        if isinstance(d, (int, float)) and not isinstance(d, bool) and math.isfinite(d) and d >= 0:
+            return float(d)
+    return None
+
+
+#: Events closer than this in workload time are one instant (Batsim prints times with 6 decimals).
+SAME_INSTANT = 2e-6
+
+
 @dataclass(slots=True)
 class _Job:
     batsim_id: str
@@ -162,13 +180,45 @@ class _Job:
     res: int
     walltime: float | None
     submit: float
-    state: str = "pending"  # pending | running | done
+    runtime: float | None = None
+    state: str = "pending"  # pending | running | ending | done
     alloc: IdSet | None = None
-    start: float | None = None
+    start: float | None = None  # Batsim time of the EXECUTE_JOB
+    vstart: float | None = None  # workload time of the decision
+    vend: float | None = None  # workload time it will end at, when its run time is known
+
+
+@dataclass(order=True, slots=True)
+class _Pending:
+    """An event waiting to be given to the engine, in workload-time order (frees before submits)."""
+
+    vtime: float
+    rank: int  # 0 free, 1 resource change, 2 submit, 3 timer: the replay's order within an instant
+    seq: int
+    kind: str = field(compare=False)
+    job: _Job | None = field(compare=False, default=None)
+    arg: Any = field(compare=False, default=None)
 
 
 class BatsimScheduler:
     """Batsim facts in, decisions out; see the module docstring.
+
+    **Workload time.**  Batsim charges a little simulated time for every
+    message (about 0.6 ms, more for several jobs started in one reply), so
+    two jobs that end at the same instant in the workload's own time — same
+    start, same run time — end a few milliseconds apart under Batsim and
+    arrive in separate messages.  Deciding after the first would see half the
+    nodes the replay sees, and EASY would backfill differently.  So the
+    engine runs on *workload time*: a submission is at its ``subtime``; a job
+    started by a pass at workload time ``V`` ends at ``V + min(run time,
+    walltime)`` when the run time is known (a ``delay`` profile, which Batsim
+    sends in SIMULATION_BEGINS), else at its Batsim completion time minus the
+    lag Batsim added to its start.  Events are given to the engine in
+    workload-time order, and a pass at instant ``V`` waits until every
+    running job known to end by ``V`` has reported its completion — Batsim
+    always sends it, so this never waits for nothing.  Run times are used for
+    that bookkeeping only; the engine never sees them and schedules on
+    walltimes, as in production.
 
     Raises :class:`ProtocolError` for facts that contradict what it was told
     before (a completion for a job never submitted or never started, a job
@@ -183,7 +233,11 @@ class BatsimScheduler:
         self.jobs: dict[str, _Job] = {}
         self._by_engine_id: dict[int, _Job] = {}
         self._next_fresh = _FRESH_BASE
-        self._calls: set[float] = set()  # CALL_ME_LATER times requested and not yet reached
+        self._pending: list[_Pending] = []
+        self._seq = 0
+        self.vnow = 0.0  # workload time of the last pass
+        self.lag = 0.0  # Batsim time minus workload time at the last pass
+        self._calls: dict[float, float] = {}  # CALL_ME_LATER pending: workload time -> Batsim time asked
         self.no_more_static_jobs = False
         self.stats = {"submitted": 0, "started": 0, "rejected": 0, "completed": 0, "killed": 0, "calls": 0}
 
@@ -225,21 +279,22 @@ class BatsimScheduler:
         self._next_fresh += 1
         return self._next_fresh
 
-    def submit(self, batsim_id: str, res: int, walltime: float | None, t: float) -> Reject | None:
-        """JOB_SUBMITTED: queue the job, or reject it at once if it can never run."""
-        engine = self._engine()
+    def _push(self, vtime: float, rank: int, kind: str, job: _Job | None = None, arg: Any = None) -> None:
+        self._seq += 1
+        heapq.heappush(self._pending, _Pending(vtime, rank, self._seq, kind, job, arg))
+
+    def submit(self, batsim_id: str, res: int, walltime: float | None, t: float, runtime: float | None = None) -> None:
+        """JOB_SUBMITTED at workload time ``t``; ``runtime`` only if the profile fixes it (see the class doc)."""
+        self._engine()
         if batsim_id in self.jobs:
             raise ProtocolError(f"job {batsim_id} submitted twice")
         if walltime is not None and walltime <= 0:
             walltime = None
-        job = _Job(batsim_id, self._engine_id(batsim_id), res, walltime, t)
+        job = _Job(batsim_id, self._engine_id(batsim_id), res, walltime, t, runtime)
         self.jobs[batsim_id] = job
         self._by_engine_id[job.engine_id] = job
         self.stats["submitted"] += 1
-        for r in engine.alloc(job.engine_id, 0, 0, t, node_request(res, walltime)):
-            if r.type is ResponseType.DENY:
-                return self._reject(job, r.note or "infeasible")
-        return None
+        self._push(t, 2, "submit", job)
 
     def _reject(self, job: _Job, reason: str) -> Reject:
         job.state = "done"
@@ -253,17 +308,25 @@ class BatsimScheduler:
             raise ProtocolError(f"{what} for job {batsim_id!r}, which was never submitted")
         if job.state == "pending":
             raise ProtocolError(f"{what} for job {batsim_id!r}, which was never started")
-        if job.state == "done":
+        if job.state in ("done", "ending"):
             return None
         return job
 
+    def _vtime_of_end(self, job: _Job, t: float) -> float:
+        if job.vend is not None and t >= (job.start or 0.0) + (job.vend - (job.vstart or 0.0)) - 1e-6:
+            return job.vend
+        # Unknown run time (or ended early): shift by the lag Batsim added to its start.
+        lag = (job.start or 0.0) - (job.vstart or 0.0)
+        return max(self.vnow, t - lag)
+
     def complete(self, batsim_id: str, t: float, state: str | None = None) -> None:
-        """JOB_COMPLETED: free the job's nodes."""
+        """JOB_COMPLETED at Batsim time ``t``: the job's nodes are freed at its workload end time."""
         job = self._running(batsim_id, "JOB_COMPLETED")
         if job is None:
             raise ProtocolError(f"JOB_COMPLETED for job {batsim_id!r}, which had already ended")
-        self._finish(job)
+        job.state = "ending"
         self.stats["completed"] += 1
+        self._push(self._vtime_of_end(job, t), 0, "free", job)
         log.debug("job %s completed at %.6f (%s)", batsim_id, t, state or "?")
 
     def killed(self, batsim_ids: Iterable[str], t: float) -> None:
@@ -271,59 +334,107 @@ class BatsimScheduler:
         for bid in batsim_ids:
             job = self._running(bid, "JOB_KILLED")
             if job is not None:
-                self._finish(job)
+                job.state = "ending"
                 self.stats["killed"] += 1
-
-    def _finish(self, job: _Job) -> None:
-        job.state = "done"
-        self._engine().free(job.engine_id, final=True)
+                lag = (job.start or 0.0) - (job.vstart or 0.0)
+                self._push(max(self.vnow, t - lag), 0, "free", job)
 
     def resources_down(self, ids: IdSet) -> None:
-        self._engine().resource_update(down=ids)
+        self._engine()
+        self._push(self.vnow, 1, "down", arg=ids)
 
     def resources_up(self, ids: IdSet) -> None:
-        self._engine().resource_update(up=ids)
+        self._engine()
+        self._push(self.vnow, 1, "up", arg=ids)
 
     def requested_call(self, t: float) -> None:
-        """REQUESTED_CALL: forget the timers that have fired."""
-        self._calls = {c for c in self._calls if c > t}
+        """REQUESTED_CALL at Batsim time ``t``: the timers due have fired; a pass runs at their workload time."""
+        due = [v for v, bt in self._calls.items() if bt <= t + SAME_INSTANT]
+        for v in due:
+            del self._calls[v]
+            self._push(v, 3, "tick")
 
     # -- decisions -----------------------------------------------------------
 
+    def _blocked(self, v: float) -> bool:
+        """True while a running job known to end by workload time ``v`` has not reported it yet."""
+        return any(
+            j.vend is not None and j.vend <= v + SAME_INSTANT
+            for j in self._by_engine_id.values()
+            if j.state == "running"
+        )
+
     def decide(self, now: float) -> list[Decision]:
-        """One scheduling pass at ``now``: jobs to start, and a timer if one is needed."""
+        """Give the engine every event it can have, one workload instant at a time, and collect decisions.
+
+        ``now`` is Batsim's time: the decisions are sent at it.  Returns
+        nothing while a simultaneous completion is still on its way.
+        """
         engine = self._engine()
-        self.requested_call(now)
         out: list[Decision] = []
-        while True:
-            result = engine.schedule(now)
-            for r in result.responses:
-                job = self._by_engine_id.get(r.id)
-                if job is None:  # pragma: no cover - the engine only answers for our jobs
-                    log.error("engine answered for unknown job id %d", r.id)
-                    continue
-                if r.type is ResponseType.SUCCESS:
-                    ranks = r.resources.ranks
-                    if len(ranks) != job.res:  # pragma: no cover - a matcher bug
-                        raise ProtocolError(f"engine gave job {job.batsim_id} {len(ranks)} nodes, not {job.res}")
-                    job.state, job.alloc, job.start = "running", ranks, now
-                    self.stats["started"] += 1
-                    out.append(Execute(job.batsim_id, ranks))
-                elif r.type is ResponseType.DENY:
-                    out.append(self._reject(job, r.note or "denied"))
-            if not result.more:
+        pending = self._pending
+        while pending:
+            v = pending[0].vtime
+            if self._blocked(v):
                 break
-        when = self._wakeup(now)
-        if when is not None:
-            self._calls.add(when)
-            self.stats["calls"] += 1
-            out.append(CallMeLater(when))
+            while pending and pending[0].vtime <= v + SAME_INSTANT:
+                ev = heapq.heappop(pending)
+                self._apply(engine, ev, out)
+            v = max(v, self.vnow)
+            self.vnow = v
+            self.lag = now - v
+            while True:
+                result = engine.schedule(v)
+                for r in result.responses:
+                    job = self._by_engine_id.get(r.id)
+                    if job is None:  # pragma: no cover - the engine only answers for our jobs
+                        log.error("engine answered for unknown job id %d", r.id)
+                        continue
+                    if r.type is ResponseType.SUCCESS:
+                        self._started(job, r.resources.ranks, v, now)
+                        out.append(Execute(job.batsim_id, job.alloc))
+                    elif r.type is ResponseType.DENY:
+                        out.append(self._reject(job, r.note or "denied"))
+                if not result.more:
+                    break
+        if not pending:
+            when = self._wakeup(self.vnow)
+            if when is not None:
+                at = now + (when - self.vnow)
+                self._calls[when] = at
+                self.stats["calls"] += 1
+                out.append(CallMeLater(at))
         return out
 
-    def _wakeup(self, now: float) -> float | None:
-        """The earliest reservation that no running job's end explains, if any."""
+    def _apply(self, engine: Engine, ev: _Pending, out: list[Decision]) -> None:
+        job = ev.job
+        if ev.kind == "free":
+            assert job is not None
+            job.state = "done"
+            engine.free(job.engine_id, final=True)
+        elif ev.kind == "submit":
+            assert job is not None
+            for r in engine.alloc(job.engine_id, 0, 0, job.submit, node_request(job.res, job.walltime)):
+                if r.type is ResponseType.DENY:
+                    out.append(self._reject(job, r.note or "infeasible"))
+        elif ev.kind == "down":
+            engine.resource_update(down=ev.arg)
+        elif ev.kind == "up":
+            engine.resource_update(up=ev.arg)
+        # "tick": nothing to give; the pass runs at its time.
+
+    def _started(self, job: _Job, ranks: IdSet, v: float, now: float) -> None:
+        if len(ranks) != job.res:  # pragma: no cover - a matcher bug
+            raise ProtocolError(f"engine gave job {job.batsim_id} {len(ranks)} nodes, not {job.res}")
+        job.state, job.alloc, job.start, job.vstart = "running", ranks, now, v
+        if job.runtime is not None:
+            job.vend = v + min(job.runtime, job.walltime if job.walltime is not None else math.inf)
+        self.stats["started"] += 1
+
+    def _wakeup(self, v: float) -> float | None:
+        """The earliest reservation (workload time) that no running job's end explains, if any."""
         engine = self._engine()
-        starts = sorted(s.start for s in engine.planner.reserved() if s.start > now)
+        starts = sorted(s.start for s in engine.planner.reserved() if s.start > v)
         if not starts:
             return None
         t = starts[0]
@@ -346,10 +457,11 @@ class BatsimScheduler:
         if engine.feasibility(req) is not None:
             return -1.0
         duration = math.inf if walltime is None or walltime <= 0 else float(walltime)
-        found = engine.planner.earliest(req, now, duration, self.options.policy)
+        v = max(self.vnow, now - self.lag)  # Batsim's now, in workload time
+        found = engine.planner.earliest(req, v, duration, self.options.policy)
         if found is None:
             return -1.0
-        return max(0.0, found[0] - now)
+        return max(0.0, found[0] - v)
 
     # -- reporting -----------------------------------------------------------
 
@@ -392,6 +504,7 @@ class V4Driver(Driver):
         self.finished = False
         self.config: dict[str, Any] = {}
         self.workloads: dict[str, Any] = {}
+        self.profiles: dict[str, dict[str, Any]] = {}
 
     def handle(self, raw: bytes) -> bytes:
         v4 = self._v4
@@ -438,6 +551,8 @@ class V4Driver(Driver):
         self.config = config if isinstance(config, dict) else {}
         wl = data.get("workloads")
         self.workloads = wl if isinstance(wl, dict) else {}
+        profiles = data.get("profiles")
+        self.profiles = {k: v for k, v in profiles.items() if isinstance(v, dict)} if isinstance(profiles, dict) else {}
         if self.config.get("redis-enabled"):
             raise ProtocolError(
                 "Batsim runs with Redis enabled: job descriptions are not in the protocol (run batsim without "
@@ -451,8 +566,11 @@ class V4Driver(Driver):
 
     def _on_job_submitted(self, ev: Any, now: float) -> list[dict[str, Any]]:
         job = self._v4.parse_job(ev)
-        rej = self.scheduler.submit(job.id, job.res, job.walltime, job.subtime)
-        return [] if rej is None else [self._v4.reject_job(now, rej.job_id)]
+        profile = ev.data.get("profile")  # present when Batsim forwards profiles on submission
+        if not isinstance(profile, dict) and job.profile is not None:
+            profile = (self.profiles.get(job.id.split("!", 1)[0]) or {}).get(job.profile)
+        self.scheduler.submit(job.id, job.res, job.walltime, job.subtime, profile_runtime(profile))
+        return []
 
     def _job_id(self, ev: Any) -> str:
         job_id = ev.data.get("job_id")

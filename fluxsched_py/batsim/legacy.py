@@ -30,7 +30,7 @@ from typing import Any
 
 from ..engine import EngineOptions
 from ..ids import IdSet, IdSetError
-from .driver import BatsimScheduler, CallMeLater, Driver, Execute, Host, Reject
+from .driver import BatsimScheduler, CallMeLater, Driver, Execute, Host, Reject, profile_runtime
 from .errors import ProtocolError
 
 __all__ = ["JobTable", "LegacyDriver", "load_job_table", "parse_message", "format_message"]
@@ -42,24 +42,27 @@ INCOMING = frozenset("ASCNZFfpe")
 
 @dataclass(slots=True)
 class JobTable:
-    """``job id -> (res, walltime)`` from Batsim workload files, plus their ``nb_res``."""
+    """``job id -> (res, walltime[, run time])`` from Batsim workload files, plus their ``nb_res``.
 
-    jobs: dict[str, tuple[int, float | None]]
+    The run time (a ``delay`` profile's) is used only to tell which jobs end
+    at the same instant (see :class:`~fluxsched_py.batsim.driver.BatsimScheduler`).
+    """
+
+    jobs: dict[str, tuple]
     nb_res: int | None = None
 
-    def lookup(self, job_id: str) -> tuple[int, float | None]:
-        if job_id in self.jobs:
-            return self.jobs[job_id]
-        tail = job_id.rsplit("!", 1)[-1]
-        hit = self.jobs.get("!" + tail)
+    def lookup(self, job_id: str) -> tuple[int, float | None, float | None]:
+        hit = self.jobs.get(job_id)
+        if hit is None:
+            hit = self.jobs.get("!" + job_id.rsplit("!", 1)[-1])
         if hit is None:
             raise ProtocolError(f"job {job_id!r} is not in the --workload file(s): cannot know its size")
-        return hit
+        return (hit[0], hit[1], hit[2] if len(hit) > 2 else None)
 
 
 def load_job_table(paths: Iterable[str]) -> JobTable:
     """Read Batsim workload JSON files (``jobs: [{id, res, walltime}]``)."""
-    jobs: dict[str, tuple[int, float | None]] = {}
+    jobs: dict[str, tuple[int, float | None, float | None]] = {}
     ambiguous: set[str] = set()
     nb_res = None
     for path in paths:
@@ -79,12 +82,13 @@ def load_job_table(paths: Iterable[str]) -> JobTable:
                 raise ValueError(f"--workload {p}: job without id/res: {json.dumps(j)[:80]}") from None
             wt = j.get("walltime")
             walltime = float(wt) if wt is not None and float(wt) > 0 else None
+            runtime = profile_runtime((data.get("profiles") or {}).get(j.get("profile")))
             tail = jid.rsplit("!", 1)[-1]
             for key in (f"{p.stem}!{tail}", f"{p.name}!{tail}", str(p) + "!" + tail):
-                jobs[key] = (res, walltime)
-            if "!" + tail in jobs and jobs["!" + tail] != (res, walltime):
+                jobs[key] = (res, walltime, runtime)
+            if "!" + tail in jobs and jobs["!" + tail] != (res, walltime, runtime):
                 ambiguous.add("!" + tail)
-            jobs["!" + tail] = (res, walltime)
+            jobs["!" + tail] = (res, walltime, runtime)
     for key in ambiguous:
         del jobs[key]  # only full WORKLOAD!ID names resolve these
     if not jobs:
@@ -199,10 +203,8 @@ class LegacyDriver(Driver):
                 else:
                     raise ProtocolError(f"event {stamp} before the simulation began")
             if stamp == "S":
-                res, walltime = self.table.lookup(content)
-                rej = sched.submit(content, res, walltime, t)
-                if rej is not None:
-                    out.append(("R", rej.job_id))
+                res, walltime, runtime = self.table.lookup(content)
+                sched.submit(content, res, walltime, t, runtime)
             elif stamp == "C":
                 sched.complete(content, t)
             elif stamp == "Z":
