@@ -40,7 +40,9 @@ from fluxsched_py.resource import ResourceGraph  # noqa: E402
 
 SHARED = ROOT / ".." / "shared" / "bench"
 JOBSPECS = ("core1.yaml", "node1x.yaml", "node1024x.yaml")
-FLUXION_REF = "Fluxion 0.54 reference (this machine, nodes16384.graphml): load 18 s, 4.0 GiB RSS, ~7 ms 1-core, ~15 ms 1-node-x"
+FLUXION_REF = (
+    "Fluxion 0.54 reference (this machine, nodes16384.graphml): load 18 s, 4.0 GiB RSS, ~7 ms 1-core, ~15 ms 1-node-x"
+)
 
 
 def rss_gib() -> float:
@@ -114,13 +116,17 @@ def bench_fluxion(grug: Path, reps: int) -> list[str]:
             lines += [f"match allocate {SHARED / name}"] * reps
         cmds.write_text("\n".join(lines + ["quit"]) + "\n")
         t0 = time.perf_counter()
-        p = subprocess.run(
-            ["/usr/bin/time", "-v", rq, "-L", str(grug), "-P", "first", "-e"],
-            stdin=cmds.open(),
-            capture_output=True,
-            text=True,
-        ) if shutil.which("/usr/bin/time") else subprocess.run(
-            [rq, "-L", str(grug), "-P", "first", "-e"], stdin=cmds.open(), capture_output=True, text=True
+        p = (
+            subprocess.run(
+                ["/usr/bin/time", "-v", rq, "-L", str(grug), "-P", "first", "-e"],
+                stdin=cmds.open(),
+                capture_output=True,
+                text=True,
+            )
+            if shutil.which("/usr/bin/time")
+            else subprocess.run(
+                [rq, "-L", str(grug), "-P", "first", "-e"], stdin=cmds.open(), capture_output=True, text=True
+            )
         )
         total = time.perf_counter() - t0
         elapsed = [float(x) for x in re.findall(r"Elapsed=([0-9.]+)", p.stdout)]
@@ -147,8 +153,13 @@ def main(argv: list[str] | None = None) -> int:
     requests = {name: load_jobspec(SHARED / name) for name in JOBSPECS}
     grug = SHARED / ("nodes1024.graphml" if args.quick else "nodes16384.graphml")
     rows = [
-        bench_ours(f"fluxsched-py recipe ({nodes} nodes)", lambda: ResourceGraph.from_recipe(recipe(nodes)), requests,
-                   reps, args.policy),
+        bench_ours(
+            f"fluxsched-py recipe ({nodes} nodes)",
+            lambda: ResourceGraph.from_recipe(recipe(nodes)),
+            requests,
+            reps,
+            args.policy,
+        ),
         bench_ours(f"fluxsched-py {grug.name}", lambda: ResourceGraph.from_grug(grug), requests, reps, args.policy),
         bench_fluxion(grug, reps),
     ]

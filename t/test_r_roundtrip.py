@@ -138,7 +138,9 @@ def r_objects(draw):
     for r in ranks:
         key = tuple((t, by_rank[r][t].encode()) for t in ("core", "gpu") if t in by_rank[r])
         groups.setdefault(key, []).append(r)
-    rlite = [{"rank": IdSet(rs).encode(), "children": dict(k)} for k, rs in sorted(groups.items(), key=lambda kv: kv[1][0])]
+    rlite = [
+        {"rank": IdSet(rs).encode(), "children": dict(k)} for k, rs in sorted(groups.items(), key=lambda kv: kv[1][0])
+    ]
     ex = {"R_lite": rlite, "starttime": draw(st.sampled_from([0.0, 12.5])), "expiration": 0.0}
     if draw(st.booleans()):
         prefix = draw(st.sampled_from(["n", "node", "x-"]))

@@ -156,7 +156,9 @@ def test_partial_release_of_some_cores_keeps_the_rest():
     g = small()
     rs = node_items(g, 0)
     g.allocate(7, rs)
-    part = ResourceSet.from_rv1(g, {"version": 1, "execution": {"R_lite": [{"rank": "0", "children": {"core": "0-1"}}]}})
+    part = ResourceSet.from_rv1(
+        g, {"version": 1, "execution": {"R_lite": [{"rank": "0", "children": {"core": "0-1"}}]}}
+    )
     g.release(7, part)
     assert g.allocation(7).count("core") == 6
     assert g.free().count("core") == 26
@@ -290,13 +292,19 @@ def test_malformed_jgf_names_the_element():
         ({"version": 2, "execution": {"R_lite": []}}, "/version"),
         ({"version": 1}, "/execution"),
         ({"version": 1, "execution": {"R_lite": [{"rank": "0-x", "children": {}}]}}, "/execution/R_lite/0/rank"),
-        ({"version": 1, "execution": {"R_lite": [{"rank": "0", "children": {"core": 3}}]}}, "/execution/R_lite/0/children/core"),
+        (
+            {"version": 1, "execution": {"R_lite": [{"rank": "0", "children": {"core": 3}}]}},
+            "/execution/R_lite/0/children/core",
+        ),
         (
             {"version": 1, "execution": {"R_lite": [{"rank": "0-1", "children": {"core": "0"}}], "nodelist": ["a"]}},
             "/execution/nodelist",
         ),
         (
-            {"version": 1, "execution": {"R_lite": [{"rank": "0", "children": {"core": "0"}}], "properties": {"x": "5"}}},
+            {
+                "version": 1,
+                "execution": {"R_lite": [{"rank": "0", "children": {"core": "0"}}], "properties": {"x": "5"}},
+            },
             "/execution/properties/x",
         ),
     ],

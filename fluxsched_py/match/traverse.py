@@ -199,9 +199,7 @@ class _Search:
             n = self.needs_cache[k] = request_needs(reqs, self.topo)
         return n
 
-    def containers(
-        self, scope: int, T: str, excl: bool, needs: dict[str, int], include_self: bool
-    ) -> Iterator[int]:
+    def containers(self, scope: int, T: str, excl: bool, needs: dict[str, int], include_self: bool) -> Iterator[int]:
         """Candidate containers of type ``T`` under ``scope``, in policy order, pruned."""
         topo = self.topo
         vtype, children = topo.type, topo.children
