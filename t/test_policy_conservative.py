@@ -10,16 +10,12 @@ from __future__ import annotations
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_engine_double import NodeGraph, feasibility, match
-from test_policy_textbook import textbook
 
-from fluxsched_py.engine import Engine
 from fluxsched_py.replay import replay
+from fluxsched_py.replay.platform import nodes_graph
 from fluxsched_py.replay.workload import Workload, WorkloadJob, node_request
 
-
-def factory(graph, options, **kw):
-    return Engine(graph, options, matcher=match, feasibility=feasibility, **kw)
+from .test_policy_textbook import textbook
 
 
 def check(engine):
@@ -42,7 +38,7 @@ def workloads(draw, full_walltime=True):
 
 def _replay(nodes, jobs, options):
     w = Workload([WorkloadJob(i, str(i), s, node_request(r, wl), wl, run, r) for i, s, r, wl, run in jobs], nodes)
-    return replay(w, NodeGraph(nodes), options, engine_factory=factory, check=check)
+    return replay(w, nodes_graph(nodes), options, check=check)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
