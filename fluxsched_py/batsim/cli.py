@@ -45,7 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="fluxsched-py batsim",
         description="Run fluxsched-py as the decision process (scheduler) of a Batsim simulation. "
-        "Start this first, then batsim (see --help of each protocol below).",
+        "Start it first, then batsim; it exits 0 once Batsim ends the simulation, 1 on a protocol error, "
+        "a timeout or a lost connection.",
     )
     ap.add_argument(
         "--protocol",
@@ -60,7 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="ZeroMQ endpoint to bind (default tcp://*:28000), or for --protocol legacy the Unix socket path "
         "Batsim listens on (default /tmp/bat_socket)",
     )
-    ap.add_argument("--queue-policy", choices=POLICIES, default="fcfs", help="queue policy (default fcfs)")
+    ap.add_argument(
+        "--queue-policy", choices=POLICIES, default="easy", help="queue policy (default easy, as fluxsched-py replay)"
+    )
     ap.add_argument("--policy", default="first", help="placement policy: first, low, high, ... (default first)")
     ap.add_argument("--reserve-depth", metavar="N", help="reservations per pass (conservative, hybrid)")
     ap.add_argument("--queue-depth", metavar="N", help="pending jobs considered per pass")
