@@ -236,3 +236,85 @@ def test_cli_over_zmq_answers_the_recorded_batsim_side_and_exits_0(tmp_path):
         ctx.term()
     _, err = proc.communicate(timeout=20)
     assert proc.returncode == 0, err
+
+
+def test_cli_batprotocol_over_zmq_on_the_transcoded_real_events(tmp_path):
+    zmq = pytest.importorskip("zmq")
+    rec = RECORDINGS[-1]
+    pairs = load(rec)
+    endpoint = f"ipc://{tmp_path}/edc.sock"
+    opts = [f"--{k}={v}" for k, v in rec["options"].items()]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fluxsched_py", "batsim", "--protocol", "batprotocol", "--socket", endpoint]
+        + ["--timeout", "10", "-q", "--record", str(tmp_path / "rec.jsonl"), *opts],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.REQ)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.setsockopt(zmq.RCVTIMEO, 10000)
+    sock.connect(endpoint)
+    replies = []
+    try:
+        for msg in to_batprotocol(pairs, rec["nodes"]):
+            sock.send(msg)
+            replies.append(sock.recv())
+    finally:
+        sock.close(0)
+        ctx.term()
+    _, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0, err
+    assert replies[0] == b"" and json.loads(replies[1][:-1])["events"][0]["event_type"] == "EDCHelloEvent"
+    assert _decisions_bp(replies) == v4_decisions(pairs)
+    first = json.loads((tmp_path / "rec.jsonl").read_text().splitlines()[0])
+    assert "hex" in first, "the binary init frame is recorded as hex"
+
+
+def test_cli_legacy_over_a_unix_socket_on_the_transcoded_real_events(tmp_path):
+    import socket
+    import struct
+
+    rec = RECORDINGS[-1]
+    pairs = load(rec)
+    path = str(tmp_path / "bat_socket")
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(path)
+    server.listen(1)
+    server.settimeout(10)
+    opts = [f"--{k}={v}" for k, v in rec["options"].items()]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fluxsched_py", "batsim", "--protocol", "legacy", "--socket", path, "-q"]
+        + ["--workload", str(DATA / rec["workload"]), "--nodes", str(rec["nodes"]), "--timeout", "10", *opts],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    conn, _ = server.accept()
+    conn.settimeout(10)
+
+    def recv_exact(n):
+        buf = b""
+        while len(buf) < n:
+            chunk = conn.recv(n - len(buf))
+            assert chunk, "scheduler closed early"
+            buf += chunk
+        return buf
+
+    got = []
+    try:
+        for msg in to_legacy(pairs):
+            conn.sendall(struct.pack("=I", len(msg)) + msg)
+            (n,) = struct.unpack("=I", recv_exact(4))
+            head, *events = recv_exact(n).decode().split("|")
+            for ev in events:
+                _, stamp, *content = ev.split(":", 2)
+                if stamp == "J":
+                    got += [
+                        (float(head.split(":")[1]), "execute", item.split("=")[0]) for item in content[0].split(";")
+                    ]
+    finally:
+        conn.close()
+        server.close()
+    _, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0, err
+    assert got == [(round(t, 6), k, j) for t, k, j, _ in v4_decisions(pairs)]

@@ -140,7 +140,7 @@ def make_driver(
 
 
 class Recorder:
-    """JSON lines: ``{"dir": "in"|"out", "data": text}`` (``"hex"`` for non-UTF-8 bytes)."""
+    """JSON lines: ``{"dir": "in"|"out", "data": text}``, or ``"hex"`` for binary frames."""
 
     def __init__(self, fp: IO[str] | None) -> None:
         self.fp = fp
@@ -149,9 +149,14 @@ class Recorder:
         if self.fp is None:
             return
         try:
-            rec = {"dir": direction, "data": raw.decode("utf-8")}
+            text = raw.decode("utf-8")
         except UnicodeDecodeError:
-            rec = {"dir": direction, "hex": raw.hex()}
+            text = None
+        body = text[:-1] if text is not None and text.endswith("\0") else text
+        if body is None or any(ord(c) < 32 and c not in "\t\n\r" for c in body):
+            rec = {"dir": direction, "hex": raw.hex()}  # binary (the batprotocol init frame)
+        else:
+            rec = {"dir": direction, "data": text}
         self.fp.write(json.dumps(rec, separators=(",", ":")) + "\n")
 
     @staticmethod
