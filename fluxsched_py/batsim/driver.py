@@ -234,6 +234,7 @@ class BatsimScheduler:
         self._by_engine_id: dict[int, _Job] = {}
         self._next_fresh = _FRESH_BASE
         self._pending: list[_Pending] = []
+        self._ends: list[tuple[float, int]] = []  # (workload end, engine id) of running jobs with a known run time
         self._seq = 0
         self.vnow = 0.0  # workload time of the last pass
         self.lag = 0.0  # Batsim time minus workload time at the last pass
@@ -358,11 +359,10 @@ class BatsimScheduler:
 
     def _blocked(self, v: float) -> bool:
         """True while a running job known to end by workload time ``v`` has not reported it yet."""
-        return any(
-            j.vend is not None and j.vend <= v + SAME_INSTANT
-            for j in self._by_engine_id.values()
-            if j.state == "running"
-        )
+        ends = self._ends
+        while ends and self._by_engine_id[ends[0][1]].state != "running":
+            heapq.heappop(ends)  # reported already
+        return bool(ends) and ends[0][0] <= v + SAME_INSTANT
 
     def decide(self, now: float) -> list[Decision]:
         """Give the engine every event it can have, one workload instant at a time, and collect decisions.
@@ -429,6 +429,7 @@ class BatsimScheduler:
         job.state, job.alloc, job.start, job.vstart = "running", ranks, now, v
         if job.runtime is not None:
             job.vend = v + min(job.runtime, job.walltime if job.walltime is not None else math.inf)
+            heapq.heappush(self._ends, (job.vend, job.engine_id))
         self.stats["started"] += 1
 
     def _wakeup(self, v: float) -> float | None:
