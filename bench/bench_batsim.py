@@ -132,12 +132,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def read_jobs_csv(path: Path) -> dict[int, dict[str, str]]:
-    out = {}
+def read_jobs_csv(path: Path) -> dict[int | str, dict[str, str]]:
+    out: dict[int | str, dict[str, str]] = {}
     with open(path) as f:
         for row in csv.DictReader(f):
             jid = str(row["job_id"]).rsplit("!", 1)[-1]
-            out[int(jid)] = row
+            out[int(jid) if jid.isdigit() else jid] = row
     return out
 
 

@@ -78,9 +78,12 @@ def test_the_recorded_run_completed_every_job_and_ended_with_an_empty_reply(rec)
                 submitted.add(e["data"]["job_id"])
             elif e["type"] == "JOB_COMPLETED":
                 completed.add(e["data"]["job_id"])
-    assert len(submitted) == rec["jobs"] and completed == submitted
-    started = {job for _, kind, job, _ in v4_decisions(pairs) if kind == "execute"}
-    assert started == submitted
+    decisions = v4_decisions(pairs)
+    started = {job for _, kind, job, _ in decisions if kind == "execute"}
+    rejected = {job for _, kind, job, _ in decisions if kind == "reject"}
+    assert len(submitted) == rec["jobs"]
+    assert rejected == set(rec.get("rejected", [])) and not started & rejected
+    assert started | rejected == submitted and completed == started
     last_in, last_out = pairs[-1]
     assert [e["type"] for e in json.loads(last_in)["events"]][-1] == "SIMULATION_ENDS"
     assert json.loads(last_out)["events"] == []
@@ -90,9 +93,12 @@ def test_the_recorded_run_completed_every_job_and_ended_with_an_empty_reply(rec)
 def test_start_times_under_batsim_equal_the_offline_replay(rec):
     workload = load_workload(DATA / rec["workload"])
     ref = replay(workload, nodes_graph(rec["nodes"]), EngineOptions.parse(rec["options"]))
-    expected = {r.job.id: r.start for r in ref.records}
-    got = {int(job.rsplit("!", 1)[1]): t for t, kind, job, _ in v4_decisions(load(rec)) if kind == "execute"}
+    expected = {r.job.id: r.start for r in ref.records if r.start is not None}
+    decisions = v4_decisions(load(rec))
+    got = {int(job.rsplit("!", 1)[1]): t for t, kind, job, _ in decisions if kind == "execute"}
     assert got.keys() == expected.keys()
+    rejected = {int(job.rsplit("!", 1)[1]) for _, kind, job, _ in decisions if kind == "reject"}
+    assert rejected == {r.job.id for r in ref.records if r.state == "REJECTED"}
     worst = max(abs(got[j] - expected[j]) for j in got)
     assert worst <= 0.1, f"a start time differs from the replay's by {worst:.6f} s"
 
@@ -308,10 +314,11 @@ def test_cli_legacy_over_a_unix_socket_on_the_transcoded_real_events(tmp_path):
             head, *events = recv_exact(n).decode().split("|")
             for ev in events:
                 _, stamp, *content = ev.split(":", 2)
+                now = float(head.split(":")[1])
                 if stamp == "J":
-                    got += [
-                        (float(head.split(":")[1]), "execute", item.split("=")[0]) for item in content[0].split(";")
-                    ]
+                    got += [(now, "execute", item.split("=")[0]) for item in content[0].split(";")]
+                elif stamp == "R":
+                    got.append((now, "reject", content[0]))
     finally:
         conn.close()
         server.close()
