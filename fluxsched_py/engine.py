@@ -597,10 +597,8 @@ class Engine:
         p.out = out
         t0 = self._stopwatch()
         gen = self._pass_gen
-        n = 0
         for _ in gen:
-            n += 1
-            if budget is not None and (n & 7) == 0 and self._stopwatch() - t0 >= budget:
+            if budget is not None and self._stopwatch() - t0 >= budget:
                 return PassResult(out, more=True)
         self._end_pass(p)
         self._pass = self._pass_gen = None
@@ -823,6 +821,7 @@ class Engine:
         p.need_text[id(req)] = (req, out)
         return out
 
+
 _MISSING = object()
 
 
@@ -894,7 +893,8 @@ class _Pass:
         return self._free
 
     def nothing_free(self) -> bool:
-        return not (self.free() & self.e.planner.codec.ranked_mask)
+        codec = self.e.planner.codec
+        return not (self.free() & (codec.leaf_mask or codec.ranked_mask))
 
     def _match(self, job: Job, avail: int) -> tuple[Any, int] | None:
         self.e.stats["matches"] += 1

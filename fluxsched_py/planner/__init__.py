@@ -155,8 +155,13 @@ class MatchCache:
         self.calls += 1
         return self.matcher(g, request, policy=policy, available=available)
 
-    def flat(self, g: Any, codec: Any, request: Any, policy: str, avail: int) -> tuple[Any, int] | None:
-        """Match on a flat available set; ``(rs, rs_bits)`` or None, memoized."""
+    def flat(
+        self, g: Any, codec: Any, request: Any, policy: str, avail: int, live: bool = False
+    ) -> tuple[Any, int] | None:
+        """Match on a flat available set; ``(rs, rs_bits)`` or None, memoized.
+
+        ``live`` says ``avail`` is exactly the graph's free set: the matcher
+        then reads the graph's own availability instead of rebuilding one."""
         self.calls += 1
         if not avail:
             return None
@@ -173,11 +178,10 @@ class MatchCache:
         if hit is not _MISS:
             self.hits += 1
             return hit
-        rs = self.matcher(g, request, policy=policy, available=codec.decode(avail))
+        rs = self.matcher(g, request, policy=policy, available=None if live else codec.decode(avail))
         out = None if rs is None else (rs, codec.encode(rs))
         self._cache[key] = out
         return out
-
 
     def whole_nodes(self, request: Any) -> int:
         """N when ``request`` is exactly ``node[N] exclusive > slot[1] > core[1]``
@@ -231,7 +235,7 @@ def _unusable_ranks(g: Any) -> Any:
     if drained is not None:
         d = drained()
         if d:
-                        bad = bad | IdSet(d)
+            bad = bad | IdSet(d)
     return bad
 
 
@@ -297,6 +301,8 @@ class Planner:
         self._running_ends: list[tuple[float, int]] = []  # sorted (end, jobid)
         self._nreserved = 0
         self._free_cache: tuple[Any, int] | None = None
+        self._mutations = 0  # bumped by every span change
+        self._suffix_cache: tuple[int, list[float], list[int]] | None = None
         #: The latest time the planner was told about (``earliest(now=...)``
         #: or :meth:`set_now`): running jobs expected to end before it are
         #: overdue and keep their resources until removed.
@@ -321,6 +327,7 @@ class Planner:
         span = self._spans.pop(jobid, None)
         if span is None:
             return None
+        self._mutations += 1
         if span.running:
             i = bisect.bisect_left(self._running_ends, (span.end, jobid))
             del self._running_ends[i]
@@ -453,7 +460,12 @@ class Planner:
         """Match ``request`` on a flat available set: ``(rs, bits)`` or None.
 
         ``rs`` may be None (not decoded yet): see :meth:`resolve`."""
-        return self.matcher.flat(self.graph, self.codec, request, policy, avail)
+        live = (
+            self._free_cache is not None
+            and avail == self._free_cache[1]
+            and self._free_cache[0] == getattr(self.graph, "version", None)
+        )
+        return self.matcher.flat(self.graph, self.codec, request, policy, avail, live)
 
     def resolve(self, placement: tuple[Any, int]) -> Any:
         """The ResourceSet of a ``(rs or None, bits)`` placement."""
@@ -519,13 +531,18 @@ class Planner:
     ) -> tuple[float, Any, int] | None:
         # busy(t) = union of spans still running after t: a suffix union over
         # the running spans sorted by end.
-        ends = [e for e, _ in self._running_ends]
-        spans = self._spans
-        suffix = [0] * (len(ends) + 1)
-        acc = 0
-        for i in range(len(ends) - 1, -1, -1):
-            acc |= spans[self._running_ends[i][1]].bits
-            suffix[i] = acc
+        cached = self._suffix_cache
+        if cached is not None and cached[0] == self._mutations:
+            ends, suffix = cached[1], cached[2]
+        else:
+            ends = [e for e, _ in self._running_ends]
+            spans = self._spans
+            suffix = [0] * (len(ends) + 1)
+            acc = 0
+            for i in range(len(ends) - 1, -1, -1):
+                acc |= spans[self._running_ends[i][1]].bits
+                suffix[i] = acc
+            self._suffix_cache = (self._mutations, ends, suffix)
         match = self.match_bits
 
         def attempt(t: float) -> tuple[Any, int] | None:
@@ -572,6 +589,7 @@ class Planner:
     def _add(self, span: Span) -> None:
         if span.jobid in self._spans:
             raise PlannerError(f"job {span.jobid} already has a span")
+        self._mutations += 1
         if not span.end > span.start:
             raise PlannerError(f"job {span.jobid}: empty span [{span.start}, {span.end})")
         lo = self._split(span.start)

@@ -62,6 +62,9 @@ class FlatCodec:
         self.layout = layout
         self._starts = [e[0] for e in layout]
         self.width = off
+        #: Every leaf (pool) bit: a set with none of these holds nothing usable
+        #: (containers stay in a free set while their leaves are in use).
+        self.leaf_mask = ((1 << off) - 1) & ~self.cont_mask
         self.type_masks = type_masks
         self.rank_masks = rank_masks
         #: Everything that belongs to some rank (not the cluster/rack levels).
