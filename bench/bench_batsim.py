@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import logging
 import os
 import shutil
 import socket
@@ -265,6 +266,7 @@ def real_batsim(keep: Path | None) -> int:
 
 
 def main() -> int:
+    logging.getLogger("fluxsched_py").setLevel(logging.ERROR)  # the recordings include rejections
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--keep", metavar="DIR", type=Path, help="keep Batsim outputs and recordings here")
     args = ap.parse_args()
