@@ -95,7 +95,8 @@ def outcomes(text: str) -> list[tuple]:
         block.append(line)
     if block:
         res.append(_summarize(block))
-    return res
+    # cancel statistics blocks carry traversal counts, not outcomes
+    return [r for r in res if r[0] != "stats"]
 
 
 def _summarize(block: list[str]) -> tuple:
@@ -107,6 +108,8 @@ def _summarize(block: list[str]) -> tuple:
             d[k] = v
         else:
             d[body] = ""
+    if any(k.startswith("CANCEL ") for k in d):
+        return ("stats",)
     if "Satisfiable request" in d:
         return ("sat", True)
     if "Unsatisfiable request" in d and "JOBID" not in d:

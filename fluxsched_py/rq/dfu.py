@@ -405,7 +405,8 @@ class Traverser:
     def chosen(self) -> dict[int, Edge]:
         """Vertices selected by the last successful :meth:`select` (uniq_id -> edge)."""
         chosen: dict[int, Edge] = {}
-        stack = list(self.marks.get(None, []))
+        root = self.g.root
+        stack = list(self.marks.get(None, [])) + list(self.marks.get(root.uniq_id if root else -1, []))
         while stack:
             e = stack.pop()
             if e.v.uniq_id in chosen:

@@ -272,6 +272,9 @@ class Session:
             return
         self.t.cancel(jobid)
         job.state = "CANCELED"
+        if len(args) == 3 and args[2] == "stats":
+            # traversal visit counts are Fluxion internals; we report 0
+            self.out.write(f'{_SEP}\nINFO: CANCEL PREORDER COUNT="0"\nINFO: CANCEL POSTORDER COUNT="0"\n{_SEP}\n')
 
     def cmd_info(self, args: list[str]) -> None:
         if len(args) != 2:
