@@ -67,6 +67,8 @@ POLICIES: dict[str, str] = {
 def parse_policy(name: str) -> Policy:
     """Turn a policy name or ``key=value`` string into a :class:`Policy`."""
     spec = POLICIES.get(name, name)
+    if "=" not in spec:
+        raise ValueError(f"unknown match policy '{name}'")
     opts: dict[str, str] = {}
     for tok in spec.split():
         if "=" not in tok:

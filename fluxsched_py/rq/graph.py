@@ -122,7 +122,7 @@ def _grug(path: str) -> RGraph:
 
     def attrs(elem: ET.Element, kind: str) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        for kid, (name, typ, default) in keys.items():
+        for name, _typ, default in keys.values():
             if default is not None:
                 out[name] = default
         for d in elem.findall(f"{_GML}data"):
