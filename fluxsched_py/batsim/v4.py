@@ -1,0 +1,178 @@
+"""Batsim 3/4 JSON protocol codec (sans-I/O).
+
+Batsim sends ``{"now": t, "events": [{"timestamp", "type", "data"}, ...]}``
+on a ZeroMQ REQ socket and waits for one reply of the same shape.  This
+module checks the envelope rules the protocol states — ``now`` is at least
+every event's timestamp, events are in non-decreasing time order, the
+mandatory fields are present with the right types, and time never goes
+backwards between messages — and builds the decision events a scheduler
+sends back.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..ids import IdSet
+from .errors import ProtocolError
+from .intervals import format_intervals
+
+__all__ = [
+    "BATSIM_TO_SCHED",
+    "BatsimJob",
+    "Event",
+    "MessageDecoder",
+    "call_me_later",
+    "encode_message",
+    "execute_job",
+    "answer",
+    "notify",
+    "parse_job",
+    "reject_job",
+]
+
+BATSIM_TO_SCHED = frozenset(
+    {
+        "SIMULATION_BEGINS",
+        "SIMULATION_ENDS",
+        "JOB_SUBMITTED",
+        "JOB_COMPLETED",
+        "JOB_KILLED",
+        "RESOURCE_STATE_CHANGED",
+        "REQUESTED_CALL",
+        "QUERY",
+        "ANSWER",
+        "NOTIFY",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    timestamp: float
+    type: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class BatsimJob:
+    """The part of a submitted Batsim job a scheduler needs.
+
+    ``walltime`` is ``None`` when the job has none (absent, or -1 in the
+    workload), which the scheduler treats as unlimited.
+    """
+
+    id: str
+    res: int
+    walltime: float | None
+    subtime: float
+    profile: str | None = None
+
+
+def _number(value: Any, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ProtocolError(f"{what} must be a finite number, got {json.dumps(value)[:40]}")
+    return float(value)
+
+
+class MessageDecoder:
+    """Decodes Batsim's messages in order, remembering the last ``now``."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def decode(self, raw: bytes | str) -> tuple[float, list[Event]]:
+        if isinstance(raw, bytes):
+            raw = raw.rstrip(b"\0")
+            try:
+                raw = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise ProtocolError(f"message is not UTF-8 (byte offset {e.start})") from None
+        try:
+            msg = json.loads(raw)
+        except (json.JSONDecodeError, RecursionError) as e:
+            raise ProtocolError(f"message is not valid JSON: {e}") from None
+        if not isinstance(msg, dict):
+            raise ProtocolError("message must be a JSON object")
+        if "now" not in msg:
+            raise ProtocolError("message has no 'now' field")
+        now = _number(msg["now"], "'now'")
+        events_raw = msg.get("events")
+        if not isinstance(events_raw, list):
+            raise ProtocolError("message 'events' must be an array")
+        if now < self.now:
+            raise ProtocolError(f"time went backwards: now={now} after now={self.now}")
+        events: list[Event] = []
+        last = -math.inf
+        for i, ev in enumerate(events_raw):
+            if not isinstance(ev, dict):
+                raise ProtocolError(f"event {i} is not an object")
+            ts = _number(ev.get("timestamp"), f"event {i} 'timestamp'")
+            etype = ev.get("type")
+            if not isinstance(etype, str):
+                raise ProtocolError(f"event {i} has no string 'type'")
+            if etype not in BATSIM_TO_SCHED:
+                raise ProtocolError(f"event {i} has unknown type {etype!r}")
+            if "data" not in ev or not isinstance(ev["data"], dict):
+                raise ProtocolError(f"event {i} ({etype}) has no 'data' object")
+            if ts > now:
+                raise ProtocolError(f"event {i} ({etype}) timestamp {ts} is after now={now}")
+            if ts < last:
+                raise ProtocolError(f"event {i} ({etype}) timestamp {ts} is before the previous event's {last}")
+            last = ts
+            events.append(Event(ts, etype, ev["data"]))
+        self.now = now
+        return now, events
+
+
+def parse_job(event: Event) -> BatsimJob:
+    """The job carried by a JOB_SUBMITTED event (without Redis)."""
+    data = event.data
+    job_id = data.get("job_id")
+    if not isinstance(job_id, str) or not job_id:
+        raise ProtocolError("JOB_SUBMITTED has no 'job_id' string")
+    job = data.get("job")
+    if not isinstance(job, dict):
+        raise ProtocolError(f"JOB_SUBMITTED {job_id} has no 'job' object (is Redis enabled? it is not supported)")
+    res = job.get("res")
+    if isinstance(res, bool) or not isinstance(res, int) or res < 1:
+        raise ProtocolError(f"job {job_id}: 'res' must be a positive integer, got {json.dumps(res)}")
+    walltime = job.get("walltime")
+    wt: float | None = None
+    if walltime is not None:
+        wt = _number(walltime, f"job {job_id} 'walltime'")
+        if wt <= 0:
+            wt = None
+    profile = job.get("profile")
+    return BatsimJob(job_id, res, wt, event.timestamp, profile if isinstance(profile, str) else None)
+
+
+def _event(ts: float, etype: str, data: dict[str, Any]) -> dict[str, Any]:
+    return {"timestamp": ts, "type": etype, "data": data}
+
+
+def execute_job(ts: float, job_id: str, alloc: IdSet) -> dict[str, Any]:
+    return _event(ts, "EXECUTE_JOB", {"job_id": job_id, "alloc": format_intervals(alloc)})
+
+
+def reject_job(ts: float, job_id: str) -> dict[str, Any]:
+    return _event(ts, "REJECT_JOB", {"job_id": job_id})
+
+
+def call_me_later(ts: float, when: float) -> dict[str, Any]:
+    return _event(ts, "CALL_ME_LATER", {"timestamp": when})
+
+
+def notify(ts: float, kind: str) -> dict[str, Any]:
+    return _event(ts, "NOTIFY", {"type": kind})
+
+
+def answer(ts: float, data: dict[str, Any]) -> dict[str, Any]:
+    return _event(ts, "ANSWER", data)
+
+
+def encode_message(now: float, events: list[dict[str, Any]]) -> bytes:
+    return json.dumps({"now": now, "events": events}, separators=(",", ":")).encode()

@@ -1,0 +1,102 @@
+"""``fluxsched-py``: the command-line entry point.
+
+Subcommands are thin: each parses its own options and calls into the
+library.  Drivers whose dependencies are optional (Batsim needs pyzmq) are
+imported only when their subcommand runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from .jobspec import JobspecError, load_jobspec, parse_jobspec
+
+__all__ = ["main"]
+
+#: Subcommands implemented by other modules as ``main(argv) -> int``.
+DELEGATED = {
+    "replay": ("fluxsched_py.replay.cli", "replay a workload trace through the scheduler (no Flux needed)"),
+    "match": ("fluxsched_py.rq.cli", "match jobspecs on a resource graph, speaking resource-query's commands"),
+    "batsim": ("fluxsched_py.batsim.cli", "run as a Batsim decision process"),
+    "module-path": ("fluxsched_py.flux.paths", "print the folder to add to FLUX_MODULE_PATH_PREPEND"),
+    "modprobe-path": ("fluxsched_py.flux.paths", "print the folder to add to FLUX_MODPROBE_PATH_APPEND"),
+}
+
+
+def bundled_jobspecs() -> list[Path]:
+    """The example jobspecs shipped with the package."""
+    return sorted((Path(__file__).parent / "jobspec" / "examples").glob("*.yaml"))
+
+
+def validate(argv: Sequence[str]) -> int:
+    """``fluxsched-py validate [--v1] FILE|- ...``: one line per input."""
+    parser = argparse.ArgumentParser(
+        prog="fluxsched-py validate",
+        description="Validate jobspecs (RFC 14 canonical, or RFC 25 V1 with --v1). "
+        "With no FILE, validate the bundled examples.",
+    )
+    parser.add_argument("--v1", action="store_true", help="apply the stricter RFC 25 (jobspec V1) rules")
+    parser.add_argument("files", nargs="*", metavar="FILE", help="jobspec files (YAML or JSON); '-' reads stdin")
+    args = parser.parse_args(argv)
+    files = args.files or [str(p) for p in bundled_jobspecs()]
+    failed = 0
+    for name in files:
+        try:
+            if name == "-":
+                parse_jobspec(sys.stdin.buffer.read(), v1=args.v1)
+            else:
+                load_jobspec(name, v1=args.v1)
+        except JobspecError as e:
+            failed += 1
+            print(f"{name}: {e}")
+        else:
+            print(f"{name}: ok")
+    return 1 if failed else 0
+
+
+def _usage() -> str:
+    lines = ["usage: fluxsched-py COMMAND [ARGS...]", "", "commands:"]
+    lines.append(f"  {'validate':<14} validate jobspecs (RFC 14 / RFC 25)")
+    for name, (_, help_text) in DELEGATED.items():
+        lines.append(f"  {name:<14} {help_text}")
+    lines.append("")
+    lines.append("Run 'fluxsched-py COMMAND --help' for a command's options.")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(_usage())
+        return 0 if argv else 2
+    if argv[0] in ("-V", "--version"):
+        from . import __version__
+
+        print(f"fluxsched-py {__version__}")
+        return 0
+    command, rest = argv[0], argv[1:]
+    try:
+        if command == "validate":
+            return validate(rest)
+        if command in DELEGATED:
+            module = importlib.import_module(DELEGATED[command][0])
+            if command in ("module-path", "modprobe-path"):
+                return module.main([command, *rest])
+            return module.main(rest)
+    except ModuleNotFoundError as e:
+        print(f"fluxsched-py {command}: not available: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+    print(f"fluxsched-py: unknown command {command!r}\n\n{_usage()}", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,19 @@
+"""Shared test fixtures: where the conformance corpora live."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+CONFORMANCE = SHARED / "conformance"
+
+
+def shared_path(*parts: str) -> Path:
+    """A path under ../shared, skipping the test with a clear reason if absent."""
+    path = SHARED.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"conformance corpus not found at {path} (../shared is absent)")
+    return path
