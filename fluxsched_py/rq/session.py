@@ -175,7 +175,7 @@ class Session:
         target = self._target_nodes(resources)
         sat_ops = ("allocate_with_satisfiability", "satisfiability")
         if target > nodes_up:
-            if op in sat_ops and target > len(self.g.nodes()):
+            if op in sat_ops:  # Fluxion's request_feasible(): ENODEV against nodes *up*
                 return False, False, 0, []
             if op not in sat_ops:
                 return False, True, 0, []
