@@ -121,9 +121,8 @@ def _summarize(block: list[str]) -> tuple:
 
 def run_case(args: tuple[Case, str]) -> Result:
     case, corpus = args
-    from fluxsched_py.rq.cli import build_parser
-    from fluxsched_py.rq.dfu import Traverser, parse_policy
-    from fluxsched_py.rq.graph import load_graph
+    from fluxsched_py.rq.cli import build_parser, load_graph
+    from fluxsched_py.rq.compat import parse_policy
     from fluxsched_py.rq.session import Session
 
     t0 = time.perf_counter()
@@ -138,8 +137,15 @@ def run_case(args: tuple[Case, str]) -> Result:
     out, err = io.StringIO(), io.StringIO()
     try:
         graph = load_graph(str(cdir / ns.load_file), ns.load_format)
-        session = Session(graph, Traverser(graph, parse_policy(ns.match_policy)), match_format=ns.match_format,
-                          out=out, term=io.StringIO(), err=err, path_map=(PREFIX, str(cdir) + "/"))
+        session = Session(
+            graph,
+            parse_policy(ns.match_policy),
+            match_format=ns.match_format,
+            out=out,
+            term=io.StringIO(),
+            err=err,
+            path_map=(PREFIX, str(cdir) + "/"),
+        )
         session.run(cmd_path.read_text().splitlines())
     except Exception as e:  # report, don't crash the whole run
         return Result(case, False, False, f"crash: {type(e).__name__}: {e}", time.perf_counter() - t0)

@@ -54,6 +54,11 @@ class MatchResult:
 
     resources: ResourceSet
     nslots: int
+    #: containers taken whole, each with the requests that were matched inside it
+    #: (``()`` for a bare container or a whole node under a ``*nodex`` policy)
+    wholes: tuple[tuple[int, tuple[ResourceRequest, ...]], ...] = ()
+    #: leaves the request named explicitly: ``{vertex: {type: id mask}}``
+    leaves: dict[int, dict[str, int]] | None = None
 
 
 def request_needs(reqs: tuple[ResourceRequest, ...], topo: Topology) -> dict[str, int]:
@@ -80,7 +85,7 @@ class _Search:
         self.tpool: dict[tuple[int, str], int] = {}
         self.tunits: dict[int, dict[str, int]] = {}
         self.touched: dict[int, int] = {}
-        self.dead: set[int] = set()
+        self.dead: dict[int, tuple[ResourceRequest, ...]] = {}
         self.log: list[tuple] = []
         self.node_ok_cache: dict[int, bool] = {}
         self.needs_cache: dict[int, dict[str, int]] = {}
@@ -121,8 +126,8 @@ class _Search:
         self._bump(v, {t: units}, 1)
         self.log.append((0, v, t, mask, units))
 
-    def take_whole(self, c: int) -> None:
-        self.dead.add(c)
+    def take_whole(self, c: int, with_: tuple[ResourceRequest, ...] = ()) -> None:
+        self.dead[c] = with_
         self._bump(c, self.av.units[c], 1)
         self.log.append((1, c))
 
@@ -141,7 +146,7 @@ class _Search:
                 self._bump(v, {t: units}, -1)
             elif op[0] == 1:
                 c = op[1]
-                self.dead.discard(c)
+                del self.dead[c]
                 self._bump(c, self.av.units[c], -1)
             else:
                 self.nslots -= op[1]
@@ -317,7 +322,7 @@ class _Search:
                     if fit < 0:
                         continue
                     slots = fit
-                self.take_whole(c)
+                self.take_whole(c, r.with_)
                 self.add_slots(slots)
             else:
                 if not self.sat_list(c, r.with_, in_slot):
@@ -381,11 +386,11 @@ class _Search:
         for (v, t), m in self.tpool.items():
             pools.setdefault(v, {})[t] = m
         cont = 0
-        wholes = set(self.dead)
+        wholes = dict(self.dead)
         if self.policy.node_exclusive:
             for v in self.touched:
                 if topo.type[v] == "node" or (topo.rank[v] >= 0 and topo.rank_root.get(topo.rank[v]) == v):
-                    wholes.add(v)
+                    wholes[v] = ()
         pv = topo.pool_vertices
         for c in wholes:
             cont |= topo.subtree_mask(c)
@@ -397,6 +402,21 @@ class _Search:
                 i += 1
         return ResourceSet(topo, cont & self.av.cont, {v: d for v, d in pools.items() if d})
 
+    def wholes(self) -> tuple[tuple[int, tuple[ResourceRequest, ...]], ...]:
+        out = dict(self.dead)
+        if self.policy.node_exclusive:
+            topo = self.topo
+            for v in self.touched:
+                if topo.type[v] == "node" or (topo.rank[v] >= 0 and topo.rank_root.get(topo.rank[v]) == v):
+                    out[v] = ()
+        return tuple(sorted(out.items()))
+
+    def explicit_leaves(self) -> dict[int, dict[str, int]]:
+        out: dict[int, dict[str, int]] = {}
+        for (v, t), m in self.tpool.items():
+            out.setdefault(v, {})[t] = m
+        return out
+
 
 def search(
     topo: Topology, av: Availability, policy: Policy, request: Request, hostnames: dict, properties: dict
@@ -407,4 +427,45 @@ def search(
         return None
     if not s.sat_list(0, request.resources, False, top=True):
         return None
-    return MatchResult(s.result(), s.nslots)
+    return MatchResult(s.result(), s.nslots, s.wholes(), s.explicit_leaves())
+
+
+def shown(topo: Topology, policy: Policy, result: MatchResult) -> tuple[set[int], dict[int, dict[str, int]]]:
+    """What a match *names*, for printing it the way resource-query does.
+
+    Returns the containers given whole to the job and the leaves it names:
+    the leaves matched explicitly, the children matched inside each container
+    taken whole (matched again inside it, which the match itself memoizes
+    away), and every item of a container taken whole with nothing asked
+    inside it (a bare ``node``, or a node under a ``*nodex`` policy).
+    """
+    from ..resource.state import Availability
+
+    xc: set[int] = set()
+    leaves: dict[int, dict[str, int]] = {v: dict(d) for v, d in (result.leaves or {}).items()}
+
+    def add_leaves(v: int, t: str, m: int) -> None:
+        d = leaves.setdefault(v, {})
+        d[t] = d.get(t, 0) | m
+
+    stack = list(result.wholes)
+    while stack:
+        c, with_ = stack.pop()
+        xc.add(c)
+        if not with_:
+            for u in range(c, topo.end[c]):
+                xc.add(u)
+                for t, m in topo.pools[u].items():
+                    add_leaves(u, t, m)
+            continue
+        loc: list[dict[str, int]] = [{} for _ in range(topo.n)]
+        for u in range(c, topo.end[c]):
+            loc[u] = dict(topo.pools[u])
+        av = Availability(topo, topo.subtree_mask(c), loc)
+        s = _Search(topo, av, Policy(policy.name, policy.order, False, policy.locality), Request(with_), {}, {})
+        if not s.sat_list(c, with_, True):  # pragma: no cover - the match found it once
+            continue
+        for (v, t), m in s.tpool.items():
+            add_leaves(v, t, m)
+        stack.extend(s.dead.items())
+    return xc, leaves

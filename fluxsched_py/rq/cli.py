@@ -11,11 +11,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .dfu import Traverser, parse_policy
-from .graph import GraphError, load_graph
+from ..resource import ResourceError, ResourceGraph
+from .compat import parse_policy
 from .session import FORMATS, Session
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "load_graph"]
 
 SUBSYSTEMS = ("CA", "IBA", "IBBA", "PFS1BA", "PA", "C+IBA", "C+IBBA", "C+PFS1BA", "C+PA", "IB+IBBA",
               "C+P+IBA", "VA", "V+PFS1BA", "ALL")
@@ -47,6 +47,28 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def load_graph(path: str, fmt: str = "grug") -> ResourceGraph:
+    """Load ``path`` in resource-query's ``-f`` format; :class:`ResourceError` if it cannot be."""
+    if fmt == "hwloc":
+        raise ResourceError("load format 'hwloc' is not supported", source=path)
+    if fmt in ("rv1exec", "rv1exec_force"):
+        return ResourceGraph.load(path, "rv1")
+    if fmt == "jgf":
+        import json
+
+        try:
+            with open(path) as f:
+                data = json.load(f)
+        except OSError as e:
+            raise ResourceError(f"cannot read: {e.strerror}", source=path) from None
+        except json.JSONDecodeError as e:
+            raise ResourceError(f"invalid JSON: {e.msg} at line {e.lineno} column {e.colno}", source=path) from None
+        if isinstance(data, dict) and "graph" not in data and isinstance(data.get("scheduling"), dict):
+            data = data["scheduling"]
+        return ResourceGraph.from_jgf(data, source=path)
+    return ResourceGraph.load(path, fmt)
+
+
 def main(argv: list[str]) -> int:
     """Run a resource-query session; commands come from stdin. Returns the exit status."""
     args = build_parser().parse_args(argv)
@@ -60,7 +82,7 @@ def main(argv: list[str]) -> int:
         return 2
     try:
         graph = load_graph(args.load_file, args.load_format)
-    except GraphError as e:
+    except ResourceError as e:
         print(f"ERROR: {e}", file=sys.stderr)
         return 1
     out = None
@@ -71,8 +93,13 @@ def main(argv: list[str]) -> int:
             except OSError as e:
                 print(f"ERROR: can't open {args.test_output}: {e.strerror}", file=sys.stderr)
                 return 1
-        session = Session(graph, Traverser(graph, policy), match_format=args.match_format,
-                          out=out or sys.stdout, path_map=tuple(args.path_map) if args.path_map else None)
+        session = Session(
+            graph,
+            policy,
+            match_format=args.match_format,
+            out=out or sys.stdout,
+            path_map=tuple(args.path_map) if args.path_map else None,
+        )
         return session.run(sys.stdin)
     finally:
         if out is not None:

@@ -1,14 +1,19 @@
-"""resource-query's command language over one resource graph.
+"""resource-query's command language over the project's graph, matcher and planner.
 
-A :class:`Session` owns the graph, the job table and the job-id counter, and
-executes one command line at a time (:meth:`Session.execute`).  Output that
-resource-query writes to its ``-t`` test-output stream goes to ``out``; what
-it writes to the terminal (``info``, ``stat``) goes to ``term``; errors go to
-``err`` as one ``ERROR: ...`` line, never a traceback.
+A :class:`Session` owns a :class:`~fluxsched_py.resource.ResourceGraph`, a
+:class:`~fluxsched_py.planner.Planner` over it, the job table and the job-id
+counter, and executes one command line at a time (:meth:`Session.execute`).
+Matching is :func:`fluxsched_py.match.match_result` — the project's one
+matcher; this module only translates commands and prints results.
 
-Time starts at 0.  A job runs for its jobspec's ``attributes.system.duration``
-(rounded up); a duration of 0 means "the whole graph duration", which in
-resource-query is ``SYSTEM_MAX_DURATION`` = 3153600000 s (100 years).
+Output that resource-query writes to its ``-t`` test-output stream goes to
+``out``; what it writes to the terminal (``info``, ``stat``) goes to ``term``;
+errors go to ``err`` as one ``ERROR: ...`` line, never a traceback.
+
+Time is resource-query's: it starts at 0 and never advances.  A job runs for
+its jobspec's ``attributes.system.duration`` (rounded up); a duration of 0
+means "the whole graph duration", which in resource-query is
+``SYSTEM_MAX_DURATION`` = 3153600000 s (100 years).
 """
 
 from __future__ import annotations
@@ -20,16 +25,25 @@ import sys
 from dataclasses import dataclass
 from typing import TextIO
 
-from .dfu import MatchError, Meta, Traverser
-from .graph import RGraph, Vertex
-from .jobspec import JobspecError, RSpec, read_rjob
+from ..jobspec import JobspecError, Request
+from ..match import MatchResult, match_result
+from ..match.policy import Policy
+from ..planner import Planner
+from ..resource import ResourceError, ResourceGraph, ResourceSet
+from .compat import read_jobspec
+from .writers import FORMATS, VertexIndex, render
 
 __all__ = ["Session", "SYSTEM_MAX_DURATION", "MATCH_OPS", "FORMATS"]
 
 SYSTEM_MAX_DURATION = 3153600000
-MATCH_OPS = ("allocate", "allocate_with_satisfiability", "allocate_orelse_reserve", "satisfiability",
-             "without_allocating", "without_allocating_future")
-FORMATS = ("simple", "pretty_simple", "jgf", "rlite", "rv1", "rv1_nosched")
+MATCH_OPS = (
+    "allocate",
+    "allocate_with_satisfiability",
+    "allocate_orelse_reserve",
+    "satisfiability",
+    "without_allocating",
+    "without_allocating_future",
+)
 _SEP = "INFO: ============================="
 
 
@@ -39,19 +53,30 @@ class Job:
     state: str  # ALLOCATED | RESERVED | CANCELED
     at: int
     jobspec: str
+    resources: ResourceSet
     overhead: float = 0.0
 
 
 class Session:
-    """One resource-query session: graph + traverser + jobs."""
+    """One resource-query session: graph + planner + jobs."""
 
-    def __init__(self, graph: RGraph, traverser: Traverser, *, match_format: str = "simple",
-                 out: TextIO | None = None, term: TextIO | None = None, err: TextIO | None = None,
-                 path_map: tuple[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        graph: ResourceGraph,
+        policy: Policy,
+        *,
+        match_format: str = "simple",
+        out: TextIO | None = None,
+        term: TextIO | None = None,
+        err: TextIO | None = None,
+        path_map: tuple[str, str] | None = None,
+    ) -> None:
         if match_format not in FORMATS:
             raise ValueError(f"unknown match format '{match_format}'")
         self.g = graph
-        self.t = traverser
+        self.policy = policy
+        self.planner = Planner(graph, matcher=self._matcher)
+        self.index = VertexIndex(graph.topo)
         self.fmt = match_format
         self.out = out or sys.stdout
         self.term = term or sys.stdout
@@ -60,6 +85,9 @@ class Session:
         self.counter = 1
         self.now = 0
         self.path_map = path_map
+        self._last: MatchResult | None = None
+        #: rank-less items set down with ``set-status`` (ranks' state lives in the graph)
+        self._down_items = ResourceSet(graph.topo)
 
     # --------------------------------------------------------------- driver
     def run(self, lines) -> int:
@@ -85,27 +113,76 @@ class Session:
             self.error(f"malformed command: {e}")
             return 0
         cmd = args[0]
-        handler = {
-            "match": self.cmd_match, "m": self.cmd_match,
-            "multi-match": self.cmd_multi, "M": self.cmd_multi,
-            "cancel": self.cmd_cancel, "c": self.cmd_cancel,
-            "info": self.cmd_info, "i": self.cmd_info,
-            "stat": self.cmd_stat, "s": self.cmd_stat,
-            "list": self.cmd_list, "l": self.cmd_list,
-            "set-status": self.cmd_set_status, "t": self.cmd_set_status,
-            "get-status": self.cmd_get_status, "e": self.cmd_get_status,
-            "set-property": self.cmd_set_property, "p": self.cmd_set_property,
-            "get-property": self.cmd_get_property, "g": self.cmd_get_property,
-            "find": self.cmd_find, "f": self.cmd_find,
-            "help": self.cmd_help, "h": self.cmd_help,
-        }.get(cmd)
         if cmd in ("quit", "q"):
             return -1
+        handler = {
+            "match": self.cmd_match,
+            "m": self.cmd_match,
+            "multi-match": self.cmd_multi,
+            "M": self.cmd_multi,
+            "cancel": self.cmd_cancel,
+            "c": self.cmd_cancel,
+            "partial-cancel": self.cmd_partial_cancel,
+            "pc": self.cmd_partial_cancel,
+            "info": self.cmd_info,
+            "i": self.cmd_info,
+            "stat": self.cmd_stat,
+            "s": self.cmd_stat,
+            "list": self.cmd_list,
+            "l": self.cmd_list,
+            "set-status": self.cmd_set_status,
+            "t": self.cmd_set_status,
+            "get-status": self.cmd_get_status,
+            "e": self.cmd_get_status,
+            "set-property": self.cmd_set_property,
+            "p": self.cmd_set_property,
+            "get-property": self.cmd_get_property,
+            "g": self.cmd_get_property,
+            "find": self.cmd_find,
+            "f": self.cmd_find,
+            "help": self.cmd_help,
+            "h": self.cmd_help,
+        }.get(cmd)
         if handler is None:
             self.error(f"unknown command: {cmd}")
             return 0
         handler(args)
         return 0
+
+    # -------------------------------------------------------------- matching
+    def _matcher(
+        self, g: ResourceGraph, request: Request, *, policy: Policy, available: ResourceSet | None = None
+    ) -> ResourceSet | None:
+        """The planner's matcher: the project's, remembering the last result for printing."""
+        if available is None:
+            available = g.free()
+        available = self._usable(available)
+        res = match_result(g, request, policy=policy, available=available)
+        if res is None:
+            return None
+        self._last = res
+        return res.resources
+
+    def _usable(self, rs: ResourceSet) -> ResourceSet:
+        return rs - self._down_items if self._down_items else rs
+
+    def _match_at(self, request: Request, t0: int, dur: int) -> tuple[ResourceSet, MatchResult] | None:
+        avail = self.planner.available(t0, t0 + dur)
+        rs = self._matcher(self.g, request, policy=self.policy, available=avail)
+        if rs is None or self._last is None:
+            return None
+        return rs, self._last
+
+    def _satisfiable(self, request: Request) -> bool:
+        """Could ``request`` match if every resource that is up were free?  (resource-query's check)."""
+        if request.nnodes > self._nodes_up():
+            return False
+        return match_result(self.g, request, policy=self.policy, available=self._usable(self.g.all())) is not None
+
+    def _nodes_up(self) -> int:
+        topo = self.g.topo
+        down = self.g.down_ranks()
+        return sum(1 for r, v in topo.rank_root.items() if topo.type[v] == "node" and r not in down)
 
     # -------------------------------------------------------------- match
     def cmd_match(self, args: list[str]) -> None:
@@ -128,128 +205,80 @@ class Session:
             if self.run_match(args[1], fn) != 0:
                 break
 
-    def _target_nodes(self, resources: list[RSpec], mult: int = 1) -> int:
-        n = 0
-        for r in resources:
-            if r.type == "node":
-                n += mult * r.min
-            n += self._target_nodes(r.with_, mult * r.min)
-        return n
-
     def run_match(self, op: str, fn: str) -> int:
-        """Fluxion's run_match(): returns 0 on a match, -1 otherwise."""
+        """resource-query's run_match(): returns 0 on a match, -1 otherwise."""
         jobid = self.counter
         try:
-            job = read_rjob(fn)
+            request = read_jobspec(fn)
+        except OSError as e:
+            self.error(f"can't open {fn}: {e.strerror}")
+            return 0
         except JobspecError as e:
-            if str(e).startswith("can't open"):
-                self.error(str(e))
-                return 0
             self.error(f"match_allocate: Jobspec error for {jobid}: {e}")
             self._print_schedule(jobid, False, True, 0)
             return -1
-        dur = SYSTEM_MAX_DURATION if job.duration == 0 else int(math.ceil(job.duration))
-        try:
-            matched, sat, at, emitted = self._schedule(op, job.resources, jobid, dur)
-        except MatchError as e:
-            self.error(f"match_allocate: {e}")
-            self._print_schedule(jobid, False, True, 0)
-            return -1
-        if emitted:
-            self.out.write(self._format(emitted, jobid, at, dur))
+        dur = SYSTEM_MAX_DURATION if not request.duration else int(math.ceil(request.duration))
+        matched, sat, at, found = self._schedule(op, request, dur)
+        if found is not None:
+            self.out.write(render(self.fmt, self.g, self.index, self.policy, found[1], at, dur))
         if op == "satisfiability":
             self.out.write(f"{_SEP}\nINFO: {'Satisfiable' if sat else 'Unsatisfiable'} request\n{_SEP}\n")
             return 0 if sat else -1
         self._print_schedule(jobid, matched, sat, at)
         if op.startswith("without_allocating"):
             return 0 if matched else -1
-        if matched:
-            self.jobs[jobid] = Job(jobid, "ALLOCATED" if at == self.now else "RESERVED", at, fn)
+        if matched and found is not None:
+            rs = found[0]
+            if at == self.now:
+                self.g.allocate(jobid, rs)
+                self.planner.add_running(jobid, rs, at, at + dur)
+            else:
+                self.planner.reserve(jobid, rs, at, at + dur)
+            self.jobs[jobid] = Job(jobid, "ALLOCATED" if at == self.now else "RESERVED", at, fn, rs)
         self.counter += 1
         return 0 if matched else -1
 
-    def _schedule(self, op: str, resources: list[RSpec], jobid: int, dur: int):
-        """Returns (matched, satisfiable, at, emitted vertices)."""
-        t = self.t
-        nodes_up = sum(1 for v in self.g.vertices if v.type == "node" and v.up)
-        target = self._target_nodes(resources)
+    def _schedule(self, op: str, request: Request, dur: int):
+        """Returns (matched, satisfiable, at, (resources, match result) or None)."""
         sat_ops = ("allocate_with_satisfiability", "satisfiability")
-        if target > nodes_up:
-            if op in sat_ops:  # Fluxion's request_feasible(): ENODEV against nodes *up*
-                return False, False, 0, []
-            if op not in sat_ops:
-                return False, True, 0, []
-
-        def sat_probe() -> bool:
-            return t.select(resources, Meta(jobid, self.now, dur, self.now, alloc=False, sat=True))
-
+        if request.nnodes > self._nodes_up():
+            # resource-query's request_feasible(): more nodes than are up
+            return False, op not in sat_ops, 0, None
         if op == "satisfiability":
-            return False, sat_probe(), 0, []
-        meta = Meta(jobid, self.now, dur, self.now, alloc=True)
-        book = not op.startswith("without_allocating")
-        if t.select(resources, meta):
-            return True, True, self.now, t.update(meta, reserved=False, book=book)
+            return False, self._satisfiable(request), 0, None
+        found = self._match_at(request, self.now, dur)
+        if found is not None:
+            return True, True, self.now, found
         if op == "allocate_with_satisfiability":
-            return False, sat_probe(), 0, []
+            return False, self._satisfiable(request), 0, None
         if op in ("allocate_orelse_reserve", "without_allocating_future"):
-            for at in t.span_ends(self.now):
-                meta = Meta(jobid, at, dur, self.now, alloc=False)
-                if t.select(resources, meta):
-                    return True, True, at, t.update(meta, reserved=True, book=book)
-            return False, sat_probe(), 0, []
-        return False, True, 0, []
+            self._last = None
+            hit = self.planner.earliest(request, self.now, dur, self.policy)
+            if hit is not None:
+                t, rs = hit
+                res = self._last if self._last is not None and self._last.resources == rs else None
+                if res is None:  # the planner's cache answered: match again for the printout
+                    found = self._match_at(request, int(t), dur)
+                    if found is None:  # pragma: no cover - the planner found it
+                        return False, True, 0, None
+                    rs, res = found
+                return True, True, int(t), (rs, res)
+            return False, self._satisfiable(request), 0, None
+        return False, True, 0, None
 
     def _print_schedule(self, jobid: int, matched: bool, sat: bool, at: int) -> None:
         w = self.out.write
         if matched:
             mode = "ALLOCATED" if at == 0 else "RESERVED"
-            w(f"{_SEP}\nINFO: JOBID={jobid}\nINFO: RESOURCES={mode}\n"
-              f"INFO: SCHEDULED AT={'Now' if at == 0 else at}\n{_SEP}\n")
+            w(
+                f"{_SEP}\nINFO: JOBID={jobid}\nINFO: RESOURCES={mode}\n"
+                f"INFO: SCHEDULED AT={'Now' if at == 0 else at}\n{_SEP}\n"
+            )
         else:
             w(f"{_SEP}\nINFO: No matching resources found\n")
             if not sat:
                 w("INFO: Unsatisfiable request\n")
             w(f"INFO: JOBID={jobid}\n{_SEP}\n")
-
-    # ------------------------------------------------------------- writers
-    def _format(self, emitted: list[tuple[int, Vertex, int, bool]], jobid: int, at: int, dur: int) -> str:
-        if self.fmt == "simple":
-            return "".join(f"      {'---' * lvl}{v.name}[{n}:{'x' if x else 's'}]\n" for lvl, v, n, x in emitted)
-        if self.fmt == "pretty_simple":
-            return "".join(f"      {'---' * lvl}{v.name}[{n}:{'exclusive' if x else 'shared'}]\n"
-                           for lvl, v, n, x in reversed(emitted))
-        if self.fmt == "jgf":
-            nodes = [{"id": str(v.uniq_id), "metadata": {
-                "type": v.type, "basename": v.basename, "name": v.name, "id": v.id, "uniq_id": v.uniq_id,
-                "rank": v.rank, "exclusive": x, "unit": v.unit, "size": n,
-                "paths": {"containment": v.path}}} for _, v, n, x in emitted]
-            ids = {v.uniq_id for _, v, _, _ in emitted}
-            edges = [{"source": str(v.parent.uniq_id), "target": str(v.uniq_id),
-                      "metadata": {"name": {"containment": "contains"}}}
-                     for _, v, _, _ in emitted if v.parent is not None and v.parent.uniq_id in ids]
-            return json.dumps({"graph": {"nodes": nodes, "edges": edges}}) + "\n"
-        return json.dumps(self._rv1(emitted, at, dur)) + "\n"
-
-    def _rv1(self, emitted, at: int, dur: int) -> dict:
-        from ..ids import Hostlist, IdSet
-
-        by_rank: dict[int, dict[str, set[int]]] = {}
-        hosts: dict[int, str] = {}
-        for _, v, _, _ in emitted:
-            node = v
-            while node is not None and node.type != "node":
-                node = node.parent
-            if node is None:
-                continue
-            hosts[node.rank] = node.name
-            if v.type in ("core", "gpu"):
-                by_rank.setdefault(node.rank, {}).setdefault(v.type, set()).add(v.id)
-        rlite = []
-        for r in sorted(by_rank):
-            rlite.append({"rank": str(r), "children": {k: IdSet(s).encode() for k, s in sorted(by_rank[r].items())}})
-        return {"version": 1, "execution": {
-            "R_lite": rlite, "nodelist": [str(Hostlist([hosts[r] for r in sorted(hosts)]))],
-            "starttime": at, "expiration": at + dur}}
 
     # ---------------------------------------------------------- job table
     def _jobid(self, args: list[str]) -> int | None:
@@ -270,11 +299,78 @@ class Session:
         if job is None or job.state == "CANCELED":
             self.error(f"cancel: nonexistent job {jobid}")
             return
-        self.t.cancel(jobid)
-        job.state = "CANCELED"
+        self._drop(job)
         if len(args) == 3 and args[2] == "stats":
             # traversal visit counts are Fluxion internals; we report 0
             self.out.write(f'{_SEP}\nINFO: CANCEL PREORDER COUNT="0"\nINFO: CANCEL POSTORDER COUNT="0"\n{_SEP}\n')
+
+    def _drop(self, job: Job) -> None:
+        if job.jobid in self.g.jobs:
+            self.g.release(job.jobid)
+        self.planner.remove(job.jobid)
+        job.state = "CANCELED"
+
+    def cmd_partial_cancel(self, args: list[str]) -> None:
+        """``partial-cancel ID rv1exec|jgf FILE``: release part of a job's resources."""
+        if len(args) != 4 or args[2] not in ("rv1exec", "jgf"):
+            self.error("malformed command")
+            return
+        jobid = self._jobid(args)
+        if jobid is None:
+            return
+        job = self.jobs.get(jobid)
+        if job is None or job.state == "CANCELED":
+            self.error(f"partial-cancel: nonexistent job {jobid}")
+            return
+        try:
+            with open(args[3]) as f:
+                data = json.load(f)
+        except OSError as e:
+            self.error(f"can't open {args[3]}: {e.strerror}")
+            return
+        except json.JSONDecodeError as e:
+            self.error(f"partial-cancel: {args[3]}: invalid JSON: {e.msg}")
+            return
+        try:
+            part = self._release_set(job, data, args[2], args[3])
+        except ResourceError as e:
+            self.error(f"partial-cancel: {e}")
+            return
+        if not part:
+            return
+        if job.state == "ALLOCATED":
+            freed = self.g.release(jobid, part)
+        else:
+            freed = part
+        left = job.resources - freed
+        span = self.planner.remove(jobid)
+        if not left:
+            job.state = "CANCELED"
+            return
+        job.resources = left
+        if span is not None:
+            if span.running:
+                self.planner.add_running(jobid, left, span.start, span.end)
+            else:
+                self.planner.reserve(jobid, left, span.start, span.end)
+
+    def _release_set(self, job: Job, data: dict, fmt: str, source: str) -> ResourceSet:
+        """The part of ``job`` named by R or JGF: everything it holds on the ranks named."""
+        from ..ids import IdSet
+
+        ranks: set[int] = set()
+        if fmt == "rv1exec":
+            for i, ent in enumerate((data.get("execution") or {}).get("R_lite") or []):
+                try:
+                    ranks.update(IdSet.parse(str(ent["rank"])))
+                except (KeyError, ValueError) as e:
+                    raise ResourceError(f"execution.R_lite[{i}]: {e}", source=source) from None
+        else:
+            for n in (data.get("graph") or {}).get("nodes") or []:
+                md = n.get("metadata") or {}
+                if md.get("type") == "node" and isinstance(md.get("rank"), int):
+                    ranks.add(md["rank"])
+        return job.resources.restrict(IdSet(ranks))
 
     def cmd_info(self, args: list[str]) -> None:
         if len(args) != 2:
@@ -293,8 +389,7 @@ class Session:
         if len(args) != 1:
             self.error("malformed command")
             return
-        n = len(self.jobs)
-        print(f"INFO: Num. of Jobs Matched: {n}", file=self.term)
+        print(f"INFO: Num. of Jobs Matched: {len(self.jobs)}", file=self.term)
         for what in ("Min.", "Max.", "Avg."):
             print(f"INFO: {what} Match Time: 0", file=self.term)
 
@@ -307,58 +402,109 @@ class Session:
         if len(args) != 3:
             self.error("malformed command")
             return
-        v = self.g.by_path.get(args[1])
-        if v is None:
+        items = self.index.lookup(args[1])
+        if items is None:
             self.out.write(f"Could not find path {args[1]} in resource graph.\n")
             return
         if args[2] not in ("up", "down"):
             self.error("unrecognized status")
             return
-        for u in v.walk():
-            u.up = args[2] == "up"
+        up = args[2] == "up"
+        ranks = items.ranks
+        if ranks:
+            (self.g.set_up if up else self.g.set_down)(ranks)
+        else:
+            self._down_items = self._down_items - items if up else self._down_items | items
 
     def cmd_get_status(self, args: list[str]) -> None:
         if len(args) != 2:
             self.error("malformed command")
             return
-        v = self.g.by_path.get(args[1])
-        if v is None:
+        items = self.index.lookup(args[1])
+        if items is None:
             self.out.write(f"Could not find path {args[1]} in resource graph.\n")
             return
-        print(f"INFO: vertex {args[1]} status: {'up' if v.up else 'down'}", file=self.term)
-
-    def _vertex(self, name: str) -> Vertex | None:
-        v = self.g.by_path.get(name)
-        if v is None:
-            v = next((u for u in self.g.vertices if u.name == name), None)
-        return v
+        ranks = items.ranks
+        if ranks:
+            down = ranks.issubset(self.g.down_ranks())
+        else:
+            down = items.issubset(self._down_items)
+        print(f"INFO: vertex {args[1]} status: {'down' if down else 'up'}", file=self.term)
 
     def cmd_set_property(self, args: list[str]) -> None:
         if len(args) != 3 or "=" not in args[2]:
             self.error("malformed command")
             return
-        v = self._vertex(args[1])
+        v = self.index.vertex(args[1])
         if v is None:
             self.out.write(f"Couldn't find {args[1]} in resource graph.\n")
             return
         k, val = args[2].split("=", 1)
-        v.properties[k] = val
+        self.index.props.setdefault(args[1], {})[k] = val
 
     def cmd_get_property(self, args: list[str]) -> None:
         if len(args) != 2:
             self.error("malformed command")
             return
-        v = self._vertex(args[1])
+        v = self.index.vertex(args[1])
         if v is None:
             self.out.write(f"Couldn't find {args[1]} in resource graph.\n")
             return
-        for k, val in v.properties.items():
+        for k, val in self.index.properties(args[1], v).items():
             self.out.write(f"{args[1]}'s property: {k}={val}\n")
 
     def cmd_find(self, args: list[str]) -> None:
-        self.error("find is not supported")
+        """``find EXPR``: print the resources an expression selects, then the expression.
+
+        Supported terms (joined by ``and``): ``sched-now=allocated|free``,
+        ``sched-future=reserved``, ``status=up|down``, ``jobid-alloc=N``,
+        ``jobid-span=N``, ``jobid-tag=N``; ``agfilter=...`` is accepted and
+        selects nothing more.
+        """
+        if len(args) < 2:
+            self.error("malformed command")
+            return
+        expr = " ".join(args[1:])
+        rs: ResourceSet | None = None
+        for term in args[1:]:
+            if term in ("and", "or"):
+                continue
+            key, _, val = term.partition("=")
+            sel = self._find_term(key, val)
+            if sel is None:
+                continue
+            rs = sel if rs is None else rs & sel
+        if rs:
+            from .writers import render_set
+
+            self.out.write(render_set(self.fmt, self.g, self.index, rs))
+        self.out.write(f'{_SEP}\nINFO: EXPRESSION="{expr}"\n{_SEP}\n')
+
+    def _find_term(self, key: str, val: str) -> ResourceSet | None:
+        g = self.g
+        if key == "sched-now":
+            return g.allocated() if val == "allocated" else g.free() if val == "free" else None
+        if key == "sched-future" and val == "reserved":
+            out = g.all() - g.all()
+            for s in self.planner.reserved():
+                out = out | s.resources
+            return out
+        if key == "status":
+            return g.all() - g.down() if val == "up" else g.down() if val == "down" else None
+        if key in ("jobid-alloc", "jobid-span", "jobid-tag"):
+            try:
+                job = self.jobs.get(int(val))
+            except ValueError:
+                return None
+            if job is None or job.state == "CANCELED":
+                return g.all() - g.all()
+            return job.resources
+        return None
 
     def cmd_help(self, args: list[str]) -> None:
-        print("INFO: commands: match {" + "|".join(MATCH_OPS) + "} JOBSPEC, multi-match OP JOBSPEC..., "
-              "cancel ID, info ID, stat, list, set-status PATH up|down, get-status PATH, "
-              "set-property VERTEX K=V, get-property VERTEX, quit", file=self.term)
+        print(
+            "INFO: commands: match {" + "|".join(MATCH_OPS) + "} JOBSPEC, multi-match OP JOBSPEC..., "
+            "cancel ID, partial-cancel ID rv1exec|jgf FILE, info ID, stat, list, set-status PATH up|down, "
+            "get-status PATH, set-property VERTEX K=V, get-property VERTEX, find EXPR, quit",
+            file=self.term,
+        )
