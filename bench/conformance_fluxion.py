@@ -95,20 +95,20 @@ def outcomes(text: str) -> list[tuple]:
         block.append(line)
     if block:
         res.append(_summarize(block))
-    # cancel statistics blocks carry traversal counts, not outcomes
+    # (partial-)cancel statistics blocks carry traversal counts, not outcomes
     return [r for r in res if r[0] != "stats"]
 
 
 def _summarize(block: list[str]) -> tuple:
     d: dict[str, str] = {}
     for line in block:
-        body = line[len("INFO: "):]
+        body = line[len("INFO: ") :]
         if "=" in body:
             k, v = body.split("=", 1)
             d[k] = v
         else:
             d[body] = ""
-    if any(k.startswith("CANCEL ") for k in d):
+    if any(k.startswith(("CANCEL ", "PARTIAL CANCEL ")) for k in d):
         return ("stats",)
     if "Satisfiable request" in d:
         return ("sat", True)
@@ -195,8 +195,9 @@ def summary(results: list[Result]) -> str:
     o = sum(r.outcome for r in results)
     b = sum(r.byte for r in results)
     lines.append(f"{'TOTAL':<34} {n:>5} {o:>8} {b:>5}")
-    lines.append(f"outcome-identical {o}/{n} ({100 * o / max(n, 1):.1f}%), byte-identical {b}/{n} "
-                 f"({100 * b / max(n, 1):.1f}%)")
+    lines.append(
+        f"outcome-identical {o}/{n} ({100 * o / max(n, 1):.1f}%), byte-identical {b}/{n} ({100 * b / max(n, 1):.1f}%)"
+    )
     return "\n".join(lines)
 
 
@@ -227,8 +228,10 @@ def main(argv: list[str] | None = None) -> int:
             f.write("index\torigin\tcommands\toptions\texpected\toutcome_identical\tbyte_identical\treason\tseconds\n")
             for r in results:
                 c = r.case
-                f.write(f"{c.index}\t{c.origin}\t{c.commands}\t{c.options}\t{c.expected}\t{int(r.outcome)}\t"
-                        f"{int(r.byte)}\t{r.reason}\t{r.seconds:.3f}\n")
+                f.write(
+                    f"{c.index}\t{c.origin}\t{c.commands}\t{c.options}\t{c.expected}\t{int(r.outcome)}\t"
+                    f"{int(r.byte)}\t{r.reason}\t{r.seconds:.3f}\n"
+                )
     return 0
 
 

@@ -17,8 +17,22 @@ from .session import FORMATS, Session
 
 __all__ = ["main", "build_parser", "load_graph"]
 
-SUBSYSTEMS = ("CA", "IBA", "IBBA", "PFS1BA", "PA", "C+IBA", "C+IBBA", "C+PFS1BA", "C+PA", "IB+IBBA",
-              "C+P+IBA", "VA", "V+PFS1BA", "ALL")
+SUBSYSTEMS = (
+    "CA",
+    "IBA",
+    "IBBA",
+    "PFS1BA",
+    "PA",
+    "C+IBA",
+    "C+IBBA",
+    "C+PFS1BA",
+    "C+PA",
+    "IB+IBBA",
+    "C+P+IBA",
+    "VA",
+    "V+PFS1BA",
+    "ALL",
+)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -42,8 +56,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-r", "--reserve-vtx-vec", type=int, default=0, help="accepted, ignored")
     p.add_argument("-e", "--elapse-time", action="store_true", help="accepted, ignored")
     p.add_argument("-d", "--disable-prompt", action="store_true", help="accepted (there is no prompt)")
-    p.add_argument("--path-map", nargs=2, metavar=("FROM", "TO"), default=None,
-                   help="rewrite FROM to TO in every command line (e.g. @TEST_SRCDIR@/data/resource/ DIR/)")
+    p.add_argument(
+        "--path-map",
+        nargs=2,
+        metavar=("FROM", "TO"),
+        default=None,
+        help="rewrite FROM to TO in every command line (e.g. @TEST_SRCDIR@/data/resource/ DIR/)",
+    )
     return p
 
 

@@ -182,7 +182,13 @@ class Session:
     def _nodes_up(self) -> int:
         topo = self.g.topo
         down = self.g.down_ranks()
-        return sum(1 for r, v in topo.rank_root.items() if topo.type[v] == "node" and r not in down)
+        gone = self._down_items.containers
+        n = 0
+        for v in range(topo.n):
+            if topo.type[v] == "node":
+                r = topo.rank[v]
+                n += r not in down if r >= 0 else v not in gone
+        return n
 
     # -------------------------------------------------------------- match
     def cmd_match(self, args: list[str]) -> None:
@@ -311,8 +317,8 @@ class Session:
         job.state = "CANCELED"
 
     def cmd_partial_cancel(self, args: list[str]) -> None:
-        """``partial-cancel ID rv1exec|jgf FILE``: release part of a job's resources."""
-        if len(args) != 4 or args[2] not in ("rv1exec", "jgf"):
+        """``partial-cancel ID rv1exec|jgf FILE [stats]``: release part of a job's resources."""
+        if len(args) not in (4, 5) or args[2] not in ("rv1exec", "jgf"):
             self.error("malformed command")
             return
         jobid = self._jobid(args)
@@ -336,6 +342,10 @@ class Session:
         except ResourceError as e:
             self.error(f"partial-cancel: {e}")
             return
+        if len(args) == 5 and args[4] == "stats":
+            self.out.write(
+                f'{_SEP}\nINFO: PARTIAL CANCEL PREORDER COUNT="0"\nINFO: PARTIAL CANCEL POSTORDER COUNT="0"\n{_SEP}\n'
+            )
         if not part:
             return
         if job.state == "ALLOCATED":

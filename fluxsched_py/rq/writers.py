@@ -63,9 +63,7 @@ class VertexIndex:
         return out
 
 
-def simple_lines(
-    topo: Topology, xc: set[int], leaves: dict[int, dict[str, int]]
-) -> list[tuple[int, str, int, bool]]:
+def simple_lines(topo: Topology, xc: set[int], leaves: dict[int, dict[str, int]]) -> list[tuple[int, str, int, bool]]:
     """``(depth, name, amount, exclusive)`` in post-order for the named items."""
     keep: set[int] = set()
     for v in list(xc) + list(leaves):
