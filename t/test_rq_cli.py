@@ -11,9 +11,11 @@ import json
 
 import pytest
 
-from fluxsched_py.rq.cli import main
-from fluxsched_py.rq.dfu import Traverser, parse_policy
-from fluxsched_py.rq.graph import GraphError, load_graph
+from fluxsched_py.ids import IdSet
+from fluxsched_py.jobspec import JobspecError
+from fluxsched_py.resource import ResourceError
+from fluxsched_py.rq.cli import load_graph, main
+from fluxsched_py.rq.compat import parse_policy, read_jobspec
 from fluxsched_py.rq.session import SYSTEM_MAX_DURATION, Session
 
 GRUG = """<?xml version="1.0" encoding="UTF-8"?>
@@ -72,16 +74,18 @@ def env(tmp_path):
 def session(grug, policy="high", fmt="simple"):
     g = load_graph(str(grug))
     out, term, err = io.StringIO(), io.StringIO(), io.StringIO()
-    return Session(g, Traverser(g, parse_policy(policy)), match_format=fmt, out=out, term=term, err=err)
+    return Session(g, parse_policy(policy), match_format=fmt, out=out, term=term, err=err)
 
 
 def test_grug_recipe_is_expanded_with_scoped_ids(env):
     _, grug, _ = env
     g = load_graph(str(grug))
-    assert len(g.vertices) == 1 + 2 + 4 + 16
-    node1 = g.by_path["/mini0/node1"]
-    assert [c.name for c in node1.children[1].children] == ["core4", "core5", "core6", "core7"]
-    assert node1.rank == 1
+    topo = g.topo
+    assert topo.n == 1 + 2 + 4  # cores are pooled on their socket
+    (node1,) = [v for v in range(topo.n) if topo.path(v) == "/mini0/node1"]
+    sock = topo.children[node1][1]
+    assert str(IdSet.from_mask(topo.pools[sock]["core"])) == "4-7"
+    assert topo.rank[node1] == 1
 
 
 def test_simple_format_prints_post_order_with_depth_prefix(env):
@@ -115,9 +119,11 @@ def test_rv1_nosched_writes_an_R_object(env):
     s = session(grug, fmt="rv1_nosched")
     s.execute(f"match allocate {job}")
     r = json.loads(s.out.getvalue().splitlines()[0])
-    assert r["execution"]["R_lite"] == [{"rank": "1", "children": {"core": "7"}}]
+    # the socket is the job's (exclusive under the slot), so R names all its cores; resource-query names core7
+    assert r["execution"]["R_lite"] == [{"rank": "1", "children": {"core": "4-7"}}]
     assert r["execution"]["nodelist"] == ["node1"]
     assert (r["execution"]["starttime"], r["execution"]["expiration"]) == (0, 3600)
+    assert "scheduling" not in r
 
 
 def test_allocate_orelse_reserve_reserves_at_the_earliest_end(env):
@@ -155,8 +161,11 @@ def test_cancel_frees_resources(env):
 def test_satisfiability_and_unsatisfiable_requests(env):
     tmp, grug, _ = env
     big = tmp / "big.yaml"
-    big.write_text(SOCKET_JOB.format(duration=10).replace("count: 1\n                count: 1", "x")
-                   .replace("- type: core\n                count: 1", "- type: core\n                count: 5"))
+    big.write_text(
+        SOCKET_JOB.format(duration=10)
+        .replace("count: 1\n                count: 1", "x")
+        .replace("- type: core\n                count: 1", "- type: core\n                count: 5")
+    )
     s = session(grug)
     s.execute(f"match satisfiability {big}")
     s.execute(f"match allocate_with_satisfiability {big}")
@@ -191,15 +200,18 @@ def test_comments_blank_lines_and_quit(env):
     assert s.out.getvalue().count("JOBID=") == 1
 
 
-@pytest.mark.parametrize("line,message", [
-    ("bogus", "ERROR: unknown command: bogus"),
-    ("match allocate", "ERROR: malformed command"),
-    ("match sideways x.yaml", "ERROR: unknown subcmd sideways"),
-    ("cancel 42", "ERROR: cancel: nonexistent job 42"),
-    ("info 42", "ERROR: info: nonexistent job 42"),
-    ("cancel abc", "ERROR: invalid jobid 'abc'"),
-    ("match allocate /no/such/file.yaml", "ERROR: can't open /no/such/file.yaml"),
-])
+@pytest.mark.parametrize(
+    "line,message",
+    [
+        ("bogus", "ERROR: unknown command: bogus"),
+        ("match allocate", "ERROR: malformed command"),
+        ("match sideways x.yaml", "ERROR: unknown subcmd sideways"),
+        ("cancel 42", "ERROR: cancel: nonexistent job 42"),
+        ("info 42", "ERROR: info: nonexistent job 42"),
+        ("cancel abc", "ERROR: invalid jobid 'abc'"),
+        ("match allocate /no/such/file.yaml", "ERROR: can't open /no/such/file.yaml"),
+    ],
+)
 def test_bad_commands_give_one_line_errors(env, line, message):
     _, grug, _ = env
     s = session(grug)
@@ -220,7 +232,7 @@ def test_invalid_jobspec_reports_no_match_and_keeps_the_job_id(env):
     text = s.out.getvalue()
     assert "INFO: No matching resources found\nINFO: JOBID=1\n" in text
     assert "INFO: JOBID=1\nINFO: RESOURCES=ALLOCATED" in text
-    assert "resources is missing or empty" in s.err.getvalue()
+    assert "Jobspec error for 1: invalid at /resources" in s.err.getvalue()
 
 
 def test_set_status_down_makes_nodes_unavailable(env):
@@ -234,9 +246,22 @@ def test_set_status_down_makes_nodes_unavailable(env):
     assert "Could not find path /mini0/nowhere in resource graph." in s.out.getvalue()
 
 
-@pytest.mark.parametrize("policy", ["high", "low", "first", "lonode", "hinode", "lonodex", "hinodex",
-                                    "firstnodex", "locality", "variation",
-                                    "policy=low node_centric=true node_exclusive=true"])
+@pytest.mark.parametrize(
+    "policy",
+    [
+        "high",
+        "low",
+        "first",
+        "lonode",
+        "hinode",
+        "lonodex",
+        "hinodex",
+        "firstnodex",
+        "locality",
+        "variation",
+        "policy=low node_centric=true node_exclusive=true",
+    ],
+)
 def test_policies_are_accepted(policy):
     parse_policy(policy)
 
@@ -268,12 +293,15 @@ def test_main_reads_stdin_and_writes_test_output(env, monkeypatch, capsys):
     assert "INFO: JOBID=1" in out.read_text()
 
 
-@pytest.mark.parametrize("argv,message", [
-    (["-L", "/no/such.graphml"], "ERROR: /no/such.graphml: cannot parse GRUG GraphML"),
-    (["-L", "{grug}", "-P", "sideways"], "ERROR: unknown match policy 'sideways'"),
-    (["-L", "{grug}", "-f", "hwloc"], "ERROR: {grug}: load format 'hwloc' is not supported"),
-    (["-L", "{grug}", "-S", "XYZ"], "ERROR: unknown match subsystems 'XYZ'"),
-])
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["-L", "/no/such.graphml"], "ERROR: /no/such.graphml: cannot read"),
+        (["-L", "{grug}", "-P", "sideways"], "ERROR: unknown match policy 'sideways'"),
+        (["-L", "{grug}", "-f", "hwloc"], "ERROR: {grug}: load format 'hwloc' is not supported"),
+        (["-L", "{grug}", "-S", "XYZ"], "ERROR: unknown match subsystems 'XYZ'"),
+    ],
+)
 def test_main_errors_are_one_line(env, capsys, argv, message):
     _, grug, _ = env
     argv = [a.format(grug=grug) for a in argv]
@@ -283,12 +311,58 @@ def test_main_errors_are_one_line(env, capsys, argv, message):
     assert "Traceback" not in err
 
 
-def test_malformed_graph_files_raise_graph_error(tmp_path):
+def test_malformed_graph_files_raise_resource_error(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text('{"graph": {"nodes": [{"id": "0"}], "edges": []}}')
-    with pytest.raises(GraphError, match=r"graph.nodes\[0\]"):
+    with pytest.raises(ResourceError, match=r"graph/nodes/0"):
         load_graph(str(bad), "jgf")
     cyc = tmp_path / "cyc.graphml"
     cyc.write_text(GRUG.replace('<edge id="s2c"', '<edge id="back" source="core" target="node"/><edge id="s2c"'))
-    with pytest.raises(GraphError, match="cycle"):
+    with pytest.raises(ResourceError, match="cycle"):
         load_graph(str(cyc))
+
+
+def test_partial_cancel_releases_the_ranks_named(env):
+    tmp, grug, job = env
+    two = tmp / "two.yaml"
+    two.write_text(SOCKET_JOB.format(duration=3600).replace("- type: node\n    count: 1", "- type: node\n    count: 2"))
+    r = tmp / "rank1.json"
+    r.write_text(json.dumps({"version": 1, "execution": {"R_lite": [{"rank": "1", "children": {"core": "0-7"}}]}}))
+    s = session(grug, policy="low")
+    s.execute(f"match allocate {two}")
+    assert s.g.allocation(1).ranks == IdSet.parse("0-1")
+    s.execute(f"partial-cancel 1 rv1exec {r} stats")
+    assert s.g.allocation(1).ranks == IdSet([0])
+    assert 'PARTIAL CANCEL PREORDER COUNT="0"' in s.out.getvalue()
+    s.execute("find sched-now=allocated")
+    assert s.out.getvalue().endswith('INFO: EXPRESSION="sched-now=allocated"\nINFO: =============================\n')
+    assert "node0" in s.out.getvalue().split("POSTORDER")[1]
+    assert "node1" not in s.out.getvalue().split("POSTORDER")[1]
+
+
+def test_reservations_come_from_the_planner(env):
+    _, grug, job = env
+    s = session(grug)
+    for _ in range(5):
+        s.execute(f"match allocate_orelse_reserve {job}")
+    span = s.planner.span(5)
+    assert span is not None and not span.running and span.start == 3600
+    assert 5 not in s.g.jobs  # a reservation holds nothing in the graph now
+    s.execute("cancel 5")
+    assert s.planner.span(5) is None
+
+
+def test_jobspecs_go_through_the_project_parser(env):
+    tmp, _, job = env
+    assert read_jobspec(job).duration == 3600
+    flex = tmp / "flex.yaml"
+    flex.write_text(
+        "version: 9999\nresources:\n"
+        "  - {type: slot, count: 1, label: default, with: [{type: core, count: 1}]}\n"
+        "  - {type: slot, count: 1, label: default, with: [{type: core, count: 2}]}\n"
+        "tasks: [{command: [app], slot: default, count: {per_slot: 1}}]\nattributes: {}\n"
+    )
+    with pytest.raises(JobspecError, match="already used"):
+        read_jobspec(flex)
+    labels = [r.label for r in read_jobspec(flex, flexible=True).resources]
+    assert labels == ["default", "default#2"]
