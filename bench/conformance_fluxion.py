@@ -139,7 +139,7 @@ def run_case(args: tuple[Case, str]) -> Result:
         graph = load_graph(str(cdir / ns.load_file), ns.load_format)
         session = Session(
             graph,
-            parse_policy(ns.match_policy),
+            parse_policy(ns.match_policy, flexible=ns.traverser_policy == "flexible"),
             match_format=ns.match_format,
             out=out,
             term=io.StringIO(),

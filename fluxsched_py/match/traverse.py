@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..ids import IdSet
 from ..jobspec.request import Request, ResourceRequest
@@ -233,6 +233,10 @@ class _Search:
 
     # -- requests ----------------------------------------------------------------
     def sat_list(self, scope: int, reqs: tuple[ResourceRequest, ...], in_slot: bool, top: bool = False) -> bool:
+        if self.policy.flexible and len(reqs) > 1 and any(r.type == "slot" for r in reqs):
+            if not all(r.type == "slot" for r in reqs):
+                return False  # slot alternatives next to a non-slot sibling
+            return self.sat_or_slots(scope, reqs)
         mark = len(self.log)
         for r in reqs:
             if not self.sat_one(scope, r, in_slot, top):
@@ -261,16 +265,38 @@ class _Search:
             self.rollback(marks[k])
         return True
 
-    def sat_slot(self, scope: int, r: ResourceRequest) -> bool:
+    def slot_hosts(self, scope: int, types: tuple[frozenset[str], ...], needs: dict[str, int]) -> Iterator[int]:
+        """Top-most vertices at or below ``scope`` directly holding every type of one of ``types``, pruned."""
         topo = self.topo
+        ctypes, children = topo.child_types, topo.children
+        stack = [iter((scope,))]
+        while stack:
+            c = next(stack[-1], None)
+            if c is None:
+                stack.pop()
+                continue
+            if c in self.dead or not self.fits(c, needs) or not self.node_ok(c):
+                continue
+            if any(t <= ctypes[c] for t in types):
+                yield c
+                continue
+            if children[c]:
+                stack.append(iter(self.ordered(children[c])))
+
+    def hosts_for(self, scope: int, slots: tuple[ResourceRequest, ...], needs: dict[str, int]) -> Iterator[int]:
+        topo = self.topo
+        if self.policy.slot_host == "children":
+            return self.slot_hosts(scope, tuple(frozenset(x.type for x in r.with_) for r in slots), needs)
+        if topo.node_of[scope] >= 0 or not topo.has_nodes or any(self.spans_nodes(r.with_) for r in slots):
+            return iter((scope,))
+        return self.containers(scope, "node", False, needs, True)
+
+    def sat_slot(self, scope: int, r: ResourceRequest) -> bool:
         start = len(self.log)
         maxn = r.count.max if r.count.values is None else max(r.count.values)
         needs = self.needs(r.with_)
         marks: list[int] = []
-        if topo.node_of[scope] >= 0 or not topo.has_nodes or self.spans_nodes(r.with_):
-            hosts: Iterator[int] = iter((scope,))
-        else:
-            hosts = self.containers(scope, "node", False, needs, True)
+        hosts = self.hosts_for(scope, (r,), needs)
         for h in hosts:
             while maxn is None or len(marks) < maxn:
                 mark = len(self.log)
@@ -283,6 +309,76 @@ class _Search:
             return False
         self.add_slots(next(r.count.candidates(len(marks))))
         return True
+
+    def sat_or_slots(self, scope: int, alts: tuple[ResourceRequest, ...]) -> bool:
+        """Slots of any of the shapes ``alts`` (``Policy.flexible``), as many as the last one's count."""
+        want = alts[-1].count
+        start = len(self.log)
+        maxn = want.max if want.values is None else max(want.values)
+        per = [self.needs(a.with_) for a in alts]
+        needs = {t: min(p.get(t, 0) for p in per) for t in set().union(*per)}
+        marks: list[int] = []
+        for h in self.hosts_for(scope, alts, needs):
+            while maxn is None or len(marks) < maxn:
+                mark = len(self.log)
+                placed = False
+                for i in self.or_order(h, alts):
+                    if self.place_slot(h, alts[i].with_):
+                        placed = True
+                        break
+                if not placed:
+                    break
+                marks.append(mark)
+            if maxn is not None and len(marks) >= maxn:
+                break
+        k = next(want.candidates(len(marks)), None)
+        if k is None:
+            self.rollback(start)
+            return False
+        if k < len(marks):
+            self.rollback(marks[k])
+        self.add_slots(k)
+        return True
+
+    def or_order(self, h: int, alts: tuple[ResourceRequest, ...]) -> list[int]:
+        """Alternatives to try at host ``h``: first the one that starts a choice fitting the most slots."""
+        counts = {}
+        for a in alts:
+            for x in a.with_:
+                if x.type not in counts:
+                    counts[x.type] = (
+                        self.units(h, x.type) if x.type in self.topo.pool_types else self.av.whole[h].get(x.type, 0)
+                    )
+        types = tuple(sorted(counts))
+        memo: dict[tuple[int, ...], tuple[int, int]] = {}
+
+        def best(state: tuple[int, ...]) -> tuple[int, int]:
+            hit = memo.get(state)
+            if hit is not None:
+                return hit
+            if len(memo) > 100_000:
+                return (0, -1)
+            out = (0, -1)
+            for i, a in enumerate(alts):
+                nxt = list(state)
+                ok = True
+                for x in a.with_:
+                    j = types.index(x.type)
+                    n = next(x.count.candidates(nxt[j]), None)
+                    if not n:
+                        ok = False
+                        break
+                    nxt[j] -= n
+                if ok:
+                    score = best(tuple(nxt))[0] + 1
+                    if score > out[0]:
+                        out = (score, i)
+            memo[state] = out
+            return out
+
+        first = best(tuple(counts[t] for t in types))[1]
+        rest = [i for i in range(len(alts)) if i != first]
+        return [first, *rest] if first >= 0 else rest
 
     def place_slot(self, h: int, reqs: tuple[ResourceRequest, ...]) -> bool:
         if self.policy.locality:
@@ -462,7 +558,7 @@ def shown(topo: Topology, policy: Policy, result: MatchResult) -> tuple[set[int]
         for u in range(c, topo.end[c]):
             loc[u] = dict(topo.pools[u])
         av = Availability(topo, topo.subtree_mask(c), loc)
-        s = _Search(topo, av, Policy(policy.name, policy.order, False, policy.locality), Request(with_), {}, {})
+        s = _Search(topo, av, replace(policy, node_exclusive=False), Request(with_), {}, {})
         if not s.sat_list(c, with_, True):  # pragma: no cover - the match found it once
             continue
         for (v, t), m in s.tpool.items():

@@ -214,6 +214,10 @@ class Topology:
         self.container_types = frozenset(self.type)
         self.pool_types = frozenset(t for p in self.pools for t in p)
         self.types = self.container_types | self.pool_types
+        #: types a vertex holds directly: its pools and its children's types
+        self.child_types: list[frozenset[str]] = [
+            frozenset(self.pools[v]) | frozenset(self.type[c] for c in self.children[v]) for v in range(n)
+        ]
         #: vertices that own at least one pool
         self.pool_vertices = [v for v in range(n) if self.pools[v]]
 

@@ -95,7 +95,7 @@ def main(argv: list[str]) -> int:
         print(f"ERROR: unknown match subsystems '{args.match_subsystems}'", file=sys.stderr)
         return 2
     try:
-        policy = parse_policy(args.match_policy)
+        policy = parse_policy(args.match_policy, flexible=args.traverser_policy == "flexible")
     except ValueError as e:
         print(f"ERROR: {e}", file=sys.stderr)
         return 2

@@ -21,7 +21,9 @@ project's depth-first walk always does.
 
 from __future__ import annotations
 
+import copy
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +31,7 @@ from ..jobspec import JobspecError, Request, parse_jobspec
 from ..jobspec.loader import MAX_BYTES, load_document
 from ..match.policy import POLICIES, Policy
 
-__all__ = ["parse_policy", "read_jobspec", "RQ_POLICIES"]
+__all__ = ["parse_policy", "read_jobspec", "read_jobspecs", "split_xor_slots", "RQ_POLICIES"]
 
 #: resource-query's policy names (all of them are project policies)
 RQ_POLICIES = ("first", "firstnodex", "high", "low", "lonode", "hinode", "lonodex", "hinodex", "locality", "variation")
@@ -37,11 +39,17 @@ RQ_POLICIES = ("first", "firstnodex", "high", "low", "lonode", "hinode", "lonode
 _CUSTOM_KEYS = ("policy", "node_centric", "stop_on_1_matches", "node_exclusive")
 
 
-def parse_policy(name: str) -> Policy:
+def parse_policy(name: str, *, flexible: bool = False) -> Policy:
     """A resource-query policy name or custom ``key=value`` string as a project :class:`Policy`.
 
+    The policy places slots the way resource-query does (``slot_host="children"``,
+    and ``flexible`` for ``-T flexible``; see :mod:`fluxsched_py.match.policy`).
     Raises :class:`ValueError` with resource-query's wording when it is invalid.
     """
+    return replace(_base_policy(name), slot_host="children", flexible=flexible)
+
+
+def _base_policy(name: str) -> Policy:
     if name in POLICIES:
         return POLICIES[name]
     if "=" not in name:
@@ -85,6 +93,61 @@ def _relabel(doc: Any) -> Any:
 
     walk(doc["resources"])
     return doc
+
+
+def split_xor_slots(resources: list) -> list[list]:
+    """Expand ``xor_slot`` alternatives into plain resource lists, in order (``-T flexible``).
+
+    ``xor_slot`` is not an RFC 14 type: it is Fluxion's flexible traverser's
+    "exactly one of these" slot.  Siblings of type ``xor_slot`` are
+    alternatives; each becomes a ``slot`` in its own variant, after the
+    non-``xor_slot`` siblings; a resource whose ``with`` holds alternatives
+    becomes one variant per alternative.  The variants are tried in this order.
+    """
+    xors = [r for r in resources if isinstance(r, dict) and r.get("type") == "xor_slot"]
+    rest = [r for r in resources if not (isinstance(r, dict) and r.get("type") == "xor_slot")]
+    results: list[list] = []
+    kept = []
+    for r in rest:
+        inner = split_xor_slots(r["with"]) if isinstance(r, dict) and isinstance(r.get("with"), list) else [[]]
+        if len(inner) > 1:
+            for option in inner:
+                results.append([{**r, "with": option}])
+        else:
+            kept.append(r)
+    if results:
+        results = [res + kept for res in results]
+    else:
+        results = [kept]
+    if not xors:
+        return results
+    out = []
+    for x in xors:
+        for res in results:
+            out.append([*res, {**x, "type": "slot"}])
+    return out
+
+
+def read_jobspecs(path: str | os.PathLike, *, flexible: bool = False) -> list[Request]:
+    """Read a jobspec file as the list of alternative requests resource-query tries, in order.
+
+    Without ``flexible`` this is ``[read_jobspec(path)]``; with it, ``xor_slot``
+    alternatives are expanded (:func:`split_xor_slots`) and slot labels made
+    unique before each variant is validated.
+    """
+    if not flexible:
+        return [read_jobspec(path)]
+    data = Path(path).read_bytes()
+    if len(data) > MAX_BYTES:
+        raise JobspecError("/", f"file is {len(data)} bytes, more than the limit of {MAX_BYTES}")
+    doc = load_document(data)
+    if not isinstance(doc, dict) or not isinstance(doc.get("resources"), list):
+        return [parse_jobspec(doc)]
+    out = []
+    for variant in split_xor_slots(doc["resources"]):
+        d = copy.deepcopy({**doc, "resources": variant})
+        out.append(parse_jobspec(_relabel(d)))
+    return out
 
 
 def read_jobspec(path: str | os.PathLike, *, flexible: bool = False) -> Request:

@@ -30,7 +30,7 @@ from ..match import MatchResult, match_result
 from ..match.policy import Policy
 from ..planner import Planner
 from ..resource import ResourceError, ResourceGraph, ResourceSet
-from .compat import read_jobspec
+from .compat import read_jobspecs
 from .writers import FORMATS, VertexIndex, render
 
 __all__ = ["Session", "SYSTEM_MAX_DURATION", "MATCH_OPS", "FORMATS"]
@@ -215,7 +215,7 @@ class Session:
         """resource-query's run_match(): returns 0 on a match, -1 otherwise."""
         jobid = self.counter
         try:
-            request = read_jobspec(fn)
+            variants = read_jobspecs(fn, flexible=self.policy.flexible)
         except OSError as e:
             self.error(f"can't open {fn}: {e.strerror}")
             return 0
@@ -223,8 +223,18 @@ class Session:
             self.error(f"match_allocate: Jobspec error for {jobid}: {e}")
             self._print_schedule(jobid, False, True, 0)
             return -1
+        request = variants[0]
         dur = SYSTEM_MAX_DURATION if not request.duration else int(math.ceil(request.duration))
-        matched, sat, at, found = self._schedule(op, request, dur)
+        matched, sat, at, found = False, False, 0, None
+        for i, variant in enumerate(variants):  # -T flexible xor_slot alternatives, in order
+            m, s, t, f = self._schedule(op, variant, dur)
+            sat = sat or s
+            if m and (not matched or t < at):
+                matched, at, found = True, t, f
+                if t == self.now:
+                    break
+            elif i == 0 and not matched:
+                found = f
         if found is not None:
             self.out.write(render(self.fmt, self.g, self.index, self.policy, found[1], at, dur))
         if op == "satisfiability":
