@@ -61,15 +61,22 @@ class MatchResult:
     leaves: dict[int, dict[str, int]] | None = None
 
 
-def request_needs(reqs: tuple[ResourceRequest, ...], topo: Topology) -> dict[str, int]:
-    """Minimum leaf units of each pooled type one instance of ``reqs`` needs (for pruning)."""
+def request_needs(reqs: tuple[ResourceRequest, ...], topo: Topology, flexible: bool = False) -> dict[str, int]:
+    """Minimum leaf units of each pooled type one instance of ``reqs`` needs (for pruning).
+
+    With ``flexible``, sibling slots are alternatives: what they need is the
+    least any one of them needs.
+    """
+    if flexible and len(reqs) > 1 and all(r.type == "slot" for r in reqs):
+        per = [request_needs((r,), topo, True) for r in reqs]
+        return {t: m for t in set().union(*per) if (m := min(p.get(t, 0) for p in per))}
     out: dict[str, int] = {}
     for r in reqs:
         n = r.count.min if r.count.values is None else min(r.count.values)
         if r.type in topo.pool_types and not r.with_:
             out[r.type] = out.get(r.type, 0) + n
         else:
-            for t, x in request_needs(r.with_, topo).items():
+            for t, x in request_needs(r.with_, topo, flexible).items():
                 out[t] = out.get(t, 0) + n * x
     return out
 
@@ -201,7 +208,7 @@ class _Search:
         k = id(reqs)
         n = self.needs_cache.get(k)
         if n is None:
-            n = self.needs_cache[k] = request_needs(reqs, self.topo)
+            n = self.needs_cache[k] = request_needs(reqs, self.topo, self.policy.flexible)
         return n
 
     def containers(self, scope: int, T: str, excl: bool, needs: dict[str, int], include_self: bool) -> Iterator[int]:

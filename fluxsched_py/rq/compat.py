@@ -100,32 +100,22 @@ def split_xor_slots(resources: list) -> list[list]:
 
     ``xor_slot`` is not an RFC 14 type: it is Fluxion's flexible traverser's
     "exactly one of these" slot.  Siblings of type ``xor_slot`` are
-    alternatives; each becomes a ``slot`` in its own variant, after the
-    non-``xor_slot`` siblings; a resource whose ``with`` holds alternatives
-    becomes one variant per alternative.  The variants are tried in this order.
+    alternatives: each variant holds the (expanded) other siblings and one of
+    them, as a ``slot``.  Nested alternatives multiply out.  The variants are
+    tried in this order.
     """
-    xors = [r for r in resources if isinstance(r, dict) and r.get("type") == "xor_slot"]
-    rest = [r for r in resources if not (isinstance(r, dict) and r.get("type") == "xor_slot")]
-    results: list[list] = []
-    kept = []
-    for r in rest:
-        inner = split_xor_slots(r["with"]) if isinstance(r, dict) and isinstance(r.get("with"), list) else [[]]
-        if len(inner) > 1:
-            for option in inner:
-                results.append([{**r, "with": option}])
+    base: list[list] = [[]]
+    options: list[dict] = []
+    for r in resources:
+        inner = split_xor_slots(r["with"]) if isinstance(r, dict) and isinstance(r.get("with"), list) else None
+        variants = [r] if inner is None else [{**r, "with": v} for v in inner]
+        if isinstance(r, dict) and r.get("type") == "xor_slot":
+            options.extend({**v, "type": "slot"} for v in variants)
         else:
-            kept.append(r)
-    if results:
-        results = [res + kept for res in results]
-    else:
-        results = [kept]
-    if not xors:
-        return results
-    out = []
-    for x in xors:
-        for res in results:
-            out.append([*res, {**x, "type": "slot"}])
-    return out
+            base = [[*b, v] for b in base for v in variants]
+    if not options:
+        return base
+    return [[*b, o] for b in base for o in options]
 
 
 def read_jobspecs(path: str | os.PathLike, *, flexible: bool = False) -> list[Request]:

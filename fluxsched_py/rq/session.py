@@ -175,9 +175,21 @@ class Session:
 
     def _satisfiable(self, request: Request) -> bool:
         """Could ``request`` match if every resource that is up were free?  (resource-query's check)."""
-        if request.nnodes > self._nodes_up():
+        if self._nnodes(request) > self._nodes_up():
             return False
         return match_result(self.g, request, policy=self.policy, available=self._usable(self.g.all())) is not None
+
+    def _nnodes(self, request: Request) -> int:
+        """Nodes the request needs at least (with ``-T flexible``, slot alternatives count their least)."""
+        if not self.policy.flexible:
+            return request.nnodes
+
+        def count(reqs) -> int:
+            if len(reqs) > 1 and all(r.type == "slot" for r in reqs):
+                return min(count((r,)) for r in reqs)
+            return sum(r.count.min * (1 if r.type == "node" else count(r.with_)) for r in reqs)
+
+        return count(request.resources)
 
     def _nodes_up(self) -> int:
         topo = self.g.topo
@@ -257,7 +269,7 @@ class Session:
     def _schedule(self, op: str, request: Request, dur: int):
         """Returns (matched, satisfiable, at, (resources, match result) or None)."""
         sat_ops = ("allocate_with_satisfiability", "satisfiability")
-        if request.nnodes > self._nodes_up():
+        if self._nnodes(request) > self._nodes_up():
             # resource-query's request_feasible(): more nodes than are up
             return False, op not in sat_ops, 0, None
         if op == "satisfiability":
