@@ -467,8 +467,7 @@ class Session:
         if len(args) != 3 or "=" not in args[2]:
             self.error("malformed command")
             return
-        v = self.index.vertex(args[1])
-        if v is None:
+        if self.index.lookup(args[1]) is None:
             self.out.write(f"Couldn't find {args[1]} in resource graph.\n")
             return
         k, val = args[2].split("=", 1)
@@ -478,12 +477,15 @@ class Session:
         if len(args) != 2:
             self.error("malformed command")
             return
-        v = self.index.vertex(args[1])
-        if v is None:
+        if self.index.lookup(args[1]) is None:
             self.out.write(f"Couldn't find {args[1]} in resource graph.\n")
             return
-        for k, val in self.index.properties(args[1], v).items():
-            self.out.write(f"{args[1]}'s property: {k}={val}\n")
+        v = self.index.vertex(args[1])
+        props = self.index.properties(args[1], v)
+        if not props:
+            self.out.write(f"No properties were found for {args[1]}.\n")
+        for k, val in props.items():
+            self.out.write(f"{k}={val}\n")
 
     def cmd_find(self, args: list[str]) -> None:
         """``find EXPR``: print the resources an expression selects, then the expression.

@@ -57,8 +57,9 @@ class VertexIndex:
                 return ResourceSet(topo, 0, {p: {t: 1 << int(rest)}})
         return None
 
-    def properties(self, path: str, v: int) -> dict[str, str]:
-        out = {k: str(val) for k, val in (self.topo.vprops[v] or {}).items()}
+    def properties(self, path: str, v: int | None) -> dict[str, str]:
+        """Properties of the container ``v`` (None for a pooled leaf) and those set at ``path``."""
+        out = {k: str(val) for k, val in (self.topo.vprops[v] or {}).items()} if v is not None else {}
         out.update(self.props.get(path, {}))
         return out
 
@@ -74,20 +75,32 @@ def simple_lines(topo: Topology, xc: set[int], leaves: dict[int, dict[str, int]]
     if 0 not in keep:
         return out
     info = topo.pool_info
+    lines: list[tuple[int, str, int]] = []  # pooled leaves waiting on the stack (referenced by -index)
     stack: list[tuple[int, int, bool]] = [(0, 1, False)]
     while stack:
         v, depth, done = stack.pop()
+        if v < 0:
+            d, name, size = lines[-v - 1]
+            out.append((d, name, size, True))
+            continue
         if done:
             out.append((depth, topo.name[v], 1, v in xc))
             continue
         stack.append((v, depth, True))
-        for c in reversed(topo.children[v]):
-            if c in keep:
+        # children and pools in input order: a pool comes before the child at its position
+        pos = topo.pool_pos[v]
+        items: list[tuple[int, int, int, str]] = [(k, 1, c, "") for k, c in enumerate(topo.children[v]) if c in keep]
+        items += [(pos.get(t, 0), 0, 0, t) for t in (leaves.get(v) or {})]
+        items.sort()
+        for _, kind, c, t in reversed(items):
+            if kind:
                 stack.append((c, depth + 1, False))
-        for t, m in (leaves.get(v) or {}).items():
-            size, _, base = info[(v, t)]
-            for i in IdSet.from_mask(m):
-                out.append((depth + 1, f"{base}{i}", size, True))
+            else:
+                size, _, base = info[(v, t)]
+                ids = list(IdSet.from_mask(leaves[v][t]))
+                for i in reversed(ids):
+                    lines.append((depth + 1, f"{base}{i}", size))
+                    stack.append((-len(lines), depth + 1, True))
     return out
 
 
