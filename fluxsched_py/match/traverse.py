@@ -54,8 +54,8 @@ class MatchResult:
 
     resources: ResourceSet
     nslots: int
-    #: containers taken whole, each with the requests that were matched inside it
-    #: (``()`` for a bare container or a whole node under a ``*nodex`` policy)
+    #: containers taken whole, each with the requests that were matched inside it (``()`` for a bare
+    #: container, one the jobspec marks ``exclusive: true``, or a whole node under a ``*nodex`` policy)
     wholes: tuple[tuple[int, tuple[ResourceRequest, ...]], ...] = ()
     #: leaves the request named explicitly: ``{vertex: {type: id mask}}``
     leaves: dict[int, dict[str, int]] | None = None
@@ -425,7 +425,8 @@ class _Search:
                     if fit < 0:
                         continue
                     slots = fit
-                self.take_whole(c, r.with_)
+                # a container the jobspec marks exclusive names its whole subtree (what resource-query prints)
+                self.take_whole(c, () if r.exclusive else r.with_)
                 self.add_slots(slots)
             else:
                 if not self.sat_list(c, r.with_, in_slot):
