@@ -216,8 +216,11 @@ class EngineOptions:
             elif k == "queue-depth":
                 kw["queue_depth"] = _parse_depth(k, value)
             elif k == "annotate-depth":
-                d = _parse_depth(k, value)
-                kw["annotate_depth"] = 1 << 62 if d is None else d
+                if str(value).strip() in ("0",) or value == 0:
+                    kw["annotate_depth"] = 0
+                else:
+                    d = _parse_depth(k, value)
+                    kw["annotate_depth"] = 1 << 62 if d is None else d
             elif k == "policy":
                 if value not in _PLACEMENTS:
                     raise EngineError(f"policy={value!r}: choose from {', '.join(_PLACEMENTS)}")
@@ -264,8 +267,9 @@ class Job:
         d = float(getattr(request, "duration", 0.0) or 0.0) if request is not None else 0.0
         #: Walltime in seconds, ``math.inf`` when unlimited.
         self.duration = d if d > 0 else math.inf
-        #: What makes two jobs interchangeable for matching (cache key).
-        self.shape = (request.key, self.duration) if request is not None else None
+        #: What makes two jobs interchangeable for matching; the engine
+        #: replaces it with a small interned id (cheap to hash in a pass).
+        self.shape: Any = (request.key, self.duration) if request is not None else None
         self.state = JobState.PENDING
         self.sortkey = order_key(priority, t_submit, jobid)
         self.resources: Any = None
@@ -353,11 +357,13 @@ class Engine:
         self._queue_sorted = True
         self._annotated: set[int] = set()  # pending jobs holding annotations
         self._parse_cache: LRUCache = LRUCache(maxsize=4096)
+        self._shape_ids: dict[Any, int] = {}
         self._feasible_cache: LRUCache = LRUCache(maxsize=4096)
         self._pass: _Pass | None = None
         self._pass_gen: Iterator[None] | None = None
         self._dirty = True  # something changed since the last complete pass
         self._restart = False  # ... in a way that invalidates a pass in progress
+        self._compress = True  # ... in a way that may let reservations move earlier
         self.stats = {"passes": 0, "matches": 0, "started": 0, "denied": 0, "canceled": 0}
 
     # ------------------------------------------------------------------
@@ -459,6 +465,7 @@ class Engine:
             self.stats["denied"] += 1
             return [Response(jobid, ResponseType.DENY, note=reason)]
         job = Job(jobid, priority, userid, t_submit, request)
+        job.shape = self._shape_ids.setdefault(job.shape, len(self._shape_ids))
         self._transition(job, "alloc")
         self._jobs[jobid] = job
         self._npending += 1
@@ -489,8 +496,10 @@ class Engine:
         try:
             if final:
                 self._transition(job, "free-final")
+                version = getattr(self.graph, "version", None)
                 self.graph.release(jobid)
-                self.planner.remove(jobid)
+                span = self.planner.remove(jobid)
+                self.planner.graph_changed(version, given=span.bits if span is not None else None)
                 del self._jobs[jobid]
             else:
                 self._transition(job, "free")
@@ -619,6 +628,7 @@ class Engine:
     def _changed(self) -> None:
         self._dirty = True
         self._restart = True
+        self._compress = True
 
     def _live(self, job: Job) -> bool:
         return job.state is JobState.PENDING and self._jobs.get(job.id) is job
@@ -681,16 +691,21 @@ class Engine:
         self._restart = False
         self.stats["passes"] += 1
         self.planner.set_now(now)
-        self._pass = _Pass(self, now)
+        self._pass = _Pass(self, now, self._compress)
+        self._compress = False
         self._pass_gen = self.policy.run(self._pass)
 
-    def _start(self, p: _Pass, job: Job, rs: Any) -> None:
+    def _start(self, p: _Pass, job: Job, placement: tuple[Any, int]) -> None:
+        bits = placement[1]
+        rs = self.planner.resolve(placement)
         now = p.now
         end = now + job.duration
         if end == math.inf and self.instance_expiration:
             end = max(self.instance_expiration, now + 1e-9)
         try:
+            version = getattr(self.graph, "version", None)
             self.graph.allocate(job.id, rs)
+            self.planner.graph_changed(version, taken=bits)
         except Exception as exc:  # a matcher bug must not crash the scheduler
             log.error("job %d: allocation of matched resources failed: %s", job.id, exc)
             p.held[job.id] = "error"
@@ -701,7 +716,7 @@ class Engine:
         job.resources = rs
         job.t_start = now
         job.expiration = end
-        self.planner.add_running(job.id, rs, now, end)
+        self.planner.add_running(job.id, rs, now, end, bits)
         R = None
         if self.build_R:
             R = rs.to_rv1(self.graph, now, 0.0 if end == math.inf else end, job.request.nslots or 1)
@@ -717,7 +732,6 @@ class Engine:
         """Annotations: post what changed, delete what no longer applies."""
         want: dict[int, dict[str, Any]] = {}
         depth = self.options.annotate_depth
-        free = None
         head: Job | None = None
         pos = 0
         for job in self._queue:
@@ -725,11 +739,9 @@ class Engine:
                 continue
             if pos >= depth:
                 break
-            if free is None:
-                free = self.graph.free()
             if head is None and job.id not in p.held_ok:
                 head = job
-            want[job.id] = self._annotations(p, job, pos, free, head)
+            want[job.id] = self._annotations(p, job, pos, head)
             pos += 1
         for span in self.planner.reserved():
             if span.jobid not in want:
@@ -751,27 +763,27 @@ class Engine:
                 self._annotated.discard(jobid)
             p.out.append(Response(jobid, ResponseType.ANNOTATE, {"sched": diff}))
 
-    def _annotations(self, p: _Pass, job: Job, pos: int, free: Any, head: Job | None) -> dict[str, Any]:
+    def _annotations(self, p: _Pass, job: Job, pos: int, head: Job | None) -> dict[str, Any]:
         ann: dict[str, Any] = {}
         req = job.request
         if job.estimate is not None:
             ann["t_estimate"] = job.estimate
-        ann["reason_pending"] = self._reason(p, job, free, head)
+        ann["reason_pending"] = self._reason(p, job, head)
         ann["jobs_ahead"] = pos
         if getattr(req, "queue", None):
             ann["queue"] = req.queue
         return ann
 
-    def _reason(self, p: _Pass, job: Job, free: Any, head: Job | None) -> str:
+    def _reason(self, p: _Pass, job: Job, head: Job | None) -> str:
         req = job.request
         why = p.held.get(job.id)
         if why == "down":
-            return f"cannot start on the resources that are up now: waiting for {self._need(req, free)}"
+            return f"cannot start on the resources that are up now: waiting for {self._need(p, req)}"
         c = getattr(req, "constraints", None)
         if c is not None and p.constraint_blocks(job):
             text = f"blocked by constraint: {describe_constraint(c)}"
         else:
-            text = f"waiting for {self._need(req, free)}"
+            text = f"waiting for {self._need(p, req)}"
         if job.estimate is not None:
             return f"{text} — reserved to start at {self._time_format(job.estimate)}"
         if why == "depth":
@@ -782,21 +794,34 @@ class Engine:
             return f"{text} — behind higher-priority job {head.id}"
         return text
 
-    def _need(self, req: Any, free: Any) -> str:
+    def _need(self, p: _Pass, req: Any) -> str:
+        """``3 nodes (2 free)``: what the job needs and what is free, per pass."""
+        text = p.need_text.get(id(req))
+        if text is not None and text[0] is req:
+            return text[1]
+        codec = self.planner.codec
+        free = p.free()
         nnodes = req.nnodes
         if nnodes and req.exclusive:
-            return f"{_plural(nnodes, 'node')} ({free.count('node')} free)"
-        cores = req.nslots * req.slot_size
-        gpus = req.nslots * req.slot_gpus
-        parts = []
-        if gpus:
-            parts.append(f"{_plural(gpus, 'GPU')} ({free.count('gpu')} free)")
-        if cores or not parts:
-            parts.insert(0, f"{_plural(cores, 'core')} ({free.count('core')} free)")
-        if nnodes:
-            parts.append(f"on {_plural(nnodes, 'node')}")
-        return ", ".join(parts)
-
+            if p.whole_free is None:
+                nb = codec.node_bits
+                whole = sum(1 for full in nb.values() if free & full == full) if nb else codec.count(free, "node")
+                p.whole_free = whole
+            have = p.whole_free
+            out = f"{_plural(nnodes, 'node')} ({have} free)"
+        else:
+            cores = req.nslots * req.slot_size
+            gpus = req.nslots * req.slot_gpus
+            parts = []
+            if gpus:
+                parts.append(f"{_plural(gpus, 'GPU')} ({codec.count(free, 'gpu')} free)")
+            if cores or not parts:
+                parts.insert(0, f"{_plural(cores, 'core')} ({codec.count(free, 'core')} free)")
+            if nnodes:
+                parts.append(f"on {_plural(nnodes, 'node')}")
+            out = ", ".join(parts)
+        p.need_text[id(req)] = (req, out)
+        return out
 
 _MISSING = object()
 
@@ -831,14 +856,17 @@ class _Pass:
 
     _SENTINEL = -1  # planner id for a tentative allocation (EASY rule 2)
 
-    def __init__(self, engine: Engine, now: float) -> None:
+    def __init__(self, engine: Engine, now: float, compress: bool = True) -> None:
         self.e = engine
         self.now = now
+        self.compress = compress
         self.out: list[Response] = []
         self.held: dict[int, str] = {}
         self.held_ok: set[int] = set()  # jobs the policy passed over that do not block others
         self._free: Any = None
         self._constraint_cache: dict[Any, bool] = {}
+        self.need_text: dict[int, tuple[Any, str]] = {}
+        self.whole_free: int | None = None
 
     # -- PassContext ---------------------------------------------------------
 
@@ -857,78 +885,79 @@ class _Pass:
                 return
             yield job
 
-    def free(self) -> Any:
+    # A placement handed to policies is an opaque (ResourceSet, flat bits) pair.
+
+    def free(self) -> int:
+        """What is free now, flat, minus what this pass started."""
         if self._free is None:
-            self._free = self.e.graph.free()
+            self._free = self.e.planner.free_bits()
         return self._free
 
     def nothing_free(self) -> bool:
-        return not self.free()
+        return not (self.free() & self.e.planner.codec.ranked_mask)
 
-    def _avail_now(self, job: Job) -> Any:
+    def _match(self, job: Job, avail: int) -> tuple[Any, int] | None:
+        self.e.stats["matches"] += 1
+        return self.e.planner.match_bits(job.request, avail, self.e.options.policy)
+
+    def fits_now(self, job: Job) -> tuple[Any, int] | None:
         # Running jobs hold what is not free; only reservations can take more.
         planner = self.e.planner
-        if not planner._nreserved:
-            return self.free()
-        return self.free() - planner.reserved_during(self.now, self.now + job.duration)
+        avail = self.free()
+        if planner.nreserved:
+            avail &= ~planner.reserved_during(self.now, self.now + job.duration)
+        return self._match(job, avail)
 
-    def fits_now(self, job: Job) -> Any:
-        avail = self._avail_now(job)
-        if not avail:
-            return None
-        self.e.stats["matches"] += 1
-        return self.e._match(self.e.graph, job.request, policy=self.e.options.policy, available=avail)
-
-    def fits_now_ignoring(self, job: Job, reserved: Job) -> Any:
+    def fits_now_ignoring(self, job: Job, reserved: Job) -> tuple[Any, int] | None:
         planner = self.e.planner
         avail = self.free()
-        if planner._nreserved > 1:
-            avail = avail - planner.reserved_during(self.now, self.now + job.duration, exclude=reserved.id)
-        if not avail:
-            return None
-        self.e.stats["matches"] += 1
-        return self.e._match(self.e.graph, job.request, policy=self.e.options.policy, available=avail)
+        if planner.nreserved > 1:
+            avail &= ~planner.reserved_during(self.now, self.now + job.duration, exclude=reserved.id)
+        return self._match(job, avail)
 
-    def try_move(self, job: Job, blocker_rs: Any, blocker_end: float) -> bool:
+    def try_move(self, job: Job, blocker: tuple[Any, int], blocker_end: float) -> bool:
         planner = self.e.planner
         span = planner.remove(job.id)
         if span is None:
             return True
-        planner.reserve(self._SENTINEL, blocker_rs, self.now, blocker_end)
+        planner.reserve(self._SENTINEL, blocker[0], self.now, blocker_end, blocker[1])
         try:
-            avail = planner.available(span.start, span.end)
-            self.e.stats["matches"] += 1
-            rs = self.e._match(self.e.graph, job.request, policy=self.e.options.policy, available=avail)
+            found = self._match(job, planner.available_bits(span.start, span.end))
         finally:
             planner.remove(self._SENTINEL)
-        if rs is None:
-            planner.reserve(job.id, span.resources, span.start, span.end)
+        if found is None:
+            planner.reserve(job.id, span.resources, span.start, span.end, span.bits)
             return False
-        planner.reserve(job.id, rs, span.start, span.end)
+        planner.reserve(job.id, found[0], span.start, span.end, found[1])
         return True
 
-    def start(self, job: Job, rs: Any) -> None:
+    def start(self, job: Job, placement: tuple[Any, int]) -> None:
         if job.id in self.e.planner:
             self.e.planner.remove(job.id)
         job.estimate = None
-        self.e._start(self, job, rs)
+        self.e._start(self, job, placement)
         if self._free is not None and job.state is JobState.RUNNING:
-            self._free = self._free - rs
+            self._free &= ~placement[1]
 
-    def earliest(self, job: Job) -> tuple[float, Any] | None:
+    def earliest(self, job: Job) -> tuple[float, tuple[Any, int]] | None:
         self.e.stats["matches"] += 1
-        return self.e.planner.earliest(job.request, self.now, job.duration, self.e.options.policy)
+        found = self.e.planner.earliest_bits(job.request, self.now, job.duration, self.e.options.policy)
+        return None if found is None else (found[0], (found[1], found[2]))
 
-    def reserve(self, job: Job, t: float, rs: Any) -> None:
-        self.e.planner.reserve(job.id, rs, t, t + job.duration)
+    def reserve(self, job: Job, t: float, placement: tuple[Any, int]) -> None:
+        self.e.planner.reserve(job.id, placement[0], t, t + job.duration, placement[1])
         job.estimate = t
         if job.first_estimate is None:
             job.first_estimate = t
 
-    def unreserve(self, job: Job) -> tuple[float, Any] | None:
+    def reservation(self, job: Job) -> tuple[float, tuple[Any, int]] | None:
+        span = self.e.planner.span(job.id)
+        return None if span is None or span.running else (span.start, (span.resources, span.bits))
+
+    def unreserve(self, job: Job) -> tuple[float, tuple[Any, int]] | None:
         span = self.e.planner.remove(job.id)
         job.estimate = None
-        return None if span is None else (span.start, span.resources)
+        return None if span is None else (span.start, (span.resources, span.bits))
 
     def hold(self, job: Job, why: str) -> None:
         self.held[job.id] = why

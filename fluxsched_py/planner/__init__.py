@@ -20,6 +20,11 @@ boundaries with a two-stack aggregate, so finding a start time costs one union
 per boundary plus one match per distinct candidate set (binary search when
 only running jobs are planned, since availability then only grows with time).
 
+Internally every set is a flat integer (:mod:`.flat`), so the timeline's
+unions and differences are single big-integer operations; sets become
+:class:`~fluxsched_py.resource.ResourceSet` again only at the API and to call
+the matcher.
+
 What "up" means comes from the graph: a resource is in the planner's pool at
 time ``t0`` if it is free in the graph now, or held by a running job that is
 expected to end after ``t0``.  A running job past its expected end (still
@@ -39,8 +44,9 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
+
+from ..ids import IdSet
 
 __all__ = ["MatchCache", "Planner", "PlannerError", "Span", "lower_bounds"]
 
@@ -51,15 +57,29 @@ class PlannerError(ValueError):
     """A span that makes no sense (empty interval, unknown or duplicate job)."""
 
 
-@dataclass(frozen=True, slots=True)
 class Span:
-    """A job's hold on ``resources`` over ``[start, end)``."""
+    """A job's hold on ``resources`` over ``[start, end)``.
 
-    jobid: int
-    resources: Any  # ResourceSet
-    start: float
-    end: float
-    running: bool
+    ``bits`` is the same set, flat (see :mod:`.flat`); ``resources`` is
+    decoded from it on first use when the span was made from bits alone.
+    """
+
+    __slots__ = ("jobid", "start", "end", "running", "bits", "_rs", "_codec")
+
+    def __init__(self, jobid: int, rs: Any, start: float, end: float, running: bool, bits: int, codec: Any) -> None:
+        self.jobid, self.start, self.end, self.running, self.bits = jobid, start, end, running, bits
+        self._rs = rs
+        self._codec = codec
+
+    @property
+    def resources(self) -> Any:
+        if self._rs is None:
+            self._rs = self._codec.decode(self.bits)
+        return self._rs
+
+    def __repr__(self) -> str:
+        kind = "running" if self.running else "reserved"
+        return f"Span({self.jobid}, {kind}, [{self.start}, {self.end}))"
 
 
 def _default_matcher() -> Matcher:
@@ -93,17 +113,37 @@ class MatchCache:
     sets that are obviously too small without a traversal.
     """
 
-    def __init__(self, matcher: Matcher, maxsize: int = 2048) -> None:
+    #: Policies the whole-node fast path reproduces, and their node order.
+    FAST_ORDER = {"low": False, "lonode": False, "high": True, "hinode": True, "first": True}
+
+    def __init__(self, matcher: Matcher, maxsize: int = 2048, fast_paths: bool = True) -> None:
         from cachetools import LRUCache
 
         self.matcher = matcher
+        self.fast_paths = fast_paths
+        self._node_spec: LRUCache = LRUCache(maxsize=maxsize)
+        self.fast = 0
+        self._by_id: dict[int, tuple] = {}
         self._cache: LRUCache = LRUCache(maxsize=maxsize)
         self._bounds: LRUCache = LRUCache(maxsize=maxsize)
         self.calls = 0
         self.hits = 0
         self.rejects = 0
 
-    def bounds(self, request: Any) -> tuple[tuple[str, int], ...]:
+    def _facts(self, request: Any) -> tuple[Any, tuple[tuple[str, int], ...], int]:
+        """``(key, lower bounds, whole nodes)`` of a request, remembered by
+        identity (hashing a request tree is the expensive part; the entry
+        holds the request, so its id cannot be reused while cached)."""
+        f = self._by_id.get(id(request))
+        if f is None or f[0] is not request:
+            if len(self._by_id) > 65536:
+                self._by_id.clear()
+            key = request.key
+            f = (request, key, self.bounds_of(request), self.whole_nodes(request))
+            self._by_id[id(request)] = f
+        return f[1], f[2], f[3]
+
+    def bounds_of(self, request: Any) -> tuple[tuple[str, int], ...]:
         key = request.key
         b = self._bounds.get(key)
         if b is None:
@@ -111,25 +151,75 @@ class MatchCache:
         return b
 
     def __call__(self, g: Any, request: Any, *, policy: str = "first", available: Any = None) -> Any:
+        """The matcher's own signature, on ResourceSets (no memo)."""
         self.calls += 1
-        if available is not None:
-            for rtype, n in self.bounds(request):
-                if available.count(rtype) < n:
-                    self.rejects += 1
-                    return None
-        key = (request.key, policy, available)
-        try:
-            rs = self._cache[key]
+        return self.matcher(g, request, policy=policy, available=available)
+
+    def flat(self, g: Any, codec: Any, request: Any, policy: str, avail: int) -> tuple[Any, int] | None:
+        """Match on a flat available set; ``(rs, rs_bits)`` or None, memoized."""
+        self.calls += 1
+        if not avail:
+            return None
+        rkey, bounds, nodes = self._facts(request)
+        for rtype, n in bounds:
+            if codec.count(avail, rtype) < n:
+                self.rejects += 1
+                return None
+        if nodes and self.fast_paths and codec.flat_nodes and policy in self.FAST_ORDER:
+            self.fast += 1
+            return self._take_nodes(codec, avail, nodes, self.FAST_ORDER[policy])
+        key = (rkey, policy, avail)
+        hit = self._cache.get(key, _MISS)
+        if hit is not _MISS:
             self.hits += 1
-            return rs
-        except KeyError:
-            pass
-        except TypeError:  # unhashable available set
-            return self.matcher(g, request, policy=policy, available=available)
-        rs = self.matcher(g, request, policy=policy, available=available)
-        if available is not None:
-            self._cache[key] = rs
-        return rs
+            return hit
+        rs = self.matcher(g, request, policy=policy, available=codec.decode(avail))
+        out = None if rs is None else (rs, codec.encode(rs))
+        self._cache[key] = out
+        return out
+
+
+    def whole_nodes(self, request: Any) -> int:
+        """N when ``request`` is exactly ``node[N] exclusive > slot[1] > core[1]``
+        with no constraint (how the replay models Batsim and SWF jobs), else 0."""
+        key = request.key
+        n = self._node_spec.get(key)
+        if n is None:
+            n = 0
+            res = request.resources
+            if len(res) == 1 and request.constraints is None:
+                node = res[0]
+                if node.type == "node" and node.exclusive and node.count.is_fixed and len(node.with_) == 1:
+                    slot = node.with_[0]
+                    if slot.type == "slot" and slot.count.is_fixed and slot.count.min == 1 and len(slot.with_) == 1:
+                        core = slot.with_[0]
+                        if core.type == "core" and core.count.is_fixed and core.count.min == 1 and not core.with_:
+                            n = node.count.min
+            self._node_spec[key] = n
+        return n
+
+    @staticmethod
+    def _take_nodes(codec: Any, avail: int, n: int, high_first: bool) -> tuple[Any, int] | None:
+        """The ``n`` wholly available nodes the matcher would pick, in one pass
+        over the node vertices (the matcher's order: by vertex, ascending for
+        ``low``; descending for ``high``, and for ``first`` since all nodes are
+        alike and wholly free ones tie on available cores)."""
+        whole = codec.whole_nodes(avail)
+        if whole.bit_count() < n:
+            return None
+        picked = 0
+        node_bits = codec.node_bits
+        for _ in range(n):
+            if high_first:
+                v = whole.bit_length() - 1
+            else:
+                v = (whole & -whole).bit_length() - 1
+            whole ^= 1 << v
+            picked |= node_bits[v]
+        return None, picked
+
+
+_MISS = object()
 
 
 def _unusable_ranks(g: Any) -> Any:
@@ -142,42 +232,39 @@ def _unusable_ranks(g: Any) -> Any:
     if drained is not None:
         d = drained()
         if d:
-            from ..ids import IdSet
-
-            bad = bad | IdSet(d)
+                        bad = bad | IdSet(d)
     return bad
 
 
 class _WindowUnion:
-    """Union over a sliding window of sets (two-stack queue aggregation).
+    """Union over a sliding window of flat sets (two-stack queue aggregation).
 
     ``push`` adds at the back, ``pop`` drops the front, ``value`` is the union
     of what is inside; every operation is amortized O(1) set unions.
     """
 
-    __slots__ = ("_empty", "_back", "_back_agg", "_front_aggs")
+    __slots__ = ("_back", "_back_agg", "_front_aggs")
 
-    def __init__(self, empty: Any) -> None:
-        self._empty = empty
-        self._back: list[Any] = []
-        self._back_agg = empty
-        self._front_aggs: list[Any] = []  # suffix unions, front of the window last
+    def __init__(self) -> None:
+        self._back: list[int] = []
+        self._back_agg = 0
+        self._front_aggs: list[int] = []  # suffix unions, front of the window last
 
-    def push(self, item: Any) -> None:
+    def push(self, item: int) -> None:
         self._back.append(item)
         self._back_agg = self._back_agg | item
 
     def pop(self) -> None:
         if not self._front_aggs:
-            agg = self._empty
+            agg = 0
             for item in reversed(self._back):
                 agg = agg | item
                 self._front_aggs.append(agg)
             self._back.clear()
-            self._back_agg = self._empty
+            self._back_agg = 0
         self._front_aggs.pop()
 
-    def value(self) -> Any:
+    def value(self) -> int:
         if self._front_aggs:
             return self._front_aggs[-1] | self._back_agg
         return self._back_agg
@@ -190,24 +277,27 @@ class Planner:
     ----------
     graph:
         a :class:`~fluxsched_py.resource.ResourceGraph`; the planner reads its
-        ``free()`` and ``down()`` sets and never modifies it.
+        ``free()`` and down/drained ranks and never modifies it.
     matcher:
-        ``match(graph, request, *, policy, available)``; defaults to
-        :func:`fluxsched_py.match.match`.
+        ``match(graph, request, *, policy, available)`` or a
+        :class:`MatchCache`; defaults to :func:`fluxsched_py.match.match`.
     """
 
     def __init__(self, graph: Any, *, matcher: Matcher | None = None) -> None:
+        from .flat import FlatCodec
+
         self.graph = graph
         m = matcher if matcher is not None else _default_matcher()
-        self._match = m if isinstance(m, MatchCache) else MatchCache(m)
-        self._empty = graph.all() - graph.all()
+        self.matcher = m if isinstance(m, MatchCache) else MatchCache(m)
+        self.codec = FlatCodec(graph)
         self._spans: dict[int, Span] = {}
         # The step function: _used[k] is busy during [_times[k], _times[k+1]).
         self._times: list[float] = [-math.inf]
-        self._used: list[Any] = [self._empty]
+        self._used: list[int] = [0]
         self._refs: list[int] = [1]  # spans starting or ending at _times[k]
         self._running_ends: list[tuple[float, int]] = []  # sorted (end, jobid)
         self._nreserved = 0
+        self._free_cache: tuple[Any, int] | None = None
         #: The latest time the planner was told about (``earliest(now=...)``
         #: or :meth:`set_now`): running jobs expected to end before it are
         #: overdue and keep their resources until removed.
@@ -215,14 +305,16 @@ class Planner:
 
     # -- spans -------------------------------------------------------------
 
-    def add_running(self, jobid: int, rs: Any, start: float, end: float = math.inf) -> None:
+    def add_running(self, jobid: int, rs: Any, start: float, end: float = math.inf, bits: int | None = None) -> None:
         """Record that ``jobid`` holds ``rs`` from ``start`` until ``end``."""
-        self._add(Span(jobid, rs, float(start), float(end), True))
+        b = self.codec.encode(rs) if bits is None else bits
+        self._add(Span(jobid, rs, float(start), float(end), True, b, self.codec))
         bisect.insort(self._running_ends, (float(end), jobid))
 
-    def reserve(self, jobid: int, rs: Any, start: float, end: float = math.inf) -> None:
+    def reserve(self, jobid: int, rs: Any, start: float, end: float = math.inf, bits: int | None = None) -> None:
         """Promise ``rs`` to the pending job ``jobid`` over ``[start, end)``."""
-        self._add(Span(jobid, rs, float(start), float(end), False))
+        b = self.codec.encode(rs) if bits is None else bits
+        self._add(Span(jobid, rs, float(start), float(end), False, b, self.codec))
         self._nreserved += 1
 
     def remove(self, jobid: int) -> Span | None:
@@ -237,9 +329,10 @@ class Planner:
             self._nreserved -= 1
         lo = self._index(span.start)
         hi = self._index(span.end) if span.end != math.inf else len(self._times)
-        rs = span.resources
+        keep = ~span.bits
+        used = self._used
         for k in range(lo, hi):
-            self._used[k] = self._used[k] - rs
+            used[k] &= keep
         self._unref(hi)
         self._unref(lo)
         return span
@@ -259,13 +352,17 @@ class Planner:
     def reserved(self) -> list[Span]:
         return [s for s in self._spans.values() if not s.running]
 
-    def reserved_during(self, t0: float, t1: float, exclude: int | None = None) -> Any:
-        """Union of the reservations that overlap ``[t0, t1)`` (but ``exclude``'s)."""
-        out = self._empty
+    @property
+    def nreserved(self) -> int:
+        return self._nreserved
+
+    def reserved_during(self, t0: float, t1: float, exclude: int | None = None) -> int:
+        """Flat union of the reservations that overlap ``[t0, t1)`` (but ``exclude``'s)."""
+        out = 0
         if self._nreserved:
             for s in self._spans.values():
                 if not s.running and s.start < t1 and s.end > t0 and s.jobid != exclude:
-                    out = out | s.resources
+                    out |= s.bits
         return out
 
     def clear_reservations(self) -> None:
@@ -280,11 +377,10 @@ class Planner:
         if span is None:
             raise PlannerError(f"job {jobid} has no span")
         self.remove(jobid)
-        self._add(Span(jobid, span.resources, span.start, float(end), span.running))
         if span.running:
-            bisect.insort(self._running_ends, (float(end), jobid))
+            self.add_running(jobid, span._rs, span.start, end, span.bits)
         else:
-            self._nreserved += 1
+            self.reserve(jobid, span._rs, span.start, end, span.bits)
 
     # -- queries -----------------------------------------------------------
 
@@ -292,32 +388,78 @@ class Planner:
         """Tell the planner the current time (see :attr:`now`)."""
         self.now = max(self.now, float(now))
 
-    def pool(self) -> Any:
-        """Resources that are up, free now or held by a running job that is not overdue."""
+    def free_bits(self) -> int:
+        """``graph.free()``, flat (cached on the graph's version counter)."""
         g = self.graph
-        free = g.free()
-        held = self._empty
+        version = getattr(g, "version", None)
+        c = self._free_cache
+        if c is not None and version is not None and c[0] == version:
+            return c[1]
+        bits = self.codec.encode(g.free())
+        self._free_cache = (version, bits)
+        return bits
+
+    def graph_changed(self, version_before: Any, taken: int = 0, given: int | None = 0) -> None:
+        """The caller just allocated ``taken`` or released ``given`` in the graph.
+
+        Keeps the cached free set in step without re-reading the graph, when
+        the cache was current before the change and nothing is down or
+        drained (a release on a down rank does not make anything free).
+        ``given=None`` means "unknown": the cache is dropped.
+        """
+        c = self._free_cache
+        g = self.graph
+        if c is None or version_before is None or c[0] != version_before or given is None:
+            self._free_cache = None
+            return
+        if given and _unusable_ranks(g):
+            self._free_cache = None
+            return
+        self._free_cache = (g.version, (c[1] & ~taken) | given)
+
+    def pool_bits(self) -> int:
+        """Up resources, free now or held by a running job that is not overdue."""
+        free = self.free_bits()
+        held = 0
         i = bisect.bisect_right(self._running_ends, (self.now, math.inf))
+        spans = self._spans
         for _, jobid in self._running_ends[i:]:
-            held = held | self._spans[jobid].resources
+            held |= spans[jobid].bits
         if held:
-            bad = _unusable_ranks(g)
+            bad = _unusable_ranks(self.graph)
             if bad:
-                restrict = getattr(held, "restrict", None)
-                held = held - restrict(bad) if restrict is not None else held - g.down()
-            free = free | held
+                held &= ~self.codec.ranks_mask(bad)
+            free |= held
         return free
 
-    def available(self, t0: float, t1: float) -> Any:
-        """Up resources free throughout ``[t0, t1)``."""
+    def pool(self) -> Any:
+        return self.codec.decode(self.pool_bits())
+
+    def available_bits(self, t0: float, t1: float) -> int:
         if t1 <= t0:
             t1 = t0 + 1e-9
         lo = self._index(t0)
         hi = bisect.bisect_left(self._times, t1)
-        busy = self._empty
+        busy = 0
+        used = self._used
         for k in range(lo, hi):
-            busy = busy | self._used[k]
-        return self.pool() - busy
+            busy |= used[k]
+        return self.pool_bits() & ~busy
+
+    def available(self, t0: float, t1: float) -> Any:
+        """Up resources free throughout ``[t0, t1)``."""
+        return self.codec.decode(self.available_bits(t0, t1))
+
+    def match_bits(self, request: Any, avail: int, policy: str = "first") -> tuple[Any, int] | None:
+        """Match ``request`` on a flat available set: ``(rs, bits)`` or None.
+
+        ``rs`` may be None (not decoded yet): see :meth:`resolve`."""
+        return self.matcher.flat(self.graph, self.codec, request, policy, avail)
+
+    def resolve(self, placement: tuple[Any, int]) -> Any:
+        """The ResourceSet of a ``(rs or None, bits)`` placement."""
+        rs, bits = placement
+        return rs if rs is not None else self.codec.decode(bits)
 
     def earliest(self, request: Any, now: float, duration: float, policy: str = "first") -> tuple[float, Any] | None:
         """The earliest ``t >= now`` at which ``request`` fits for ``duration``.
@@ -326,24 +468,33 @@ class Planner:
         every planned span has ended (too big for the resources that are up).
         ``duration`` of 0 or ``math.inf`` means unlimited.
         """
+        found = self.earliest_bits(request, now, duration, policy)
+        if found is None:
+            return None
+        t, rs, bits = found
+        return t, rs if rs is not None else self.codec.decode(bits)
+
+    def earliest_bits(
+        self, request: Any, now: float, duration: float, policy: str = "first"
+    ) -> tuple[float, Any, int] | None:
+        """Like :meth:`earliest`, with the flat set: ``(t, rs, bits)``."""
         if not duration or duration <= 0:
             duration = math.inf
         self.set_now(now)
-        pool = self.pool()
-        match = self._match
-        g = self.graph
-        cands = [now] + [t for t in self._times[bisect.bisect_right(self._times, now) :]]
-
+        pool = self.pool_bits()
+        times = self._times
+        cands = [now] + times[bisect.bisect_right(times, now) :]
         if self._nreserved == 0 and all(s.start <= now for s in self._spans.values()):
             # Only running jobs: availability grows with t, binary search it.
-            return self._earliest_monotone(request, cands, pool, duration, policy)
+            return self._earliest_monotone(request, cands, pool, policy)
 
-        window = _WindowUnion(self._empty)
-        times, used = self._times, self._used
+        match = self.match_bits
+        window = _WindowUnion()
+        used = self._used
         n = len(times)
         lo = self._index(now)  # first segment in the window
         hi = lo  # first segment not yet pushed
-        last_failed = None
+        last_failed = -1
         for t in cands:
             while lo < n - 1 and times[lo + 1] <= t:
                 if lo < hi:
@@ -355,32 +506,31 @@ class Planner:
             while hi < n and times[hi] < end:
                 window.push(used[hi])
                 hi += 1
-            avail = pool - window.value()
-            if not avail or (last_failed is not None and avail == last_failed):
+            avail = pool & ~window.value()
+            if not avail or avail == last_failed:
                 continue
-            rs = match(g, request, policy=policy, available=avail)
-            if rs is not None:
-                return t, rs
+            found = match(request, avail, policy)
+            if found is not None:
+                return t, found[0], found[1]
             last_failed = avail
         return None
 
     def _earliest_monotone(
-        self, request: Any, cands: list[float], pool: Any, duration: float, policy: str
-    ) -> tuple[float, Any] | None:
+        self, request: Any, cands: list[float], pool: int, policy: str
+    ) -> tuple[float, Any, int] | None:
         # busy(t) = union of spans still running after t: a suffix union over
         # the running spans sorted by end.
         ends = [e for e, _ in self._running_ends]
-        jobs = [j for _, j in self._running_ends]
-        suffix = [self._empty] * (len(jobs) + 1)
-        for i in range(len(jobs) - 1, -1, -1):
-            suffix[i] = suffix[i + 1] | self._spans[jobs[i]].resources
-        match, g = self._match, self.graph
+        spans = self._spans
+        suffix = [0] * (len(ends) + 1)
+        acc = 0
+        for i in range(len(ends) - 1, -1, -1):
+            acc |= spans[self._running_ends[i][1]].bits
+            suffix[i] = acc
+        match = self.match_bits
 
-        def attempt(t: float) -> Any:
-            avail = pool - suffix[bisect.bisect_right(ends, t)]
-            if not avail:
-                return None
-            return match(g, request, policy=policy, available=avail)
+        def attempt(t: float) -> tuple[Any, int] | None:
+            return match(request, pool & ~suffix[bisect.bisect_right(ends, t)], policy)
 
         lo, hi = 0, len(cands) - 1
         best = attempt(cands[hi])
@@ -389,12 +539,12 @@ class Planner:
         found = hi
         while lo < hi:
             mid = (lo + hi) // 2
-            rs = attempt(cands[mid])
-            if rs is not None:
-                best, found, hi = rs, mid, mid
+            got = attempt(cands[mid])
+            if got is not None:
+                best, found, hi = got, mid, mid
             else:
                 lo = mid + 1
-        return cands[found], best
+        return cands[found], best[0], best[1]
 
     # -- the step function ---------------------------------------------------
 
@@ -427,7 +577,8 @@ class Planner:
             raise PlannerError(f"job {span.jobid}: empty span [{span.start}, {span.end})")
         lo = self._split(span.start)
         hi = self._split(span.end) if span.end != math.inf else len(self._times)
-        rs = span.resources
+        b = span.bits
+        used = self._used
         for k in range(lo, hi):
-            self._used[k] = self._used[k] | rs
+            used[k] |= b
         self._spans[span.jobid] = span

@@ -33,6 +33,9 @@ class PassContext(Protocol):
     """What a policy may do during a pass (implemented by the engine)."""
 
     now: float
+    #: False when nothing was freed, cancelled or re-prioritized since the
+    #: last pass (only new jobs arrived): kept reservations cannot improve.
+    compress: bool
 
     def jobs(self) -> Iterator[Any]:
         """Pending jobs in queue order (at most ``queue-depth`` of them)."""
@@ -52,6 +55,9 @@ class PassContext(Protocol):
     def reserve(self, job: Any, t: float, rs: Any) -> None:
         """Hold ``rs`` for ``job`` from ``t`` (until the next pass, or longer
         with :attr:`QueuePolicy.persistent_reservations`)."""
+
+    def reservation(self, job: Any) -> tuple[float, Any] | None:
+        """``job``'s current reservation as ``(t, rs)``, or None."""
 
     def unreserve(self, job: Any) -> tuple[float, Any] | None:
         """Take ``job``'s reservation out of the plan; return it as ``(t, rs)``."""
