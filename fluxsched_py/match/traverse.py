@@ -30,6 +30,12 @@ counts
 constraints (RFC 31)
     evaluated at each rank's top vertex (the node) on rank, host name and
     properties; a failing node's subtree is skipped.
+slot hosts and alternatives
+    with ``Policy.slot_host="children"`` a slot lies within the top-most
+    vertex holding its types directly (:meth:`_Search.slot_hosts`); with
+    ``Policy.flexible`` sibling slots are alternatives
+    (:meth:`_Search.sat_or_slots`).  Both are Fluxion's semantics, used by
+    ``fluxsched-py match``; see :mod:`fluxsched_py.match.policy`.
 """
 
 from __future__ import annotations
