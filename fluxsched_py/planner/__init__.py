@@ -208,15 +208,14 @@ class MatchCache:
         if whole.bit_count() < n:
             return None
         picked = 0
-        node_bits = codec.node_bits
         for _ in range(n):
             if high_first:
-                v = whole.bit_length() - 1
+                bit = 1 << (whole.bit_length() - 1)
             else:
-                v = (whole & -whole).bit_length() - 1
-            whole ^= 1 << v
-            picked |= node_bits[v]
-        return None, picked
+                bit = whole & -whole
+            whole ^= bit
+            picked |= bit
+        return None, codec.nodes_bits(picked)
 
 
 _MISS = object()

@@ -92,6 +92,18 @@ class FlatCodec:
             self.node_bits[v] = full
             self.node_vertex_mask |= 1 << v
         self.flat_nodes = len(shapes) == 1 and self.count(self.node_bits[nodes[0]], "core") > 0
+        # Simplest layout (one 1-id pool per node, nodes and pools both in
+        # order): a node's pool bit is its vertex bit moved by a fixed shift,
+        # so whole-node tests are one integer expression.
+        self.unit_shift: int | None = None
+        v0 = nodes[0]
+        if self.flat_nodes and nodes == list(range(v0, v0 + len(nodes))):
+            pools = [(self.offsets.get((v, t)), t) for v in nodes for t in topo.pools[v]]
+            if len(pools) == len(nodes) and all(
+                off == self.offsets[(nodes[0], pools[0][1])] + i and topo.pools[v][t] == 1
+                for i, ((off, t), v) in enumerate(zip(pools, nodes, strict=True))
+            ):
+                self.unit_shift = pools[0][0] - v0
 
     def encode(self, rs: Any) -> int:
         x = rs.containers.mask
@@ -130,6 +142,9 @@ class FlatCodec:
 
         Remembered for the last few sets: a pass asks about the same free set
         for many jobs."""
+        shift = self.unit_shift
+        if shift is not None:
+            return x & self.node_vertex_mask & (x >> shift)
         cache = self._whole_cache
         w = cache.get(x)
         if w is None:
@@ -147,6 +162,19 @@ class FlatCodec:
                 cache.clear()
             cache[x] = w
         return w
+
+    def nodes_bits(self, vertices: int) -> int:
+        """The whole subtrees of the node vertices in the mask ``vertices``."""
+        shift = self.unit_shift
+        if shift is not None:
+            return vertices | (vertices << shift)
+        out = 0
+        node_bits = self.node_bits
+        while vertices:
+            low = vertices & -vertices
+            vertices ^= low
+            out |= node_bits[low.bit_length() - 1]
+        return out
 
     def count(self, x: int, type: str) -> int:
         """Items of ``type`` in ``x`` (whole containers, or pool leaves)."""
