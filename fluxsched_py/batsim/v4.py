@@ -30,6 +30,7 @@ __all__ = [
     "execute_job",
     "answer",
     "notify",
+    "parse_hosts",
     "parse_job",
     "reject_job",
 ]
@@ -147,7 +148,36 @@ def parse_job(event: Event) -> BatsimJob:
         if wt <= 0:
             wt = None
     profile = job.get("profile")
-    return BatsimJob(job_id, res, wt, event.timestamp, profile if isinstance(profile, str) else None)
+    # Batsim 4 forwards the workload's submission time; the event arrives a
+    # little later (protocol latency).  The queue orders ties by submit time,
+    # so use the workload's, as the replay does.
+    subtime = job.get("subtime")
+    submit = event.timestamp
+    if subtime is not None:
+        submit = _number(subtime, f"job {job_id} 'subtime'")
+    return BatsimJob(job_id, res, wt, submit, profile if isinstance(profile, str) else None)
+
+
+def parse_hosts(event: Event) -> list[dict[str, Any]]:
+    """SIMULATION_BEGINS ``compute_resources``: ``[{id, name, properties}]``, checked."""
+    res = event.data.get("compute_resources")
+    if not isinstance(res, list) or not res:
+        raise ProtocolError("SIMULATION_BEGINS has no 'compute_resources' list")
+    out = []
+    for i, r in enumerate(res):
+        if not isinstance(r, dict):
+            raise ProtocolError(f"compute_resources[{i}] is not an object")
+        rid = r.get("id")
+        if isinstance(rid, str) and rid.isdigit():
+            rid = int(rid)
+        if isinstance(rid, bool) or not isinstance(rid, int) or rid < 0:
+            raise ProtocolError(f"compute_resources[{i}] has no non-negative integer 'id'")
+        name = r.get("name")
+        props = r.get("properties") or {}
+        if not isinstance(props, dict):
+            raise ProtocolError(f"compute_resources[{i}] 'properties' is not an object")
+        out.append({"id": rid, "name": str(name) if name else f"host{rid}", "properties": props})
+    return out
 
 
 def _event(ts: float, etype: str, data: dict[str, Any]) -> dict[str, Any]:
