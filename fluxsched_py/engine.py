@@ -962,9 +962,9 @@ class _Pass:
         if self._free is not None and job.state is JobState.RUNNING:
             self._free &= ~placement[1]
 
-    def earliest(self, job: Job) -> tuple[float, tuple[Any, int]] | None:
+    def earliest(self, job: Job, before: float = math.inf) -> tuple[float, tuple[Any, int]] | None:
         self.e.stats["matches"] += 1
-        found = self.e.planner.earliest_bits(job.request, self.now, job.duration, self.e.options.policy)
+        found = self.e.planner.earliest_bits(job.request, self.now, job.duration, self.e.options.policy, before)
         return None if found is None else (found[0], (found[1], found[2]))
 
     def reserve(self, job: Job, t: float, placement: tuple[Any, int]) -> None:
@@ -972,6 +972,10 @@ class _Pass:
         job.estimate = t
         if job.first_estimate is None:
             job.first_estimate = t
+
+    def still_free(self, job: Job, t: float, placement: tuple[Any, int]) -> bool:
+        bits = placement[1]
+        return self.e.planner.available_bits(t, t + job.duration) & bits == bits
 
     def clear_reservations(self) -> None:
         planner = self.e.planner

@@ -493,15 +493,20 @@ class Planner:
         return t, rs if rs is not None else self.codec.decode(bits)
 
     def earliest_bits(
-        self, request: Any, now: float, duration: float, policy: str = "first"
+        self, request: Any, now: float, duration: float, policy: str = "first", before: float = math.inf
     ) -> tuple[float, Any, int] | None:
-        """Like :meth:`earliest`, with the flat set: ``(t, rs, bits)``."""
+        """Like :meth:`earliest`, with the flat set: ``(t, rs, bits)``.
+
+        With ``before``, only start times earlier than it are tried (the
+        caller already holds a place at ``before``)."""
         if not duration or duration <= 0:
             duration = math.inf
         self.set_now(now)
         pool = self.pool_bits()
         times = self._times
-        cands = [now] + times[bisect.bisect_right(times, now) :]
+        cands = [now] + times[bisect.bisect_right(times, now) : bisect.bisect_left(times, before)]
+        if before <= now:
+            return None
         if self._nreserved == 0 and self._max_running_start <= now:
             # Only running jobs: availability grows with t, binary search it.
             return self._earliest_monotone(request, cands, pool, policy)
