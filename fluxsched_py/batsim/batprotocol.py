@@ -40,6 +40,7 @@ from typing import Any
 
 from ..engine import EngineOptions
 from .driver import BatsimScheduler, Driver, Execute, Host, Reject, profile_runtime
+from .envelope import decode_envelope, number
 from .errors import ProtocolError
 from .intervals import format_intervals
 
@@ -95,52 +96,11 @@ def encode_init(flags: int, data: bytes) -> bytes:
     return struct.pack("=II", flags, len(data)) + data
 
 
-def _number(value: Any, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ProtocolError(f"{what} must be a finite number, got {json.dumps(value)[:40]}")
-    return float(value)
-
-
 def decode_message(raw: bytes, last_now: float = 0.0) -> tuple[float, list[tuple[float, str, dict[str, Any]]]]:
     """A JSON batprotocol message: ``(now, [(timestamp, event_type, event)])``, envelope checked."""
-    text = raw[:-1] if raw.endswith(b"\0") else raw
-    try:
-        msg = json.loads(text.decode("utf-8"))
-    except UnicodeDecodeError as e:
-        raise ProtocolError(f"message is not UTF-8 (byte offset {e.start})") from None
-    except (json.JSONDecodeError, RecursionError) as e:
-        raise ProtocolError(f"message is not valid JSON: {e}") from None
-    if not isinstance(msg, dict):
-        raise ProtocolError("message must be a JSON object")
-    if "now" not in msg:
-        raise ProtocolError("message has no 'now' field")
-    now = _number(msg["now"], "'now'")
-    if now < last_now:
-        raise ProtocolError(f"time went backwards: now={now} after now={last_now}")
-    events = msg.get("events")
-    if not isinstance(events, list):
-        raise ProtocolError("message 'events' must be an array")
-    out = []
-    last = -math.inf
-    for i, ev in enumerate(events):
-        if not isinstance(ev, dict):
-            raise ProtocolError(f"event {i} is not an object")
-        ts = _number(ev.get("timestamp"), f"event {i} 'timestamp'")
-        etype = ev.get("event_type")
-        if not isinstance(etype, str):
-            raise ProtocolError(f"event {i} has no string 'event_type'")
-        if etype not in KNOWN_EVENTS:
-            raise ProtocolError(f"event {i} has unknown event_type {etype!r}")
-        data = ev.get("event", {})
-        if not isinstance(data, dict):
-            raise ProtocolError(f"event {i} ({etype}) 'event' is not an object")
-        if ts > now:
-            raise ProtocolError(f"event {i} ({etype}) timestamp {ts} is after now={now}")
-        if ts < last:
-            raise ProtocolError(f"event {i} ({etype}) timestamp {ts} is before the previous event's {last}")
-        last = ts
-        out.append((ts, etype, data))
-    return now, out
+    return decode_envelope(
+        raw, last_now, type_key="event_type", payload_key="event", known=KNOWN_EVENTS, payload_required=False
+    )
 
 
 def encode_message(now: float, events: list[dict[str, Any]]) -> bytes:
@@ -258,8 +218,8 @@ class BatprotocolDriver(Driver):
                 raise ProtocolError(f"JobSubmittedEvent {job_id} has no 'job' object")
             res = _resource_request(job_id, job)
             wt = job.get("walltime")
-            walltime = None if wt is None else _number(wt, f"job {job_id} 'walltime'")
-            t_submit = _number(data.get("submission_time", ts), f"job {job_id} 'submission_time'")
+            walltime = None if wt is None else number(wt, f"job {job_id} 'walltime'")
+            t_submit = number(data.get("submission_time", ts), f"job {job_id} 'submission_time'")
             runtime = self._runtime(job_id, job, data.get("profile"))
             sched.submit(job_id, res, walltime if walltime and walltime > 0 else None, t_submit, runtime)
             return []

@@ -12,11 +12,11 @@ sends back.
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..ids import IdSet
+from .envelope import decode_envelope, number
 from .errors import ProtocolError
 from .intervals import format_intervals
 
@@ -73,12 +73,6 @@ class BatsimJob:
     profile: str | None = None
 
 
-def _number(value: Any, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ProtocolError(f"{what} must be a finite number, got {json.dumps(value)[:40]}")
-    return float(value)
-
-
 class MessageDecoder:
     """Decodes Batsim's messages in order, remembering the last ``now``."""
 
@@ -86,47 +80,11 @@ class MessageDecoder:
         self.now = 0.0
 
     def decode(self, raw: bytes | str) -> tuple[float, list[Event]]:
-        if isinstance(raw, bytes):
-            raw = raw.rstrip(b"\0")
-            try:
-                raw = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise ProtocolError(f"message is not UTF-8 (byte offset {e.start})") from None
-        try:
-            msg = json.loads(raw)
-        except (json.JSONDecodeError, RecursionError) as e:
-            raise ProtocolError(f"message is not valid JSON: {e}") from None
-        if not isinstance(msg, dict):
-            raise ProtocolError("message must be a JSON object")
-        if "now" not in msg:
-            raise ProtocolError("message has no 'now' field")
-        now = _number(msg["now"], "'now'")
-        events_raw = msg.get("events")
-        if not isinstance(events_raw, list):
-            raise ProtocolError("message 'events' must be an array")
-        if now < self.now:
-            raise ProtocolError(f"time went backwards: now={now} after now={self.now}")
-        events: list[Event] = []
-        last = -math.inf
-        for i, ev in enumerate(events_raw):
-            if not isinstance(ev, dict):
-                raise ProtocolError(f"event {i} is not an object")
-            ts = _number(ev.get("timestamp"), f"event {i} 'timestamp'")
-            etype = ev.get("type")
-            if not isinstance(etype, str):
-                raise ProtocolError(f"event {i} has no string 'type'")
-            if etype not in BATSIM_TO_SCHED:
-                raise ProtocolError(f"event {i} has unknown type {etype!r}")
-            if "data" not in ev or not isinstance(ev["data"], dict):
-                raise ProtocolError(f"event {i} ({etype}) has no 'data' object")
-            if ts > now:
-                raise ProtocolError(f"event {i} ({etype}) timestamp {ts} is after now={now}")
-            if ts < last:
-                raise ProtocolError(f"event {i} ({etype}) timestamp {ts} is before the previous event's {last}")
-            last = ts
-            events.append(Event(ts, etype, ev["data"]))
+        now, events = decode_envelope(
+            raw, self.now, type_key="type", payload_key="data", known=BATSIM_TO_SCHED, payload_required=True
+        )
         self.now = now
-        return now, events
+        return now, [Event(ts, etype, data) for ts, etype, data in events]
 
 
 def parse_job(event: Event) -> BatsimJob:
@@ -144,7 +102,7 @@ def parse_job(event: Event) -> BatsimJob:
     walltime = job.get("walltime")
     wt: float | None = None
     if walltime is not None:
-        wt = _number(walltime, f"job {job_id} 'walltime'")
+        wt = number(walltime, f"job {job_id} 'walltime'")
         if wt <= 0:
             wt = None
     profile = job.get("profile")
@@ -154,7 +112,7 @@ def parse_job(event: Event) -> BatsimJob:
     subtime = job.get("subtime")
     submit = event.timestamp
     if subtime is not None:
-        submit = _number(subtime, f"job {job_id} 'subtime'")
+        submit = number(subtime, f"job {job_id} 'subtime'")
     return BatsimJob(job_id, res, wt, submit, profile if isinstance(profile, str) else None)
 
 
