@@ -193,6 +193,18 @@ def test_info_and_stat_go_to_the_terminal(env):
     assert s.term.getvalue().startswith(f"INFO: 1, ALLOCATED, 0, {job}, 0.0\nINFO: Num. of Jobs Matched: 1\n")
 
 
+def test_stat_reports_measured_match_times(env):
+    _, grug, job = env
+    s = session(grug)
+    s.execute(f"match allocate {job}")
+    s.execute(f"match allocate {job}")
+    s.execute("stat")
+    lines = dict(line.removeprefix("INFO: ").split(": ") for line in s.term.getvalue().splitlines())
+    assert lines["Num. of Jobs Matched"] == "2"
+    lo, hi, avg = (float(lines[f"{w} Match Time"]) for w in ("Min.", "Max.", "Avg."))
+    assert 0 < lo <= avg <= hi < 5
+
+
 def test_comments_blank_lines_and_quit(env):
     _, grug, job = env
     s = session(grug)

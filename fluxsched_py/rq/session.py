@@ -22,6 +22,7 @@ import json
 import math
 import shlex
 import sys
+import time
 from dataclasses import dataclass
 from typing import TextIO
 
@@ -83,6 +84,7 @@ class Session:
         self.err = err or sys.stderr
         self.jobs: dict[int, Job] = {}
         self.counter = 1
+        self.match_times: list[float] = []  # seconds per successful match, for `stat`
         self.now = 0
         self.path_map = path_map
         self._last: MatchResult | None = None
@@ -236,6 +238,7 @@ class Session:
             self._print_schedule(jobid, False, True, 0)
             return -1
         request = variants[0]
+        started = time.perf_counter()
         dur = SYSTEM_MAX_DURATION if not request.duration else int(math.ceil(request.duration))
         matched, sat, at, found = False, False, 0, None
         for i, variant in enumerate(variants):  # -T flexible xor_slot alternatives, in order
@@ -247,6 +250,8 @@ class Session:
                     break
             elif i == 0 and not matched:
                 found = f
+        if matched:
+            self.match_times.append(time.perf_counter() - started)
         if found is not None:
             self.out.write(render(self.fmt, self.g, self.index, self.policy, found[1], at, dur))
         if op == "satisfiability":
@@ -421,9 +426,11 @@ class Session:
         if len(args) != 1:
             self.error("malformed command")
             return
-        print(f"INFO: Num. of Jobs Matched: {len(self.jobs)}", file=self.term)
-        for what in ("Min.", "Max.", "Avg."):
-            print(f"INFO: {what} Match Time: 0", file=self.term)
+        times = self.match_times
+        print(f"INFO: Num. of Jobs Matched: {len(times)}", file=self.term)
+        if times:
+            for what, value in (("Min.", min(times)), ("Max.", max(times)), ("Avg.", sum(times) / len(times))):
+                print(f"INFO: {what} Match Time: {value:.6f}", file=self.term)
 
     def cmd_list(self, args: list[str]) -> None:
         for job in self.jobs.values():
