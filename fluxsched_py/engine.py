@@ -1,0 +1,963 @@
+"""The scheduler side of RFC 27, as a state machine with no I/O.
+
+Everything that decides what the scheduler answers lives here: which jobs it
+knows, in which state, what it holds, and the responses it owes.  Drivers
+(the Flux broker module, the Batsim drivers, the offline replay) turn their
+wire messages into calls on :class:`Engine` and send back what it returns.
+
+What the engine owns
+    the job table; the pending queue in order (priority, t_submit, id); the
+    resource graph's allocations for its jobs; the planner's spans (running
+    jobs and the current pass's reservations); the annotations it last sent
+    for each job, so it only sends what changed.
+
+What the engine never knows
+    Flux, ZMQ, Batsim, the KVS, files, or the wall clock.  Time is always an
+    argument (``now``).  The only clock it touches is an injectable stopwatch
+    that bounds how much work one :meth:`Engine.schedule` call does; it never
+    influences a decision, so a replay is deterministic whatever the budget.
+    Committing R to the KVS before sending SUCCESS is the driver's job.
+
+Job states and transitions (see :data:`TRANSITIONS`)::
+
+    (new) --alloc--> PENDING --schedule: start--> RUNNING --free(final)--> (gone)
+                     PENDING --alloc denied / infeasible--> (gone)    DENY
+                     PENDING --cancel--> (gone)                       CANCEL
+    (new) --hello--> RUNNING --free(partial)--> RUNNING
+                     RUNNING --expiration--> RUNNING
+
+Messages that do not fit the table are special cases with named handlers:
+a second alloc for a pending job is ignored (RFC 27 allows one in flight);
+an alloc for a job that holds resources is denied; cancel, prioritize and free
+for unknown jobs are ignored; expiration for an unknown job raises
+:class:`EngineError` (the driver answers it with an error).  An alloc after
+a CANCEL is a new request (the job-manager re-sends allocs it cancelled).
+Alloc and free never raise: RFC 27 forbids error responses to them.
+
+:class:`EngineError` is the only exception the engine raises on purpose.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+import logging
+import math
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from cachetools import LRUCache
+
+from .ids import IdSet
+from .planner import Planner
+from .policy import POLICIES, QueuePolicy, make_policy, order_key
+
+__all__ = [
+    "Engine",
+    "EngineError",
+    "EngineOptions",
+    "Job",
+    "JobState",
+    "PassResult",
+    "Response",
+    "ResponseType",
+    "TRANSITIONS",
+]
+
+log = logging.getLogger("fluxsched_py.engine")
+
+
+class EngineError(Exception):
+    """A request the engine refuses: bad options, expiration of an unknown job."""
+
+
+class JobState(enum.Enum):
+    PENDING = "pending"  # sched.alloc received, not answered yet
+    RUNNING = "running"  # SUCCESS sent (or learned at hello): holds resources
+
+
+class ResponseType(enum.IntEnum):
+    """RFC 27 sched.alloc response types."""
+
+    SUCCESS = 0
+    ANNOTATE = 1
+    DENY = 2
+    CANCEL = 3
+
+
+#: (state or None for an unknown job, event) -> new state, None meaning the
+#: engine forgets the job.  Everything else is a special case (module docstring).
+TRANSITIONS: dict[tuple[JobState | None, str], JobState | None] = {
+    (None, "alloc"): JobState.PENDING,
+    (None, "hello"): JobState.RUNNING,
+    (JobState.PENDING, "start"): JobState.RUNNING,
+    (JobState.PENDING, "deny"): None,
+    (JobState.PENDING, "cancel"): None,
+    (JobState.PENDING, "prioritize"): JobState.PENDING,
+    (JobState.RUNNING, "free"): JobState.RUNNING,
+    (JobState.RUNNING, "free-final"): None,
+    (JobState.RUNNING, "expiration"): JobState.RUNNING,
+}
+
+
+@dataclass(slots=True)
+class Response:
+    """One sched.alloc response the driver must send.
+
+    :meth:`payload` is the RFC 27 message body.  ``resources`` is the
+    allocated :class:`~fluxsched_py.resource.ResourceSet` (for drivers that
+    need more than R, like the replay); it is not part of the payload.
+    """
+
+    id: int
+    type: ResponseType
+    annotations: dict | None = None
+    note: str | None = None
+    R: dict | None = None
+    resources: Any = None
+    start: float | None = None
+    expiration: float | None = None
+
+    def payload(self) -> dict:
+        p: dict[str, Any] = {"id": self.id, "type": int(self.type)}
+        if self.type is ResponseType.SUCCESS and self.R is not None:
+            p["R"] = self.R
+        if self.annotations is not None and self.type in (ResponseType.SUCCESS, ResponseType.ANNOTATE):
+            p["annotations"] = self.annotations
+        if self.type is ResponseType.DENY and self.note is not None:
+            p["note"] = self.note
+        return p
+
+
+@dataclass(slots=True)
+class PassResult:
+    """What :meth:`Engine.schedule` did: responses to send, and whether the
+    pass stopped early because its budget ran out (call again soon)."""
+
+    responses: list[Response]
+    more: bool = False
+
+
+def _parse_depth(key: str, value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, str) and value.strip().lower() in ("unlimited", "0", ""):
+        return None
+    try:
+        n = int(value)
+    except (TypeError, ValueError):
+        raise EngineError(f"{key}={value!r}: expected a positive integer or 'unlimited'") from None
+    if n < 0:
+        raise EngineError(f"{key}={value!r}: expected a positive integer or 'unlimited'")
+    return n or None
+
+
+_LOG_LEVELS = {
+    "emerg": logging.CRITICAL,
+    "alert": logging.CRITICAL,
+    "crit": logging.CRITICAL,
+    "critical": logging.CRITICAL,
+    "err": logging.ERROR,
+    "error": logging.ERROR,
+    "warning": logging.WARNING,
+    "warn": logging.WARNING,
+    "notice": logging.INFO,
+    "info": logging.INFO,
+    "debug": logging.DEBUG,
+}
+
+_PLACEMENTS = ("first", "low", "high", "lonodex", "hinodex", "locality", "variation")
+
+
+@dataclass(frozen=True, slots=True)
+class EngineOptions:
+    """Module options (``flux module load sched-py queue-policy=easy ...``).
+
+    ``queue_depth`` bounds how many pending jobs a pass considers and selects
+    the RFC 27 ready mode (limited when set, unlimited otherwise).
+    ``annotate_depth`` bounds how many pending jobs, from the head, get
+    ``reason_pending`` and ``jobs_ahead`` (every reserved job gets
+    ``t_estimate`` regardless).
+    """
+
+    queue_policy: str = "fcfs"
+    reserve_depth: int | None = None
+    queue_depth: int | None = None
+    policy: str = "first"
+    log_level: str = "info"
+    annotate_depth: int = 64
+
+    @classmethod
+    def parse(cls, args: Iterable[str] | Mapping[str, Any] | None = None) -> EngineOptions:
+        """Options from ``key=value`` strings or a mapping; raises EngineError."""
+        if args is None:
+            return cls()
+        if isinstance(args, Mapping):
+            items = [(str(k), v) for k, v in args.items()]
+        else:
+            items = []
+            for arg in args:
+                key, sep, value = str(arg).partition("=")
+                if not sep:
+                    raise EngineError(f"option {arg!r}: expected key=value")
+                items.append((key, value))
+        kw: dict[str, Any] = {}
+        for key, value in items:
+            k = key.strip().replace("_", "-")
+            if k == "queue-policy":
+                if value not in POLICIES:
+                    raise EngineError(f"queue-policy={value!r}: choose from {', '.join(POLICIES)}")
+                kw["queue_policy"] = value
+            elif k == "reserve-depth":
+                kw["reserve_depth"] = _parse_depth(k, value)
+            elif k == "queue-depth":
+                kw["queue_depth"] = _parse_depth(k, value)
+            elif k == "annotate-depth":
+                d = _parse_depth(k, value)
+                kw["annotate_depth"] = 1 << 62 if d is None else d
+            elif k == "policy":
+                if value not in _PLACEMENTS:
+                    raise EngineError(f"policy={value!r}: choose from {', '.join(_PLACEMENTS)}")
+                kw["policy"] = value
+            elif k == "log-level":
+                if str(value).lower() not in _LOG_LEVELS:
+                    raise EngineError(f"log-level={value!r}: choose from {', '.join(_LOG_LEVELS)}")
+                kw["log_level"] = str(value).lower()
+            else:
+                raise EngineError(
+                    f"unknown option {key!r} (known: queue-policy, reserve-depth, queue-depth, policy, "
+                    "log-level, annotate-depth)"
+                )
+        return cls(**kw)
+
+
+class Job:
+    """A job the engine knows (pending or running)."""
+
+    __slots__ = (
+        "id",
+        "priority",
+        "userid",
+        "t_submit",
+        "request",
+        "duration",
+        "shape",
+        "state",
+        "sortkey",
+        "resources",
+        "t_start",
+        "expiration",
+        "sent",
+        "estimate",
+        "first_estimate",
+    )
+
+    def __init__(self, jobid: int, priority: int, userid: int, t_submit: float, request: Any) -> None:
+        self.id = jobid
+        self.priority = priority
+        self.userid = userid
+        self.t_submit = t_submit
+        self.request = request
+        d = float(getattr(request, "duration", 0.0) or 0.0) if request is not None else 0.0
+        #: Walltime in seconds, ``math.inf`` when unlimited.
+        self.duration = d if d > 0 else math.inf
+        #: What makes two jobs interchangeable for matching (cache key).
+        self.shape = (request.key, self.duration) if request is not None else None
+        self.state = JobState.PENDING
+        self.sortkey = order_key(priority, t_submit, jobid)
+        self.resources: Any = None
+        self.t_start: float | None = None
+        self.expiration: float = math.inf
+        self.sent: dict[str, Any] = {}  # sched.* annotations the job-manager holds
+        self.estimate: float | None = None
+        self.first_estimate: float | None = None
+
+    def __repr__(self) -> str:
+        return f"Job({self.id}, {self.state.value})"
+
+
+def _fmt_clock(t: float) -> str:
+    return time.strftime("%H:%M", time.localtime(t))
+
+
+def describe_constraint(c: Any) -> str:
+    """``properties=^login``, ``and(ranks=0-3; hostlist=n[1-2])``..."""
+    if c.op in ("and", "or", "not"):
+        return f"{c.op}(" + "; ".join(describe_constraint(a) for a in c.args) + ")"
+    return f"{c.op}=" + ",".join(str(a) for a in c.args)
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+class Engine:
+    """The sans-I/O scheduler.  See the module docstring.
+
+    Parameters
+    ----------
+    graph:
+        the :class:`~fluxsched_py.resource.ResourceGraph`; the engine
+        allocates and releases its jobs in it.
+    options:
+        :class:`EngineOptions`, or ``key=value`` strings / a mapping for
+        :meth:`EngineOptions.parse`.
+    matcher, feasibility:
+        the placement functions; default to :mod:`fluxsched_py.match`.
+    build_R:
+        put RFC 20 R in SUCCESS responses (drivers that only need the
+        ResourceSet, like the replay, turn it off).
+    stopwatch:
+        measures pass work for ``budget``; never used for decisions.
+    time_format:
+        how ``reason_pending`` shows an absolute time (default ``HH:MM``).
+    """
+
+    def __init__(
+        self,
+        graph: Any,
+        options: EngineOptions | Iterable[str] | Mapping[str, Any] | None = None,
+        *,
+        matcher: Callable[..., Any] | None = None,
+        feasibility: Callable[[Any, Any], str | None] | None = None,
+        build_R: bool = True,
+        stopwatch: Callable[[], float] = time.perf_counter,
+        time_format: Callable[[float], str] = _fmt_clock,
+    ) -> None:
+        self.options = options if isinstance(options, EngineOptions) else EngineOptions.parse(options)
+        log.setLevel(_LOG_LEVELS[self.options.log_level])
+        if matcher is None or feasibility is None:
+            from . import match as _match_mod
+
+            matcher = matcher or _match_mod.match
+            feasibility = feasibility or _match_mod.feasibility
+        self.graph = graph
+        self._match = matcher
+        self._feasibility = feasibility
+        self.planner = Planner(graph, matcher=matcher)
+        self.policy: QueuePolicy = make_policy(self.options.queue_policy, self.options.reserve_depth)
+        self.build_R = build_R
+        self._stopwatch = stopwatch
+        self._time_format = time_format
+        self.expiration: float = 0.0  # instance expiration (0 = none)
+
+        self._jobs: dict[int, Job] = {}
+        self._queue: list[Job] = []  # pending jobs in order; stale entries skipped
+        self._npending = 0
+        self._queue_sorted = True
+        self._annotated: set[int] = set()  # pending jobs holding annotations
+        self._parse_cache: LRUCache = LRUCache(maxsize=4096)
+        self._feasible_cache: LRUCache = LRUCache(maxsize=4096)
+        self._pass: _Pass | None = None
+        self._pass_gen: Iterator[None] | None = None
+        self._dirty = True  # something changed since the last complete pass
+        self._restart = False  # ... in a way that invalidates a pass in progress
+        self.stats = {"passes": 0, "matches": 0, "started": 0, "denied": 0, "canceled": 0}
+
+    # ------------------------------------------------------------------
+    # Queries
+    # ------------------------------------------------------------------
+
+    def job(self, jobid: int) -> Job | None:
+        return self._jobs.get(jobid)
+
+    @property
+    def pending_count(self) -> int:
+        return self._npending
+
+    @property
+    def running(self) -> list[Job]:
+        return [j for j in self._jobs.values() if j.state is JobState.RUNNING]
+
+    def pending(self) -> list[Job]:
+        """Pending jobs in queue order."""
+        self._sort_queue()
+        return [j for j in self._queue if self._live(j)]
+
+    def ready_mode(self) -> dict:
+        """The ``job-manager.sched-ready`` request payload for these options."""
+        if self.options.queue_depth:
+            return {"mode": "limited", "limit": self.options.queue_depth}
+        return {"mode": "unlimited"}
+
+    def resource_status(self) -> dict:
+        """``sched.resource-status``: ``{all, allocated, down}`` as R objects."""
+        return self.graph.status_rv1()
+
+    def check_invariants(self) -> None:
+        """Raise AssertionError unless free + allocated + down == all, the
+        three are disjoint, and no two running jobs share a resource."""
+        g = self.graph
+        free, alloc, down, every = g.free(), g.allocated(), g.down(), g.all()
+        assert (free | alloc | down) == every, "free + allocated + down != all"
+        assert not (free & alloc), "a resource is both free and allocated"
+        assert not (free & down), "a resource is both free and down"
+        seen = every - every
+        for j in self._jobs.values():
+            if j.state is JobState.RUNNING and j.resources is not None:
+                assert not (seen & j.resources), f"job {j.id} shares resources with another job"
+                seen = seen | j.resources
+
+    # ------------------------------------------------------------------
+    # Inputs
+    # ------------------------------------------------------------------
+
+    def hello(self, jobs: Iterable[Mapping[str, Any]]) -> list[Response]:
+        """Jobs that hold resources at startup: ``{id, priority, userid,
+        t_submit, R, free?}`` (R from the KVS; ``free`` an idset of ranks
+        already released).  Marks their resources allocated."""
+        for h in jobs:
+            jobid = int(h["id"])
+            if jobid in self._jobs:
+                log.warning("hello: job %d reported twice; ignored", jobid)
+                continue
+            R = h.get("R")
+            try:
+                rs = self._rs_from_R(R)
+                if h.get("free"):
+                    rs = self._drop_ranks(rs, IdSet.parse(str(h["free"])))
+                self.graph.allocate(jobid, rs)
+            except Exception as exc:  # a bad R must not kill the scheduler
+                log.error("hello: job %d: cannot mark its resources allocated: %s", jobid, exc)
+                continue
+            job = Job(jobid, int(h.get("priority", 0)), int(h.get("userid", 0)), float(h.get("t_submit", 0)), None)
+            self._transition(job, "hello")
+            job.resources = rs
+            ex = ((R or {}).get("execution") or {}).get("expiration") or 0
+            st = ((R or {}).get("execution") or {}).get("starttime") or 0
+            job.expiration = float(ex) if ex else math.inf
+            job.t_start = float(st)
+            self._jobs[jobid] = job
+            self.planner.add_running(jobid, rs, job.t_start, max(job.expiration, job.t_start + 1e-9))
+        self._changed()
+        return []
+
+    def alloc(
+        self, jobid: int, priority: int, userid: int, t_submit: float, jobspec: Mapping[str, Any] | Any
+    ) -> list[Response]:
+        """``sched.alloc``: queue the job, or deny it if it can never run.
+
+        ``jobspec`` is the RFC 14 object, or an already parsed
+        :class:`~fluxsched_py.jobspec.Request`.
+        """
+        old = self._jobs.get(jobid)
+        if old is not None:
+            return self._duplicate_alloc(old)
+        try:
+            request = self._parse(jobspec)
+        except Exception as exc:
+            self.stats["denied"] += 1
+            return [Response(jobid, ResponseType.DENY, note=f"invalid jobspec: {exc}")]
+        reason = self._feasible(request)
+        if reason is not None:
+            self.stats["denied"] += 1
+            return [Response(jobid, ResponseType.DENY, note=reason)]
+        job = Job(jobid, priority, userid, t_submit, request)
+        self._transition(job, "alloc")
+        self._jobs[jobid] = job
+        self._npending += 1
+        q = self._queue
+        if q and self._queue_sorted and job.sortkey < q[-1].sortkey:
+            self._queue_sorted = False
+            self._restart = True
+        q.append(job)
+        self._dirty = True
+        return []
+
+    def cancel(self, jobid: int) -> list[Response]:
+        """``sched.cancel``: answer the pending alloc with CANCEL, else ignore."""
+        job = self._jobs.get(jobid)
+        if job is None or job.state is not JobState.PENDING:
+            log.debug("cancel: job %d has no pending alloc; ignored", jobid)
+            return []
+        self._forget_pending(job, "cancel")
+        self.stats["canceled"] += 1
+        return [Response(jobid, ResponseType.CANCEL)]
+
+    def free(self, jobid: int, R: Mapping[str, Any] | None = None, final: bool = True) -> list[Response]:
+        """``sched.free``: release all (``final``) or part (ranks in ``R``) of a job's resources."""
+        job = self._jobs.get(jobid)
+        if job is None or job.state is not JobState.RUNNING:
+            log.warning("free: job %d holds no resources; ignored", jobid)
+            return []
+        try:
+            if final:
+                self._transition(job, "free-final")
+                self.graph.release(jobid)
+                self.planner.remove(jobid)
+                del self._jobs[jobid]
+            else:
+                self._transition(job, "free")
+                part = self._rs_from_R(R) & job.resources if R is not None else None
+                if part:
+                    self.graph.release(jobid, part)
+                    span = self.planner.remove(jobid)
+                    job.resources = job.resources - part
+                    if job.resources and span is not None:
+                        self.planner.add_running(jobid, job.resources, span.start, span.end)
+        except Exception as exc:  # never crash on free: log it and carry on
+            log.error("free: job %d: %s", jobid, exc)
+        self._changed()
+        return []
+
+    def prioritize(self, jobs: Iterable[tuple[int, int] | list[int]]) -> list[Response]:
+        """``sched.prioritize``: new priorities for pending jobs; unknown ids ignored."""
+        changed = False
+        for jobid, prio in jobs:
+            job = self._jobs.get(int(jobid))
+            if job is None or job.state is not JobState.PENDING:
+                continue
+            self._transition(job, "prioritize")
+            if job.priority != prio:
+                job.priority = int(prio)
+                job.sortkey = order_key(job.priority, job.t_submit, job.id)
+                changed = True
+        if changed:
+            self._queue_sorted = False
+            self._changed()
+        return []
+
+    def expiration(self, jobid: int, expiration: float) -> None:
+        """``sched.expiration``: move a running job's end; raises EngineError if it holds nothing."""
+        job = self._jobs.get(jobid)
+        if job is None or job.state is not JobState.RUNNING:
+            raise EngineError(f"job {jobid} does not currently have an allocation")
+        if expiration <= (job.t_start or 0):
+            raise EngineError(f"expiration {expiration} is before job {jobid} started")
+        self._transition(job, "expiration")
+        job.expiration = float(expiration)
+        self.planner.set_end(jobid, job.expiration)
+        self._changed()
+
+    def resource_update(
+        self,
+        up: Any = None,
+        down: Any = None,
+        shrink: Any = None,
+        expiration: float | None = None,
+    ) -> list[Response]:
+        """A ``resource.acquire`` update: ranks up/down/shrunk, or a new instance expiration."""
+        g = self.graph
+        if up:
+            g.set_up(_idset(up))
+        if down:
+            g.set_down(_idset(down))
+        if shrink:
+            g.shrink(_idset(shrink))
+        if expiration is not None:
+            self.expiration = float(expiration)
+        self._feasible_cache.clear()
+        self._changed()
+        return []
+
+    def feasibility(self, jobspec: Mapping[str, Any] | Any) -> str | None:
+        """``feasibility.check``: None if the job could ever run, else the reason."""
+        try:
+            request = self._parse(jobspec)
+        except Exception as exc:
+            return f"invalid jobspec: {exc}"
+        return self._feasible(request)
+
+    def schedule(self, now: float, budget: float | None = None) -> PassResult:
+        """Run (or resume) a scheduling pass at time ``now``.
+
+        With a ``budget`` (seconds of work), the pass stops when the budget is
+        spent and ``more`` is True: call again to resume it.  A pass resumes
+        where it stopped unless something changed that invalidates it (a free,
+        cancel, re-prioritization or resource change), in which case it
+        restarts.  Without changes since the last complete pass, it does
+        nothing.
+        """
+        out: list[Response] = []
+        if self._pass is not None and (self._restart or now < self._pass.now):
+            self._pass = self._pass_gen = None
+        if self._pass is None:
+            if not self._dirty:
+                return PassResult(out)
+            self._begin_pass(now)
+        p = self._pass
+        assert p is not None and self._pass_gen is not None
+        p.now = max(p.now, now)
+        self.planner.set_now(p.now)
+        p.out = out
+        t0 = self._stopwatch()
+        gen = self._pass_gen
+        n = 0
+        for _ in gen:
+            n += 1
+            if budget is not None and (n & 7) == 0 and self._stopwatch() - t0 >= budget:
+                return PassResult(out, more=True)
+        self._end_pass(p)
+        self._pass = self._pass_gen = None
+        return PassResult(out)
+
+    # ------------------------------------------------------------------
+    # Special cases and helpers
+    # ------------------------------------------------------------------
+
+    def _transition(self, job: Job, event: str) -> None:
+        key = (job.state if job.id in self._jobs else None, event)
+        if key not in TRANSITIONS:
+            raise EngineError(f"job {job.id}: {event} is not valid in state {key[0]}")
+        new = TRANSITIONS[key]
+        if new is not None:
+            job.state = new
+
+    def _duplicate_alloc(self, job: Job) -> list[Response]:
+        if job.state is JobState.PENDING:
+            log.warning("alloc: job %d already has an alloc in flight; ignored", job.id)
+            return []
+        log.warning("alloc: job %d already holds resources; denied", job.id)
+        return [Response(job.id, ResponseType.DENY, note="job already holds resources")]
+
+    def _changed(self) -> None:
+        self._dirty = True
+        self._restart = True
+
+    def _live(self, job: Job) -> bool:
+        return job.state is JobState.PENDING and self._jobs.get(job.id) is job
+
+    def _forget_pending(self, job: Job, event: str) -> None:
+        self._transition(job, event)
+        del self._jobs[job.id]
+        self._npending -= 1
+        self._annotated.discard(job.id)
+        if job.id in self.planner:
+            self.planner.remove(job.id)
+        self._changed()
+
+    def _sort_queue(self) -> None:
+        q = self._queue
+        if not self._queue_sorted or len(q) > 2 * self._npending + 64:
+            self._queue = sorted((j for j in q if self._live(j)), key=lambda j: j.sortkey)
+            self._queue_sorted = True
+
+    def _parse(self, jobspec: Any) -> Any:
+        if hasattr(jobspec, "resources") and hasattr(jobspec, "key"):
+            return jobspec  # already a Request
+        key = json.dumps(jobspec, sort_keys=True, separators=(",", ":"))
+        request = self._parse_cache.get(key)
+        if request is None:
+            from .jobspec import parse_jobspec  # type: ignore[attr-defined]
+
+            request = parse_jobspec(jobspec)
+            self._parse_cache[key] = request
+        return request
+
+    def _feasible(self, request: Any) -> str | None:
+        key = request.key
+        try:
+            return self._feasible_cache[key]
+        except KeyError:
+            pass
+        try:
+            reason = self._feasibility(self.graph, request)
+        except Exception as exc:
+            reason = f"unsatisfiable request: {exc}"
+        self._feasible_cache[key] = reason
+        return reason
+
+    def _rs_from_R(self, R: Any) -> Any:
+        g = self.graph
+        for name in ("resource_set", "from_R", "rset"):
+            fn = getattr(g, name, None)
+            if fn is not None:
+                return fn(R)
+        raise EngineError("the resource graph cannot turn R into a resource set")
+
+    def _drop_ranks(self, rs: Any, ranks: IdSet) -> Any:
+        fn = getattr(rs, "without_ranks", None)
+        if fn is not None:
+            return fn(ranks)
+        return rs - self._rs_from_R(_ranks_R(ranks))
+
+    def _begin_pass(self, now: float) -> None:
+        self._sort_queue()
+        self.planner.clear_reservations()
+        for j in self._queue:
+            j.estimate = None
+        self._dirty = False
+        self._restart = False
+        self.stats["passes"] += 1
+        self.planner.set_now(now)
+        self._pass = _Pass(self, now)
+        self._pass_gen = self.policy.run(self._pass)
+
+    def _start(self, p: _Pass, job: Job, rs: Any) -> None:
+        now = p.now
+        end = now + job.duration
+        if end == math.inf and self.expiration:
+            end = max(self.expiration, now + 1e-9)
+        try:
+            self.graph.allocate(job.id, rs)
+        except Exception as exc:  # a matcher bug must not crash the scheduler
+            log.error("job %d: allocation of matched resources failed: %s", job.id, exc)
+            p.held[job.id] = "error"
+            return
+        self._transition(job, "start")
+        self._npending -= 1
+        self.stats["started"] += 1
+        job.resources = rs
+        job.t_start = now
+        job.expiration = end
+        self.planner.add_running(job.id, rs, now, end)
+        R = None
+        if self.build_R:
+            R = rs.to_rv1(self.graph, now, 0.0 if end == math.inf else end, job.request.nslots or 1)
+        ann: dict[str, Any] = {k: None for k in job.sent if k != "resource_summary"}
+        ann["resource_summary"] = _summary(R, rs) if R is not None else _summary_rs(rs)
+        job.sent = {}
+        self._annotated.discard(job.id)
+        p.out.append(
+            Response(job.id, ResponseType.SUCCESS, {"sched": ann}, R=R, resources=rs, start=now, expiration=end)
+        )
+
+    def _end_pass(self, p: _Pass) -> None:
+        """Annotations: post what changed, delete what no longer applies."""
+        want: dict[int, dict[str, Any]] = {}
+        depth = self.options.annotate_depth
+        free = None
+        head: Job | None = None
+        pos = 0
+        for job in self._queue:
+            if not self._live(job):
+                continue
+            if pos >= depth:
+                break
+            if free is None:
+                free = self.graph.free()
+            if head is None and job.id not in p.held_ok:
+                head = job
+            want[job.id] = self._annotations(p, job, pos, free, head)
+            pos += 1
+        for span in self.planner.reserved():
+            if span.jobid not in want:
+                job = self._jobs[span.jobid]
+                want[job.id] = {"t_estimate": span.start}
+        for jobid in list(self._annotated):
+            if jobid not in want:
+                want[jobid] = {}
+        for jobid, ann in want.items():
+            job = self._jobs[jobid]
+            diff = {k: v for k, v in ann.items() if job.sent.get(k, _MISSING) != v}
+            diff.update({k: None for k in job.sent if k not in ann})
+            if not diff:
+                continue
+            job.sent = ann
+            if ann:
+                self._annotated.add(jobid)
+            else:
+                self._annotated.discard(jobid)
+            p.out.append(Response(jobid, ResponseType.ANNOTATE, {"sched": diff}))
+
+    def _annotations(self, p: _Pass, job: Job, pos: int, free: Any, head: Job | None) -> dict[str, Any]:
+        ann: dict[str, Any] = {}
+        req = job.request
+        if job.estimate is not None:
+            ann["t_estimate"] = job.estimate
+        ann["reason_pending"] = self._reason(p, job, free, head)
+        ann["jobs_ahead"] = pos
+        if getattr(req, "queue", None):
+            ann["queue"] = req.queue
+        return ann
+
+    def _reason(self, p: _Pass, job: Job, free: Any, head: Job | None) -> str:
+        req = job.request
+        why = p.held.get(job.id)
+        if why == "down":
+            return f"cannot start on the resources that are up now: waiting for {self._need(req, free)}"
+        c = getattr(req, "constraints", None)
+        if c is not None and job.estimate is None:
+            blocked = p.constraint_blocks(job)
+            if blocked:
+                return f"blocked by constraint: {describe_constraint(c)}"
+        text = f"waiting for {self._need(req, free)}"
+        if job.estimate is not None:
+            return f"{text} — reserved to start at {self._time_format(job.estimate)}"
+        if why == "depth":
+            return f"{text} — no reservation (beyond reserve-depth={self.policy.reserve_depth})"
+        if why == "backfill":
+            return f"{text} — cannot start without delaying a reservation"
+        if head is not None and head is not job:
+            return f"{text} — behind higher-priority job {head.id}"
+        return text
+
+    def _need(self, req: Any, free: Any) -> str:
+        nnodes = req.nnodes
+        if nnodes and req.exclusive:
+            return f"{_plural(nnodes, 'node')} ({free.count('node')} free)"
+        cores = req.nslots * req.slot_size
+        gpus = req.nslots * req.slot_gpus
+        parts = []
+        if gpus:
+            parts.append(f"{_plural(gpus, 'GPU')} ({free.count('gpu')} free)")
+        if cores or not parts:
+            parts.insert(0, f"{_plural(cores, 'core')} ({free.count('core')} free)")
+        if nnodes:
+            parts.append(f"on {_plural(nnodes, 'node')}")
+        return ", ".join(parts)
+
+
+_MISSING = object()
+
+
+def _idset(value: Any) -> IdSet:
+    if isinstance(value, IdSet):
+        return value
+    if isinstance(value, str):
+        return IdSet.parse(value)
+    return IdSet(value)
+
+
+def _ranks_R(ranks: IdSet) -> dict:
+    return {"version": 1, "execution": {"R_lite": [{"rank": str(ranks), "children": {}}]}}
+
+
+def _summary(R: Mapping[str, Any], rs: Any) -> str:
+    """``rank[0-1]/core[0-3]``, one entry per R_lite item (flux's style)."""
+    parts = []
+    for item in (R.get("execution") or {}).get("R_lite") or []:
+        ranks = IdSet.parse(str(item["rank"]))
+        kids = ",".join(
+            f"{k}{IdSet.parse(str(v)).encode(brackets=True)}" for k, v in sorted((item.get("children") or {}).items())
+        )
+        parts.append(f"rank{ranks.encode(brackets=True)}" + (f"/{kids}" if kids else ""))
+    return " ".join(parts) if parts else _summary_rs(rs)
+
+
+def _summary_rs(rs: Any) -> str:
+    ranks = getattr(rs, "ranks", None)
+    return f"rank{ranks.encode(brackets=True)}" if ranks is not None else str(rs)
+
+
+class _Pass:
+    """One scheduling pass: the :class:`~fluxsched_py.policy.PassContext`."""
+
+    _SENTINEL = -1  # planner id for a tentative allocation (EASY rule 2)
+
+    def __init__(self, engine: Engine, now: float) -> None:
+        self.e = engine
+        self.now = now
+        self.out: list[Response] = []
+        self.held: dict[int, str] = {}
+        self.held_ok: set[int] = set()  # jobs the policy passed over that do not block others
+        self._free: Any = None
+        self._constraint_cache: dict[Any, bool] = {}
+
+    # -- PassContext ---------------------------------------------------------
+
+    def jobs(self) -> Iterator[Job]:
+        e = self.e
+        depth = e.options.queue_depth
+        n = 0
+        i = 0
+        while i < len(e._queue):
+            job = e._queue[i]
+            i += 1
+            if job.state is not JobState.PENDING or e._jobs.get(job.id) is not job:
+                continue
+            n += 1
+            if depth and n > depth:
+                return
+            yield job
+
+    def free(self) -> Any:
+        if self._free is None:
+            self._free = self.e.graph.free()
+        return self._free
+
+    def nothing_free(self) -> bool:
+        return not self.free()
+
+    def _avail_now(self, job: Job) -> Any:
+        planner = self.e.planner
+        if not planner._nreserved:
+            return self.free()
+        return planner.available(self.now, self.now + job.duration) & self.free()
+
+    def fits_now(self, job: Job) -> Any:
+        avail = self._avail_now(job)
+        if not avail:
+            return None
+        self.e.stats["matches"] += 1
+        return self.e._match(self.e.graph, job.request, policy=self.e.options.policy, available=avail)
+
+    def fits_now_ignoring(self, job: Job, reserved: Job) -> Any:
+        planner = self.e.planner
+        span = planner.remove(reserved.id)
+        try:
+            avail = self._avail_now(job)
+        finally:
+            if span is not None:
+                planner.reserve(span.jobid, span.resources, span.start, span.end)
+        if not avail:
+            return None
+        self.e.stats["matches"] += 1
+        return self.e._match(self.e.graph, job.request, policy=self.e.options.policy, available=avail)
+
+    def try_move(self, job: Job, blocker_rs: Any, blocker_end: float) -> bool:
+        planner = self.e.planner
+        span = planner.remove(job.id)
+        if span is None:
+            return True
+        planner.reserve(self._SENTINEL, blocker_rs, self.now, blocker_end)
+        try:
+            avail = planner.available(span.start, span.end)
+            self.e.stats["matches"] += 1
+            rs = self.e._match(self.e.graph, job.request, policy=self.e.options.policy, available=avail)
+        finally:
+            planner.remove(self._SENTINEL)
+        if rs is None:
+            planner.reserve(job.id, span.resources, span.start, span.end)
+            return False
+        planner.reserve(job.id, rs, span.start, span.end)
+        return True
+
+    def start(self, job: Job, rs: Any) -> None:
+        if job.id in self.e.planner:
+            self.e.planner.remove(job.id)
+        job.estimate = None
+        self.e._start(self, job, rs)
+        if self._free is not None and job.state is JobState.RUNNING:
+            self._free = self._free - rs
+
+    def earliest(self, job: Job) -> tuple[float, Any] | None:
+        self.e.stats["matches"] += 1
+        return self.e.planner.earliest(job.request, self.now, job.duration, self.e.options.policy)
+
+    def reserve(self, job: Job, t: float, rs: Any) -> None:
+        self.e.planner.reserve(job.id, rs, t, t + job.duration)
+        job.estimate = t
+        if job.first_estimate is None:
+            job.first_estimate = t
+
+    def hold(self, job: Job, why: str) -> None:
+        self.held[job.id] = why
+        if why in ("backfill", "depth"):
+            self.held_ok.add(job.id)
+
+    # -- annotations ---------------------------------------------------------
+
+    def constraint_blocks(self, job: Job) -> bool:
+        """True when ``job`` would fit now but for its constraint."""
+        key = job.shape
+        if key in self._constraint_cache:
+            return self._constraint_cache[key]
+        e = self.e
+        g = e.graph
+        free = g.free()
+        blocked = False
+        if free:
+            unconstrained = dataclasses.replace(job.request, constraints=None)
+            with_c = e._match(g, job.request, policy=e.options.policy, available=free)
+            if with_c is None:
+                blocked = e._match(g, unconstrained, policy=e.options.policy, available=free) is not None
+        if not blocked and job.request.constraints is not None:
+            # Or: the constraint leaves too few resources ever to run.
+            unconstrained = dataclasses.replace(job.request, constraints=None)
+            blocked = e._feasible(job.request) is not None and e._feasible(unconstrained) is None
+        self._constraint_cache[key] = blocked
+        return blocked

@@ -1,0 +1,102 @@
+"""Queue policies: which pending jobs start now, and which get reservations.
+
+Each policy lives in its own module with the paper it implements:
+
+``fcfs``          strict priority order; the first job that does not fit blocks the rest
+``easy``          EASY backfilling: one reservation, for the head job
+``conservative``  conservative backfilling: every job gets a reservation
+``hybrid``        conservative up to ``reserve-depth`` reservations (default 64)
+
+A policy is a small object with one method, :meth:`QueuePolicy.run`, a
+generator over a *pass*: the engine hands it a :class:`PassContext` and the
+policy walks the pending jobs in order (priority, then submit time, then id),
+starting jobs and making reservations through the context.  The policy yields
+after each job so the engine can stop a long pass when its work budget is
+spent and resume it later.  Policies never touch the graph or the planner
+directly, and never see Flux, messages or a clock: ``ctx.now`` is the time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, Protocol
+
+__all__ = ["PassContext", "QueuePolicy", "POLICIES", "make_policy", "order_key"]
+
+
+def order_key(priority: int, t_submit: float, jobid: int) -> tuple[int, float, int]:
+    """The queue order every policy uses: higher priority, earlier submit, lower id."""
+    return (-priority, t_submit, jobid)
+
+
+class PassContext(Protocol):
+    """What a policy may do during a pass (implemented by the engine)."""
+
+    now: float
+
+    def jobs(self) -> Iterator[Any]:
+        """Pending jobs in queue order (at most ``queue-depth`` of them)."""
+
+    def fits_now(self, job: Any) -> Any:
+        """Resources ``job`` could start on now without touching any reservation, or None."""
+
+    def fits_now_ignoring(self, job: Any, reserved: Any) -> Any:
+        """Resources ``job`` could start on now if ``reserved``'s reservation moved, or None."""
+
+    def start(self, job: Any, rs: Any) -> None:
+        """Allocate ``rs`` to ``job`` now."""
+
+    def earliest(self, job: Any) -> tuple[float, Any] | None:
+        """Earliest ``(t, rs)`` for ``job`` around what is running and reserved."""
+
+    def reserve(self, job: Any, t: float, rs: Any) -> None:
+        """Hold ``rs`` for ``job`` from ``t`` (reservations last for the pass)."""
+
+    def try_move(self, job: Any, blocker_rs: Any, blocker_end: float) -> bool:
+        """Re-plan ``job``'s reservation at the same time around a new allocation."""
+
+    def hold(self, job: Any, why: str) -> None:
+        """Record why ``job`` was passed over (for ``reason_pending``)."""
+
+    def nothing_free(self) -> bool:
+        """True when no resource is free now (nothing could start)."""
+
+
+class QueuePolicy:
+    """Base class: a named policy with a reservation depth."""
+
+    name = "base"
+    #: Reservations the policy makes per pass (None = unlimited).
+    default_reserve_depth: int | None = 0
+
+    def __init__(self, reserve_depth: int | None = None) -> None:
+        self.reserve_depth = self.default_reserve_depth if reserve_depth is None else reserve_depth
+
+    def run(self, ctx: PassContext) -> Iterator[None]:  # pragma: no cover - abstract
+        raise NotImplementedError
+        yield
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(reserve_depth={self.reserve_depth})"
+
+
+def _registry() -> dict[str, type[QueuePolicy]]:
+    from .conservative import ConservativePolicy
+    from .easy import EasyPolicy
+    from .fcfs import FCFSPolicy
+    from .hybrid import HybridPolicy
+
+    return {p.name: p for p in (FCFSPolicy, EasyPolicy, ConservativePolicy, HybridPolicy)}
+
+
+POLICIES = ("fcfs", "easy", "conservative", "hybrid")
+
+
+def make_policy(name: str, reserve_depth: int | None = None) -> QueuePolicy:
+    """Instantiate a queue policy by name; ``KeyError`` names the known ones."""
+    reg = _registry()
+    try:
+        cls = reg[name]
+    except KeyError:
+        raise KeyError(f"unknown queue policy {name!r} (choose from {', '.join(POLICIES)})") from None
+    return cls(reserve_depth)

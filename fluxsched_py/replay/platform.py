@@ -1,0 +1,133 @@
+"""Platforms for the replay: a resource graph from a file or a node count.
+
+``--platform FILE`` accepts what :class:`~fluxsched_py.resource.ResourceGraph`
+reads (a YAML recipe, RFC 20 R in JSON, a GRUG GraphML file) and a SimGrid
+platform XML as Batsim uses it.  In the XML every compute host becomes a node
+(rank in document order, its ``id`` as host name, ``core`` attribute as its
+core count, default 1); ``<cluster>``/``<cabinet>`` elements expand
+``prefix + radical + suffix``; the host or cluster whose ``role`` property is
+``master`` (Batsim's scheduler host) or ``storage`` is skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+from ..ids import Hostlist, IdSet
+
+__all__ = ["PlatformError", "load_platform", "nodes_graph", "nodes_R", "batsim_hosts"]
+
+
+class PlatformError(ValueError):
+    """A platform file that cannot be turned into a resource graph."""
+
+
+def _graph_cls() -> Any:
+    from ..resource import ResourceGraph
+
+    return ResourceGraph
+
+
+def nodes_R(hostnames: list[str], cores: list[int] | int = 1) -> dict:
+    """RFC 20 R with one rank per host name, ``cores`` cores each."""
+    n = len(hostnames)
+    if n == 0:
+        raise PlatformError("a platform needs at least one node")
+    per = [cores] * n if isinstance(cores, int) else list(cores)
+    R_lite = []
+    start = 0
+    for i in range(1, n + 1):
+        if i == n or per[i] != per[start]:
+            cores_ids = str(IdSet.range(0, per[start] - 1))
+            R_lite.append({"rank": str(IdSet.range(start, i - 1)), "children": {"core": cores_ids}})
+            start = i
+    return {
+        "version": 1,
+        "execution": {
+            "R_lite": R_lite,
+            "nodelist": [Hostlist(hostnames).encode()],
+            "starttime": 0.0,
+            "expiration": 0.0,
+        },
+    }
+
+
+def nodes_graph(n: int, cores: int = 1, prefix: str = "node") -> Any:
+    """A graph of ``n`` nodes named ``node0..``, ``cores`` cores each."""
+    if n <= 0:
+        raise PlatformError(f"--nodes must be positive, got {n}")
+    return _graph_cls().from_rv1(nodes_R([f"{prefix}{i}" for i in range(n)], cores))
+
+
+def _expand_radical(radical: str) -> list[int]:
+    out: list[int] = []
+    for part in radical.split(","):
+        part = part.strip()
+        if "-" in part:
+            lo, hi = part.split("-", 1)
+            out.extend(range(int(lo), int(hi) + 1))
+        elif part:
+            out.append(int(part))
+    return out
+
+
+def _role(el: ET.Element) -> str | None:
+    for prop in el.findall("prop"):
+        if prop.get("id") == "role":
+            return prop.get("value")
+    return None
+
+
+def batsim_hosts(path: str | os.PathLike[str]) -> list[tuple[str, int]]:
+    """``(hostname, cores)`` of the compute hosts of a SimGrid platform XML."""
+    try:
+        root = ET.parse(path).getroot()
+    except (ET.ParseError, OSError) as exc:
+        raise PlatformError(f"{path}: not a readable platform XML: {exc}") from None
+    hosts: list[tuple[str, int]] = []
+    for el in root.iter():
+        tag = el.tag.rsplit("}", 1)[-1]
+        if tag == "host":
+            name = el.get("id") or ""
+            if _role(el) in ("master", "storage") or name == "master_host":
+                continue
+            hosts.append((name, int(el.get("core", "1"))))
+        elif tag in ("cluster", "cabinet"):
+            if _role(el) in ("master", "storage"):
+                continue
+            prefix, suffix = el.get("prefix", ""), el.get("suffix", "")
+            cores = int(el.get("core", "1"))
+            for i in _expand_radical(el.get("radical", "")):
+                hosts.append((f"{prefix}{i}{suffix}", cores))
+    if not hosts:
+        raise PlatformError(f"{path}: no compute hosts found")
+    return hosts
+
+
+def load_platform(path: str | os.PathLike[str]) -> Any:
+    """A resource graph from a platform file (see the module docstring)."""
+    p = Path(path)
+    if not p.exists():
+        raise PlatformError(f"{p}: no such file")
+    suffix = p.suffix.lower()
+    G = _graph_cls()
+    if suffix == ".xml":
+        hosts = batsim_hosts(p)
+        return G.from_rv1(nodes_R([h for h, _ in hosts], [c for _, c in hosts]))
+    if suffix in (".graphml", ".grug"):
+        return G.from_grug(p)
+    if suffix == ".json":
+        try:
+            data = json.loads(p.read_text())
+        except json.JSONDecodeError as exc:
+            raise PlatformError(f"{p}: not JSON: {exc}") from None
+        if isinstance(data, dict) and "execution" in data:
+            return G.from_rv1(data)
+        return G.load(p)
+    if suffix in (".yaml", ".yml"):
+        return G.from_recipe(p)
+    return G.load(p)

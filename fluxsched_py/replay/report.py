@@ -1,0 +1,123 @@
+"""Replay outputs: ``jobs.csv`` in Batsim's out_jobs.csv columns, and the summary table."""
+
+from __future__ import annotations
+
+import csv
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from ..ids import IdSet
+from .metrics import Summary
+from .sim import ReplayResult
+
+__all__ = ["JOBS_COLUMNS", "write_jobs_csv", "summary_table", "batsim_intervals"]
+
+#: Batsim's out_jobs.csv columns that apply to a replay (energy and metadata do not).
+JOBS_COLUMNS = (
+    "job_id",
+    "workload_name",
+    "profile",
+    "submission_time",
+    "requested_number_of_resources",
+    "requested_time",
+    "success",
+    "final_state",
+    "starting_time",
+    "execution_time",
+    "finish_time",
+    "waiting_time",
+    "turnaround_time",
+    "stretch",
+    "allocated_resources",
+)
+
+
+def batsim_intervals(ids: IdSet | None) -> str:
+    """Batsim's interval-set text: ``0-3 7`` (space separated)."""
+    if ids is None:
+        return ""
+    return " ".join(f"{lo}" if lo == hi else f"{lo}-{hi}" for lo, hi in ids.runs())
+
+
+def _num(x: float | None) -> str:
+    if x is None:
+        return ""
+    if x == float("inf"):
+        return "-1"
+    return f"{x:.6f}".rstrip("0").rstrip(".") if x != int(x) else str(int(x))
+
+
+def write_jobs_csv(result: ReplayResult, path: str | os.PathLike[str]) -> Path:
+    """Write one row per job, in submission order; returns the path."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    with p.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(JOBS_COLUMNS)
+        for r in result.records:
+            j = r.job
+            started = r.start is not None and r.finish is not None
+            execution = r.finish - r.start if started else None
+            turnaround = r.finish - j.submit if started else None
+            w.writerow(
+                [
+                    j.name,
+                    result.workload.name,
+                    j.profile,
+                    _num(j.submit),
+                    j.nodes or j.request.nnodes,
+                    _num(j.walltime),
+                    1 if r.state == "COMPLETED_SUCCESSFULLY" else 0,
+                    r.state,
+                    _num(r.start),
+                    _num(execution),
+                    _num(r.finish),
+                    _num(r.start - j.submit if started else None),
+                    _num(turnaround),
+                    _num(turnaround / execution if started and execution else None),
+                    batsim_intervals(r.ranks),
+                ]
+            )
+    return p
+
+
+def _fmt(v: float | None, unit: str = "s") -> str:
+    if v is None:
+        return "—"
+    if unit == "%":
+        return f"{100 * v:.1f} %"
+    if unit == "x":
+        return f"{v:.2f}"
+    return f"{v:,.2f} s"
+
+
+def summary_table(summaries: Sequence[Summary], title: str = "replay") -> Table:
+    """One column per policy, one row per metric."""
+    t = Table(title=title)
+    t.add_column("metric")
+    for s in summaries:
+        t.add_column(s.policy, justify="right")
+    rows = [
+        ("jobs (started / killed / rejected)", lambda s: f"{s.jobs} ({s.started} / {s.killed} / {s.rejected})"),
+        ("makespan", lambda s: _fmt(s.makespan)),
+        ("mean wait", lambda s: _fmt(s.mean_wait)),
+        ("median wait", lambda s: _fmt(s.median_wait)),
+        ("max wait", lambda s: _fmt(s.max_wait)),
+        ("mean bounded slowdown (τ=10 s)", lambda s: _fmt(s.mean_bsld, "x")),
+        ("utilization", lambda s: _fmt(s.utilization, "%")),
+        ("jobs given a t_estimate", lambda s: str(s.estimated)),
+        ("t_estimate mean abs. error", lambda s: _fmt(s.estimate_mae)),
+        ("started by first t_estimate", lambda s: _fmt(s.estimate_kept, "%")),
+        ("replay time", lambda s: f"{s.elapsed:.2f} s"),
+    ]
+    for name, fn in rows:
+        t.add_row(name, *(fn(s) for s in summaries))
+    return t
+
+
+def print_summary(summaries: Sequence[Summary], title: str, console: Console | None = None) -> None:
+    (console or Console()).print(summary_table(summaries, title))
