@@ -1,0 +1,79 @@
+"""Placement policies: the order in which the matcher tries resources.
+
+The matcher walks the containment tree depth first and, at every vertex,
+tries the children in the policy's order, taking the first ones that can
+satisfy the request (greedy, no backtracking across siblings once a request
+is satisfied).  Within a pool, it takes the ids in the policy's order.  The
+orders are total, so every policy is deterministic.
+
+``low``, ``lonode``
+    children by ascending id (graph order), lowest pool ids first.
+    Fluxion: ``policy=low`` (``lonode`` adds node-centric scoring, which a
+    depth-first greedy walk already has).
+``high``, ``hinode``
+    children by descending id, highest pool ids first (Fluxion ``high``).
+``first``
+    children by most available cores in their subtree first, ties to the
+    higher vertex; highest pool ids first.  This is what Fluxion's ``first``
+    does: it stops at the first match, exploring out-edges ordered by the
+    available amount of the last pruning type (cores by default), then by
+    descending ``uniq_id``.
+``lonodex``, ``hinodex``, ``firstnodex``
+    as ``low``/``high``/``first``, and node-exclusive: every node the job
+    touches is given to it whole, and only wholly free nodes are used.
+``locality``
+    as ``low``, and each slot is first tried within a single child of its
+    node (a socket), so a slot's cores and GPUs come from one socket when
+    they can; otherwise it spans the node.
+``variation``
+    accepted for resource-query compatibility; behaves as ``low``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..resource import ResourceError
+
+__all__ = ["Policy", "POLICIES", "get_policy", "MatchError"]
+
+
+class MatchError(ResourceError):
+    """A request that can never match this graph, or an unknown policy."""
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    name: str
+    order: str  # "low", "high" or "first"
+    node_exclusive: bool = False
+    locality: bool = False
+
+    @property
+    def high_ids(self) -> bool:
+        """True when pool ids are taken highest first."""
+        return self.order != "low"
+
+
+POLICIES: dict[str, Policy] = {
+    "low": Policy("low", "low"),
+    "lonode": Policy("lonode", "low"),
+    "high": Policy("high", "high"),
+    "hinode": Policy("hinode", "high"),
+    "first": Policy("first", "first"),
+    "lonodex": Policy("lonodex", "low", node_exclusive=True),
+    "hinodex": Policy("hinodex", "high", node_exclusive=True),
+    "firstnodex": Policy("firstnodex", "first", node_exclusive=True),
+    "locality": Policy("locality", "low", locality=True),
+    "variation": Policy("variation", "low"),
+}
+
+
+def get_policy(name: str | Policy) -> Policy:
+    """The :class:`Policy` called ``name``; :class:`MatchError` if there is none."""
+    if isinstance(name, Policy):
+        return name
+    try:
+        return POLICIES[name]
+    except KeyError:
+        raise MatchError(f"unknown match policy {name!r} (expected one of {', '.join(POLICIES)})") from None

@@ -1,0 +1,418 @@
+"""The resource graph: topology plus allocation and up/down state.
+
+:class:`ResourceGraph` owns
+
+* the frozen :class:`~fluxsched_py.resource.topology.Topology` (containers as
+  vertices, identical leaves as id pools on their parent);
+* which job holds what (``jobs``), never two jobs the same item;
+* per-rank state: down, drained (with a reason), shrunk (gone for good);
+* the live :class:`~fluxsched_py.resource.state.Availability` of free items,
+  with per-subtree counts the matcher prunes with.
+
+A graph loaded from a file starts with every rank up.  A Flux driver that
+must treat targets as down until ``resource.acquire`` says they are up calls
+``set_down(g.ranks)`` first.
+
+Invariant, checked by the property tests: ``free | allocated | down == all``
+and the three are pairwise disjoint.  ``down`` is the unallocated part of
+down or drained ranks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import networkx as nx
+
+from ..ids import IdSet
+from .errors import ResourceError
+from .resourceset import ResourceSet
+from .state import Availability
+from .topology import Topology
+
+__all__ = ["ResourceGraph"]
+
+
+def _ranks_arg(ranks: IdSet | str | int | Any) -> IdSet:
+    if isinstance(ranks, IdSet):
+        return ranks
+    if isinstance(ranks, str):
+        return IdSet.parse(ranks)
+    if isinstance(ranks, int):
+        return IdSet([ranks])
+    return IdSet(ranks)
+
+
+class ResourceGraph:
+    """A resource graph with allocation state.  Build one with a ``from_*`` reader or :meth:`load`.
+
+    >>> g = ResourceGraph.from_recipe({"cluster": {"nodes": 2, "sockets": 1, "cores_per_socket": 4}})
+    >>> str(g.ranks), g.free().count("core")
+    ('0-1', 8)
+    """
+
+    def __init__(self, topo: Topology, *, rv1_defaults: dict | None = None) -> None:
+        self.topo = topo
+        #: starttime/expiration/nslots of the R this graph was read from (for round trips)
+        self.rv1_defaults: dict = dict(rv1_defaults or {"starttime": 0.0, "expiration": 0.0})
+        self._jobs: dict[int, ResourceSet] = {}
+        self._alloc_pools: dict[int, dict[str, int]] = {}
+        self._alloc_cont = 0
+        self._down = 0  # rank masks
+        self._drained = 0
+        self._drain_reason: dict[int, str] = {}
+        self._shrunk = 0
+        self._version = 0
+        self._snap: dict[str, tuple[int, ResourceSet]] = {}
+        n = topo.n
+        self._avail = Availability(topo, (1 << n) - 1, [dict(p) for p in topo.pools])
+        self._all_static = ResourceSet(
+            topo, (1 << n) - 1, {v: dict(topo.pools[v]) for v in topo.pool_vertices}
+        )
+
+    # -- readers -------------------------------------------------------------
+    @classmethod
+    def from_rv1(cls, R: dict | str | Path, *, source: str | None = None) -> ResourceGraph:
+        """Build from RFC 20 R version 1 (a dict, or a path to a JSON file).
+
+        ``R_lite``, ``nodelist`` and ``properties`` give ranks, cores, GPUs,
+        host names and properties.  When ``scheduling`` carries JGF, the graph
+        is built from it and R's host names and properties are laid over it.
+        """
+        from .rv1 import graph_from_rv1
+
+        return graph_from_rv1(R, source=source)
+
+    @classmethod
+    def from_jgf(cls, jgf: dict | str | Path, *, source: str | None = None) -> ResourceGraph:
+        """Build from JSON Graph Format as Fluxion writes it (``{"graph": {nodes, edges}}``)."""
+        from .jgf import graph_from_jgf
+
+        return graph_from_jgf(jgf, source=source)
+
+    @classmethod
+    def from_grug(cls, path: str | Path) -> ResourceGraph:
+        """Build from a Fluxion GRUG GraphML generation recipe."""
+        from .grug import graph_from_grug
+
+        return graph_from_grug(path)
+
+    @classmethod
+    def from_recipe(cls, recipe: dict | str | Path) -> ResourceGraph:
+        """Build from the project's YAML recipe (a dict, or a path to a YAML file)."""
+        from .recipe import graph_from_recipe
+
+        return graph_from_recipe(recipe)
+
+    @classmethod
+    def load(cls, path: str | Path, format: str | None = None) -> ResourceGraph:
+        """Load any supported file, sniffing the format from the extension and content."""
+        from .load import load_graph
+
+        return load_graph(path, format=format)
+
+    # -- identity ------------------------------------------------------------
+    @property
+    def nx(self) -> nx.DiGraph:
+        """The containers as a networkx DiGraph (see :meth:`Topology.to_networkx`)."""
+        return self.topo.to_networkx()
+
+    @property
+    def ranks(self) -> IdSet:
+        """Ranks of the instance (shrunk ranks excluded)."""
+        return IdSet.from_mask(self.topo.ranks_mask & ~self._shrunk)
+
+    def hostname(self, rank: int) -> str | None:
+        """Host name of ``rank``, or None when the input named no hosts."""
+        self._check_rank(rank)
+        return self.topo.hostnames.get(rank)
+
+    def properties(self, rank: int) -> frozenset[str]:
+        """Properties of ``rank`` (instance-local ``+`` properties included)."""
+        self._check_rank(rank)
+        return self.topo.properties.get(rank, frozenset())
+
+    def rank_vertex(self, rank: int) -> int:
+        """The top-most vertex of ``rank`` (usually its node)."""
+        self._check_rank(rank)
+        return self.topo.rank_root[rank]
+
+    def _check_rank(self, rank: int) -> None:
+        if rank not in self.topo.rank_root:
+            raise ResourceError(f"rank {rank} is not in the resource graph")
+
+    def down_ranks(self) -> IdSet:
+        return IdSet.from_mask(self._down & ~self._shrunk)
+
+    def drained_ranks(self) -> dict[int, str]:
+        return dict(self._drain_reason)
+
+    # -- state snapshots -----------------------------------------------------
+    def _cached(self, key: str, build) -> ResourceSet:
+        hit = self._snap.get(key)
+        if hit is not None and hit[0] == self._version:
+            return hit[1]
+        rs = build()
+        self._snap[key] = (self._version, rs)
+        return rs
+
+    def _ranks_items(self, rank_mask: int) -> ResourceSet:
+        topo = self.topo
+        cont = 0
+        pools = {}
+        for r in IdSet.from_mask(rank_mask & topo.ranks_mask):
+            v = topo.rank_root[r]
+            cont |= topo.subtree_mask(v)
+            for u in range(v, topo.end[v]):
+                if topo.pools[u]:
+                    pools[u] = dict(topo.pools[u])
+        return ResourceSet(topo, cont, pools)
+
+    def all(self) -> ResourceSet:
+        """Every item of the instance (unallocated items of shrunk ranks excluded)."""
+
+        def build() -> ResourceSet:
+            if not self._shrunk:
+                return self._all_static
+            return self._all_static - (self._ranks_items(self._shrunk) - self.allocated())
+
+        return self._cached("all", build)
+
+    def free(self) -> ResourceSet:
+        """Items a new job may get now: unallocated, on ranks up and not drained."""
+        return self._cached("free", self._avail.to_resourceset)
+
+    def allocated(self) -> ResourceSet:
+        """Items held by some job."""
+
+        def build() -> ResourceSet:
+            pools = {v: dict(tm) for v, tm in self._alloc_pools.items() if tm}
+            return ResourceSet(self.topo, self._alloc_cont, pools)
+
+        return self._cached("allocated", build)
+
+    def down(self) -> ResourceSet:
+        """Unallocated items of ranks that are down or drained."""
+        return self._cached(
+            "down", lambda: self._ranks_items((self._down | self._drained) & ~self._shrunk) - self.allocated()
+        )
+
+    def availability(self, available: ResourceSet | None = None) -> Availability:
+        """The :class:`Availability` the matcher uses: live free state, or built for ``available``."""
+        if available is None:
+            return self._avail
+        if available.topology is not self.topo:
+            raise ResourceError("the available set belongs to another graph")
+        return Availability.for_resourceset(available)
+
+    @property
+    def version(self) -> int:
+        """Counter bumped by every state change (allocations, up/down...)."""
+        return self._version
+
+    # -- jobs ------------------------------------------------------------------
+    @property
+    def jobs(self) -> Mapping[int, ResourceSet]:
+        """Read-only ``{jobid: ResourceSet}`` of current allocations."""
+        return MappingProxyType(self._jobs)
+
+    def allocation(self, jobid: int) -> ResourceSet:
+        """What job ``jobid`` holds (an empty set for an unknown job)."""
+        return self._jobs.get(jobid) or ResourceSet(self.topo)
+
+    def _describe_item(self, v: int, t: str | None, i: int | None) -> str:
+        topo = self.topo
+        r = topo.rank[v]
+        where = f"rank {r} ({topo.name[v]})" if r >= 0 else topo.path(v)
+        if t is None:
+            return f"{topo.type[v]} {topo.name[v]} on {where}"
+        return f"{t} {i} on {where}"
+
+    def allocate(self, jobid: int, rs: ResourceSet) -> None:
+        """Give the items of ``rs`` to ``jobid``; raise :class:`ResourceError` unless all are free.
+
+        Allocating again to a job that holds resources adds to its allocation.
+        """
+        if rs.topology is not self.topo:
+            raise ResourceError(f"job {jobid}: the resource set belongs to another graph")
+        av = self._avail
+        bad_cont = rs._cont & ~av.cont
+        if bad_cont:
+            v = IdSet.from_mask(bad_cont).first()
+            raise ResourceError(f"job {jobid}: {self._describe_item(v, None, None)} is not free")
+        for v, tm in rs._pools.items():
+            loc = av.loc[v]
+            for t, m in tm.items():
+                bad = m & ~loc.get(t, 0)
+                if bad:
+                    i = IdSet.from_mask(bad).first()
+                    raise ResourceError(f"job {jobid}: {self._describe_item(v, t, i)} is not free")
+        if not rs:
+            return
+        self._alloc_cont |= rs._cont
+        for v, tm in rs._pools.items():
+            d = self._alloc_pools.setdefault(v, {})
+            for t, m in tm.items():
+                d[t] = d.get(t, 0) | m
+        old = self._jobs.get(jobid)
+        self._jobs[jobid] = rs if old is None else old | rs
+        self._refresh(rs)
+
+    def release(self, jobid: int, rs: ResourceSet | None = None) -> ResourceSet:
+        """Free what ``jobid`` holds, or only part of it; return what was freed.
+
+        With ``rs``, the items of ``rs`` are freed, and on each rank of ``rs``
+        where the job then keeps no R_lite leaf (core, GPU...), everything else
+        the job holds there too (its node, sockets, memory).  This is how
+        RFC 27 partial frees by R work.  Raises :class:`ResourceError` if the
+        job is unknown or ``rs`` holds items the job does not.
+        """
+        held = self._jobs.get(jobid)
+        if held is None:
+            raise ResourceError(f"job {jobid} holds no resources")
+        if rs is None:
+            part = held
+        else:
+            if rs.topology is not self.topo:
+                raise ResourceError(f"job {jobid}: the resource set belongs to another graph")
+            extra = rs - held
+            if extra:
+                raise ResourceError(f"job {jobid}: cannot release resources it does not hold: {extra!r}")
+            part = rs
+            rest = held - part
+            leaf_ranks = rest.by_rank(self.topo.rlite_types)
+            kept = IdSet(r for r, d in leaf_ranks.items() if d)
+            gone = IdSet.from_mask(rs.ranks.mask & ~kept.mask)
+            if gone:
+                part = part | rest.restrict(gone)
+            rest = held - part
+            if not rest.ranks:
+                part = held  # nothing left on any rank: rank-less items go too
+        remaining = held - part
+        if remaining:
+            self._jobs[jobid] = remaining
+        else:
+            del self._jobs[jobid]
+        self._alloc_cont &= ~part._cont
+        for v, tm in part._pools.items():
+            d = self._alloc_pools[v]
+            for t, m in tm.items():
+                d[t] &= ~m
+                if not d[t]:
+                    del d[t]
+            if not d:
+                del self._alloc_pools[v]
+        self._refresh(part)
+        return part
+
+    # -- rank state ------------------------------------------------------------
+    def _rank_mask(self, ranks: IdSet | str | int) -> int:
+        ids = _ranks_arg(ranks)
+        unknown = ids.mask & ~self.topo.ranks_mask
+        if unknown:
+            raise ResourceError(f"ranks {IdSet.from_mask(unknown)} are not in the resource graph")
+        return ids.mask
+
+    def set_up(self, ranks: IdSet | str | int) -> None:
+        """Mark ``ranks`` up."""
+        m = self._rank_mask(ranks)
+        self._down &= ~m
+        self._refresh_ranks(m)
+
+    def set_down(self, ranks: IdSet | str | int) -> None:
+        """Mark ``ranks`` down: no new allocation lands there; running jobs keep what they hold."""
+        m = self._rank_mask(ranks)
+        self._down |= m
+        self._refresh_ranks(m)
+
+    def drain(self, ranks: IdSet | str | int, reason: str = "") -> None:
+        """Drain ``ranks``: like down for scheduling, with a reason kept until :meth:`undrain`."""
+        m = self._rank_mask(ranks)
+        self._drained |= m
+        for r in IdSet.from_mask(m):
+            self._drain_reason[r] = reason
+        self._refresh_ranks(m)
+
+    def undrain(self, ranks: IdSet | str | int) -> None:
+        m = self._rank_mask(ranks)
+        self._drained &= ~m
+        for r in IdSet.from_mask(m):
+            self._drain_reason.pop(r, None)
+        self._refresh_ranks(m)
+
+    def shrink(self, ranks: IdSet | str | int) -> None:
+        """Remove ``ranks`` from the instance for good (RFC 28 shrink)."""
+        m = self._rank_mask(ranks)
+        self._shrunk |= m
+        self._refresh_ranks(m)
+
+    # -- internals -------------------------------------------------------------
+    def _rank_ok(self, r: int) -> bool:
+        return r < 0 or not ((self._down | self._drained | self._shrunk) >> r & 1)
+
+    def _refresh_vertex(self, v: int) -> None:
+        topo = self.topo
+        if not self._rank_ok(topo.rank[v]):
+            self._avail.set_local(v, {}, False)
+            return
+        alloc = self._alloc_pools.get(v)
+        if alloc:
+            loc = {t: m & ~alloc.get(t, 0) for t, m in topo.pools[v].items()}
+        else:
+            loc = dict(topo.pools[v])
+        self._avail.set_local(v, loc, not (self._alloc_cont >> v & 1))
+
+    def _refresh(self, rs: ResourceSet) -> None:
+        self._version += 1
+        seen = set(rs._pools)
+        for lo, hi in IdSet.from_mask(rs._cont).runs():
+            seen.update(range(lo, hi + 1))
+        for v in seen:
+            self._refresh_vertex(v)
+
+    def _refresh_ranks(self, mask: int) -> None:
+        self._version += 1
+        topo = self.topo
+        for r in IdSet.from_mask(mask):
+            v = topo.rank_root[r]
+            for u in range(v, topo.end[v]):
+                self._refresh_vertex(u)
+
+    # -- output ----------------------------------------------------------------
+    def to_rv1(self, with_jgf: bool = False) -> dict:
+        """R of the whole instance, with the starttime/expiration/nslots the input R had."""
+        d = self.rv1_defaults
+        return self.all().to_rv1(
+            self,
+            starttime=d.get("starttime", 0.0),
+            expiration=d.get("expiration", 0.0),
+            nslots=d.get("nslots"),
+            with_jgf=with_jgf,
+        )
+
+    def to_jgf(self, rs: ResourceSet | None = None) -> dict:
+        """JGF of ``rs`` (default: the whole graph), one vertex per leaf as Fluxion writes it."""
+        from .jgf import resourceset_to_jgf
+
+        return resourceset_to_jgf(self, self.all() if rs is None else rs)
+
+    def status_rv1(self) -> dict:
+        """``{"all", "allocated", "down"}`` as R, for ``sched.resource-status``.
+
+        ``down`` is every resource of the down ranks (allocated or not), as
+        flux-core reports it; drained ranks are reported by the resource
+        module, not here.
+        """
+        down = self._ranks_items(self._down & ~self._shrunk)
+        return {
+            "all": self.all().to_rv1(self),
+            "allocated": self.allocated().to_rv1(self),
+            "down": down.to_rv1(self),
+        }
+
+    def __repr__(self) -> str:
+        t = self.topo
+        return f"<ResourceGraph {t.name[0]}: {len(self.ranks)} ranks, {t.n} vertices, jobs={len(self._jobs)}>"

@@ -1,0 +1,235 @@
+"""JSON Graph Format, as Fluxion reads and writes it.
+
+Reading: ``{"graph": {"nodes": [...], "edges": [...]}}``; each node has
+``metadata`` with ``type``, ``name``, ``id``, ``rank`` and optionally
+``basename``, ``uniq_id``, ``size``, ``unit``, ``properties``.  Only
+containment edges are read (``metadata.subsystem == "containment"``, the
+older ``metadata.name == {"containment": ...}``, or no metadata).  Vertices
+without containment children become leaves pooled on their parent, except
+clusters, racks and nodes, which stay vertices.  The containment relation
+must be a tree: a second parent, a cycle, or a second root is an error that
+names the vertex.
+
+Writing expands pools back into one vertex per leaf, as Fluxion expects.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import networkx as nx
+
+from .errors import ResourceError
+from .resourceset import ResourceSet
+from .topology import TopologyBuilder
+
+if TYPE_CHECKING:
+    from .graph import ResourceGraph
+
+__all__ = ["graph_from_jgf", "builder_from_jgf", "resourceset_to_jgf", "NEVER_POOLED"]
+
+#: Types that stay vertices even when they have no children.
+NEVER_POOLED = frozenset({"cluster", "rack", "node"})
+
+
+def _containment(edge: dict) -> bool:
+    md = edge.get("metadata")
+    if not md:
+        return True
+    if "subsystem" in md:
+        return md["subsystem"] == "containment"
+    name = md.get("name")
+    if isinstance(name, dict):
+        return "containment" in name
+    return True
+
+
+def builder_from_jgf(obj: Any, *, source: str | None = None, element: str = "") -> TopologyBuilder:
+    """Check JGF and collect it into a :class:`TopologyBuilder` (see the module docstring)."""
+    if not isinstance(obj, dict) or not isinstance(obj.get("graph"), dict):
+        raise ResourceError("JGF must be an object with a 'graph' object", source=source, element=element or "/")
+    graph = obj["graph"]
+    nodes, edges = graph.get("nodes"), graph.get("edges", [])
+    if not isinstance(nodes, list) or not isinstance(edges, list):
+        raise ResourceError("JGF 'nodes' and 'edges' must be arrays", source=source, element=f"{element}/graph")
+    meta: dict[str, dict] = {}
+    order: dict[str, tuple] = {}
+    for i, n in enumerate(nodes):
+        el = f"{element}/graph/nodes/{i}"
+        if not isinstance(n, dict) or "id" not in n or not isinstance(n.get("metadata"), dict):
+            raise ResourceError("a JGF node needs an 'id' and a 'metadata' object", source=source, element=el)
+        md = n["metadata"]
+        paths = md.get("paths")
+        if isinstance(paths, dict) and paths and "containment" not in paths:
+            continue  # a vertex of another subsystem only
+        if not isinstance(md.get("type"), str) or not md["type"]:
+            raise ResourceError("metadata 'type' must be a non-empty string", source=source, element=el)
+        for key in ("id", "rank", "size", "uniq_id"):
+            if key in md and (not isinstance(md[key], int) or isinstance(md[key], bool)):
+                raise ResourceError(f"metadata '{key}' must be an integer", source=source, element=el)
+        if not isinstance(md.get("name"), str) or not md["name"]:
+            md = {**md, "name": f"{md.get('basename') or md['type']}{md.get('id', '')}"}
+        nid = str(n["id"])
+        if nid in meta:
+            raise ResourceError(f"duplicate node id {nid!r}", source=source, element=el)
+        meta[nid] = md
+        order[nid] = (md.get("uniq_id", i), i)
+    tree = nx.DiGraph()
+    tree.add_nodes_from(meta)
+    for i, e in enumerate(edges):
+        el = f"{element}/graph/edges/{i}"
+        if not isinstance(e, dict) or "source" not in e or "target" not in e:
+            raise ResourceError("a JGF edge needs 'source' and 'target'", source=source, element=el)
+        s, t = str(e["source"]), str(e["target"])
+        if not _containment(e):
+            continue
+        for end in (s, t):
+            if end not in meta:
+                raise ResourceError(f"edge refers to unknown node {end!r}", source=source, element=el)
+        if tree.in_degree(t) and not tree.has_edge(s, t):
+            (p,) = tree.predecessors(t)
+            raise ResourceError(
+                f"vertex {meta[t]['name']!r} has two containment parents ({meta[p]['name']!r}, {meta[s]['name']!r})",
+                source=source,
+                element=el,
+            )
+        tree.add_edge(s, t)
+    try:
+        cycle = nx.find_cycle(tree)
+    except nx.NetworkXNoCycle:
+        cycle = None
+    if cycle:
+        names = " -> ".join(meta[a]["name"] for a, _ in cycle) + " -> " + meta[cycle[0][0]]["name"]
+        raise ResourceError(f"cycle in the containment graph: {names}", source=source, element=f"{element}/graph/edges")
+    roots = [n for n in tree if tree.in_degree(n) == 0]
+    if len(roots) != 1:
+        names = ", ".join(repr(meta[r]["name"]) for r in roots[:5])
+        raise ResourceError(
+            f"containment graph must have exactly one root, found {len(roots)}: {names}",
+            source=source,
+            element=f"{element}/graph",
+        )
+    b = TopologyBuilder(source)
+    hostnames: dict[int, str] = {}
+    props: dict[int, set[str]] = {}
+
+    def add(nid: str, parent: int) -> None:
+        md = meta[nid]
+        kids = sorted(tree.successors(nid), key=order.__getitem__)
+        rank = md.get("rank", -1)
+        h = b.add_vertex(
+            md["type"],
+            md["name"],
+            md.get("id", 0),
+            parent,
+            rank=rank if rank is not None and rank >= 0 else -1,
+            basename=md.get("basename") or md["type"],
+            size=md.get("size", 1),
+            unit=md.get("unit", "") or "",
+            properties=md.get("properties") or {},
+        )
+        if md["type"] == "node" and rank is not None and rank >= 0:
+            hostnames[rank] = md["name"]
+            p = md.get("properties")
+            if isinstance(p, dict) and p:
+                props.setdefault(rank, set()).update(p)
+        stack.extend((k, h) for k in reversed(kids))
+
+    stack: list[tuple[str, int]] = []
+    add(roots[0], -1)
+    while stack:
+        nid, parent = stack.pop()
+        md = meta[nid]
+        if tree.out_degree(nid) == 0 and md["type"] not in NEVER_POOLED:
+            i = md.get("id", 0)
+            if i < 0:
+                raise ResourceError(f"leaf {md['name']!r} has a negative id", source=source, element=nid)
+            taken = b.pool_mask(parent, md["type"])
+            if taken >> i & 1:  # duplicate leaf ids under one parent: give it the lowest unused id
+                i = (~taken & (taken + 1)).bit_length() - 1
+            b.add_leaves(
+                parent,
+                md["type"],
+                1 << i,
+                size=md.get("size", 1),
+                unit=md.get("unit", "") or "",
+                basename=md.get("basename") or md["type"],
+                element=f"{element}/graph/nodes (id {nid})",
+            )
+        else:
+            add(nid, parent)
+    b.hostnames = hostnames
+    b.properties = props
+    return b
+
+
+def graph_from_jgf(obj: dict | str | Path, *, source: str | None = None) -> ResourceGraph:
+    """Build a :class:`ResourceGraph` from JGF (a dict, or a path to a JSON file)."""
+    from .graph import ResourceGraph
+
+    if isinstance(obj, (str, Path)):
+        source = str(obj)
+        try:
+            obj = json.loads(Path(obj).read_text())
+        except OSError as e:
+            raise ResourceError(f"cannot read: {e.strerror}", source=source) from None
+        except json.JSONDecodeError as e:
+            raise ResourceError(f"invalid JSON: {e.msg} at line {e.lineno} column {e.colno}", source=source) from None
+    return ResourceGraph(builder_from_jgf(obj, source=source).finish())
+
+
+def resourceset_to_jgf(g: ResourceGraph, rs: ResourceSet) -> dict:
+    """JGF of the items in ``rs`` and the containers above them."""
+    topo = g.topo
+    keep = set()
+    for v in rs.containers:
+        keep.update(topo.ancestors(v))
+    for v, _, _ in rs.pools():
+        keep.update(topo.ancestors(v))
+    nodes: list[dict] = []
+    edges: list[dict] = []
+    vid: dict[int, str] = {}
+    uniq = 0
+
+    def vertex(type_, basename, name, id_, rank, size, unit, path, props=None) -> str:
+        nonlocal uniq
+        key = str(uniq)
+        md = {
+            "type": type_,
+            "basename": basename,
+            "name": name,
+            "id": id_,
+            "uniq_id": uniq,
+            "rank": rank,
+            "exclusive": False,
+            "unit": unit,
+            "size": size,
+            "paths": {"containment": path},
+        }
+        if props:
+            md["properties"] = props
+        nodes.append({"id": key, "metadata": md})
+        uniq += 1
+        return key
+
+    pool_items = {(v, t): m for v, t, m in rs.pools()}
+    for v in sorted(keep):
+        path = topo.path(v)
+        vid[v] = vertex(
+            topo.type[v], topo.basename[v], topo.name[v], topo.id[v], topo.rank[v], topo.size[v], topo.unit[v], path,
+            topo.vprops[v] or None,
+        )
+        if topo.parent[v] >= 0:
+            edges.append({"source": vid[topo.parent[v]], "target": vid[v], "metadata": {"subsystem": "containment"}})
+        for t in topo.pools[v]:
+            ids = pool_items.get((v, t))
+            if not ids:
+                continue
+            size, unit, base = topo.pool_info[(v, t)]
+            for i in ids:
+                name = f"{base}{i}"
+                k = vertex(t, base, name, i, topo.rank[v], size, unit, f"{path}/{name}")
+                edges.append({"source": vid[v], "target": k, "metadata": {"subsystem": "containment"}})
+    return {"graph": {"nodes": nodes, "edges": edges}}

@@ -1,0 +1,66 @@
+"""Load a resource graph from a file, sniffing its format."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .errors import ResourceError
+
+if TYPE_CHECKING:
+    from .graph import ResourceGraph
+
+__all__ = ["load_graph", "FORMATS", "sniff_format"]
+
+#: Accepted ``format`` names (``rv1exec`` is resource-query's name for R).
+FORMATS = ("grug", "jgf", "rv1", "rv1exec", "recipe")
+
+
+def sniff_format(path: Path, head: str) -> str:
+    """``grug``, ``jgf``, ``rv1`` or ``recipe``, from the extension and the first characters."""
+    ext = path.suffix.lower()
+    if ext in (".graphml", ".xml") or head.lstrip().startswith("<"):
+        return "grug"
+    if ext in (".yaml", ".yml"):
+        return "recipe"
+    if ext in (".json", ".r", ".jgf") or head.lstrip().startswith("{"):
+        return "json"
+    return "recipe"
+
+
+def load_graph(path: str | Path, format: str | None = None) -> ResourceGraph:
+    """Load ``path`` as GRUG, JGF, R or a YAML recipe.
+
+    With no ``format``, ``.graphml``/XML is GRUG, ``.yaml`` is a recipe, and
+    JSON is R when it has ``execution`` and JGF when it has ``graph``.
+    """
+    from .graph import ResourceGraph
+
+    p = Path(path)
+    source = str(path)
+    if format is not None and format not in FORMATS:
+        raise ResourceError(f"unknown graph format {format!r} (expected one of {', '.join(FORMATS)})", source=source)
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise ResourceError(f"cannot read: {e.strerror}", source=source) from None
+    fmt = format or sniff_format(p, text[:200])
+    if fmt == "grug":
+        return ResourceGraph.from_grug(p)
+    if fmt == "recipe":
+        return ResourceGraph.from_recipe(p)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ResourceError(f"invalid JSON: {e.msg} at line {e.lineno} column {e.colno}", source=source) from None
+    if fmt == "json":
+        if isinstance(data, dict) and "execution" in data:
+            fmt = "rv1"
+        elif isinstance(data, dict) and "graph" in data:
+            fmt = "jgf"
+        else:
+            raise ResourceError("JSON is neither R (no 'execution') nor JGF (no 'graph')", source=source, element="/")
+    if fmt in ("rv1", "rv1exec"):
+        return ResourceGraph.from_rv1(data, source=source)
+    return ResourceGraph.from_jgf(data, source=source)

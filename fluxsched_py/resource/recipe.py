@@ -1,0 +1,150 @@
+"""The project's own YAML recipe: a regular cluster in a few numbers.
+
+.. code-block:: yaml
+
+    cluster:
+      racks: 4            # optional; 0 or absent puts nodes right under the cluster
+      nodes_per_rack: 32  # with racks; or ``nodes: 128`` without
+      sockets: 2          # per node
+      cores_per_socket: 32
+      gpus_per_socket: 2  # optional
+      memory_gb: 256      # optional, per node, split evenly across sockets, 1 GB units
+      hostname: node      # optional host name prefix (node0, node1...), or a hostlist
+      properties: {batch: "0-63", debug: "64-127"}   # optional, rank idsets
+
+Node ``k`` (in rack order) has rank ``k``.  Cores, GPUs and memory units are
+numbered per node (socket 1's cores follow socket 0's), as hwloc and R do.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from ..ids import Hostlist, HostlistError, IdSet, IdSetError
+from .errors import ResourceError
+from .topology import TopologyBuilder
+
+if TYPE_CHECKING:
+    from .graph import ResourceGraph
+
+__all__ = ["graph_from_recipe", "RECIPE_KEYS"]
+
+RECIPE_KEYS = (
+    "racks",
+    "nodes_per_rack",
+    "nodes",
+    "sockets",
+    "cores_per_socket",
+    "gpus_per_socket",
+    "memory_gb",
+    "hostname",
+    "properties",
+    "name",
+)
+
+
+def _load(recipe: Any) -> tuple[dict, str | None]:
+    if isinstance(recipe, (str, Path)):
+        source = str(recipe)
+        try:
+            text = Path(recipe).read_text()
+        except OSError as e:
+            raise ResourceError(f"cannot read: {e.strerror}", source=source) from None
+        try:
+            return yaml.safe_load(text), source
+        except yaml.YAMLError as e:
+            raise ResourceError(f"invalid YAML: {e}", source=source) from None
+    return recipe, None
+
+
+def _count(c: dict, key: str, source: str | None, default: int | None = None, minimum: int = 0) -> int:
+    if key not in c:
+        if default is None:
+            raise ResourceError(f"missing '{key}'", source=source, element="/cluster")
+        return default
+    v = c[key]
+    if not isinstance(v, int) or isinstance(v, bool) or v < minimum:
+        raise ResourceError(f"'{key}' must be an integer >= {minimum}", source=source, element=f"/cluster/{key}")
+    return v
+
+
+def graph_from_recipe(recipe: dict | str | Path) -> ResourceGraph:
+    """Build a :class:`ResourceGraph` from a recipe dict or YAML file (see the module docstring)."""
+    from .graph import ResourceGraph
+
+    data, source = _load(recipe)
+    if not isinstance(data, dict) or not isinstance(data.get("cluster"), dict) or len(data) != 1:
+        raise ResourceError("a recipe is an object with one key, 'cluster'", source=source, element="/")
+    c = data["cluster"]
+    for k in c:
+        if k not in RECIPE_KEYS:
+            raise ResourceError(
+                f"unknown key {k!r} (expected one of {', '.join(RECIPE_KEYS)})", source=source, element=f"/cluster/{k}"
+            )
+    racks = _count(c, "racks", source, 0)
+    if racks:
+        per_rack = _count(c, "nodes_per_rack", source, minimum=1)
+        nnodes = racks * per_rack
+    else:
+        nnodes = _count(c, "nodes", source, minimum=1)
+        per_rack = nnodes
+    sockets = _count(c, "sockets", source, 1, minimum=1)
+    cps = _count(c, "cores_per_socket", source, minimum=0)
+    gps = _count(c, "gpus_per_socket", source, 0)
+    mem = _count(c, "memory_gb", source, 0)
+    if nnodes * sockets > 10_000_000:
+        raise ResourceError("the recipe is too large", source=source, element="/cluster")
+    hn = c.get("hostname", "node")
+    if not isinstance(hn, str) or not hn:
+        raise ResourceError("'hostname' must be a string", source=source, element="/cluster/hostname")
+    if "[" in hn:
+        try:
+            hosts = list(Hostlist.parse(hn))
+        except HostlistError as e:
+            raise ResourceError(str(e), source=source, element="/cluster/hostname") from None
+        if len(hosts) != nnodes:
+            raise ResourceError(
+                f"hostlist names {len(hosts)} hosts for {nnodes} nodes", source=source, element="/cluster/hostname"
+            )
+    else:
+        hosts = [f"{hn}{r}" for r in range(nnodes)]
+    props: dict[int, set[str]] = {}
+    for name, ids in (c.get("properties") or {}).items():
+        el = f"/cluster/properties/{name}"
+        try:
+            ranks = IdSet.parse(ids) if isinstance(ids, str) else IdSet([ids]) if isinstance(ids, int) else None
+        except IdSetError as e:
+            raise ResourceError(str(e), source=source, element=el) from None
+        if ranks is None or (ranks and ranks.last() >= nnodes):
+            raise ResourceError("properties map a name to an idset of existing ranks", source=source, element=el)
+        for r in ranks:
+            props.setdefault(r, set()).add(name)
+    b = TopologyBuilder(source)
+    cname = str(c.get("name", "cluster"))
+    root = b.add_vertex("cluster", f"{cname}0", 0, basename=cname)
+    core_m = (1 << cps) - 1
+    gpu_m = (1 << gps) - 1
+    mem_ps, mem_extra = divmod(mem, sockets)
+    rank = 0
+    for k in range(racks or 1):
+        parent = b.add_vertex("rack", f"rack{k}", k, root, basename="rack") if racks else root
+        for _ in range(per_rack):
+            node = b.add_vertex("node", hosts[rank], rank, parent, rank=rank, basename="node")
+            mem_next = 0
+            for s in range(sockets):
+                sock = b.add_vertex("socket", f"socket{s}", s, node, basename="socket")
+                if cps:
+                    b.add_leaves(sock, "core", core_m << (s * cps))
+                if gps:
+                    b.add_leaves(sock, "gpu", gpu_m << (s * gps))
+                m = mem_ps + (1 if s < mem_extra else 0)
+                if m:
+                    b.add_leaves(sock, "memory", ((1 << m) - 1) << mem_next, unit="GB")
+                    mem_next += m
+            rank += 1
+    b.hostnames = dict(enumerate(hosts))
+    b.properties = props
+    return ResourceGraph(b.finish())

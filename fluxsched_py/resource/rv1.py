@@ -1,0 +1,267 @@
+"""RFC 20 R version 1: read a graph or a resource set from R, write R.
+
+Writing follows RFC 20 and flux-core's ``rlist`` conventions:
+
+* ``R_lite`` entries group every rank with identical children, sorted by
+  their lowest rank; idsets are in compressed RFC 22 form;
+* ``nodelist`` holds the host names in rank order, RFC 29-compressed (only
+  when the graph knows host names);
+* ``properties`` maps each property to the allocated ranks that have it;
+  ``+``-prefixed (instance-local) properties are dropped, and the key is
+  omitted when empty;
+* ``nslots`` only when given; ``starttime``/``expiration`` always;
+* ``scheduling`` holds JGF only when asked for (``with_jgf=True``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..ids import Hostlist, HostlistError, IdSet, IdSetError
+from .errors import ResourceError
+from .resourceset import ResourceSet
+from .topology import RLITE_TYPES, TopologyBuilder
+
+if TYPE_CHECKING:
+    from .graph import ResourceGraph
+
+__all__ = ["graph_from_rv1", "resourceset_from_rv1", "resourceset_to_rv1", "check_rv1"]
+
+
+def _read_json(obj: Any, source: str | None) -> tuple[Any, str | None]:
+    if isinstance(obj, (str, Path)):
+        path = str(obj)
+        try:
+            text = Path(path).read_text()
+        except OSError as e:
+            raise ResourceError(f"cannot read: {e.strerror}", source=path) from None
+        try:
+            return json.loads(text), path
+        except json.JSONDecodeError as e:
+            raise ResourceError(f"invalid JSON: {e.msg} at line {e.lineno} column {e.colno}", source=path) from None
+    return obj, source
+
+
+def _idset(text: Any, source: str | None, element: str) -> IdSet:
+    if not isinstance(text, str):
+        raise ResourceError(f"expected an idset string, got {type(text).__name__}", source=source, element=element)
+    try:
+        return IdSet.parse(text)
+    except IdSetError as e:
+        raise ResourceError(str(e), source=source, element=element) from None
+
+
+def check_rv1(R: Any, source: str | None = None) -> list[tuple[IdSet, dict[str, IdSet]]]:
+    """Validate the parts of R this package reads; return the parsed ``R_lite``.
+
+    Raises :class:`ResourceError` naming the JSON path of the first problem.
+    """
+    if not isinstance(R, dict):
+        raise ResourceError("R must be a JSON object", source=source, element="/")
+    if R.get("version") != 1:
+        raise ResourceError(f"unsupported R version {R.get('version')!r} (expected 1)", source=source, element="/version")
+    ex = R.get("execution")
+    if not isinstance(ex, dict):
+        raise ResourceError("missing or invalid 'execution' object", source=source, element="/execution")
+    rl = ex.get("R_lite")
+    if not isinstance(rl, list):
+        raise ResourceError("missing or invalid 'R_lite' array", source=source, element="/execution/R_lite")
+    out = []
+    seen = 0
+    for i, entry in enumerate(rl):
+        el = f"/execution/R_lite/{i}"
+        if not isinstance(entry, dict):
+            raise ResourceError("an R_lite entry must be an object", source=source, element=el)
+        ranks = _idset(entry.get("rank"), source, el + "/rank")
+        if ranks.mask & seen:
+            raise ResourceError(
+                f"ranks {IdSet.from_mask(ranks.mask & seen)} appear twice", source=source, element=el + "/rank"
+            )
+        seen |= ranks.mask
+        ch = entry.get("children")
+        if not isinstance(ch, dict):
+            raise ResourceError("missing or invalid 'children' object", source=source, element=el + "/children")
+        children = {}
+        for t, ids in ch.items():
+            if not isinstance(t, str) or not t:
+                raise ResourceError(f"invalid resource type {t!r}", source=source, element=el + "/children")
+            children[t] = _idset(ids, source, f"{el}/children/{t}")
+        out.append((ranks, children))
+    for key in ("starttime", "expiration"):
+        if key in ex and (not isinstance(ex[key], (int, float)) or isinstance(ex[key], bool)):
+            raise ResourceError(f"'{key}' must be a number", source=source, element=f"/execution/{key}")
+    if "nslots" in ex and (not isinstance(ex["nslots"], int) or isinstance(ex["nslots"], bool) or ex["nslots"] < 0):
+        raise ResourceError("'nslots' must be a non-negative integer", source=source, element="/execution/nslots")
+    return out
+
+
+def _nodelist(ex: dict, nranks: int, source: str | None) -> list[str] | None:
+    if "nodelist" not in ex:
+        return None
+    nl = ex["nodelist"]
+    if not isinstance(nl, list) or not all(isinstance(x, str) for x in nl):
+        raise ResourceError("'nodelist' must be an array of strings", source=source, element="/execution/nodelist")
+    try:
+        hosts = list(Hostlist.from_strings(nl))
+    except HostlistError as e:
+        raise ResourceError(str(e), source=source, element="/execution/nodelist") from None
+    if len(hosts) != nranks:
+        raise ResourceError(
+            f"nodelist names {len(hosts)} hosts but R_lite has {nranks} ranks",
+            source=source,
+            element="/execution/nodelist",
+        )
+    return hosts
+
+
+def _properties(ex: dict, all_ranks: IdSet, source: str | None) -> dict[int, set[str]]:
+    props = ex.get("properties", {})
+    if not isinstance(props, dict):
+        raise ResourceError("'properties' must be an object", source=source, element="/execution/properties")
+    out: dict[int, set[str]] = {}
+    for name, ids in props.items():
+        el = f"/execution/properties/{name}"
+        ranks = _idset(ids, source, el)
+        if not ranks.issubset(all_ranks):
+            raise ResourceError(f"ranks {ranks - all_ranks} are not in R_lite", source=source, element=el)
+        for r in ranks:
+            out.setdefault(r, set()).add(name)
+    return out
+
+
+def graph_from_rv1(R: dict | str | Path, *, source: str | None = None) -> ResourceGraph:
+    """Build a :class:`ResourceGraph` from R (see :meth:`ResourceGraph.from_rv1`)."""
+    from .graph import ResourceGraph
+    from .jgf import builder_from_jgf
+
+    R, source = _read_json(R, source)
+    rlite = check_rv1(R, source)
+    ex = R["execution"]
+    all_ranks = IdSet()
+    for ranks, _ in rlite:
+        all_ranks = all_ranks | ranks
+    hosts = _nodelist(ex, len(all_ranks), source)
+    props = _properties(ex, all_ranks, source)
+    sched = R.get("scheduling")
+    if sched is not None:
+        if not isinstance(sched, dict):
+            raise ResourceError("'scheduling' must be an object", source=source, element="/scheduling")
+        b = builder_from_jgf(sched, source=source, element="/scheduling")
+    else:
+        b = TopologyBuilder(source)
+        root = b.add_vertex("cluster", "cluster0", 0, basename="cluster")
+        by_rank: dict[int, dict[str, IdSet]] = {}
+        for ranks, children in rlite:
+            for r in ranks:
+                by_rank[r] = children
+        for idx, r in enumerate(sorted(by_rank)):
+            name = hosts[idx] if hosts else f"node{r}"
+            v = b.add_vertex("node", name, r, root, rank=r, basename="node")
+            for t, ids in by_rank[r].items():
+                if ids:
+                    b.add_leaves(v, t, ids.mask, element=f"/execution/R_lite (rank {r})")
+    for _, children in rlite:
+        for t in children:
+            if t not in b.rlite_types:
+                b.rlite_types.append(t)
+    if hosts:
+        b.hostnames = {r: hosts[i] for i, r in enumerate(all_ranks)}
+    if props or "properties" in ex:
+        b.properties = props
+    topo = b.finish()
+    if sched is not None:
+        missing = all_ranks.mask & ~topo.ranks_mask
+        if missing:
+            raise ResourceError(
+                f"R_lite ranks {IdSet.from_mask(missing)} are not in the JGF", source=source, element="/scheduling"
+            )
+    defaults = {k: ex[k] for k in ("starttime", "expiration", "nslots") if k in ex}
+    defaults.setdefault("starttime", 0.0)
+    defaults.setdefault("expiration", 0.0)
+    return ResourceGraph(topo, rv1_defaults=defaults)
+
+
+def resourceset_from_rv1(g: ResourceGraph, R: dict | str | Path, *, source: str | None = None) -> ResourceSet:
+    """The leaves of ``g`` that R's ``R_lite`` names.
+
+    Raises :class:`ResourceError` when R names a rank, type or id the graph
+    lacks.
+    """
+    R, source = _read_json(R, source)
+    rlite = check_rv1(R, source)
+    topo = g.topo
+    pools: dict[int, dict[str, int]] = {}
+    for i, (ranks, children) in enumerate(rlite):
+        el = f"/execution/R_lite/{i}"
+        for r in ranks:
+            root = topo.rank_root.get(r)
+            if root is None:
+                raise ResourceError(f"rank {r} is not in the resource graph", source=source, element=el + "/rank")
+            for t, ids in children.items():
+                want = ids.mask
+                for v in range(root, topo.end[root]):
+                    m = topo.pools[v].get(t, 0) & want
+                    if m:
+                        d = pools.setdefault(v, {})
+                        d[t] = d.get(t, 0) | m
+                        want &= ~m
+                if want:
+                    raise ResourceError(
+                        f"rank {r} has no {t} {IdSet.from_mask(want)}", source=source, element=f"{el}/children/{t}"
+                    )
+    return ResourceSet(topo, 0, pools)
+
+
+def resourceset_to_rv1(
+    g: ResourceGraph,
+    rs: ResourceSet,
+    *,
+    starttime: float = 0.0,
+    expiration: float = 0.0,
+    nslots: int | None = None,
+    with_jgf: bool = False,
+) -> dict:
+    """R version 1 for ``rs`` (see the module docstring for the rules)."""
+    topo = g.topo
+    types = topo.rlite_types
+    by_rank = rs.by_rank(types)
+    # ranks held only as containers (e.g. a node with no cores) still appear
+    for r in rs.ranks:
+        by_rank.setdefault(r, {})
+    groups: dict[tuple, int] = {}
+    for r in sorted(by_rank):
+        ch = by_rank[r]
+        key = tuple((t, ch[t].encode()) for t in types if t in ch and ch[t]) + tuple(
+            (t, ch[t].encode()) for t in sorted(ch) if t not in types and ch[t]
+        )
+        groups[key] = groups.get(key, 0) | (1 << r)
+    entries = sorted(groups.items(), key=lambda kv: (kv[1] & -kv[1]))
+    rlite = [{"rank": IdSet.from_mask(mask).encode(), "children": dict(key)} for key, mask in entries]
+    ex: dict[str, Any] = {"R_lite": rlite}
+    ranks = sorted(by_rank)
+    if topo.hostnames:
+        ex["nodelist"] = [Hostlist(topo.hostnames.get(r) or topo.name[topo.rank_root[r]] for r in ranks).encode()]
+        if not ranks:
+            ex["nodelist"] = []
+    props: dict[str, int] = {}
+    for r in ranks:
+        for p in topo.properties.get(r, ()):
+            if not p.startswith("+"):
+                props[p] = props.get(p, 0) | (1 << r)
+    if props:
+        ex["properties"] = {p: IdSet.from_mask(m).encode() for p, m in sorted(props.items())}
+    if nslots is not None:
+        ex["nslots"] = nslots
+    ex["starttime"] = starttime
+    ex["expiration"] = expiration
+    R: dict[str, Any] = {"version": 1, "execution": ex}
+    if with_jgf:
+        from .jgf import resourceset_to_jgf
+
+        R["scheduling"] = resourceset_to_jgf(g, rs)
+    return R
+
+
+__all__ += ["RLITE_TYPES"]
