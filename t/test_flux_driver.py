@@ -160,7 +160,8 @@ def test_R_is_committed_to_the_kvs_before_success():
 def test_success_responses_of_one_pass_share_one_commit():
     d, t = make(defer_commits=True)
     for j in range(1, 5):
-        d.handle("sched.alloc", f"alloc-{j}", {"id": j, "priority": 1, "userid": 0, "t_submit": j, "jobspec": jobspec()})
+        p = {"id": j, "priority": 1, "userid": 0, "t_submit": j, "jobspec": jobspec()}
+        d.handle("sched.alloc", f"alloc-{j}", p)
     t.run_passes()
     commits = [p for k, _, p in t.sent if k == "commit"]
     assert len(commits) == 1 and len(commits[0]) == 4

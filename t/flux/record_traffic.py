@@ -61,7 +61,7 @@ sleep 1
 mark alloc-free
 flux run -n1 true
 mark feasibility
-flux python -c 'import flux; h=flux.Flux(); print(h.rpc("feasibility.check", {"jobspec": __import__("json").loads(open("'$WORK'/n1.json").read())}).get())'
+flux python $WORK/feas.py $WORK/n1.json
 flux submit -N3 true || true
 mark deny
 flux module reload -f job-ingest disable-validator
@@ -157,6 +157,11 @@ f = h.rpc("sched.alloc", {"id": 434343, "priority": 16, "userid": 0, "t_submit":
 print("alloc", f.get())
 """
 
+FEAS = """
+import flux, json, sys
+print(flux.Flux().rpc("feasibility.check", {"jobspec": json.load(open(sys.argv[1]))}).get())
+"""
+
 HK = """#!/bin/sh
 test "$(flux getattr rank)" = 1 && sleep 4
 exit 0
@@ -193,6 +198,7 @@ def main() -> int:
     (work / "hk.sh").write_text(HK)
     (work / "hk.sh").chmod(0o755)
     (work / "garbage.py").write_text(GARBAGE)
+    (work / "feas.py").write_text(FEAS)
     (work / "run.sh").write_text(SCRIPT)
     env = dict(os.environ)
     site = [str(REPO)] + [p for p in sys.path if p.endswith("site-packages")]
