@@ -80,10 +80,11 @@ def feasibility(g: ResourceGraph, request: Request) -> str | None:
         if n > have:
             return f"requested {_plural(n, t)}, only {have} exist"
     c = request.constraints
-    if c is not None and not any(c.matches(r, topo.hostnames.get(r), topo.properties.get(r, frozenset())) for r in ranks):
+    if c is not None and not any(
+        c.matches(r, topo.hostnames.get(r), topo.properties.get(r, frozenset())) for r in ranks
+    ):
         return f"no node satisfies constraint {c.describe()}"
     if search(topo, _all_up(g), POLICIES["low"], request, topo.hostnames, topo.properties) is None:
         where = f" with constraint {c.describe()}" if c is not None else ""
         return f"the request does not fit the resource graph{where}, even with every resource free"
     return None
-

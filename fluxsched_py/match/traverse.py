@@ -187,6 +187,11 @@ class _Search:
                 return False
         return True
 
+    def spans_nodes(self, reqs: tuple[ResourceRequest, ...]) -> bool:
+        """True when ``reqs`` ask for nodes or bigger containers (a slot of nodes is not within a node)."""
+        upper = self.topo.upper_types
+        return any(x.type in upper for r in reqs for x in r.walk())
+
     def needs(self, reqs: tuple[ResourceRequest, ...]) -> dict[str, int]:
         k = id(reqs)
         n = self.needs_cache.get(k)
@@ -194,9 +199,7 @@ class _Search:
             n = self.needs_cache[k] = request_needs(reqs, self.topo)
         return n
 
-    def containers(
-        self, scope: int, T: str, excl: bool, needs: dict[str, int], include_self: bool
-    ) -> Iterator[int]:
+    def containers(self, scope: int, T: str, excl: bool, needs: dict[str, int], include_self: bool) -> Iterator[int]:
         """Candidate containers of type ``T`` under ``scope``, in policy order, pruned."""
         topo = self.topo
         vtype, children = topo.type, topo.children
@@ -259,7 +262,7 @@ class _Search:
         maxn = r.count.max if r.count.values is None else max(r.count.values)
         needs = self.needs(r.with_)
         marks: list[int] = []
-        if topo.node_of[scope] >= 0 or not topo.has_nodes:
+        if topo.node_of[scope] >= 0 or not topo.has_nodes or self.spans_nodes(r.with_):
             hosts: Iterator[int] = iter((scope,))
         else:
             hosts = self.containers(scope, "node", False, needs, True)

@@ -69,9 +69,7 @@ class ResourceGraph:
         self._snap: dict[str, tuple[int, ResourceSet]] = {}
         n = topo.n
         self._avail = Availability(topo, (1 << n) - 1, [dict(p) for p in topo.pools])
-        self._all_static = ResourceSet(
-            topo, (1 << n) - 1, {v: dict(topo.pools[v]) for v in topo.pool_vertices}
-        )
+        self._all_static = ResourceSet(topo, (1 << n) - 1, {v: dict(topo.pools[v]) for v in topo.pool_vertices})
 
     # -- readers -------------------------------------------------------------
     @classmethod

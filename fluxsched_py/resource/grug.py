@@ -99,7 +99,9 @@ def graph_from_grug(path: str | Path) -> ResourceGraph:
     recipe, root = _recipe(path)
     b = TopologyBuilder(path)
     ra = recipe.nodes[root]
-    instances: dict[str, list[int]] = {root: [b.add_vertex(ra["type"], f"{ra['basename']}0", 0, basename=ra["basename"])]}
+    instances: dict[str, list[int]] = {
+        root: [b.add_vertex(ra["type"], f"{ra['basename']}0", 0, basename=ra["basename"])]
+    }
     next_rank = 0
     hostnames: dict[int, str] = {}
     visited = {root}

@@ -218,7 +218,14 @@ def resourceset_to_jgf(g: ResourceGraph, rs: ResourceSet) -> dict:
     for v in sorted(keep):
         path = topo.path(v)
         vid[v] = vertex(
-            topo.type[v], topo.basename[v], topo.name[v], topo.id[v], topo.rank[v], topo.size[v], topo.unit[v], path,
+            topo.type[v],
+            topo.basename[v],
+            topo.name[v],
+            topo.id[v],
+            topo.rank[v],
+            topo.size[v],
+            topo.unit[v],
+            path,
             topo.vprops[v] or None,
         )
         if topo.parent[v] >= 0:

@@ -61,7 +61,9 @@ def check_rv1(R: Any, source: str | None = None) -> list[tuple[IdSet, dict[str, 
     if not isinstance(R, dict):
         raise ResourceError("R must be a JSON object", source=source, element="/")
     if R.get("version") != 1:
-        raise ResourceError(f"unsupported R version {R.get('version')!r} (expected 1)", source=source, element="/version")
+        raise ResourceError(
+            f"unsupported R version {R.get('version')!r} (expected 1)", source=source, element="/version"
+        )
     ex = R.get("execution")
     if not isinstance(ex, dict):
         raise ResourceError("missing or invalid 'execution' object", source=source, element="/execution")
@@ -237,7 +239,7 @@ def resourceset_to_rv1(
             (t, ch[t].encode()) for t in sorted(ch) if t not in types and ch[t]
         )
         groups[key] = groups.get(key, 0) | (1 << r)
-    entries = sorted(groups.items(), key=lambda kv: (kv[1] & -kv[1]))
+    entries = sorted(groups.items(), key=lambda kv: kv[1] & -kv[1])
     rlite = [{"rank": IdSet.from_mask(mask).encode(), "children": dict(key)} for key, mask in entries]
     ex: dict[str, Any] = {"R_lite": rlite}
     ranks = sorted(by_rank)

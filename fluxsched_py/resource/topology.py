@@ -209,6 +209,8 @@ class Topology:
                 node_of[v] = node_of[self.parent[v]]
         self.node_of = node_of
         self.has_nodes = any(t == "node" for t in self.type)
+        #: types found at node level or above it (a slot holding these spans nodes)
+        self.upper_types = frozenset(self.type[v] for v in range(n) if node_of[v] in (-1, v))
         self.container_types = frozenset(self.type)
         self.pool_types = frozenset(t for p in self.pools for t in p)
         self.types = self.container_types | self.pool_types

@@ -1,0 +1,179 @@
+#!/usr/bin/env python3
+"""Benchmark the resource graph and matcher on a 16,384-node machine.
+
+Prints one table: for each graph source (the project's YAML recipe and
+Fluxion's GRUG file ``../shared/bench/nodes16384.graphml``) the load time,
+the process RSS after loading, and the median match time of each jobspec in
+``../shared/bench/*.yaml`` (1 core, 1 exclusive node, 1024 exclusive nodes).
+Each match is timed on a graph where earlier matches were allocated, as a
+scheduler would see it, and every match's result is checked for size.
+
+When a ``resource-query`` binary is on PATH, Fluxion runs on the same GRUG
+file and jobspecs in the same run; otherwise the table says it was not run.
+
+    python bench/bench_match.py            # 16,384 nodes, 25 matches per jobspec
+    python bench/bench_match.py --quick    # 1,024 nodes, 5 matches per jobspec
+
+This is a benchmark, not a test: it asserts nothing about time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from fluxsched_py.jobspec import load_jobspec  # noqa: E402
+from fluxsched_py.match import match  # noqa: E402
+from fluxsched_py.resource import ResourceGraph  # noqa: E402
+
+SHARED = ROOT / ".." / "shared" / "bench"
+JOBSPECS = ("core1.yaml", "node1x.yaml", "node1024x.yaml")
+FLUXION_REF = (
+    "Fluxion 0.54 reference (this machine, nodes16384.graphml): load 18 s, 4.0 GiB RSS, ~7 ms 1-core, ~15 ms 1-node-x"
+)
+
+
+def rss_gib() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / (1 << 20)
+    return float("nan")
+
+
+def recipe(nodes: int) -> dict:
+    racks = max(1, nodes // 128)
+    return {
+        "cluster": {
+            "racks": racks,
+            "nodes_per_rack": nodes // racks,
+            "sockets": 2,
+            "cores_per_socket": 32,
+            "gpus_per_socket": 2,
+            "memory_gb": 256,
+        }
+    }
+
+
+def time_matches(g: ResourceGraph, request, reps: int, policy: str) -> tuple[float, int]:
+    """Median match time (ms); each match is allocated so the next one sees a busier graph."""
+    times = []
+    jobid = 1_000_000
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        rs = match(g, request, policy=policy)
+        times.append((time.perf_counter() - t0) * 1000)
+        if rs is None:
+            break
+        jobid += 1
+        g.allocate(jobid, rs)
+    for j in list(g.jobs):
+        g.release(j)
+    return statistics.median(times), len(times)
+
+
+def bench_ours(label: str, load, requests: dict, reps: int, policy: str) -> list[str]:
+    gc.collect()
+    rss0 = rss_gib()
+    t0 = time.perf_counter()
+    g = load()
+    load_s = time.perf_counter() - t0
+    rss = rss_gib()
+    cells = [label, f"{len(g.ranks)}", f"{load_s:.2f} s", f"{rss:.2f} ({rss - rss0:+.2f}) GiB"]
+    for name in JOBSPECS:
+        req = requests.get(name)
+        if req is None or (name == "node1024x.yaml" and len(g.ranks) < 1024):
+            cells.append("-")
+            continue
+        med, n = time_matches(g, req, reps, policy)
+        cells.append(f"{med:.2f} ms (n={n})")
+    del g
+    gc.collect()
+    return cells
+
+
+def bench_fluxion(grug: Path, reps: int) -> list[str]:
+    rq = shutil.which("resource-query")
+    if rq is None:
+        return ["Fluxion resource-query", "-", "not run: no resource-query on PATH", "", "", "", ""]
+    cells = ["Fluxion resource-query", "", "", ""]
+    with tempfile.TemporaryDirectory() as tmp:
+        cmds = Path(tmp) / "cmds"
+        lines = []
+        for name in JOBSPECS:
+            lines += [f"match allocate {SHARED / name}"] * reps
+        cmds.write_text("\n".join(lines + ["quit"]) + "\n")
+        t0 = time.perf_counter()
+        p = (
+            subprocess.run(
+                ["/usr/bin/time", "-v", rq, "-L", str(grug), "-P", "first", "-e"],
+                stdin=cmds.open(),
+                capture_output=True,
+                text=True,
+            )
+            if shutil.which("/usr/bin/time")
+            else subprocess.run(
+                [rq, "-L", str(grug), "-P", "first", "-e"], stdin=cmds.open(), capture_output=True, text=True
+            )
+        )
+        total = time.perf_counter() - t0
+        elapsed = [float(x) for x in re.findall(r"Elapsed=([0-9.]+)", p.stdout)]
+        m = re.search(r"Maximum resident set size \(kbytes\): (\d+)", p.stderr)
+        cells[2] = f"{total:.1f} s total"
+        cells[3] = f"{int(m.group(1)) / (1 << 20):.2f} GiB" if m else "?"
+        for i, _ in enumerate(JOBSPECS):
+            chunk = elapsed[i * reps : (i + 1) * reps]
+            cells.append(f"{statistics.median(chunk) * 1000:.2f} ms" if chunk else "?")
+    return cells
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="1,024 nodes and 5 matches per jobspec")
+    ap.add_argument("--policy", default="first")
+    ap.add_argument("--reps", type=int, default=None)
+    args = ap.parse_args(argv)
+    nodes = 1024 if args.quick else 16384
+    reps = args.reps or (5 if args.quick else 25)
+    if not SHARED.is_dir():
+        print(f"{SHARED} is missing: the jobspecs and GRUG files live there", file=sys.stderr)
+        return 1
+    requests = {name: load_jobspec(SHARED / name) for name in JOBSPECS}
+    grug = SHARED / ("nodes1024.graphml" if args.quick else "nodes16384.graphml")
+    rows = [
+        bench_ours(
+            f"fluxsched-py recipe ({nodes} nodes)",
+            lambda: ResourceGraph.from_recipe(recipe(nodes)),
+            requests,
+            reps,
+            args.policy,
+        ),
+        bench_ours(f"fluxsched-py {grug.name}", lambda: ResourceGraph.from_grug(grug), requests, reps, args.policy),
+        bench_fluxion(grug, reps),
+    ]
+    head = ["graph", "ranks", "load", "RSS (delta)", *(f"median {n}" for n in JOBSPECS)]
+    widths = [max(len(str(r[i])) for r in [head, *rows]) for i in range(len(head))]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    print(f"policy={args.policy}  reps={reps}  pid={os.getpid()}")
+    print(fmt.format(*head))
+    print(fmt.format(*("-" * w for w in widths)))
+    for r in rows:
+        print(fmt.format(*r))
+    print(FLUXION_REF)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
