@@ -52,7 +52,7 @@ from typing import Any
 from cachetools import LRUCache
 
 from .ids import IdSet
-from .planner import Planner
+from .planner import MatchCache, Planner
 from .policy import POLICIES, QueuePolicy, make_policy, order_key
 
 __all__ = [
@@ -284,7 +284,10 @@ def _fmt_clock(t: float) -> str:
 
 
 def describe_constraint(c: Any) -> str:
-    """``properties=^login``, ``and(ranks=0-3; hostlist=n[1-2])``..."""
+    """``properties=^login``, ``(ranks=0-3 and hostlist=n[1-2])``..."""
+    describe = getattr(c, "describe", None)
+    if describe is not None:
+        return describe()
     if c.op in ("and", "or", "not"):
         return f"{c.op}(" + "; ".join(describe_constraint(a) for a in c.args) + ")"
     return f"{c.op}=" + ",".join(str(a) for a in c.args)
@@ -335,14 +338,14 @@ class Engine:
             matcher = matcher or _match_mod.match
             feasibility = feasibility or _match_mod.feasibility
         self.graph = graph
-        self._match = matcher
+        self._match = MatchCache(matcher)
         self._feasibility = feasibility
-        self.planner = Planner(graph, matcher=matcher)
+        self.planner = Planner(graph, matcher=self._match)
         self.policy: QueuePolicy = make_policy(self.options.queue_policy, self.options.reserve_depth)
         self.build_R = build_R
         self._stopwatch = stopwatch
         self._time_format = time_format
-        self.expiration: float = 0.0  # instance expiration (0 = none)
+        self.instance_expiration: float = 0.0  # 0 = none
 
         self._jobs: dict[int, Job] = {}
         self._queue: list[Job] = []  # pending jobs in order; stale entries skipped
@@ -355,6 +358,7 @@ class Engine:
         self._pass_gen: Iterator[None] | None = None
         self._dirty = True  # something changed since the last complete pass
         self._restart = False  # ... in a way that invalidates a pass in progress
+        self._compress = True  # ... in a way that may let reservations move earlier
         self.stats = {"passes": 0, "matches": 0, "started": 0, "denied": 0, "canceled": 0}
 
     # ------------------------------------------------------------------
@@ -548,7 +552,7 @@ class Engine:
         if shrink:
             g.shrink(_idset(shrink))
         if expiration is not None:
-            self.expiration = float(expiration)
+            self.instance_expiration = float(expiration)
         self._feasible_cache.clear()
         self._changed()
         return []
@@ -616,6 +620,7 @@ class Engine:
     def _changed(self) -> None:
         self._dirty = True
         self._restart = True
+        self._compress = True
 
     def _live(self, job: Job) -> bool:
         return job.state is JobState.PENDING and self._jobs.get(job.id) is job
@@ -661,36 +666,33 @@ class Engine:
         return reason
 
     def _rs_from_R(self, R: Any) -> Any:
-        g = self.graph
-        for name in ("resource_set", "from_R", "rset"):
-            fn = getattr(g, name, None)
-            if fn is not None:
-                return fn(R)
-        raise EngineError("the resource graph cannot turn R into a resource set")
+        from .resource import ResourceSet
+
+        return ResourceSet.from_rv1(self.graph, R)
 
     def _drop_ranks(self, rs: Any, ranks: IdSet) -> Any:
-        fn = getattr(rs, "without_ranks", None)
-        if fn is not None:
-            return fn(ranks)
-        return rs - self._rs_from_R(_ranks_R(ranks))
+        return rs - rs.restrict(ranks)
 
     def _begin_pass(self, now: float) -> None:
         self._sort_queue()
-        self.planner.clear_reservations()
-        for j in self._queue:
-            j.estimate = None
+        if not self.policy.persistent_reservations:
+            self.planner.clear_reservations()
+            for j in self._queue:
+                j.estimate = None
         self._dirty = False
         self._restart = False
         self.stats["passes"] += 1
         self.planner.set_now(now)
-        self._pass = _Pass(self, now)
+        self._pass = _Pass(self, now, self._compress)
+        self._compress = False
         self._pass_gen = self.policy.run(self._pass)
 
-    def _start(self, p: _Pass, job: Job, rs: Any) -> None:
+    def _start(self, p: _Pass, job: Job, placement: tuple[Any, int]) -> None:
+        rs, bits = placement
         now = p.now
         end = now + job.duration
-        if end == math.inf and self.expiration:
-            end = max(self.expiration, now + 1e-9)
+        if end == math.inf and self.instance_expiration:
+            end = max(self.instance_expiration, now + 1e-9)
         try:
             self.graph.allocate(job.id, rs)
         except Exception as exc:  # a matcher bug must not crash the scheduler
@@ -703,7 +705,7 @@ class Engine:
         job.resources = rs
         job.t_start = now
         job.expiration = end
-        self.planner.add_running(job.id, rs, now, end)
+        self.planner.add_running(job.id, rs, now, end, bits)
         R = None
         if self.build_R:
             R = rs.to_rv1(self.graph, now, 0.0 if end == math.inf else end, job.request.nslots or 1)
@@ -770,11 +772,10 @@ class Engine:
         if why == "down":
             return f"cannot start on the resources that are up now: waiting for {self._need(req, free)}"
         c = getattr(req, "constraints", None)
-        if c is not None and job.estimate is None:
-            blocked = p.constraint_blocks(job)
-            if blocked:
-                return f"blocked by constraint: {describe_constraint(c)}"
-        text = f"waiting for {self._need(req, free)}"
+        if c is not None and p.constraint_blocks(job):
+            text = f"blocked by constraint: {describe_constraint(c)}"
+        else:
+            text = f"waiting for {self._need(req, free)}"
         if job.estimate is not None:
             return f"{text} — reserved to start at {self._time_format(job.estimate)}"
         if why == "depth":
@@ -812,10 +813,6 @@ def _idset(value: Any) -> IdSet:
     return IdSet(value)
 
 
-def _ranks_R(ranks: IdSet) -> dict:
-    return {"version": 1, "execution": {"R_lite": [{"rank": str(ranks), "children": {}}]}}
-
-
 def _summary(R: Mapping[str, Any], rs: Any) -> str:
     """``rank[0-1]/core[0-3]``, one entry per R_lite item (flux's style)."""
     parts = []
@@ -838,9 +835,10 @@ class _Pass:
 
     _SENTINEL = -1  # planner id for a tentative allocation (EASY rule 2)
 
-    def __init__(self, engine: Engine, now: float) -> None:
+    def __init__(self, engine: Engine, now: float, compress: bool = True) -> None:
         self.e = engine
         self.now = now
+        self.compress = compress
         self.out: list[Response] = []
         self.held: dict[int, str] = {}
         self.held_ok: set[int] = set()  # jobs the policy passed over that do not block others
@@ -864,75 +862,79 @@ class _Pass:
                 return
             yield job
 
-    def free(self) -> Any:
+    # A placement handed to policies is an opaque (ResourceSet, flat bits) pair.
+
+    def free(self) -> int:
+        """What is free now, flat, minus what this pass started."""
         if self._free is None:
-            self._free = self.e.graph.free()
+            self._free = self.e.planner.free_bits()
         return self._free
 
     def nothing_free(self) -> bool:
-        return not self.free()
+        return not (self.free() & self.e.planner.codec.ranked_mask)
 
-    def _avail_now(self, job: Job) -> Any:
-        planner = self.e.planner
-        if not planner._nreserved:
-            return self.free()
-        return planner.available(self.now, self.now + job.duration) & self.free()
-
-    def fits_now(self, job: Job) -> Any:
-        avail = self._avail_now(job)
-        if not avail:
-            return None
+    def _match(self, job: Job, avail: int) -> tuple[Any, int] | None:
         self.e.stats["matches"] += 1
-        return self.e._match(self.e.graph, job.request, policy=self.e.options.policy, available=avail)
+        return self.e.planner.match_bits(job.request, avail, self.e.options.policy)
 
-    def fits_now_ignoring(self, job: Job, reserved: Job) -> Any:
+    def fits_now(self, job: Job) -> tuple[Any, int] | None:
+        # Running jobs hold what is not free; only reservations can take more.
         planner = self.e.planner
-        span = planner.remove(reserved.id)
-        try:
-            avail = self._avail_now(job)
-        finally:
-            if span is not None:
-                planner.reserve(span.jobid, span.resources, span.start, span.end)
-        if not avail:
-            return None
-        self.e.stats["matches"] += 1
-        return self.e._match(self.e.graph, job.request, policy=self.e.options.policy, available=avail)
+        avail = self.free()
+        if planner.nreserved:
+            avail &= ~planner.reserved_during(self.now, self.now + job.duration)
+        return self._match(job, avail)
 
-    def try_move(self, job: Job, blocker_rs: Any, blocker_end: float) -> bool:
+    def fits_now_ignoring(self, job: Job, reserved: Job) -> tuple[Any, int] | None:
+        planner = self.e.planner
+        avail = self.free()
+        if planner.nreserved > 1:
+            avail &= ~planner.reserved_during(self.now, self.now + job.duration, exclude=reserved.id)
+        return self._match(job, avail)
+
+    def try_move(self, job: Job, blocker: tuple[Any, int], blocker_end: float) -> bool:
         planner = self.e.planner
         span = planner.remove(job.id)
         if span is None:
             return True
-        planner.reserve(self._SENTINEL, blocker_rs, self.now, blocker_end)
+        planner.reserve(self._SENTINEL, blocker[0], self.now, blocker_end, blocker[1])
         try:
-            avail = planner.available(span.start, span.end)
-            self.e.stats["matches"] += 1
-            rs = self.e._match(self.e.graph, job.request, policy=self.e.options.policy, available=avail)
+            found = self._match(job, planner.available_bits(span.start, span.end))
         finally:
             planner.remove(self._SENTINEL)
-        if rs is None:
-            planner.reserve(job.id, span.resources, span.start, span.end)
+        if found is None:
+            planner.reserve(job.id, span.resources, span.start, span.end, span.bits)
             return False
-        planner.reserve(job.id, rs, span.start, span.end)
+        planner.reserve(job.id, found[0], span.start, span.end, found[1])
         return True
 
-    def start(self, job: Job, rs: Any) -> None:
+    def start(self, job: Job, placement: tuple[Any, int]) -> None:
         if job.id in self.e.planner:
             self.e.planner.remove(job.id)
         job.estimate = None
-        self.e._start(self, job, rs)
+        self.e._start(self, job, placement)
         if self._free is not None and job.state is JobState.RUNNING:
-            self._free = self._free - rs
+            self._free &= ~placement[1]
 
-    def earliest(self, job: Job) -> tuple[float, Any] | None:
+    def earliest(self, job: Job) -> tuple[float, tuple[Any, int]] | None:
         self.e.stats["matches"] += 1
-        return self.e.planner.earliest(job.request, self.now, job.duration, self.e.options.policy)
+        found = self.e.planner.earliest_bits(job.request, self.now, job.duration, self.e.options.policy)
+        return None if found is None else (found[0], (found[1], found[2]))
 
-    def reserve(self, job: Job, t: float, rs: Any) -> None:
-        self.e.planner.reserve(job.id, rs, t, t + job.duration)
+    def reserve(self, job: Job, t: float, placement: tuple[Any, int]) -> None:
+        self.e.planner.reserve(job.id, placement[0], t, t + job.duration, placement[1])
         job.estimate = t
         if job.first_estimate is None:
             job.first_estimate = t
+
+    def reservation(self, job: Job) -> tuple[float, tuple[Any, int]] | None:
+        span = self.e.planner.span(job.id)
+        return None if span is None or span.running else (span.start, (span.resources, span.bits))
+
+    def unreserve(self, job: Job) -> tuple[float, tuple[Any, int]] | None:
+        span = self.e.planner.remove(job.id)
+        job.estimate = None
+        return None if span is None else (span.start, (span.resources, span.bits))
 
     def hold(self, job: Job, why: str) -> None:
         self.held[job.id] = why

@@ -12,17 +12,13 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import pytest
-from test_engine_double import NodeGraph, feasibility, match
 
 from fluxsched_py.replay import load_workload, replay
+from fluxsched_py.replay.platform import nodes_graph
 
-CONFORMANCE = Path(__file__).resolve().parents[2] / "shared" / "conformance" / "batsim" / "workloads"
-SEED1 = CONFORMANCE / "example_workload_hpc_seed1_jobs250.json"
-if not SEED1.exists():  # the worktree may sit elsewhere
-    SEED1 = Path("/work/shared/conformance/batsim/workloads/example_workload_hpc_seed1_jobs250.json")
+from .conftest import shared_path
 
 
 def textbook(jobs, nodes: int, easy: bool) -> dict[int, float]:
@@ -81,15 +77,7 @@ def textbook(jobs, nodes: int, easy: bool) -> dict[int, float]:
 
 
 def _workload():
-    if not SEED1.exists():
-        pytest.skip(f"conformance corpus not found: {SEED1}")
-    return load_workload(SEED1)
-
-
-def _engine_factory(graph, options, **kw):
-    from fluxsched_py.engine import Engine
-
-    return Engine(graph, options, matcher=match, feasibility=feasibility, **kw)
+    return load_workload(shared_path("conformance", "batsim", "workloads", "example_workload_hpc_seed1_jobs250.json"))
 
 
 def _check(engine):
@@ -101,7 +89,7 @@ def test_seed1_start_times_equal_textbook(policy):
     w = _workload()
     assert w.nb_res == 128 and len(w.jobs) == 250
     ref = textbook([(j.id, j.submit, j.nodes, j.walltime, j.runtime) for j in w.jobs], 128, easy=policy == "easy")
-    result = replay(w, NodeGraph(128), {"queue-policy": policy}, engine_factory=_engine_factory, check=_check)
+    result = replay(w, nodes_graph(128), {"queue-policy": policy}, check=_check)
     got = result.starts()
     assert len(ref) == 250
     diffs = [(jid, ref[jid], got[jid]) for jid in ref if got[jid] != ref[jid]]
@@ -138,7 +126,7 @@ def test_engine_extra_nodes_rule_matches_textbook():
     ]
     for jobs in cases:
         w = Workload([WorkloadJob(i, str(i), s, node_request(n, wall), wall, run, n) for i, s, n, wall, run in jobs], 4)
-        got = replay(w, NodeGraph(4), {"queue-policy": "easy"}, engine_factory=_engine_factory, check=_check).starts()
+        got = replay(w, nodes_graph(4), {"queue-policy": "easy"}, check=_check).starts()
         assert got == textbook(jobs, 4, easy=True)
 
 
@@ -147,11 +135,13 @@ def test_reference_makespans_are_close_to_batsim_edcs():
     Batsim's small per-decision delays, so close, not equal."""
     w = _workload()
     for policy, ref in (("fcfs", 11304.24), ("easy", 11187.14)):
-        r = replay(w, NodeGraph(128), {"queue-policy": policy}, engine_factory=_engine_factory)
+        r = replay(w, nodes_graph(128), {"queue-policy": policy})
         makespan = max(rec.finish for rec in r.records)
         assert abs(makespan - ref) / ref < 0.01, (policy, makespan, ref)
 
 
 def test_seed1_file_is_the_expected_corpus():
-    data = json.loads(SEED1.read_text()) if SEED1.exists() else pytest.skip("no corpus")
-    assert data["nb_res"] == 128
+    data = json.loads(
+        shared_path("conformance", "batsim", "workloads", "example_workload_hpc_seed1_jobs250.json").read_text()
+    )
+    assert data["nb_res"] == 128 and len(data["jobs"]) == 250

@@ -20,6 +20,11 @@ boundaries with a two-stack aggregate, so finding a start time costs one union
 per boundary plus one match per distinct candidate set (binary search when
 only running jobs are planned, since availability then only grows with time).
 
+Internally every set is a flat integer (:mod:`.flat`), so the timeline's
+unions and differences are single big-integer operations; sets become
+:class:`~fluxsched_py.resource.ResourceSet` again only at the API and to call
+the matcher.
+
 What "up" means comes from the graph: a resource is in the planner's pool at
 time ``t0`` if it is free in the graph now, or held by a running job that is
 expected to end after ``t0``.  A running job past its expected end (still
@@ -42,7 +47,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Planner", "PlannerError", "Span"]
+from ..ids import IdSet
+
+__all__ = ["MatchCache", "Planner", "PlannerError", "Span", "lower_bounds"]
 
 Matcher = Callable[..., Any]
 
@@ -60,12 +67,137 @@ class Span:
     start: float
     end: float
     running: bool
+    bits: int = 0  # the same set, flat (see .flat)
 
 
 def _default_matcher() -> Matcher:
     from ..match import match
 
     return match
+
+
+def lower_bounds(request: Any) -> tuple[tuple[str, int], ...]:
+    """Counts any placement of ``request`` needs at least: whole nodes when it
+    asks for exclusive nodes, else cores and GPUs.  A cheap necessary test
+    (``avail.count(type) >= n``) that spares the matcher hopeless calls."""
+    nnodes = request.nnodes
+    if nnodes and request.exclusive:
+        return (("node", nnodes),)
+    out = []
+    cores = request.nslots * request.slot_size
+    gpus = request.nslots * request.slot_gpus
+    if cores:
+        out.append(("core", cores))
+    if gpus:
+        out.append(("gpu", gpus))
+    return tuple(out)
+
+
+class MatchCache:
+    """Memoize a pure matcher on ``(request shape, policy, available set)``.
+
+    ``match`` only reads the set it is given (and the graph's static topology),
+    so equal inputs give equal answers.  Lower bounds per request shape reject
+    sets that are obviously too small without a traversal.
+    """
+
+    #: Policies the whole-node fast path reproduces, and their node order.
+    FAST_ORDER = {"low": False, "lonode": False, "high": True, "hinode": True, "first": True}
+
+    def __init__(self, matcher: Matcher, maxsize: int = 2048, fast_paths: bool = True) -> None:
+        from cachetools import LRUCache
+
+        self.matcher = matcher
+        self.fast_paths = fast_paths
+        self._node_spec: LRUCache = LRUCache(maxsize=maxsize)
+        self.fast = 0
+        self._cache: LRUCache = LRUCache(maxsize=maxsize)
+        self._bounds: LRUCache = LRUCache(maxsize=maxsize)
+        self.calls = 0
+        self.hits = 0
+        self.rejects = 0
+
+    def bounds(self, request: Any) -> tuple[tuple[str, int], ...]:
+        key = request.key
+        b = self._bounds.get(key)
+        if b is None:
+            b = self._bounds[key] = lower_bounds(request)
+        return b
+
+    def __call__(self, g: Any, request: Any, *, policy: str = "first", available: Any = None) -> Any:
+        """The matcher's own signature, on ResourceSets (no memo)."""
+        self.calls += 1
+        return self.matcher(g, request, policy=policy, available=available)
+
+    def flat(self, g: Any, codec: Any, request: Any, policy: str, avail: int) -> tuple[Any, int] | None:
+        """Match on a flat available set; ``(rs, rs_bits)`` or None, memoized."""
+        self.calls += 1
+        if not avail:
+            return None
+        for rtype, n in self.bounds(request):
+            if codec.count(avail, rtype) < n:
+                self.rejects += 1
+                return None
+        if self.fast_paths and codec.flat_nodes and policy in self.FAST_ORDER:
+            n = self.whole_nodes(request)
+            if n:
+                self.fast += 1
+                return self._take_nodes(codec, avail, n, self.FAST_ORDER[policy])
+        key = (request.key, policy, avail)
+        hit = self._cache.get(key, _MISS)
+        if hit is not _MISS:
+            self.hits += 1
+            return hit
+        rs = self.matcher(g, request, policy=policy, available=codec.decode(avail))
+        out = None if rs is None else (rs, codec.encode(rs))
+        self._cache[key] = out
+        return out
+
+
+    def whole_nodes(self, request: Any) -> int:
+        """N when ``request`` is exactly ``node[N] exclusive > slot[1] > core[1]``
+        with no constraint (how the replay models Batsim and SWF jobs), else 0."""
+        key = request.key
+        n = self._node_spec.get(key)
+        if n is None:
+            n = 0
+            res = request.resources
+            if len(res) == 1 and request.constraints is None:
+                node = res[0]
+                if node.type == "node" and node.exclusive and node.count.is_fixed and len(node.with_) == 1:
+                    slot = node.with_[0]
+                    if slot.type == "slot" and slot.count.is_fixed and slot.count.min == 1 and len(slot.with_) == 1:
+                        core = slot.with_[0]
+                        if core.type == "core" and core.count.is_fixed and core.count.min == 1 and not core.with_:
+                            n = node.count.min
+            self._node_spec[key] = n
+        return n
+
+    @staticmethod
+    def _take_nodes(codec: Any, avail: int, n: int, high_first: bool) -> tuple[Any, int] | None:
+        """The ``n`` wholly available nodes the matcher would pick, in one pass
+        over the node vertices (the matcher's order: by vertex, ascending for
+        ``low``; descending for ``high``, and for ``first`` since all nodes are
+        alike and wholly free ones tie on available cores)."""
+        cands = avail & codec.node_vertex_mask
+        if cands.bit_count() < n:
+            return None
+        vertices = IdSet.from_mask(cands)
+        order = reversed(list(vertices)) if high_first else iter(vertices)
+        picked = 0
+        k = 0
+        node_bits = codec.node_bits
+        for v in order:
+            full = node_bits[v]
+            if avail & full == full:
+                picked |= full
+                k += 1
+                if k == n:
+                    return codec.decode(picked), picked
+        return None
+
+
+_MISS = object()
 
 
 def _unusable_ranks(g: Any) -> Any:
@@ -85,35 +217,34 @@ def _unusable_ranks(g: Any) -> Any:
 
 
 class _WindowUnion:
-    """Union over a sliding window of sets (two-stack queue aggregation).
+    """Union over a sliding window of flat sets (two-stack queue aggregation).
 
     ``push`` adds at the back, ``pop`` drops the front, ``value`` is the union
     of what is inside; every operation is amortized O(1) set unions.
     """
 
-    __slots__ = ("_empty", "_back", "_back_agg", "_front_aggs")
+    __slots__ = ("_back", "_back_agg", "_front_aggs")
 
-    def __init__(self, empty: Any) -> None:
-        self._empty = empty
-        self._back: list[Any] = []
-        self._back_agg = empty
-        self._front_aggs: list[Any] = []  # suffix unions, front of the window last
+    def __init__(self) -> None:
+        self._back: list[int] = []
+        self._back_agg = 0
+        self._front_aggs: list[int] = []  # suffix unions, front of the window last
 
-    def push(self, item: Any) -> None:
+    def push(self, item: int) -> None:
         self._back.append(item)
         self._back_agg = self._back_agg | item
 
     def pop(self) -> None:
         if not self._front_aggs:
-            agg = self._empty
+            agg = 0
             for item in reversed(self._back):
                 agg = agg | item
                 self._front_aggs.append(agg)
             self._back.clear()
-            self._back_agg = self._empty
+            self._back_agg = 0
         self._front_aggs.pop()
 
-    def value(self) -> Any:
+    def value(self) -> int:
         if self._front_aggs:
             return self._front_aggs[-1] | self._back_agg
         return self._back_agg
@@ -126,23 +257,27 @@ class Planner:
     ----------
     graph:
         a :class:`~fluxsched_py.resource.ResourceGraph`; the planner reads its
-        ``free()`` and ``down()`` sets and never modifies it.
+        ``free()`` and down/drained ranks and never modifies it.
     matcher:
-        ``match(graph, request, *, policy, available)``; defaults to
-        :func:`fluxsched_py.match.match`.
+        ``match(graph, request, *, policy, available)`` or a
+        :class:`MatchCache`; defaults to :func:`fluxsched_py.match.match`.
     """
 
     def __init__(self, graph: Any, *, matcher: Matcher | None = None) -> None:
+        from .flat import FlatCodec
+
         self.graph = graph
-        self._match = matcher if matcher is not None else _default_matcher()
-        self._empty = graph.all() - graph.all()
+        m = matcher if matcher is not None else _default_matcher()
+        self.matcher = m if isinstance(m, MatchCache) else MatchCache(m)
+        self.codec = FlatCodec(graph)
         self._spans: dict[int, Span] = {}
         # The step function: _used[k] is busy during [_times[k], _times[k+1]).
         self._times: list[float] = [-math.inf]
-        self._used: list[Any] = [self._empty]
+        self._used: list[int] = [0]
         self._refs: list[int] = [1]  # spans starting or ending at _times[k]
         self._running_ends: list[tuple[float, int]] = []  # sorted (end, jobid)
         self._nreserved = 0
+        self._free_cache: tuple[Any, int] | None = None
         #: The latest time the planner was told about (``earliest(now=...)``
         #: or :meth:`set_now`): running jobs expected to end before it are
         #: overdue and keep their resources until removed.
@@ -150,14 +285,16 @@ class Planner:
 
     # -- spans -------------------------------------------------------------
 
-    def add_running(self, jobid: int, rs: Any, start: float, end: float = math.inf) -> None:
+    def add_running(self, jobid: int, rs: Any, start: float, end: float = math.inf, bits: int | None = None) -> None:
         """Record that ``jobid`` holds ``rs`` from ``start`` until ``end``."""
-        self._add(Span(jobid, rs, float(start), float(end), True))
+        b = self.codec.encode(rs) if bits is None else bits
+        self._add(Span(jobid, rs, float(start), float(end), True, b))
         bisect.insort(self._running_ends, (float(end), jobid))
 
-    def reserve(self, jobid: int, rs: Any, start: float, end: float = math.inf) -> None:
+    def reserve(self, jobid: int, rs: Any, start: float, end: float = math.inf, bits: int | None = None) -> None:
         """Promise ``rs`` to the pending job ``jobid`` over ``[start, end)``."""
-        self._add(Span(jobid, rs, float(start), float(end), False))
+        b = self.codec.encode(rs) if bits is None else bits
+        self._add(Span(jobid, rs, float(start), float(end), False, b))
         self._nreserved += 1
 
     def remove(self, jobid: int) -> Span | None:
@@ -172,9 +309,10 @@ class Planner:
             self._nreserved -= 1
         lo = self._index(span.start)
         hi = self._index(span.end) if span.end != math.inf else len(self._times)
-        rs = span.resources
+        keep = ~span.bits
+        used = self._used
         for k in range(lo, hi):
-            self._used[k] = self._used[k] - rs
+            used[k] &= keep
         self._unref(hi)
         self._unref(lo)
         return span
@@ -194,6 +332,19 @@ class Planner:
     def reserved(self) -> list[Span]:
         return [s for s in self._spans.values() if not s.running]
 
+    @property
+    def nreserved(self) -> int:
+        return self._nreserved
+
+    def reserved_during(self, t0: float, t1: float, exclude: int | None = None) -> int:
+        """Flat union of the reservations that overlap ``[t0, t1)`` (but ``exclude``'s)."""
+        out = 0
+        if self._nreserved:
+            for s in self._spans.values():
+                if not s.running and s.start < t1 and s.end > t0 and s.jobid != exclude:
+                    out |= s.bits
+        return out
+
     def clear_reservations(self) -> None:
         """Drop every reserved span (a pass re-plans them from scratch)."""
         if self._nreserved:
@@ -206,11 +357,10 @@ class Planner:
         if span is None:
             raise PlannerError(f"job {jobid} has no span")
         self.remove(jobid)
-        self._add(Span(jobid, span.resources, span.start, float(end), span.running))
         if span.running:
-            bisect.insort(self._running_ends, (float(end), jobid))
+            self.add_running(jobid, span.resources, span.start, end, span.bits)
         else:
-            self._nreserved += 1
+            self.reserve(jobid, span.resources, span.start, end, span.bits)
 
     # -- queries -----------------------------------------------------------
 
@@ -218,32 +368,53 @@ class Planner:
         """Tell the planner the current time (see :attr:`now`)."""
         self.now = max(self.now, float(now))
 
-    def pool(self) -> Any:
-        """Resources that are up, free now or held by a running job that is not overdue."""
+    def free_bits(self) -> int:
+        """``graph.free()``, flat (cached on the graph's version counter)."""
         g = self.graph
-        free = g.free()
-        held = self._empty
+        version = getattr(g, "version", None)
+        c = self._free_cache
+        if c is not None and version is not None and c[0] == version:
+            return c[1]
+        bits = self.codec.encode(g.free())
+        self._free_cache = (version, bits)
+        return bits
+
+    def pool_bits(self) -> int:
+        """Up resources, free now or held by a running job that is not overdue."""
+        free = self.free_bits()
+        held = 0
         i = bisect.bisect_right(self._running_ends, (self.now, math.inf))
+        spans = self._spans
         for _, jobid in self._running_ends[i:]:
-            held = held | self._spans[jobid].resources
+            held |= spans[jobid].bits
         if held:
-            bad = _unusable_ranks(g)
+            bad = _unusable_ranks(self.graph)
             if bad:
-                restrict = getattr(held, "restrict", None)
-                held = held - restrict(bad) if restrict is not None else held - g.down()
-            free = free | held
+                held &= ~self.codec.ranks_mask(bad)
+            free |= held
         return free
 
-    def available(self, t0: float, t1: float) -> Any:
-        """Up resources free throughout ``[t0, t1)``."""
+    def pool(self) -> Any:
+        return self.codec.decode(self.pool_bits())
+
+    def available_bits(self, t0: float, t1: float) -> int:
         if t1 <= t0:
             t1 = t0 + 1e-9
         lo = self._index(t0)
         hi = bisect.bisect_left(self._times, t1)
-        busy = self._empty
+        busy = 0
+        used = self._used
         for k in range(lo, hi):
-            busy = busy | self._used[k]
-        return self.pool() - busy
+            busy |= used[k]
+        return self.pool_bits() & ~busy
+
+    def available(self, t0: float, t1: float) -> Any:
+        """Up resources free throughout ``[t0, t1)``."""
+        return self.codec.decode(self.available_bits(t0, t1))
+
+    def match_bits(self, request: Any, avail: int, policy: str = "first") -> tuple[Any, int] | None:
+        """Match ``request`` on a flat available set: ``(rs, bits)`` or None."""
+        return self.matcher.flat(self.graph, self.codec, request, policy, avail)
 
     def earliest(self, request: Any, now: float, duration: float, policy: str = "first") -> tuple[float, Any] | None:
         """The earliest ``t >= now`` at which ``request`` fits for ``duration``.
@@ -252,24 +423,30 @@ class Planner:
         every planned span has ended (too big for the resources that are up).
         ``duration`` of 0 or ``math.inf`` means unlimited.
         """
+        found = self.earliest_bits(request, now, duration, policy)
+        return None if found is None else (found[0], found[1])
+
+    def earliest_bits(
+        self, request: Any, now: float, duration: float, policy: str = "first"
+    ) -> tuple[float, Any, int] | None:
+        """Like :meth:`earliest`, with the flat set: ``(t, rs, bits)``."""
         if not duration or duration <= 0:
             duration = math.inf
         self.set_now(now)
-        pool = self.pool()
-        match = self._match
-        g = self.graph
-        cands = [now] + [t for t in self._times[bisect.bisect_right(self._times, now) :]]
-
+        pool = self.pool_bits()
+        times = self._times
+        cands = [now] + times[bisect.bisect_right(times, now) :]
         if self._nreserved == 0 and all(s.start <= now for s in self._spans.values()):
             # Only running jobs: availability grows with t, binary search it.
-            return self._earliest_monotone(request, cands, pool, duration, policy)
+            return self._earliest_monotone(request, cands, pool, policy)
 
-        window = _WindowUnion(self._empty)
-        times, used = self._times, self._used
+        match = self.match_bits
+        window = _WindowUnion()
+        used = self._used
         n = len(times)
         lo = self._index(now)  # first segment in the window
         hi = lo  # first segment not yet pushed
-        last_failed = None
+        last_failed = -1
         for t in cands:
             while lo < n - 1 and times[lo + 1] <= t:
                 if lo < hi:
@@ -281,32 +458,31 @@ class Planner:
             while hi < n and times[hi] < end:
                 window.push(used[hi])
                 hi += 1
-            avail = pool - window.value()
-            if not avail or (last_failed is not None and avail == last_failed):
+            avail = pool & ~window.value()
+            if not avail or avail == last_failed:
                 continue
-            rs = match(g, request, policy=policy, available=avail)
-            if rs is not None:
-                return t, rs
+            found = match(request, avail, policy)
+            if found is not None:
+                return t, found[0], found[1]
             last_failed = avail
         return None
 
     def _earliest_monotone(
-        self, request: Any, cands: list[float], pool: Any, duration: float, policy: str
-    ) -> tuple[float, Any] | None:
+        self, request: Any, cands: list[float], pool: int, policy: str
+    ) -> tuple[float, Any, int] | None:
         # busy(t) = union of spans still running after t: a suffix union over
         # the running spans sorted by end.
         ends = [e for e, _ in self._running_ends]
-        jobs = [j for _, j in self._running_ends]
-        suffix = [self._empty] * (len(jobs) + 1)
-        for i in range(len(jobs) - 1, -1, -1):
-            suffix[i] = suffix[i + 1] | self._spans[jobs[i]].resources
-        match, g = self._match, self.graph
+        spans = self._spans
+        suffix = [0] * (len(ends) + 1)
+        acc = 0
+        for i in range(len(ends) - 1, -1, -1):
+            acc |= spans[self._running_ends[i][1]].bits
+            suffix[i] = acc
+        match = self.match_bits
 
-        def attempt(t: float) -> Any:
-            avail = pool - suffix[bisect.bisect_right(ends, t)]
-            if not avail:
-                return None
-            return match(g, request, policy=policy, available=avail)
+        def attempt(t: float) -> tuple[Any, int] | None:
+            return match(request, pool & ~suffix[bisect.bisect_right(ends, t)], policy)
 
         lo, hi = 0, len(cands) - 1
         best = attempt(cands[hi])
@@ -315,12 +491,12 @@ class Planner:
         found = hi
         while lo < hi:
             mid = (lo + hi) // 2
-            rs = attempt(cands[mid])
-            if rs is not None:
-                best, found, hi = rs, mid, mid
+            got = attempt(cands[mid])
+            if got is not None:
+                best, found, hi = got, mid, mid
             else:
                 lo = mid + 1
-        return cands[found], best
+        return cands[found], best[0], best[1]
 
     # -- the step function ---------------------------------------------------
 
@@ -353,7 +529,8 @@ class Planner:
             raise PlannerError(f"job {span.jobid}: empty span [{span.start}, {span.end})")
         lo = self._split(span.start)
         hi = self._split(span.end) if span.end != math.inf else len(self._times)
-        rs = span.resources
+        b = span.bits
+        used = self._used
         for k in range(lo, hi):
-            self._used[k] = self._used[k] | rs
+            used[k] |= b
         self._spans[span.jobid] = span

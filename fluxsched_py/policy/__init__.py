@@ -33,6 +33,9 @@ class PassContext(Protocol):
     """What a policy may do during a pass (implemented by the engine)."""
 
     now: float
+    #: False when nothing was freed, cancelled or re-prioritized since the
+    #: last pass (only new jobs arrived): kept reservations cannot improve.
+    compress: bool
 
     def jobs(self) -> Iterator[Any]:
         """Pending jobs in queue order (at most ``queue-depth`` of them)."""
@@ -50,7 +53,14 @@ class PassContext(Protocol):
         """Earliest ``(t, rs)`` for ``job`` around what is running and reserved."""
 
     def reserve(self, job: Any, t: float, rs: Any) -> None:
-        """Hold ``rs`` for ``job`` from ``t`` (reservations last for the pass)."""
+        """Hold ``rs`` for ``job`` from ``t`` (until the next pass, or longer
+        with :attr:`QueuePolicy.persistent_reservations`)."""
+
+    def reservation(self, job: Any) -> tuple[float, Any] | None:
+        """``job``'s current reservation as ``(t, rs)``, or None."""
+
+    def unreserve(self, job: Any) -> tuple[float, Any] | None:
+        """Take ``job``'s reservation out of the plan; return it as ``(t, rs)``."""
 
     def try_move(self, job: Any, blocker_rs: Any, blocker_end: float) -> bool:
         """Re-plan ``job``'s reservation at the same time around a new allocation."""
@@ -68,6 +78,8 @@ class QueuePolicy:
     name = "base"
     #: Reservations the policy makes per pass (None = unlimited).
     default_reserve_depth: int | None = 0
+    #: Keep reservations from one pass to the next (else each pass re-plans).
+    persistent_reservations = False
 
     def __init__(self, reserve_depth: int | None = None) -> None:
         self.reserve_depth = self.default_reserve_depth if reserve_depth is None else reserve_depth

@@ -7,11 +7,17 @@ reservation and its ``t_estimate``.  A job can therefore only start early
 (backfill) into a hole that no job ahead of it was promised, and no backfill
 ever delays a reservation.
 
-Reservations are re-planned from scratch at every pass, in queue order, with
-the same deterministic matcher, so when jobs run for their full walltime a
-job's plan never moves later: no job starts after its first ``t_estimate``
-(a property test checks this on random workloads).  When jobs end early the
-plan only improves.
+Reservations persist from pass to pass.  At each pass every job, in queue
+order, takes its own reservation out of the plan, looks for the earliest
+place around everything else (including the reservations of the jobs behind
+it), and keeps the new place only if it is earlier; its old place is still
+free for it, so a reservation never moves later.  That is the paper's
+*compression* when jobs end before their walltime.  Jobs that arrive later,
+whatever their priority, are planned around existing reservations.  So no job
+starts after its first ``t_estimate`` unless a running job overruns its
+walltime or resources go down (a property test checks this on random
+workloads).  When only new jobs arrived since the last pass, nothing can move
+earlier, so kept reservations are not re-examined.
 
 With ``reserve-depth=N`` only the first N jobs that cannot start get
 reservations; jobs behind them may still start at once if they fit without
@@ -36,17 +42,28 @@ from . import PassContext, QueuePolicy
 class ConservativePolicy(QueuePolicy):
     """Conservative backfilling.  Overrides :meth:`run` only.
 
-    ``reserve_depth`` of ``None`` or 0 means unlimited.
+    ``reserve_depth`` of ``None`` or 0 means unlimited.  Uses
+    :meth:`PassContext.unreserve` to take a job's reservation out of the plan
+    and :meth:`PassContext.reserve` to put the old or a better one back.
     """
 
     name = "conservative"
     default_reserve_depth = None
+    persistent_reservations = True
 
     def run(self, ctx: PassContext) -> Iterator[None]:
         depth = self.reserve_depth or None
         reserved = 0
         failed: set = set()
         for job in ctx.jobs():
+            if not ctx.compress and (depth is None or reserved < depth):
+                kept = ctx.reservation(job)
+                if kept is not None and kept[0] > ctx.now:
+                    # Only new jobs arrived: nothing can move earlier.
+                    reserved += 1
+                    yield
+                    continue
+            old = ctx.unreserve(job)
             if depth is not None and reserved >= depth:
                 # Beyond the reservation depth: start now or wait, never plan.
                 if ctx.nothing_free():
@@ -65,11 +82,14 @@ class ConservativePolicy(QueuePolicy):
                 yield
                 continue
             est = ctx.earliest(job)
-            if est is None:
-                ctx.hold(job, "down")
-            elif est[0] <= ctx.now:
+            if est is not None and est[0] <= ctx.now:
                 ctx.start(job, est[1])
-            else:
+            elif old is not None and old[0] > ctx.now and (est is None or est[0] >= old[0]):
+                ctx.reserve(job, *old)  # no better place: keep the promise
+                reserved += 1
+            elif est is not None:
                 ctx.reserve(job, *est)
                 reserved += 1
+            else:
+                ctx.hold(job, "down")
             yield

@@ -1,0 +1,102 @@
+"""Replay speed: the 250-job Batsim workload and a synthetic 100,000-job SWF trace.
+
+Targets (DESIGN.md / issue 4): the 250-job replay in under 2 s, the
+100,000-job SWF replay in under 60 s.  The SWF trace is generated here (seeded)
+in a temporary folder, never committed.  Prints a table; ``--jobs N`` and
+``--policies`` change the SWF run, ``--repeat`` the number of timed runs
+(the median is shown).
+
+    python bench/bench_replay.py [--jobs 100000] [--policies fcfs,easy]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from fluxsched_py.replay import load_workload, replay, summarize
+from fluxsched_py.replay.platform import nodes_graph
+
+SEED1 = (
+    Path(__file__).resolve().parents[2] / "shared/conformance/batsim/workloads/example_workload_hpc_seed1_jobs250.json"
+)
+
+
+def synthetic_swf(path: Path, njobs: int, nodes: int, seed: int = 1, load: float = 0.85) -> None:
+    """An SWF trace with Poisson arrivals at the given offered load."""
+    rng = random.Random(seed)
+    sizes = [1, 1, 2, 4, 8, 16, 32, 64, 3, 5, 12, 24]
+    walls = [300, 900, 1800, 3600, 7200]
+    specs = []
+    for _ in range(njobs):
+        res = min(rng.choice(sizes), nodes)
+        wall = rng.choice(walls)
+        run = max(1, int(wall * rng.betavariate(1.3, 2.0)))
+        specs.append((res, wall, run))
+    rate = load * nodes / (sum(r * run for r, _, run in specs) / njobs)
+    t = 0.0
+    with path.open("w") as f:
+        f.write(f"; synthetic SWF, seed={seed}\n; MaxNodes: {nodes}\n; MaxProcs: {nodes}\n")
+        for i, (res, wall, run) in enumerate(specs, 1):
+            t += rng.expovariate(rate)
+            f.write(f"{i} {t:.0f} -1 {run} {res} -1 -1 {res} {wall} -1 1 1 1 -1 1 -1 -1 -1\n")
+
+
+def timed(workload, nodes, policy, repeat):
+    times, result = [], None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        result = replay(workload, nodes_graph(nodes), {"queue-policy": policy})
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), result
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--jobs", type=int, default=100_000)
+    ap.add_argument("--nodes", type=int, default=256)
+    ap.add_argument("--policies", default="fcfs,easy")
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    table = Table(title="replay speed (median of runs)")
+    for col in ("workload", "policy", "jobs", "nodes", "time", "target", "jobs/s", "makespan"):
+        table.add_column(col, justify="right")
+    if SEED1.exists():
+        w = load_workload(SEED1)
+        for pol in ("fcfs", "easy", "conservative"):
+            t, r = timed(w, 128, pol, args.repeat)
+            s = summarize(r)
+            ok = "ok" if t < 2 else "MISSED"
+            table.add_row(
+                "batsim seed1", pol, "250", "128", f"{t:.2f} s", f"< 2 s {ok}", f"{250 / t:,.0f}", f"{s.makespan:,.2f}"
+            )
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "synthetic.swf"
+        synthetic_swf(path, args.jobs, args.nodes)
+        w = load_workload(path)
+        for pol in args.policies.split(","):
+            t, r = timed(w, args.nodes, pol, 1)
+            s = summarize(r)
+            ok = "ok" if t < 60 else "MISSED"
+            table.add_row(
+                "synthetic swf",
+                pol,
+                f"{len(w.jobs):,}",
+                str(args.nodes),
+                f"{t:.1f} s",
+                f"< 60 s {ok}",
+                f"{len(w.jobs) / t:,.0f}",
+                f"{s.makespan:,.0f}",
+            )
+    Console().print(table)
+
+
+if __name__ == "__main__":
+    main()

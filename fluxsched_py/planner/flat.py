@@ -1,0 +1,137 @@
+"""Resource sets as flat integers, for the planner's arithmetic.
+
+The planner unions and subtracts sets thousands of times per pass (one per
+timeline segment, per candidate start time), where a
+:class:`~fluxsched_py.resource.ResourceSet` operation walks a dict of pools.
+Here a set of one graph becomes one Python ``int``: bit ``v`` for container
+vertex ``v``, then each pool's id mask at its own offset.  ``| & -`` are then
+single big-integer operations, and counting a type is a popcount under a
+precomputed mask.  Sets are converted back only to call the matcher.
+
+Bit layout, for a topology of ``n`` vertices::
+
+    [0, n)                     containers, by vertex index
+    [n, ...)                   pools in vertex order, each as wide as its
+                               largest id + 1
+"""
+
+from __future__ import annotations
+
+import bisect
+from typing import Any
+
+from ..ids import IdSet
+
+__all__ = ["FlatCodec"]
+
+
+class FlatCodec:
+    """Encode/decode the resource sets of one graph (see the module docstring)."""
+
+    def __init__(self, graph: Any) -> None:
+        from ..resource import ResourceSet
+
+        self._RS = ResourceSet
+        topo = graph.all().topology
+        self.topo = topo
+        n = topo.n
+        self.n = n
+        self.cont_mask = (1 << n) - 1
+        type_masks: dict[str, int] = {}
+        rank_masks: dict[int, int] = {}
+        for v in range(n):
+            bit = 1 << v
+            type_masks[topo.type[v]] = type_masks.get(topo.type[v], 0) | bit
+            r = topo.rank[v]
+            if r >= 0:
+                rank_masks[r] = rank_masks.get(r, 0) | bit
+        self.offsets: dict[tuple[int, str], int] = {}
+        layout: list[tuple[int, int, int, str]] = []  # (offset, width, vertex, type)
+        off = n
+        for v in range(n):
+            for t, mask in topo.pools[v].items():
+                width = max(1, mask.bit_length())
+                self.offsets[(v, t)] = off
+                layout.append((off, width, v, t))
+                shifted = mask << off
+                type_masks[t] = type_masks.get(t, 0) | shifted
+                r = topo.rank[v]
+                if r >= 0:
+                    rank_masks[r] = rank_masks.get(r, 0) | shifted
+                off += width
+        self.layout = layout
+        self._starts = [e[0] for e in layout]
+        self.width = off
+        self.type_masks = type_masks
+        self.rank_masks = rank_masks
+        #: Everything that belongs to some rank (not the cluster/rack levels).
+        self.ranked_mask = 0
+        for m in rank_masks.values():
+            self.ranked_mask |= m
+        self._flat_nodes()
+
+    def _flat_nodes(self) -> None:
+        """Detect the shape the whole-node fast path needs (see MatchCache):
+        every node a child of the root, one per rank, all alike, each with a
+        core.  Sets :attr:`node_bits` (node vertex -> its whole subtree)."""
+        topo = self.topo
+        nodes = [v for v in range(self.n) if topo.type[v] == "node"]
+        self.node_vertex_mask = 0
+        self.node_bits: dict[int, int] = {}
+        self.flat_nodes = False
+        if not nodes or any(topo.parent[v] != 0 for v in nodes):
+            return
+        ranks = [topo.rank[v] for v in nodes]
+        if len(set(ranks)) != len(ranks) or min(ranks) < 0:
+            return
+        shapes = set()
+        for v in nodes:
+            full = self.rank_masks[topo.rank[v]]
+            shapes.add(tuple(sorted((t, (full & m).bit_count()) for t, m in self.type_masks.items())))
+            self.node_bits[v] = full
+            self.node_vertex_mask |= 1 << v
+        self.flat_nodes = len(shapes) == 1 and self.count(self.node_bits[nodes[0]], "core") > 0
+
+    def encode(self, rs: Any) -> int:
+        x = rs.containers.mask
+        offsets = self.offsets
+        for v, t, ids in rs.pools():
+            x |= ids.mask << offsets[(v, t)]
+        return x
+
+    def decode(self, x: int) -> Any:
+        cont = x & self.cont_mask
+        pools: dict[int, dict[str, int]] = {}
+        rest = x >> self.n
+        if rest:
+            layout, starts, n = self.layout, self._starts, self.n
+            i = 0
+            # Walk runs of set bits; each run spans one or more pools.
+            for lo, hi in IdSet.from_mask(rest).runs():
+                lo += n
+                hi += n
+                i = bisect.bisect_right(starts, lo, i) - 1
+                while i < len(layout) and layout[i][0] <= hi:
+                    off, width, v, t = layout[i]
+                    a = max(lo, off)
+                    b = min(hi, off + width - 1)
+                    if a <= b:
+                        m = ((1 << (b - a + 1)) - 1) << (a - off)
+                        d = pools.setdefault(v, {})
+                        d[t] = d.get(t, 0) | m
+                    if off + width - 1 > hi:
+                        break
+                    i += 1
+        return self._RS(self.topo, cont, pools)
+
+    def count(self, x: int, type: str) -> int:
+        """Items of ``type`` in ``x`` (whole containers, or pool leaves)."""
+        return (x & self.type_masks.get(type, 0)).bit_count()
+
+    def ranks_mask(self, ranks: Any) -> int:
+        """Everything on ``ranks`` (an IdSet or iterable of ranks)."""
+        out = 0
+        rm = self.rank_masks
+        for r in ranks:
+            out |= rm.get(r, 0)
+        return out

@@ -1,0 +1,78 @@
+"""Conservative backfilling never delays a reservation (DESIGN.md, Measures).
+
+Property: on random node-exclusive workloads where every job runs its full
+walltime, no job starts later than its first ``t_estimate``.  Compression
+(reservations only move earlier) makes it hold when jobs end early too.  The
+resource invariants are checked after every pass.
+"""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fluxsched_py.replay import replay
+from fluxsched_py.replay.platform import nodes_graph
+from fluxsched_py.replay.workload import Workload, WorkloadJob, node_request
+
+from .test_policy_textbook import textbook
+
+
+def check(engine):
+    engine.check_invariants()
+
+
+@st.composite
+def workloads(draw, full_walltime=True):
+    nodes = draw(st.integers(2, 12))
+    n = draw(st.integers(1, 25))
+    jobs = []
+    for i in range(n):
+        submit = draw(st.integers(0, 60))
+        res = draw(st.integers(1, nodes))
+        wall = draw(st.integers(1, 40))
+        run = wall if full_walltime else draw(st.integers(1, wall))
+        jobs.append((i, float(submit), res, float(wall), float(run)))
+    return nodes, jobs
+
+
+def _replay(nodes, jobs, options):
+    w = Workload([WorkloadJob(i, str(i), s, node_request(r, wl), wl, run, r) for i, s, r, wl, run in jobs], nodes)
+    return replay(w, nodes_graph(nodes), options, check=check)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(workloads(full_walltime=True))
+def test_conservative_no_job_starts_after_its_first_t_estimate(wl):
+    nodes, jobs = wl
+    r = _replay(nodes, jobs, {"queue-policy": "conservative"})
+    for rec in r.records:
+        assert rec.start is not None
+        if rec.first_estimate is not None:
+            assert rec.start <= rec.first_estimate + 1e-9, (rec.job.id, rec.start, rec.first_estimate)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(workloads(full_walltime=False))
+def test_conservative_compression_never_delays_when_jobs_end_early(wl):
+    nodes, jobs = wl
+    r = _replay(nodes, jobs, {"queue-policy": "conservative"})
+    for rec in r.records:
+        if rec.first_estimate is not None:
+            assert rec.start <= rec.first_estimate + 1e-9
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(workloads(full_walltime=False), st.sampled_from(["fcfs", "easy"]))
+def test_fcfs_and_easy_equal_textbook_on_random_workloads(wl, policy):
+    nodes, jobs = wl
+    got = _replay(nodes, jobs, {"queue-policy": policy}).starts()
+    assert got == textbook(jobs, nodes, easy=policy == "easy")
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(workloads(full_walltime=False), st.integers(1, 4))
+def test_hybrid_every_job_runs_and_invariants_hold(wl, depth):
+    nodes, jobs = wl
+    r = _replay(nodes, jobs, {"queue-policy": "hybrid", "reserve-depth": depth})
+    assert all(rec.start is not None for rec in r.records)
