@@ -134,7 +134,7 @@ def test_bad_acquire_update_is_logged_not_fatal():
 def test_instance_expiration_update_is_taken():
     d, t = make()
     d.acquire({"expiration": 5000.0})
-    assert d.engine.expiration == 5000.0
+    assert d.engine.instance_expiration == 5000.0
 
 
 def test_unusable_instance_R_fails_startup():

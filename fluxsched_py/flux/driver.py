@@ -591,9 +591,8 @@ class Driver:
             self._respond_error(msg, errno.EPROTO, f"malformed sched.expiration request: {p!r:.100}")
             return
         try:
-            # Engine.expiration is looked up on the class: the engine also
-            # has an instance attribute ``expiration`` (the instance's own
-            # expiration) that shadows the method on the instance.
+            # Looked up on the class: an earlier engine had an instance
+            # attribute ``expiration`` that shadowed the method.
             Engine.expiration(self.engine, jobid, float(exp))
         except EngineError as exc:
             self._respond_error(msg, errno.EINVAL, str(exc))
