@@ -62,7 +62,14 @@ class FluxError(RuntimeError):
 class Instance:
     """``flux start --test-size=size`` in the background."""
 
-    def __init__(self, size: int = 1, *, conf: list[str] | None = None, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        size: int = 1,
+        *,
+        conf: list[str] | None = None,
+        env: dict[str, str] | None = None,
+        broker_opts: list[str] | None = None,
+    ) -> None:
         self.size = size
         self.dir = Path(tempfile.mkdtemp(prefix="fluxsched-t-"))
         self.uri_file = self.dir / "uri"
@@ -77,6 +84,7 @@ class Instance:
         cmd = [flux_exe() or "flux", "start", f"--test-size={size}"]
         for c in conf or []:
             cmd.append(f"--conf={c}")
+        cmd += list(broker_opts or [])
         cmd += ["sh", "-c", waiter]
         self._logf = open(self.log, "w")
         self.proc = subprocess.Popen(cmd, env=self.env, stdout=self._logf, stderr=subprocess.STDOUT)
