@@ -20,7 +20,7 @@ _skip_reason: list[str] = []
 def _why_not() -> str | None:
     if flux_exe() is None:
         return "flux not on PATH"
-    want = "%d.%d" % sys.version_info[:2]
+    want = "{}.{}".format(*sys.version_info[:2])
     have = broker_python_version()
     if have != want:
         return f"flux-core's Python is {have}, these tests run under {want}"
