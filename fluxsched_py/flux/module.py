@@ -23,6 +23,8 @@ Startup, in order:
 from __future__ import annotations
 
 import errno
+import json
+import os
 import sys
 from typing import Any
 
@@ -68,7 +70,14 @@ class FluxBinding:
     # -- Transport -------------------------------------------------------
 
     def respond(self, msg: Any, payload: Any) -> None:
-        self.h.respond(msg, payload)
+        # Straight to flux_respond(): the Python wrapper layer costs more
+        # than the scheduler's own work per job at high throughput.
+        if lib is None:  # pragma: no cover
+            self.h.respond(msg, payload)
+            return
+        data = ffi.NULL if payload is None else json.dumps(payload, separators=(",", ":")).encode()
+        if lib.flux_respond(self.h.handle, msg.handle, data) < 0:
+            self.log(LOG_ERR, f"flux_respond failed (payload {str(payload)[:80]})")
 
     def respond_error(self, msg: Any, errnum: int, text: str) -> None:
         lib.flux_respond_error(self.h.handle, msg.handle, errnum, text.encode("utf-8", "replace"))
@@ -126,13 +135,27 @@ class FluxBinding:
         except Exception as exc:  # pragma: no cover - driver.run_pass never raises
             self.log(LOG_ERR, f"pass failed: {exc!r}")
 
-    def _on_request(self, h: Any, _type: Any, msg: Any, _arg: Any) -> None:
-        topic = msg.topic
-        try:
-            payload = msg.payload if msg.payload_str is not None else None
-        except Exception as exc:
-            payload = bad_payload(str(exc))
-        self.driver.handle(topic, msg, payload)
+    def _payload(self, msg: Any) -> Any:
+        if lib is None:  # pragma: no cover
+            return msg.payload if msg.payload_str is not None else None
+        buf = ffi.new("char **")
+        if lib.flux_msg_get_string(msg.handle, buf) < 0:
+            return bad_payload("payload is not a string")
+        if buf[0] == ffi.NULL:
+            return None
+        return json.loads(ffi.string(buf[0]))
+
+    def _handler(self, topic: str) -> Any:
+        handle = self.driver.handle
+
+        def cb(_h: Any, _w: Any, msg: Any, _arg: Any) -> None:
+            try:
+                payload = self._payload(msg)
+            except Exception as exc:
+                payload = bad_payload(str(exc))
+            handle(topic, msg, payload)
+
+        return cb
 
     def _register(self) -> None:
         for service in ("sched", "feasibility"):
@@ -141,7 +164,7 @@ class FluxBinding:
             except OSError as exc:
                 raise OSError(exc.errno, f"cannot register service {service!r}: {exc.strerror}") from exc
         for topic in self.driver.topics():
-            w = self.h.msg_watcher_create(self._on_request, flux.constants.FLUX_MSGTYPE_REQUEST, topic)
+            w = self.h.msg_watcher_create(self._handler(topic), flux.constants.FLUX_MSGTYPE_REQUEST, topic)
             w.start()
             self._watchers.append(w)
 
@@ -220,7 +243,17 @@ class FluxBinding:
         except (OSError, ValueError) as exc:
             self.log(LOG_ERR, f"initialization failed: {exc}")
             raise OSError(getattr(exc, "errno", None) or errno.EINVAL, str(exc)) from exc
-        rc = self.h.reactor_run()
+        prof_path = os.environ.get("FLUXSCHED_PY_PROFILE")
+        if prof_path:  # a developer aid: cProfile the reactor, dump at exit
+            import cProfile
+
+            prof = cProfile.Profile()
+            try:
+                rc = prof.runcall(self.h.reactor_run)
+            finally:
+                prof.dump_stats(prof_path)
+        else:
+            rc = self.h.reactor_run()
         self.driver.close()
         if rc < 0 or self._failed:
             raise OSError(errno.ECONNRESET, "reactor exited with error")
