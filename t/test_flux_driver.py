@@ -450,3 +450,29 @@ def test_entry_file_defines_mod_main():
     src = (paths.module_dir() / "sched-py.py").read_text()
     compile(src, "sched-py.py", "exec")
     assert "def mod_main(h, *args)" in src
+
+
+def test_opaque_R_scheduling_is_ignored_with_a_warning():
+    R = dict(R2, scheduling={"test": "data"})
+    d, t = make(R=R)
+    assert any("ignoring R.scheduling" in text for _, text in t.logs)
+    alloc(d, t, 1)
+    assert replies(t, "alloc-1")[-1]["type"] == 0
+
+
+def test_resource_summary_is_in_flux_rlist_style():
+    d, t = make(["policy=low"])
+    alloc(d, t, 1, jobspec(ncores=1))
+    alloc(d, t, 2, jobspec(ncores=2, nnodes=2))
+    assert replies(t, "alloc-1")[-1]["annotations"]["sched"]["resource_summary"] == "rank0/core0"
+    assert replies(t, "alloc-2")[-1]["annotations"]["sched"]["resource_summary"].startswith("rank")
+
+
+def test_infeasible_note_uses_flux_wording_and_missing_duration_is_denied():
+    d, t = make()
+    alloc(d, t, 1, jobspec(nnodes=3))
+    assert replies(t, "alloc-1")[-1]["note"].startswith("unsatisfiable request: ")
+    spec = jobspec()
+    del spec["attributes"]
+    alloc(d, t, 2, spec)
+    assert replies(t, "alloc-2")[-1]["note"] == "invalid jobspec: getting duration: Object item not found: attributes"

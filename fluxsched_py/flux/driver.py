@@ -309,14 +309,18 @@ class Driver:
             raise ValueError(f"resource.acquire: first response has no 'resources': {payload!r}")
         R = payload["resources"]
         try:
-            if self._graph_factory is not None:
-                g = self._graph_factory(R)
-            else:
-                from ..resource import ResourceGraph
-
-                g = ResourceGraph.from_rv1(R)
+            g = self._read_graph(R)
         except Exception as exc:
-            raise ValueError(f"resource.acquire: cannot read the instance R: {exc}") from exc
+            if not (isinstance(R, Mapping) and "scheduling" in R):
+                raise ValueError(f"resource.acquire: cannot read the instance R: {exc}") from exc
+            # R.scheduling is opaque to RFC 20 (another scheduler's data, or
+            # JGF we cannot use): schedule from R_lite alone.
+            self.log(LOG_WARNING, f"resource.acquire: ignoring R.scheduling ({exc})")
+            R = {k: v for k, v in R.items() if k != "scheduling"}
+            try:
+                g = self._read_graph(R)
+            except Exception as exc2:
+                raise ValueError(f"resource.acquire: cannot read the instance R: {exc2}") from exc2
         _adapt_graph(g)
         self.graph = g
         self.engine = Engine(g, self.options)
@@ -330,6 +334,13 @@ class Driver:
             LOG_INFO,
             f"resources: {len(g.ranks)} ranks, {all_.count('core')} cores, {all_.count('gpu')} gpus; up={up or ''}",
         )
+
+    def _read_graph(self, R: Any) -> Any:
+        if self._graph_factory is not None:
+            return self._graph_factory(R)
+        from ..resource import ResourceGraph
+
+        return ResourceGraph.from_rv1(R)
 
     def hello_payload(self) -> dict:
         """The ``job-manager.sched-hello`` request payload."""
@@ -433,7 +444,7 @@ class Driver:
         o = self.options
         self.log(
             LOG_INFO,
-            f"ready: queue-policy={o.queue_policy} policy={o.policy} queue-depth={o.queue_depth or 'unlimited'} "
+            f"ready: queue-depth={o.queue_depth or 'unlimited'} queue-policy={o.queue_policy} policy={o.policy} "
             f"reserve-depth={o.reserve_depth or 'unlimited'} count={count}",
         )
         self._changed()
@@ -512,11 +523,17 @@ class Driver:
         jobspec = p.get("jobspec")
         if not isinstance(jobspec, Mapping):
             problems.append("jobspec missing" if jobspec is None else "jobspec is not an object")
+        elif (why := _v1_duration_problem(jobspec)) is not None:
+            problems.append(why)
         self._allocs[jobid] = msg
         if problems:
             self.stats["bad_requests"] += 1
             self.error(f"sched.alloc: job {jobid}: malformed request ({', '.join(problems)}): denied")
-            self._send([Response(jobid, ResponseType.DENY, note="malformed sched.alloc: " + ", ".join(problems))])
+            if len(problems) == 1 and problems[0].startswith("invalid jobspec"):
+                note = problems[0]
+            else:
+                note = "malformed sched.alloc: " + ", ".join(problems)
+            self._send([Response(jobid, ResponseType.DENY, note=note)])
             return
         out = self.engine.alloc(jobid, prio, userid, float(t_submit), jobspec)
         if out:
@@ -689,8 +706,12 @@ class Driver:
         success = []
         for r in responses:
             if r.type is ResponseType.SUCCESS:
+                _flux_style_summary(r)
                 success.append(r)
                 continue
+            if r.type is ResponseType.DENY and r.note and not r.note.startswith(_NOTE_PREFIXES):
+                # flux-core's wording for a request that can never be met
+                r.note = f"unsatisfiable request: {r.note}"
             msg = self._allocs.get(r.id)
             if msg is None:
                 self.log(LOG_DEBUG, f"no pending sched.alloc for job {r.id}: dropping {r.type.name}")
@@ -726,6 +747,45 @@ class Driver:
                 deny = Response(r.id, ResponseType.DENY, note=f"scheduler could not commit R to the KVS: {err}")
                 self.transport.respond(msg, deny.payload())
         self._changed()
+
+
+_NOTE_PREFIXES = ("invalid jobspec", "malformed", "unsatisfiable", "scheduler could not", "job already")
+
+
+def _v1_duration_problem(jobspec: Mapping[str, Any]) -> str | None:
+    """RFC 25 (jobspec V1, what flux-core submits) requires
+    ``attributes.system.duration``; flux-core's own parser rejects a job
+    without it, so the scheduler denies it too (with flux-core's wording)."""
+    if jobspec.get("version") != 1:
+        return None
+    node: Any = jobspec
+    for key in ("attributes", "system", "duration"):
+        if not isinstance(node, Mapping) or key not in node:
+            return f"invalid jobspec: getting duration: Object item not found: {key}"
+        node = node[key]
+    return None
+
+
+def _ids(text: str) -> str:
+    """An idset as flux-core's rlist prints it: ``0``, ``[0-3]``, ``[0,2]``."""
+    return text if text.isdigit() else f"[{text}]"
+
+
+def _flux_style_summary(r: Response) -> None:
+    """``resource_summary`` in flux-core's rlist style (``rank0/core[0-1]``,
+    ``rank[0-1]/core0,gpu0``), from the R the job gets."""
+    try:
+        items = r.R["execution"]["R_lite"]  # type: ignore[index]
+        parts = []
+        for it in items:
+            kids = ",".join(f"{k}{_ids(str(v))}" for k, v in sorted((it.get("children") or {}).items()) if str(v))
+            parts.append(f"rank{_ids(str(it['rank']))}" + (f"/{kids}" if kids else ""))
+        summary = " ".join(parts)
+    except Exception:
+        return
+    sched = (r.annotations or {}).get("sched")
+    if isinstance(sched, dict) and summary:
+        sched["resource_summary"] = summary
 
 
 def _int(v: Any, default: int) -> int:

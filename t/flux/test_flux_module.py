@@ -154,7 +154,12 @@ def test_job_R_equals_what_the_scheduler_allocated(idle):
     summary = fields(inst, a, "{annotations.sched.resource_summary}")[0]
     lite = R["execution"]["R_lite"]
     assert R["execution"]["nslots"] == 4 and R["execution"]["nodelist"]
-    assert summary == " ".join(f"rank[{x['rank']}]/core[{x['children']['core']}]" for x in lite)
+
+    def ids(t):
+        return t if t.isdigit() else f"[{t}]"
+
+    # flux-core's rlist style, as `flux resource list -o {rlist}` prints it
+    assert summary == " ".join(f"rank{ids(x['rank'])}/core{ids(x['children']['core'])}" for x in lite)
     alloc = sched_status(inst)["allocated"]["execution"]["R_lite"]
     assert alloc == lite
 
