@@ -53,7 +53,7 @@ def timed(workload, nodes, policy, repeat):
     times, result = [], None
     for _ in range(repeat):
         t0 = time.perf_counter()
-        result = replay(workload, nodes_graph(nodes), {"queue-policy": policy})
+        result = replay(workload, nodes_graph(nodes), {"queue-policy": policy, "annotate-depth": 0})
         times.append(time.perf_counter() - t0)
     return statistics.median(times), result
 

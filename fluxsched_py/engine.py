@@ -216,8 +216,11 @@ class EngineOptions:
             elif k == "queue-depth":
                 kw["queue_depth"] = _parse_depth(k, value)
             elif k == "annotate-depth":
-                d = _parse_depth(k, value)
-                kw["annotate_depth"] = 1 << 62 if d is None else d
+                if str(value).strip() in ("0",) or value == 0:
+                    kw["annotate_depth"] = 0
+                else:
+                    d = _parse_depth(k, value)
+                    kw["annotate_depth"] = 1 << 62 if d is None else d
             elif k == "policy":
                 if value not in _PLACEMENTS:
                     raise EngineError(f"policy={value!r}: choose from {', '.join(_PLACEMENTS)}")
@@ -264,8 +267,9 @@ class Job:
         d = float(getattr(request, "duration", 0.0) or 0.0) if request is not None else 0.0
         #: Walltime in seconds, ``math.inf`` when unlimited.
         self.duration = d if d > 0 else math.inf
-        #: What makes two jobs interchangeable for matching (cache key).
-        self.shape = (request.key, self.duration) if request is not None else None
+        #: What makes two jobs interchangeable for matching; the engine
+        #: replaces it with a small interned id (cheap to hash in a pass).
+        self.shape: Any = (request.key, self.duration) if request is not None else None
         self.state = JobState.PENDING
         self.sortkey = order_key(priority, t_submit, jobid)
         self.resources: Any = None
@@ -353,6 +357,7 @@ class Engine:
         self._queue_sorted = True
         self._annotated: set[int] = set()  # pending jobs holding annotations
         self._parse_cache: LRUCache = LRUCache(maxsize=4096)
+        self._shape_ids: dict[Any, int] = {}
         self._feasible_cache: LRUCache = LRUCache(maxsize=4096)
         self._pass: _Pass | None = None
         self._pass_gen: Iterator[None] | None = None
@@ -377,9 +382,8 @@ class Engine:
         return [j for j in self._jobs.values() if j.state is JobState.RUNNING]
 
     def pending(self) -> list[Job]:
-        """Pending jobs in queue order."""
-        self._sort_queue()
-        return [j for j in self._queue if self._live(j)]
+        """Pending jobs in queue order (a copy; never disturbs a pass in progress)."""
+        return sorted((j for j in self._queue if self._live(j)), key=lambda j: j.sortkey)
 
     def ready_mode(self) -> dict:
         """The ``job-manager.sched-ready`` request payload for these options."""
@@ -460,13 +464,16 @@ class Engine:
             self.stats["denied"] += 1
             return [Response(jobid, ResponseType.DENY, note=reason)]
         job = Job(jobid, priority, userid, t_submit, request)
+        job.shape = self._shape_ids.setdefault(job.shape, len(self._shape_ids))
         self._transition(job, "alloc")
         self._jobs[jobid] = job
         self._npending += 1
         q = self._queue
         if q and self._queue_sorted and job.sortkey < q[-1].sortkey:
+            # It goes ahead of queued jobs: re-plan their reservations too.
             self._queue_sorted = False
             self._restart = True
+            self._compress = True
         q.append(job)
         self._dirty = True
         return []
@@ -490,8 +497,10 @@ class Engine:
         try:
             if final:
                 self._transition(job, "free-final")
+                version = getattr(self.graph, "version", None)
                 self.graph.release(jobid)
-                self.planner.remove(jobid)
+                span = self.planner.remove(jobid)
+                self.planner.graph_changed(version, given=span.bits if span is not None else None)
                 del self._jobs[jobid]
             else:
                 self._transition(job, "free")
@@ -589,10 +598,8 @@ class Engine:
         p.out = out
         t0 = self._stopwatch()
         gen = self._pass_gen
-        n = 0
         for _ in gen:
-            n += 1
-            if budget is not None and (n & 7) == 0 and self._stopwatch() - t0 >= budget:
+            if budget is not None and self._stopwatch() - t0 >= budget:
                 return PassResult(out, more=True)
         self._end_pass(p)
         self._pass = self._pass_gen = None
@@ -688,13 +695,16 @@ class Engine:
         self._pass_gen = self.policy.run(self._pass)
 
     def _start(self, p: _Pass, job: Job, placement: tuple[Any, int]) -> None:
-        rs, bits = placement
+        bits = placement[1]
+        rs = self.planner.resolve(placement)
         now = p.now
         end = now + job.duration
         if end == math.inf and self.instance_expiration:
             end = max(self.instance_expiration, now + 1e-9)
         try:
+            version = getattr(self.graph, "version", None)
             self.graph.allocate(job.id, rs)
+            self.planner.graph_changed(version, taken=bits)
         except Exception as exc:  # a matcher bug must not crash the scheduler
             log.error("job %d: allocation of matched resources failed: %s", job.id, exc)
             p.held[job.id] = "error"
@@ -721,7 +731,6 @@ class Engine:
         """Annotations: post what changed, delete what no longer applies."""
         want: dict[int, dict[str, Any]] = {}
         depth = self.options.annotate_depth
-        free = None
         head: Job | None = None
         pos = 0
         for job in self._queue:
@@ -729,11 +738,9 @@ class Engine:
                 continue
             if pos >= depth:
                 break
-            if free is None:
-                free = self.graph.free()
             if head is None and job.id not in p.held_ok:
                 head = job
-            want[job.id] = self._annotations(p, job, pos, free, head)
+            want[job.id] = self._annotations(p, job, pos, head)
             pos += 1
         for span in self.planner.reserved():
             if span.jobid not in want:
@@ -755,27 +762,27 @@ class Engine:
                 self._annotated.discard(jobid)
             p.out.append(Response(jobid, ResponseType.ANNOTATE, {"sched": diff}))
 
-    def _annotations(self, p: _Pass, job: Job, pos: int, free: Any, head: Job | None) -> dict[str, Any]:
+    def _annotations(self, p: _Pass, job: Job, pos: int, head: Job | None) -> dict[str, Any]:
         ann: dict[str, Any] = {}
         req = job.request
         if job.estimate is not None:
             ann["t_estimate"] = job.estimate
-        ann["reason_pending"] = self._reason(p, job, free, head)
+        ann["reason_pending"] = self._reason(p, job, head)
         ann["jobs_ahead"] = pos
         if getattr(req, "queue", None):
             ann["queue"] = req.queue
         return ann
 
-    def _reason(self, p: _Pass, job: Job, free: Any, head: Job | None) -> str:
+    def _reason(self, p: _Pass, job: Job, head: Job | None) -> str:
         req = job.request
         why = p.held.get(job.id)
         if why == "down":
-            return f"cannot start on the resources that are up now: waiting for {self._need(req, free)}"
+            return f"cannot start on the resources that are up now: waiting for {self._need(p, req)}"
         c = getattr(req, "constraints", None)
         if c is not None and p.constraint_blocks(job):
             text = f"blocked by constraint: {describe_constraint(c)}"
         else:
-            text = f"waiting for {self._need(req, free)}"
+            text = f"waiting for {self._need(p, req)}"
         if job.estimate is not None:
             return f"{text} — reserved to start at {self._time_format(job.estimate)}"
         if why == "depth":
@@ -786,20 +793,34 @@ class Engine:
             return f"{text} — behind higher-priority job {head.id}"
         return text
 
-    def _need(self, req: Any, free: Any) -> str:
+    def _need(self, p: _Pass, req: Any) -> str:
+        """``3 nodes (2 free)``: what the job needs and what is free, per pass."""
+        text = p.need_text.get(id(req))
+        if text is not None and text[0] is req:
+            return text[1]
+        codec = self.planner.codec
+        free = p.free()
         nnodes = req.nnodes
         if nnodes and req.exclusive:
-            return f"{_plural(nnodes, 'node')} ({free.count('node')} free)"
-        cores = req.nslots * req.slot_size
-        gpus = req.nslots * req.slot_gpus
-        parts = []
-        if gpus:
-            parts.append(f"{_plural(gpus, 'GPU')} ({free.count('gpu')} free)")
-        if cores or not parts:
-            parts.insert(0, f"{_plural(cores, 'core')} ({free.count('core')} free)")
-        if nnodes:
-            parts.append(f"on {_plural(nnodes, 'node')}")
-        return ", ".join(parts)
+            if p.whole_free is None:
+                nb = codec.node_bits
+                whole = sum(1 for full in nb.values() if free & full == full) if nb else codec.count(free, "node")
+                p.whole_free = whole
+            have = p.whole_free
+            out = f"{_plural(nnodes, 'node')} ({have} free)"
+        else:
+            cores = req.nslots * req.slot_size
+            gpus = req.nslots * req.slot_gpus
+            parts = []
+            if gpus:
+                parts.append(f"{_plural(gpus, 'GPU')} ({codec.count(free, 'gpu')} free)")
+            if cores or not parts:
+                parts.insert(0, f"{_plural(cores, 'core')} ({codec.count(free, 'core')} free)")
+            if nnodes:
+                parts.append(f"on {_plural(nnodes, 'node')}")
+            out = ", ".join(parts)
+        p.need_text[id(req)] = (req, out)
+        return out
 
 
 _MISSING = object()
@@ -844,6 +865,10 @@ class _Pass:
         self.held_ok: set[int] = set()  # jobs the policy passed over that do not block others
         self._free: Any = None
         self._constraint_cache: dict[Any, bool] = {}
+        self.need_text: dict[int, tuple[Any, str]] = {}
+        self._failed_shapes: set[Any] = set()
+        self._failed_nodes: list[tuple[int, float]] = []
+        self.whole_free: int | None = None
 
     # -- PassContext ---------------------------------------------------------
 
@@ -871,7 +896,8 @@ class _Pass:
         return self._free
 
     def nothing_free(self) -> bool:
-        return not (self.free() & self.e.planner.codec.ranked_mask)
+        codec = self.e.planner.codec
+        return not (self.free() & (codec.leaf_mask or codec.ranked_mask))
 
     def _match(self, job: Job, avail: int) -> tuple[Any, int] | None:
         self.e.stats["matches"] += 1
@@ -927,6 +953,14 @@ class _Pass:
         if job.first_estimate is None:
             job.first_estimate = t
 
+    def clear_reservations(self) -> None:
+        planner = self.e.planner
+        for span in planner.reserved():
+            planner.remove(span.jobid)
+            job = self.e._jobs.get(span.jobid)
+            if job is not None:
+                job.estimate = None
+
     def reservation(self, job: Job) -> tuple[float, tuple[Any, int]] | None:
         span = self.e.planner.span(job.id)
         return None if span is None or span.running else (span.start, (span.resources, span.bits))
@@ -935,6 +969,26 @@ class _Pass:
         span = self.e.planner.remove(job.id)
         job.estimate = None
         return None if span is None else (span.start, (span.resources, span.bits))
+
+    def hopeless(self, job: Job) -> bool:
+        """True when a job at least as big and as long already failed to
+        start now in this pass (nothing a pass does frees resources)."""
+        if job.shape in self._failed_shapes:
+            return True
+        n = self.e.planner.matcher.whole_nodes(job.request)
+        if n:
+            d = job.duration
+            for fn, fd in self._failed_nodes:
+                if fn <= n and fd <= d:
+                    return True
+        return False
+
+    def failed(self, job: Job) -> None:
+        """Record that ``job`` could not start now (see :meth:`hopeless`)."""
+        self._failed_shapes.add(job.shape)
+        n = self.e.planner.matcher.whole_nodes(job.request)
+        if n:
+            self._failed_nodes.append((n, job.duration))
 
     def hold(self, job: Job, why: str) -> None:
         self.held[job.id] = why

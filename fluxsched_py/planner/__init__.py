@@ -44,7 +44,6 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from ..ids import IdSet
@@ -58,16 +57,29 @@ class PlannerError(ValueError):
     """A span that makes no sense (empty interval, unknown or duplicate job)."""
 
 
-@dataclass(frozen=True, slots=True)
 class Span:
-    """A job's hold on ``resources`` over ``[start, end)``."""
+    """A job's hold on ``resources`` over ``[start, end)``.
 
-    jobid: int
-    resources: Any  # ResourceSet
-    start: float
-    end: float
-    running: bool
-    bits: int = 0  # the same set, flat (see .flat)
+    ``bits`` is the same set, flat (see :mod:`.flat`); ``resources`` is
+    decoded from it on first use when the span was made from bits alone.
+    """
+
+    __slots__ = ("jobid", "start", "end", "running", "bits", "_rs", "_codec")
+
+    def __init__(self, jobid: int, rs: Any, start: float, end: float, running: bool, bits: int, codec: Any) -> None:
+        self.jobid, self.start, self.end, self.running, self.bits = jobid, start, end, running, bits
+        self._rs = rs
+        self._codec = codec
+
+    @property
+    def resources(self) -> Any:
+        if self._rs is None:
+            self._rs = self._codec.decode(self.bits)
+        return self._rs
+
+    def __repr__(self) -> str:
+        kind = "running" if self.running else "reserved"
+        return f"Span({self.jobid}, {kind}, [{self.start}, {self.end}))"
 
 
 def _default_matcher() -> Matcher:
@@ -111,13 +123,27 @@ class MatchCache:
         self.fast_paths = fast_paths
         self._node_spec: LRUCache = LRUCache(maxsize=maxsize)
         self.fast = 0
+        self._by_id: dict[int, tuple] = {}
         self._cache: LRUCache = LRUCache(maxsize=maxsize)
         self._bounds: LRUCache = LRUCache(maxsize=maxsize)
         self.calls = 0
         self.hits = 0
         self.rejects = 0
 
-    def bounds(self, request: Any) -> tuple[tuple[str, int], ...]:
+    def _facts(self, request: Any) -> tuple[Any, tuple[tuple[str, int], ...], int]:
+        """``(key, lower bounds, whole nodes)`` of a request, remembered by
+        identity (hashing a request tree is the expensive part; the entry
+        holds the request, so its id cannot be reused while cached)."""
+        f = self._by_id.get(id(request))
+        if f is None or f[0] is not request:
+            if len(self._by_id) > 65536:
+                self._by_id.clear()
+            key = request.key
+            f = (request, key, self.bounds_of(request), self.whole_nodes(request))
+            self._by_id[id(request)] = f
+        return f[1], f[2], f[3]
+
+    def bounds_of(self, request: Any) -> tuple[tuple[str, int], ...]:
         key = request.key
         b = self._bounds.get(key)
         if b is None:
@@ -129,30 +155,33 @@ class MatchCache:
         self.calls += 1
         return self.matcher(g, request, policy=policy, available=available)
 
-    def flat(self, g: Any, codec: Any, request: Any, policy: str, avail: int) -> tuple[Any, int] | None:
-        """Match on a flat available set; ``(rs, rs_bits)`` or None, memoized."""
+    def flat(
+        self, g: Any, codec: Any, request: Any, policy: str, avail: int, live: bool = False
+    ) -> tuple[Any, int] | None:
+        """Match on a flat available set; ``(rs, rs_bits)`` or None, memoized.
+
+        ``live`` says ``avail`` is exactly the graph's free set: the matcher
+        then reads the graph's own availability instead of rebuilding one."""
         self.calls += 1
         if not avail:
             return None
-        for rtype, n in self.bounds(request):
+        rkey, bounds, nodes = self._facts(request)
+        for rtype, n in bounds:
             if codec.count(avail, rtype) < n:
                 self.rejects += 1
                 return None
-        if self.fast_paths and codec.flat_nodes and policy in self.FAST_ORDER:
-            n = self.whole_nodes(request)
-            if n:
-                self.fast += 1
-                return self._take_nodes(codec, avail, n, self.FAST_ORDER[policy])
-        key = (request.key, policy, avail)
+        if nodes and self.fast_paths and codec.flat_nodes and policy in self.FAST_ORDER:
+            self.fast += 1
+            return self._take_nodes(codec, avail, nodes, self.FAST_ORDER[policy])
+        key = (rkey, policy, avail)
         hit = self._cache.get(key, _MISS)
         if hit is not _MISS:
             self.hits += 1
             return hit
-        rs = self.matcher(g, request, policy=policy, available=codec.decode(avail))
+        rs = self.matcher(g, request, policy=policy, available=None if live else codec.decode(avail))
         out = None if rs is None else (rs, codec.encode(rs))
         self._cache[key] = out
         return out
-
 
     def whole_nodes(self, request: Any) -> int:
         """N when ``request`` is exactly ``node[N] exclusive > slot[1] > core[1]``
@@ -179,22 +208,18 @@ class MatchCache:
         over the node vertices (the matcher's order: by vertex, ascending for
         ``low``; descending for ``high``, and for ``first`` since all nodes are
         alike and wholly free ones tie on available cores)."""
-        cands = avail & codec.node_vertex_mask
-        if cands.bit_count() < n:
+        whole = codec.whole_nodes(avail)
+        if whole.bit_count() < n:
             return None
-        vertices = IdSet.from_mask(cands)
-        order = reversed(list(vertices)) if high_first else iter(vertices)
         picked = 0
-        k = 0
-        node_bits = codec.node_bits
-        for v in order:
-            full = node_bits[v]
-            if avail & full == full:
-                picked |= full
-                k += 1
-                if k == n:
-                    return codec.decode(picked), picked
-        return None
+        for _ in range(n):
+            if high_first:
+                bit = 1 << (whole.bit_length() - 1)
+            else:
+                bit = whole & -whole
+            whole ^= bit
+            picked |= bit
+        return None, codec.nodes_bits(picked)
 
 
 _MISS = object()
@@ -210,8 +235,6 @@ def _unusable_ranks(g: Any) -> Any:
     if drained is not None:
         d = drained()
         if d:
-            from ..ids import IdSet
-
             bad = bad | IdSet(d)
     return bad
 
@@ -278,6 +301,8 @@ class Planner:
         self._running_ends: list[tuple[float, int]] = []  # sorted (end, jobid)
         self._nreserved = 0
         self._free_cache: tuple[Any, int] | None = None
+        self._mutations = 0  # bumped by every span change
+        self._suffix_cache: tuple[int, list[float], list[int]] | None = None
         #: The latest time the planner was told about (``earliest(now=...)``
         #: or :meth:`set_now`): running jobs expected to end before it are
         #: overdue and keep their resources until removed.
@@ -288,13 +313,13 @@ class Planner:
     def add_running(self, jobid: int, rs: Any, start: float, end: float = math.inf, bits: int | None = None) -> None:
         """Record that ``jobid`` holds ``rs`` from ``start`` until ``end``."""
         b = self.codec.encode(rs) if bits is None else bits
-        self._add(Span(jobid, rs, float(start), float(end), True, b))
+        self._add(Span(jobid, rs, float(start), float(end), True, b, self.codec))
         bisect.insort(self._running_ends, (float(end), jobid))
 
     def reserve(self, jobid: int, rs: Any, start: float, end: float = math.inf, bits: int | None = None) -> None:
         """Promise ``rs`` to the pending job ``jobid`` over ``[start, end)``."""
         b = self.codec.encode(rs) if bits is None else bits
-        self._add(Span(jobid, rs, float(start), float(end), False, b))
+        self._add(Span(jobid, rs, float(start), float(end), False, b, self.codec))
         self._nreserved += 1
 
     def remove(self, jobid: int) -> Span | None:
@@ -302,6 +327,7 @@ class Planner:
         span = self._spans.pop(jobid, None)
         if span is None:
             return None
+        self._mutations += 1
         if span.running:
             i = bisect.bisect_left(self._running_ends, (span.end, jobid))
             del self._running_ends[i]
@@ -358,9 +384,9 @@ class Planner:
             raise PlannerError(f"job {jobid} has no span")
         self.remove(jobid)
         if span.running:
-            self.add_running(jobid, span.resources, span.start, end, span.bits)
+            self.add_running(jobid, span._rs, span.start, end, span.bits)
         else:
-            self.reserve(jobid, span.resources, span.start, end, span.bits)
+            self.reserve(jobid, span._rs, span.start, end, span.bits)
 
     # -- queries -----------------------------------------------------------
 
@@ -378,6 +404,24 @@ class Planner:
         bits = self.codec.encode(g.free())
         self._free_cache = (version, bits)
         return bits
+
+    def graph_changed(self, version_before: Any, taken: int = 0, given: int | None = 0) -> None:
+        """The caller just allocated ``taken`` or released ``given`` in the graph.
+
+        Keeps the cached free set in step without re-reading the graph, when
+        the cache was current before the change and nothing is down or
+        drained (a release on a down rank does not make anything free).
+        ``given=None`` means "unknown": the cache is dropped.
+        """
+        c = self._free_cache
+        g = self.graph
+        if c is None or version_before is None or c[0] != version_before or given is None:
+            self._free_cache = None
+            return
+        if given and _unusable_ranks(g):
+            self._free_cache = None
+            return
+        self._free_cache = (g.version, (c[1] & ~taken) | given)
 
     def pool_bits(self) -> int:
         """Up resources, free now or held by a running job that is not overdue."""
@@ -413,8 +457,20 @@ class Planner:
         return self.codec.decode(self.available_bits(t0, t1))
 
     def match_bits(self, request: Any, avail: int, policy: str = "first") -> tuple[Any, int] | None:
-        """Match ``request`` on a flat available set: ``(rs, bits)`` or None."""
-        return self.matcher.flat(self.graph, self.codec, request, policy, avail)
+        """Match ``request`` on a flat available set: ``(rs, bits)`` or None.
+
+        ``rs`` may be None (not decoded yet): see :meth:`resolve`."""
+        live = (
+            self._free_cache is not None
+            and avail == self._free_cache[1]
+            and self._free_cache[0] == getattr(self.graph, "version", None)
+        )
+        return self.matcher.flat(self.graph, self.codec, request, policy, avail, live)
+
+    def resolve(self, placement: tuple[Any, int]) -> Any:
+        """The ResourceSet of a ``(rs or None, bits)`` placement."""
+        rs, bits = placement
+        return rs if rs is not None else self.codec.decode(bits)
 
     def earliest(self, request: Any, now: float, duration: float, policy: str = "first") -> tuple[float, Any] | None:
         """The earliest ``t >= now`` at which ``request`` fits for ``duration``.
@@ -424,7 +480,10 @@ class Planner:
         ``duration`` of 0 or ``math.inf`` means unlimited.
         """
         found = self.earliest_bits(request, now, duration, policy)
-        return None if found is None else (found[0], found[1])
+        if found is None:
+            return None
+        t, rs, bits = found
+        return t, rs if rs is not None else self.codec.decode(bits)
 
     def earliest_bits(
         self, request: Any, now: float, duration: float, policy: str = "first"
@@ -472,13 +531,18 @@ class Planner:
     ) -> tuple[float, Any, int] | None:
         # busy(t) = union of spans still running after t: a suffix union over
         # the running spans sorted by end.
-        ends = [e for e, _ in self._running_ends]
-        spans = self._spans
-        suffix = [0] * (len(ends) + 1)
-        acc = 0
-        for i in range(len(ends) - 1, -1, -1):
-            acc |= spans[self._running_ends[i][1]].bits
-            suffix[i] = acc
+        cached = self._suffix_cache
+        if cached is not None and cached[0] == self._mutations:
+            ends, suffix = cached[1], cached[2]
+        else:
+            ends = [e for e, _ in self._running_ends]
+            spans = self._spans
+            suffix = [0] * (len(ends) + 1)
+            acc = 0
+            for i in range(len(ends) - 1, -1, -1):
+                acc |= spans[self._running_ends[i][1]].bits
+                suffix[i] = acc
+            self._suffix_cache = (self._mutations, ends, suffix)
         match = self.match_bits
 
         def attempt(t: float) -> tuple[Any, int] | None:
@@ -525,6 +589,7 @@ class Planner:
     def _add(self, span: Span) -> None:
         if span.jobid in self._spans:
             raise PlannerError(f"job {span.jobid} already has a span")
+        self._mutations += 1
         if not span.end > span.start:
             raise PlannerError(f"job {span.jobid}: empty span [{span.start}, {span.end})")
         lo = self._split(span.start)

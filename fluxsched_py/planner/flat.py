@@ -62,6 +62,9 @@ class FlatCodec:
         self.layout = layout
         self._starts = [e[0] for e in layout]
         self.width = off
+        #: Every leaf (pool) bit: a set with none of these holds nothing usable
+        #: (containers stay in a free set while their leaves are in use).
+        self.leaf_mask = ((1 << off) - 1) & ~self.cont_mask
         self.type_masks = type_masks
         self.rank_masks = rank_masks
         #: Everything that belongs to some rank (not the cluster/rack levels).
@@ -79,6 +82,7 @@ class FlatCodec:
         self.node_vertex_mask = 0
         self.node_bits: dict[int, int] = {}
         self.flat_nodes = False
+        self._whole_cache: dict[int, int] = {}
         if not nodes or any(topo.parent[v] != 0 for v in nodes):
             return
         ranks = [topo.rank[v] for v in nodes]
@@ -91,6 +95,20 @@ class FlatCodec:
             self.node_bits[v] = full
             self.node_vertex_mask |= 1 << v
         self.flat_nodes = len(shapes) == 1 and self.count(self.node_bits[nodes[0]], "core") > 0
+        # Simplest layout (one 1-id pool per node, nodes and pools both in
+        # order): a node's pool bit is its vertex bit moved by a fixed shift,
+        # so whole-node tests are one integer expression.
+        self.unit_shift: int | None = None
+        v0 = nodes[0]
+        if self.flat_nodes and nodes == list(range(v0, v0 + len(nodes))):
+            pools = [(self.offsets.get((v, t)), t) for v in nodes for t in topo.pools[v]]
+            if len(pools) == len(nodes) and all(
+                off == self.offsets[(nodes[0], pools[0][1])] + i and topo.pools[v][t] == 1
+                for i, ((off, t), v) in enumerate(zip(pools, nodes, strict=True))
+            ):
+                self.unit_shift = pools[0][0] - v0
+                self._unit_type = pools[0][1]
+                self._unit_rest = ~(self.cont_mask | (self.node_vertex_mask << self.unit_shift))
 
     def encode(self, rs: Any) -> int:
         x = rs.containers.mask
@@ -100,6 +118,16 @@ class FlatCodec:
         return x
 
     def decode(self, x: int) -> Any:
+        shift = self.unit_shift
+        if shift is not None and not (x & self._unit_rest):
+            pool_vertices = (x >> shift) & self.node_vertex_mask
+            t = self._unit_type
+            pools_u: dict[int, dict[str, int]] = {}
+            while pool_vertices:
+                low = pool_vertices & -pool_vertices
+                pool_vertices ^= low
+                pools_u[low.bit_length() - 1] = {t: 1}
+            return self._RS(self.topo, x & self.cont_mask, pools_u)
         cont = x & self.cont_mask
         pools: dict[int, dict[str, int]] = {}
         rest = x >> self.n
@@ -123,6 +151,45 @@ class FlatCodec:
                         break
                     i += 1
         return self._RS(self.topo, cont, pools)
+
+    def whole_nodes(self, x: int) -> int:
+        """Node vertices (as a container mask) whose whole subtree is in ``x``.
+
+        Remembered for the last few sets: a pass asks about the same free set
+        for many jobs."""
+        shift = self.unit_shift
+        if shift is not None:
+            return x & self.node_vertex_mask & (x >> shift)
+        cache = self._whole_cache
+        w = cache.get(x)
+        if w is None:
+            w = 0
+            cands = x & self.node_vertex_mask
+            node_bits = self.node_bits
+            while cands:
+                low = cands & -cands
+                v = low.bit_length() - 1
+                cands ^= low
+                full = node_bits[v]
+                if x & full == full:
+                    w |= low
+            if len(cache) > 256:
+                cache.clear()
+            cache[x] = w
+        return w
+
+    def nodes_bits(self, vertices: int) -> int:
+        """The whole subtrees of the node vertices in the mask ``vertices``."""
+        shift = self.unit_shift
+        if shift is not None:
+            return vertices | (vertices << shift)
+        out = 0
+        node_bits = self.node_bits
+        while vertices:
+            low = vertices & -vertices
+            vertices ^= low
+            out |= node_bits[low.bit_length() - 1]
+        return out
 
     def count(self, x: int, type: str) -> int:
         """Items of ``type`` in ``x`` (whole containers, or pool leaves)."""

@@ -56,6 +56,9 @@ class PassContext(Protocol):
         """Hold ``rs`` for ``job`` from ``t`` (until the next pass, or longer
         with :attr:`QueuePolicy.persistent_reservations`)."""
 
+    def clear_reservations(self) -> None:
+        """Drop every reservation (a policy that re-plans from scratch)."""
+
     def reservation(self, job: Any) -> tuple[float, Any] | None:
         """``job``'s current reservation as ``(t, rs)``, or None."""
 
@@ -64,6 +67,13 @@ class PassContext(Protocol):
 
     def try_move(self, job: Any, blocker_rs: Any, blocker_end: float) -> bool:
         """Re-plan ``job``'s reservation at the same time around a new allocation."""
+
+    def hopeless(self, job: Any) -> bool:
+        """True when a job of the same shape, or (whole nodes) one at least as
+        big and as long, already failed to start now in this pass."""
+
+    def failed(self, job: Any) -> None:
+        """Record that ``job`` could not start now, for :meth:`hopeless`."""
 
     def hold(self, job: Any, why: str) -> None:
         """Record why ``job`` was passed over (for ``reason_pending``)."""

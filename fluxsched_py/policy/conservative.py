@@ -54,7 +54,6 @@ class ConservativePolicy(QueuePolicy):
     def run(self, ctx: PassContext) -> Iterator[None]:
         depth = self.reserve_depth or None
         reserved = 0
-        failed: set = set()
         for job in ctx.jobs():
             if not ctx.compress and (depth is None or reserved < depth):
                 kept = ctx.reservation(job)
@@ -68,8 +67,7 @@ class ConservativePolicy(QueuePolicy):
                 # Beyond the reservation depth: start now or wait, never plan.
                 if ctx.nothing_free():
                     return
-                shape = job.shape
-                if shape in failed:
+                if ctx.hopeless(job):
                     ctx.hold(job, "depth")
                     yield
                     continue
@@ -77,7 +75,7 @@ class ConservativePolicy(QueuePolicy):
                 if rs is not None:
                     ctx.start(job, rs)
                 else:
-                    failed.add(shape)
+                    ctx.failed(job)
                     ctx.hold(job, "depth")
                 yield
                 continue

@@ -18,8 +18,11 @@ compares start times against a textbook implementation job by job.  A job
 with no walltime can only backfill by rule 2 (it never ends before anything).
 
 Request shapes (jobspec and duration) that failed to backfill are remembered
-for the rest of the pass: nothing a pass does frees resources, so a million
-identical pending jobs cost one failed match, not a million.
+for the rest of the pass (and, for whole-node jobs, every shape at least as
+big and as long): nothing a pass does frees resources, so a million
+identical pending jobs cost one failed match, not a million.  When nothing
+was freed since the last pass (only new jobs arrived), the head keeps its
+reservation: its shadow time cannot have changed.
 
 Load with ``queue-policy=easy``.
 
@@ -51,9 +54,13 @@ class EasyPolicy(QueuePolicy):
     name = "easy"
     default_reserve_depth = 1
 
+    persistent_reservations = True
+
     def run(self, ctx: PassContext) -> Iterator[None]:
+        if ctx.compress:
+            # Something was freed, cancelled or re-prioritized: re-plan.
+            ctx.clear_reservations()
         head = None
-        failed: set = set()
         for job in ctx.jobs():
             if head is None:
                 rs = ctx.fits_now(job)
@@ -61,6 +68,12 @@ class EasyPolicy(QueuePolicy):
                     ctx.start(job, rs)
                     yield
                     continue
+                kept = ctx.reservation(job)
+                if kept is not None and not ctx.compress and kept[0] > ctx.now:
+                    head = job  # nothing was freed: the shadow time stands
+                    yield
+                    continue
+                ctx.unreserve(job)
                 est = ctx.earliest(job)
                 if est is None:
                     # Cannot run on what is up now: do not let it block the queue.
@@ -74,8 +87,7 @@ class EasyPolicy(QueuePolicy):
 
             if ctx.nothing_free():
                 return  # nothing can start; the engine explains why the rest wait
-            shape = job.shape
-            if shape in failed:
+            if ctx.hopeless(job):
                 ctx.hold(job, "backfill")
                 yield
                 continue
@@ -87,6 +99,6 @@ class EasyPolicy(QueuePolicy):
             if rs is not None:
                 ctx.start(job, rs)
             else:
-                failed.add(shape)
+                ctx.failed(job)
                 ctx.hold(job, "backfill")
             yield

@@ -24,13 +24,22 @@ class FCFSPolicy(QueuePolicy):
     name = "fcfs"
     default_reserve_depth = 0
 
+    persistent_reservations = True
+
     def run(self, ctx: PassContext) -> Iterator[None]:
+        if ctx.compress:
+            # Something was freed, cancelled or re-prioritized: re-plan.
+            ctx.clear_reservations()
         for job in ctx.jobs():
             rs = ctx.fits_now(job)
             if rs is not None:
                 ctx.start(job, rs)
                 yield
                 continue
+            kept = ctx.reservation(job)
+            if kept is not None and not ctx.compress and kept[0] > ctx.now:
+                return  # nothing was freed since the estimate was made
+            ctx.unreserve(job)
             est = ctx.earliest(job)
             if est is not None:
                 # Nothing may overtake the head, so its estimate is a promise:

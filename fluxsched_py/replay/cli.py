@@ -42,6 +42,13 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--policy", default="first", help="placement policy (first, low, high, ...)")
     ap.add_argument("--reserve-depth", metavar="N", help="reservations per pass (conservative, hybrid)")
     ap.add_argument("--queue-depth", metavar="N", help="pending jobs considered per pass")
+    ap.add_argument(
+        "--annotate-depth",
+        metavar="N",
+        default="0",
+        help="compute reason_pending/jobs_ahead for the first N pending jobs, as under Flux (default 0: the "
+        "replay only needs t_estimate, which every reserved job gets)",
+    )
     ap.add_argument("--output-dir", metavar="DIR", help="write DIR/jobs.csv (DIR/POLICY/jobs.csv with --compare)")
     ap.add_argument("--compare", metavar="P1,P2,...", help="replay under several queue policies, side by side")
     ap.add_argument("--json", action="store_true", help="print the summary as JSON instead of a table")
@@ -50,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _options(args: argparse.Namespace, policy: str) -> EngineOptions:
-    opts: dict[str, str] = {"queue-policy": policy, "policy": args.policy}
+    opts: dict[str, str] = {"queue-policy": policy, "policy": args.policy, "annotate-depth": args.annotate_depth}
     if args.reserve_depth is not None:
         opts["reserve-depth"] = args.reserve_depth
     if args.queue_depth is not None:

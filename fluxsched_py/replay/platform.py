@@ -85,8 +85,9 @@ def _role(el: ET.Element) -> str | None:
 def batsim_hosts(path: str | os.PathLike[str]) -> list[tuple[str, int]]:
     """``(hostname, cores)`` of the compute hosts of a SimGrid platform XML."""
     try:
-        root = ET.parse(path).getroot()
-    except (ET.ParseError, OSError) as exc:
+        # lstrip: some Batsim platforms start with a blank line before <?xml.
+        root = ET.fromstring(Path(path).read_text().lstrip())
+    except (ET.ParseError, OSError, UnicodeDecodeError) as exc:
         raise PlatformError(f"{path}: not a readable platform XML: {exc}") from None
     hosts: list[tuple[str, int]] = []
     for el in root.iter():
