@@ -83,6 +83,8 @@ _SYSLOG = {
     logging.DEBUG: LOG_DEBUG,
 }
 
+#: placement policy when the module arguments name none
+FLUX_DEFAULT_POLICY = "low"
 #: time budget of one engine.schedule() call: the reactor is not blocked longer
 PASS_BUDGET = 0.05
 #: upper bound of the coalescing delay of a pass during an alloc burst
@@ -122,6 +124,8 @@ def parse_module_args(args: Iterable[str]) -> EngineOptions:
     Engine options (``queue-policy=``, ``reserve-depth=``, ``queue-depth=``,
     ``policy=``, ``log-level=``, ``annotate-depth=``), plus sched-simple's
     spellings of the ready mode: ``mode=unlimited`` and ``mode=limited=N``.
+    The placement ``policy`` defaults to :data:`FLUX_DEFAULT_POLICY` (``low``)
+    rather than the engine's ``first``.
     """
     out = []
     for arg in args:
@@ -141,6 +145,10 @@ def parse_module_args(args: Iterable[str]) -> EngineOptions:
             raise ValueError(f"{arg!r}: mode must be 'unlimited' or 'limited=N'")
         else:
             out.append(arg)
+    if not any(a.split("=", 1)[0].strip().replace("_", "-") == "policy" for a in out):
+        # Under Flux, place lowest ranks and ids first, as flux-core's own
+        # schedulers do (rank0/core0 first); policy= changes it.
+        out.append(f"policy={FLUX_DEFAULT_POLICY}")
     try:
         opts = EngineOptions.parse(out)
     except EngineError as exc:
@@ -442,10 +450,15 @@ class Driver:
         """The ``job-manager.sched-ready`` response ``{count}``."""
         count = payload.get("count") if isinstance(payload, Mapping) else None
         o = self.options
+        try:
+            rl = self.graph.all().to_rv1(self.graph)["execution"]["R_lite"]
+            res = " ".join(_rlist_item(it) for it in rl) or "(no resources)"
+        except Exception:
+            res = "?"
         self.log(
             LOG_INFO,
             f"ready: queue-depth={o.queue_depth or 'unlimited'} queue-policy={o.queue_policy} policy={o.policy} "
-            f"reserve-depth={o.reserve_depth or 'unlimited'} count={count}",
+            f"reserve-depth={o.reserve_depth or 'unlimited'} count={count} {res}",
         )
         self._changed()
 
@@ -771,16 +784,16 @@ def _ids(text: str) -> str:
     return text if text.isdigit() else f"[{text}]"
 
 
+def _rlist_item(it: Mapping[str, Any]) -> str:
+    kids = ",".join(f"{k}{_ids(str(v))}" for k, v in sorted((it.get("children") or {}).items()) if str(v))
+    return f"rank{_ids(str(it['rank']))}" + (f"/{kids}" if kids else "")
+
+
 def _flux_style_summary(r: Response) -> None:
     """``resource_summary`` in flux-core's rlist style (``rank0/core[0-1]``,
     ``rank[0-1]/core0,gpu0``), from the R the job gets."""
     try:
-        items = r.R["execution"]["R_lite"]  # type: ignore[index]
-        parts = []
-        for it in items:
-            kids = ",".join(f"{k}{_ids(str(v))}" for k, v in sorted((it.get("children") or {}).items()) if str(v))
-            parts.append(f"rank{_ids(str(it['rank']))}" + (f"/{kids}" if kids else ""))
-        summary = " ".join(parts)
+        summary = " ".join(_rlist_item(it) for it in r.R["execution"]["R_lite"])  # type: ignore[index]
     except Exception:
         return
     sched = (r.annotations or {}).get("sched")
