@@ -79,7 +79,9 @@ def test_module_arguments_are_engine_options():
     assert (o.queue_policy, o.reserve_depth, o.queue_depth, o.policy) == ("conservative", 4, 8, "low")
 
 
-@pytest.mark.parametrize("arg", ["queue-policy=bogus", "frobnicate=1", "garbage", "mode=foobar", "mode=limited=-1"])
+@pytest.mark.parametrize(
+    "arg", ["queue-policy=bogus", "frobnicate=1", "garbage", "mode=foobar", "mode=limited=-1", "log_level=debug"]
+)
 def test_bad_module_argument_fails_with_a_clear_message(arg):
     with pytest.raises(ValueError) as e:
         parse_module_args([arg])

@@ -130,6 +130,9 @@ def parse_module_args(args: Iterable[str]) -> EngineOptions:
     out = []
     for arg in args:
         arg = str(arg)
+        key = arg.partition("=")[0]
+        if "_" in key:
+            raise ValueError(f"unknown option {key!r} (did you mean {key.replace('_', '-')!r}?)")
         if arg == "mode=unlimited":
             out.append("queue-depth=unlimited")
         elif arg.startswith("mode=limited="):

@@ -10,14 +10,17 @@ the Python broker module loader itself.
 Startup, in order:
 
 1. parse the module arguments (a bad one raises ValueError: the load fails
-   with the message, before the module reports itself running);
+   with the message) and import what the handshake needs;
 2. register the ``sched`` and ``feasibility`` services and the request
-   handlers, then ``flux_module_set_running()``;
+   handlers, and report running (``flux_module_set_running()``);
 3. ``resource.acquire`` (streaming): the first response synchronously, the
    rest through a continuation;
 4. ``job-manager.sched-hello`` (streaming, ``partial-ok``): each job's R is
    read from the KVS at ``job.<dothex id>.R``;
 5. ``job-manager.sched-ready``, then the reactor.
+
+``flux_module_set_running()`` is called between 2 and 3: reporting running
+only after the handshake deadlocks instance startup under modprobe's rc1.
 """
 
 from __future__ import annotations
@@ -54,6 +57,14 @@ def _module_name(h: Any, default: str = "sched-py") -> str:
     return default
 
 
+def _warm_imports() -> None:
+    """Import what the first acquire, hello and alloc need before the module
+    reports itself running, so the RFC 27 handshake right after is fast."""
+    import fluxsched_py.jobspec  # noqa: F401
+    import fluxsched_py.match  # noqa: F401
+    import fluxsched_py.resource.rv1  # noqa: F401
+
+
 class FluxBinding:
     """The :class:`~fluxsched_py.flux.driver.Transport` on a real handle."""
 
@@ -61,6 +72,7 @@ class FluxBinding:
         self.h = h
         self.name = _module_name(h)
         options = parse_module_args(args)  # ValueError -> the load fails
+        _warm_imports()
         self.driver = Driver(self, options, name=self.name)
         self._watchers: list[Any] = []
         self._timer = h.timer_watcher_create(0.0, self._on_timer)
@@ -235,6 +247,10 @@ class FluxBinding:
 
     def run(self) -> None:
         self._register()
+        # Report running before the handshake: in rc1, `flux module load`
+        # blocking until resource.acquire answers deadlocks instance startup
+        # (observed with flux-core 0.88 modprobe).  The imports are already
+        # done, so acquire -> hello -> ready takes milliseconds after this.
         self._set_running()
         try:
             self._acquire()

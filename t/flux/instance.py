@@ -14,6 +14,7 @@ import json
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -87,10 +88,14 @@ class Instance:
         cmd += list(broker_opts or [])
         cmd += ["sh", "-c", waiter]
         self._logf = open(self.log, "w")
-        self.proc = subprocess.Popen(cmd, env=self.env, stdout=self._logf, stderr=subprocess.STDOUT)
+        # its own session, so a hung instance can be killed with all its brokers
+        self.proc = subprocess.Popen(
+            cmd, env=self.env, stdout=self._logf, stderr=subprocess.STDOUT, start_new_session=True
+        )
         t0 = time.time()
         while not (self.uri_file.exists() and self.uri_file.read_text().strip()):
             if self.proc.poll() is not None or time.time() - t0 > 60:
+                self._kill()
                 raise FluxError(f"flux start failed: {self.log.read_text()[-2000:]}")
             time.sleep(0.05)
         self.uri = self.uri_file.read_text().strip()
@@ -165,10 +170,16 @@ class Instance:
         try:
             self.proc.wait(timeout=60)
         except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+            self._kill()
         self._logf.close()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+    def _kill(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait()
 
     def __enter__(self) -> Instance:
         return self

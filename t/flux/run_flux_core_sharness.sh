@@ -5,7 +5,7 @@
 #   t/flux/run_flux_core_sharness.sh /path/to/built/flux-core [TEST...]
 #
 # For each test, a copy with the scheduler module names replaced by sched-py
-# (and sched-backfill's by "sched-py queue-policy=easy") is written next to
+# (and "module load/reload sched-backfill" by "... sched-py queue-policy=easy") is written next to
 # the original as tNNNN-...-sched-py.t, run with the build tree's harness,
 # and removed.  sched-py is made the instance's default scheduler through a
 # modprobe TOML with a high priority, so rc1 loads it instead of sched-simple.
@@ -31,9 +31,11 @@ for t in $TESTS; do
     # give it a sched-py twin (its sched-simple debug-bit task becomes a no-op).
     p=$(sed -n 's/^test_under_flux [0-9]* \([a-z]*\).*/\1/p' "$t.t" | head -1)
     psub=""
-    sed -e 's/sched-backfill/sched-py queue-policy=easy/g' \
-        -e 's/sched-simple/sched-py/g' -e 's/sched-fifo/sched-py/g' \
+    sed -e 's/sched-simple/sched-py/g' -e 's/sched-fifo/sched-py/g' -e 's/sched-backfill/sched-py/g' \
         "$t.t" > "$copy"
+    case $t in
+    *backfill*) sed -i -e 's/\(module \(re\)*load\( -f\)* sched-py\)/\1 queue-policy=easy/g' "$copy" ;;
+    esac
     if test -n "$p" && test -f "rc/rc1-$p.py"; then
         psub=yes
         sed -e 's/context.rpc("sched-simple.debug".*/pass/' -e 's/sched-simple/sched-py/g' \
