@@ -1,0 +1,290 @@
+"""The binding of :class:`~fluxsched_py.flux.driver.Driver` to a ``flux.Flux`` handle.
+
+This is the only file that imports ``flux``; the broker's
+``flux module-python-exec`` imports it through the entry file
+``modules/sched-py.py`` and calls :func:`mod_main`.  It uses only the plain
+handle API (message watchers, RPCs, futures, timers, KVS transactions),
+not ``flux.scheduler`` or ``flux.brokermod``, so it needs nothing newer than
+the Python broker module loader itself.
+
+Startup, in order:
+
+1. parse the module arguments (a bad one raises ValueError: the load fails
+   with the message) and import what the handshake needs;
+2. register the ``sched`` and ``feasibility`` services and the request
+   handlers, and report running (``flux_module_set_running()``);
+3. ``resource.acquire`` (streaming): the first response synchronously, the
+   rest through a continuation;
+4. ``job-manager.sched-hello`` (streaming, ``partial-ok``): each job's R is
+   read from the KVS at ``job.<dothex id>.R``;
+5. ``job-manager.sched-ready``, then the reactor.
+
+``flux_module_set_running()`` is called between 2 and 3: reporting running
+only after the handshake deadlocks instance startup under modprobe's rc1.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import sys
+from typing import Any
+
+import flux  # noqa: F401  (the broker's bindings)
+import flux.constants
+import flux.kvs
+
+from .driver import LOG_ERR, LOG_INFO, Driver, bad_payload, kvs_key, parse_module_args
+
+try:  # libflux through cffi: module name, set_running, raw respond_error
+    from _flux._core import ffi, lib
+except ImportError:  # pragma: no cover - very old bindings
+    ffi = lib = None
+
+__all__ = ["mod_main", "FluxBinding"]
+
+
+def _module_name(h: Any, default: str = "sched-py") -> str:
+    if lib is None:
+        return default
+    try:
+        p = ffi.cast("char *", lib.flux_aux_get(h.handle, b"flux::name"))
+        if p != ffi.NULL:
+            return ffi.string(p).decode()
+    except Exception:
+        pass
+    return default
+
+
+def _warm_imports() -> None:
+    """Import what the first acquire, hello and alloc need before the module
+    reports itself running, so the RFC 27 handshake right after is fast."""
+    import fluxsched_py.jobspec  # noqa: F401
+    import fluxsched_py.match  # noqa: F401
+    import fluxsched_py.resource.rv1  # noqa: F401
+
+
+class FluxBinding:
+    """The :class:`~fluxsched_py.flux.driver.Transport` on a real handle."""
+
+    def __init__(self, h: Any, args: tuple[str, ...]) -> None:
+        self.h = h
+        self.name = _module_name(h)
+        options = parse_module_args(args)  # ValueError -> the load fails
+        _warm_imports()
+        self.driver = Driver(self, options, name=self.name)
+        self._watchers: list[Any] = []
+        self._timer = h.timer_watcher_create(0.0, self._on_timer)
+        self._acquire_f: Any = None
+        self._failed = False
+
+    # -- Transport -------------------------------------------------------
+
+    def respond(self, msg: Any, payload: Any) -> None:
+        # Straight to flux_respond(): the Python wrapper layer costs more
+        # than the scheduler's own work per job at high throughput.
+        if lib is None:  # pragma: no cover
+            self.h.respond(msg, payload)
+            return
+        data = ffi.NULL if payload is None else json.dumps(payload, separators=(",", ":")).encode()
+        if lib.flux_respond(self.h.handle, msg.handle, data) < 0:
+            self.log(LOG_ERR, f"flux_respond failed (payload {str(payload)[:80]})")
+
+    def respond_error(self, msg: Any, errnum: int, text: str) -> None:
+        lib.flux_respond_error(self.h.handle, msg.handle, errnum, text.encode("utf-8", "replace"))
+
+    def commit(self, puts: list[tuple[str, Any]], done: Any) -> None:
+        txn = flux.kvs.KVSTxn(self.h)
+        for key, value in puts:
+            txn.put(key, value)
+        try:
+            f = flux.kvs.commit_async(self.h, _kvstxn=txn)
+        except OSError as exc:
+            done(str(exc))
+            return
+
+        def cont(future: Any, _arg: Any = None) -> None:
+            try:
+                future.get()
+            except OSError as exc:
+                done(str(exc))
+            else:
+                done(None)
+            finally:
+                del txn_ref[:]
+
+        txn_ref = [txn]  # keep the transaction alive until the commit completes
+        f.then(cont)
+
+    def log(self, level: int, text: str) -> None:
+        self.h.log(level, text)
+
+    def raise_exception(self, jobid: int, type: str, severity: int, note: str) -> None:
+        f = self.h.rpc(
+            "job-manager.raise",
+            {"id": jobid, "severity": severity, "type": type, "note": note},
+        )
+
+        def cont(future: Any, _arg: Any = None) -> None:
+            try:
+                future.get()
+            except OSError as exc:
+                self.log(LOG_ERR, f"raising an exception on job {jobid} failed: {exc}")
+
+        f.then(cont)
+
+    def request_pass(self, delay: float) -> None:
+        self._timer.stop()
+        self._timer.reset(after=max(0.0, delay))
+        self._timer.start()
+
+    # -- watchers --------------------------------------------------------
+
+    def _on_timer(self, *_args: Any) -> None:
+        try:
+            self.driver.run_pass()
+        except Exception as exc:  # pragma: no cover - driver.run_pass never raises
+            self.log(LOG_ERR, f"pass failed: {exc!r}")
+
+    def _payload(self, msg: Any) -> Any:
+        if lib is None:  # pragma: no cover
+            return msg.payload if msg.payload_str is not None else None
+        buf = ffi.new("char **")
+        if lib.flux_msg_get_string(msg.handle, buf) < 0:
+            return bad_payload("payload is not a string")
+        if buf[0] == ffi.NULL:
+            return None
+        return json.loads(ffi.string(buf[0]))
+
+    def _handler(self, topic: str) -> Any:
+        handle = self.driver.handle
+
+        def cb(_h: Any, _w: Any, msg: Any, _arg: Any) -> None:
+            try:
+                payload = self._payload(msg)
+            except Exception as exc:
+                payload = bad_payload(str(exc))
+            handle(topic, msg, payload)
+
+        return cb
+
+    def _register(self) -> None:
+        for service in ("sched", "feasibility"):
+            try:
+                self.h.service_register(service).get()
+            except OSError as exc:
+                raise OSError(exc.errno, f"cannot register service {service!r}: {exc.strerror}") from exc
+        for topic in self.driver.topics():
+            w = self.h.msg_watcher_create(self._handler(topic), flux.constants.FLUX_MSGTYPE_REQUEST, topic)
+            w.start()
+            self._watchers.append(w)
+
+    def _set_running(self) -> None:
+        if lib is not None and hasattr(lib, "flux_module_set_running"):
+            if lib.flux_module_set_running(self.h.handle) < 0:
+                raise OSError(errno.EIO, "flux_module_set_running failed")
+
+    def _acquire(self) -> None:
+        f = self.h.rpc("resource.acquire", flags=flux.constants.FLUX_RPC_STREAMING)
+        try:
+            first = f.get()
+        except OSError as exc:
+            raise OSError(exc.errno, f"resource.acquire failed: {exc.strerror}") from exc
+        self.driver.acquire(first)
+        f.reset()
+        self._acquire_f = f
+        f.then(self._on_acquire)
+
+    def _on_acquire(self, future: Any, _arg: Any = None) -> None:
+        try:
+            payload = future.get()
+        except OSError as exc:
+            # The resource module went away (instance shutdown, or unload):
+            # without resources there is nothing to schedule.  Exit cleanly.
+            level = LOG_INFO if exc.errno in (errno.ECANCELED, errno.ENODATA) else LOG_ERR
+            self.log(level, f"exiting: resource.acquire stream ended: {exc}")
+            self.h.reactor_stop()
+            return
+        self.driver.acquire(payload)
+        future.reset()
+
+    def _hello(self) -> None:
+        f = self.h.rpc(
+            "job-manager.sched-hello",
+            self.driver.hello_payload(),
+            flags=flux.constants.FLUX_RPC_STREAMING,
+        )
+        while True:
+            try:
+                payload = f.get()
+            except OSError as exc:
+                if exc.errno == errno.ENODATA:
+                    break
+                raise OSError(exc.errno, f"job-manager.sched-hello failed: {exc.strerror}") from exc
+            R: Any
+            try:
+                jobid = int(payload["id"])
+                R = self._kvs_get_text(kvs_key(jobid, "R"))
+            except Exception as exc:
+                R = exc
+            self.driver.hello(payload, R)
+            f.reset()
+        self.driver.hello_done()
+
+    def _kvs_get_text(self, key: str) -> Any:
+        """The value at ``key``: decoded JSON, or the text when it is not JSON
+        (the driver decides what does not parse)."""
+        return flux.kvs.get(self.h, key)
+
+    def _ready(self) -> None:
+        f = self.h.rpc("job-manager.sched-ready", self.driver.ready_payload())
+        try:
+            resp = f.get()
+        except OSError as exc:
+            raise OSError(exc.errno, f"job-manager.sched-ready failed: {exc.strerror}") from exc
+        self.driver.ready(resp)
+
+    def run(self) -> None:
+        self._register()
+        # Report running before the handshake: in rc1, `flux module load`
+        # blocking until resource.acquire answers deadlocks instance startup
+        # (observed with flux-core 0.88 modprobe).  The imports are already
+        # done, so acquire -> hello -> ready takes milliseconds after this.
+        self._set_running()
+        try:
+            self._acquire()
+            self._hello()
+            self._ready()
+        except (OSError, ValueError) as exc:
+            self.log(LOG_ERR, f"initialization failed: {exc}")
+            raise OSError(getattr(exc, "errno", None) or errno.EINVAL, str(exc)) from exc
+        prof_path = os.environ.get("FLUXSCHED_PY_PROFILE")
+        if prof_path:  # a developer aid: cProfile the reactor, dump at exit
+            import cProfile
+
+            prof = cProfile.Profile()
+            try:
+                rc = prof.runcall(self.h.reactor_run)
+            finally:
+                prof.dump_stats(prof_path)
+        else:
+            rc = self.h.reactor_run()
+        self.driver.close()
+        if rc < 0 or self._failed:
+            raise OSError(errno.ECONNRESET, "reactor exited with error")
+
+
+def mod_main(h: Any, *args: str) -> None:
+    """Entry point called by ``flux module-python-exec``."""
+    try:
+        binding = FluxBinding(h, args)
+    except ValueError as exc:
+        msg = f"sched-py: bad module argument: {exc}"
+        try:
+            h.log(LOG_ERR, msg)
+        except Exception:
+            pass
+        raise ValueError(msg) from None
+    binding.log(LOG_INFO, f"starting (python {sys.version.split()[0]}, args={' '.join(args) or '(none)'})")
+    binding.run()

@@ -1,0 +1,58 @@
+"""``fluxsched-py module-path`` and ``fluxsched-py modprobe-path``.
+
+``module-path`` prints the folder holding ``sched-py.py``, for
+``FLUX_MODULE_PATH_PREPEND``; ``modprobe-path`` prints the folder holding
+``modprobe.d/sched-py.toml``, for ``FLUX_MODPROBE_PATH_APPEND``::
+
+    FLUX_MODULE_PATH_PREPEND=$(fluxsched-py module-path) \\
+    FLUX_MODPROBE_PATH_APPEND=$(fluxsched-py modprobe-path) \\
+        flux start --conf=modules.alternatives.sched=\\"sched-py\\"
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+__all__ = ["module_dir", "modprobe_dir", "main"]
+
+_HERE = Path(__file__).resolve().parent
+
+
+def module_dir() -> Path:
+    """The folder with the broker module entry file ``sched-py.py``."""
+    return _HERE / "modules"
+
+
+def modprobe_dir() -> Path:
+    """The folder with ``modprobe.d/sched-py.toml``."""
+    return _HERE
+
+
+_COMMANDS = {
+    "module-path": (module_dir, "FLUX_MODULE_PATH_PREPEND"),
+    "modprobe-path": (modprobe_dir, "FLUX_MODPROBE_PATH_APPEND"),
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``argv[0]`` is the subcommand (``module-path`` or ``modprobe-path``)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    name = argv[0] if argv else "module-path"
+    if name not in _COMMANDS:
+        print(f"fluxsched-py: unknown command {name!r} (module-path, modprobe-path)", file=sys.stderr)
+        return 2
+    fn, var = _COMMANDS[name]
+    if any(a in ("-h", "--help") for a in argv[1:]):
+        print(f"usage: fluxsched-py {name}\n\nPrint the folder to add to {var}.")
+        return 0
+    if len(argv) > 1:
+        print(f"fluxsched-py {name}: takes no arguments", file=sys.stderr)
+        return 2
+    print(fn())
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,236 @@
+#!/usr/bin/env python3
+"""Record real RFC 27 traffic between flux-core and sched-py into t/data/flux/.
+
+Run by hand with flux-core on PATH (``python t/flux/record_traffic.py``).  It
+starts ``flux start --test-size=2``, replaces sched-simple with sched-py,
+traces every message of the sched-py module (the ``module.trace`` RPC that
+``flux module trace --full`` uses) while a script drives flux-core through
+each RFC 27 exchange, and writes one JSON-lines file per scenario:
+
+    startup.jsonl       resource.acquire, sched-hello (no jobs), sched-ready
+    alloc-free.jsonl    alloc -> KVS commit -> SUCCESS -> free
+    feasibility.jsonl   feasibility.check, satisfiable and not
+    deny.jsonl          alloc of an infeasible job -> DENY with a note
+    cancel.jsonl        cancel of a pending job -> CANCEL
+    urgency.jsonl       flux job urgency -> sched.prioritize
+    expiration.jsonl    flux update ID duration= -> sched.expiration
+    status.jsonl        sched.resource-status, sched-py.stats-get
+    drain.jsonl         flux resource drain/undrain -> resource.acquire down/up
+    housekeeping.jsonl  partial release: sched.free final=false then final=true
+    reload.jsonl        module reload with running jobs and a housekeeping
+                        straggler: sched-hello responses (one with "free")
+                        and the KVS lookups of their R
+    garbage.jsonl       malformed requests sent by hand
+
+Messages with no bearing on RFC 27 (log.append, module.status, ...) are
+dropped; payloads are kept whole.  See t/test_flux_replay_traffic.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+OUT = REPO / "t" / "data" / "flux"
+KEEP = (
+    "sched.",
+    "feasibility.",
+    "job-manager.sched-",
+    "job-manager.raise",
+    "resource.acquire",
+    "kvs.commit",
+    "kvs.lookup",
+    "sched-py.stats-get",
+)
+
+SCRIPT = r"""
+set -x
+T=$FLUX_TRACER
+mark() { flux python -c 'import flux,sys; flux.Flux().rpc("sched-py.stats-get", {"marker": sys.argv[1]}).get()' $1; }
+flux module remove sched-simple
+flux python $T sched-py $WORK/trace1.jsonl & TR=$!
+sleep 1
+flux module load sched-py queue-policy=easy
+sleep 1
+mark alloc-free
+flux run -n1 true
+mark feasibility
+flux python $WORK/feas.py $WORK/n1.json
+flux submit -N3 true || true
+mark deny
+flux module reload -f job-ingest disable-validator
+flux job submit $WORK/n3.json > $WORK/deny.id
+flux job wait-event -t 10 $(cat $WORK/deny.id) clean
+mark cancel
+flux submit -N2 -n4 sleep 300 > $WORK/big.id
+flux job wait-event -t 10 $(cat $WORK/big.id) alloc
+J2=$(flux submit -n1 true)
+sleep 0.3
+flux cancel $J2
+flux job wait-event -t 10 $J2 clean
+mark urgency
+J3=$(flux submit -n1 -t 60s true)
+J4=$(flux submit -n2 -t 60s true)
+sleep 0.3
+flux job urgency $J4 31
+sleep 0.3
+mark expiration
+flux update $(cat $WORK/big.id) duration=600
+sleep 0.3
+mark status
+FLUX_RESOURCE_LIST_RPC=sched.resource-status flux resource list
+flux module stats sched-py
+mark drain
+flux cancel $(cat $WORK/big.id)
+flux job wait-event -t 10 $J3 clean
+flux job wait-event -t 10 $J4 clean
+flux resource drain 1 recording
+sleep 0.3
+flux resource undrain 1
+sleep 0.3
+mark housekeeping
+flux config load <<EOT
+[job-manager.housekeeping]
+command = [ "$WORK/hk.sh" ]
+release-after = "0"
+EOT
+flux run -N2 -n2 true
+sleep 5
+mark end
+kill -9 $TR
+wait $TR 2>/dev/null
+# reload with running jobs and a housekeeping straggler
+flux submit -N1 -n1 sleep 300 > $WORK/run.id
+flux job wait-event -t 10 $(cat $WORK/run.id) start
+flux run -N2 -n2 true
+sleep 0.5
+flux python $T sched-py $WORK/trace2.jsonl & TR=$!
+sleep 1
+flux module reload sched-py queue-policy=easy
+flux resource list
+sleep 3
+mark end
+kill -9 $TR
+wait $TR 2>/dev/null
+# garbage: requests no job-manager would send
+flux python $T sched-py $WORK/trace3.jsonl & TR=$!
+sleep 1
+flux python $WORK/garbage.py
+flux module stats sched-py | head -5
+mark end
+kill -9 $TR
+wait $TR 2>/dev/null
+flux cancel --all
+"""
+
+GARBAGE = r"""
+import flux, flux.constants, json
+h = flux.Flux()
+def send(topic, payload):
+    # no response expected (like the job-manager's sched.free / alloc of a bad job)
+    h.rpc(topic, payload, flags=flux.constants.FLUX_RPC_NORESPONSE)
+def call(topic, payload):
+    try:
+        print(topic, h.rpc(topic, payload).get())
+    except OSError as e:
+        print(topic, "error", e)
+send("sched.free", {"id": 123456789, "R": {"version": 1, "execution": {"R_lite": []}}, "final": True})
+send("sched.cancel", {"id": 123456789})
+send("sched.prioritize", {"jobs": [[123456789, 5], "junk"]})
+send("sched.alloc", {"jobspec": {}})
+send("sched.alloc", "not an object")
+call("sched.expiration", {"id": 123456789, "expiration": 1.0})
+call("sched.expiration", {"nope": 1})
+call("feasibility.check", {"jobspec": {"version": 1}})
+call("feasibility.check", {})
+# a malformed alloc with an id: denied, the response comes back to us
+f = h.rpc("sched.alloc", {"id": 424242, "priority": "high", "jobspec": 7})
+print("alloc", f.get())
+f = h.rpc("sched.alloc", {"id": 434343, "priority": 16, "userid": 0, "t_submit": 1.0,
+                          "jobspec": {"version": 1, "resources": [{"type": "slot"}]}})
+print("alloc", f.get())
+"""
+
+FEAS = """
+import flux, json, sys
+print(flux.Flux().rpc("feasibility.check", {"jobspec": json.load(open(sys.argv[1]))}).get())
+"""
+
+HK = """#!/bin/sh
+test "$(flux getattr rank)" = 1 && sleep 4
+exit 0
+"""
+
+
+def _split(trace: Path) -> dict[str, list[dict]]:
+    """Split a trace into scenarios at the marker stats-get requests."""
+    out: dict[str, list[dict]] = {"startup": []}
+    name = "startup"
+    skip_answer = False
+    for line in trace.read_text().splitlines():
+        rec = json.loads(line)
+        topic = rec["topic"]
+        if topic == "sched-py.stats-get" and isinstance(rec.get("payload"), dict) and "marker" in rec["payload"]:
+            name = rec["payload"]["marker"]
+            out.setdefault(name, [])
+            skip_answer = True
+            continue
+        if skip_answer and topic == "sched-py.stats-get" and rec["type"] == "response":
+            skip_answer = False
+            continue
+        if topic.endswith(".disconnect") or not topic.startswith(KEEP):
+            continue
+        out[name].append(rec)
+    return out
+
+
+def main() -> int:
+    if not shutil.which("flux"):
+        print("flux not on PATH", file=sys.stderr)
+        return 1
+    work = Path(tempfile.mkdtemp(prefix="fluxsched-rec-"))
+    (work / "hk.sh").write_text(HK)
+    (work / "hk.sh").chmod(0o755)
+    (work / "garbage.py").write_text(GARBAGE)
+    (work / "feas.py").write_text(FEAS)
+    (work / "run.sh").write_text(SCRIPT)
+    env = dict(os.environ)
+    site = [str(REPO)] + [p for p in sys.path if p.endswith("site-packages")]
+    env["FLUX_PYTHONPATH_PREPEND"] = ":".join(site)
+    env["FLUX_MODULE_PATH_PREPEND"] = str(REPO / "fluxsched_py" / "flux" / "modules")
+    env["FLUX_TRACER"] = str(Path(__file__).with_name("tracer.py"))
+    env["WORK"] = str(work)
+    for n, f in (("n1", ["-n1"]), ("n3", ["-N3"])):
+        js = subprocess.run(["flux", "run", "--dry-run", *f, "true"], capture_output=True, text=True, check=True)
+        (work / f"{n}.json").write_text(js.stdout)
+    proc = subprocess.run(
+        ["flux", "start", "--test-size=2", "sh", str(work / "run.sh")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=150,
+    )
+    (work / "run.log").write_text(proc.stdout + proc.stderr)
+    print(f"flux start exited {proc.returncode}; log in {work / 'run.log'}")
+    OUT.mkdir(parents=True, exist_ok=True)
+    scenarios = _split(work / "trace1.jsonl")
+    reload = _split(work / "trace2.jsonl")
+    garbage = _split(work / "trace3.jsonl")
+    scenarios["reload"] = reload.get("startup", [])
+    scenarios["garbage"] = garbage.get("startup", [])
+    scenarios.pop("end", None)
+    for name, recs in scenarios.items():
+        path = OUT / f"{name}.jsonl"
+        path.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in recs))
+        print(f"{path.relative_to(REPO)}: {len(recs)} messages")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,88 @@
+"""fcfs, easy and conservative under a real flux-core, each with its exact start order.
+
+Four fake nodes, mock execution (``system.exec.test.run_duration``).  The
+jobs are submitted with the queue stopped, then the queue is started, so the
+scheduler sees them all in submit order.  Walltimes (``-t``) drive the
+reservations; the mock run durations are shorter, so the jobs end early,
+as real jobs do.
+
+====  =====  ========  ====  ===============================================
+job   nodes  walltime  runs  why it is there
+====  =====  ========  ====  ===============================================
+A     3      100 s     1 s   starts at once
+B     2      100 s     .5 s  the head job: waits for A
+C     4      100 s     .5 s  reserved after B (conservative only)
+D     1      250 s     1.5s  EASY backfills it on the node B does not need
+                             at its reservation; conservative cannot (it
+                             would delay C)
+E     1      50 s      .5 s  conservative backfills it before B's start;
+                             EASY has given the free node to D
+====  =====  ========  ====  ===============================================
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from .instance import Instance
+
+JOBS = [
+    ("A", 3, "100s", "1s"),
+    ("B", 2, "100s", "0.5s"),
+    ("C", 4, "100s", "0.5s"),
+    ("D", 1, "250s", "1.5s"),
+    ("E", 1, "50s", "0.5s"),
+]
+
+EXPECTED = {
+    "fcfs": "ABCDE",
+    "easy": "ADBEC",
+    "conservative": "AEBCD",
+}
+
+
+@pytest.fixture(scope="module")
+def inst():
+    i = Instance(1)
+    try:
+        i.use_scheduler(None)
+        i.set_resources(4, 4)
+        yield i
+    finally:
+        i.stop()
+
+
+def start_order(inst: Instance, ids: dict[str, str]) -> str:
+    t_alloc = {}
+    for name, jobid in ids.items():
+        inst.wait_event(jobid, "clean", timeout=30)
+        ev = {e["name"]: e for e in inst.eventlog(jobid)}
+        assert "alloc" in ev, f"job {name} never started: {list(ev)}"
+        t_alloc[name] = ev["alloc"]["timestamp"]
+    return "".join(sorted(t_alloc, key=t_alloc.get))
+
+
+@pytest.mark.parametrize("policy", ["fcfs", "easy", "conservative"])
+def test_start_order(inst, policy):
+    inst.use_scheduler("sched-py", f"queue-policy={policy}", "policy=low")
+    inst.run("queue", "stop")
+    ids = {}
+    for name, nodes, walltime, runs in JOBS:
+        ids[name] = inst.submit(
+            f"-N{nodes}",
+            "--exclusive",
+            "-t",
+            walltime,
+            f"--setattr=system.exec.test.run_duration={runs}",
+            f"--job-name={name}",
+            "true",
+        )
+    inst.run("queue", "start")
+    if policy == "conservative":
+        # every waiting job holds a reservation: t_estimate is posted for C and D
+        inst.wait_event(ids["A"], "alloc")
+        out = inst.run("jobs", "-no", "{name} {status} {annotations.sched.t_estimate}", "--filter=pending")
+        est = {line.split()[0]: line.split()[2] for line in out.splitlines() if len(line.split()) == 3}
+        assert {"B", "C", "D"} <= set(est), out
+        assert float(est["B"]) < float(est["C"]) < float(est["D"])
+    assert start_order(inst, ids) == EXPECTED[policy]

@@ -1,0 +1,480 @@
+"""The RFC 27 driver without Flux, one test per requirement sentence.
+
+Each test name says the rule it proves; rfcs/rfc27-sched-protocol.md points
+here.  The driver runs on a RecordingTransport (lists instead of a broker).
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import subprocess
+import sys
+
+import pytest
+
+from fluxsched_py.flux import paths
+from fluxsched_py.flux.driver import Driver, RecordingTransport, kvs_key, parse_module_args
+
+R2 = {
+    "version": 1,
+    "execution": {
+        "R_lite": [{"rank": "0-1", "children": {"core": "0-3"}}],
+        "nodelist": ["n[0-1]"],
+        "starttime": 0.0,
+        "expiration": 0.0,
+    },
+}
+
+
+def jobspec(ncores=1, nnodes=None, duration=0.0):
+    slot = {"type": "slot", "count": 1, "label": "task", "with": [{"type": "core", "count": ncores}]}
+    res = [{"type": "node", "count": nnodes, "with": [slot]}] if nnodes else [slot]
+    return {
+        "version": 1,
+        "resources": res,
+        "tasks": [{"command": ["true"], "slot": "task", "count": {"per_slot": 1}}],
+        "attributes": {"system": {"duration": duration}},
+    }
+
+
+#: every core of R2
+FULL = jobspec(ncores=4, nnodes=2)
+FULL100 = jobspec(ncores=4, nnodes=2, duration=100)
+
+
+class Clock:
+    def __init__(self, t=1000.0):
+        self.t = t
+
+    def __call__(self):
+        return self.t
+
+
+def make(options=(), up="0-1", R=R2, **kw):
+    t = RecordingTransport(**kw)
+    d = Driver(t, list(options), clock=Clock(), budget=None)
+    t.driver = d
+    d.acquire({"resources": R, "up": up})
+    d.hello_done()
+    d.ready({"count": 0})
+    return d, t
+
+
+def alloc(d, t, jobid, spec=None, prio=16, t_submit=None):
+    p = {"id": jobid, "priority": prio, "userid": 0, "t_submit": t_submit or float(jobid), "jobspec": spec or jobspec()}
+    d.handle("sched.alloc", f"alloc-{jobid}", p)
+    t.run_passes()
+
+
+def replies(t, msg):
+    return [p for k, m, p in t.sent if m == msg and k in ("respond", "error")]
+
+
+# -- module arguments ------------------------------------------------------
+
+
+def test_module_arguments_are_engine_options():
+    o = parse_module_args(["queue-policy=conservative", "reserve-depth=4", "queue-depth=8", "policy=low"])
+    assert (o.queue_policy, o.reserve_depth, o.queue_depth, o.policy) == ("conservative", 4, 8, "low")
+
+
+@pytest.mark.parametrize(
+    "arg", ["queue-policy=bogus", "frobnicate=1", "garbage", "mode=foobar", "mode=limited=-1", "log_level=debug"]
+)
+def test_bad_module_argument_fails_with_a_clear_message(arg):
+    with pytest.raises(ValueError) as e:
+        parse_module_args([arg])
+    assert arg.split("=")[0] in str(e.value) or "key=value" in str(e.value)
+
+
+def test_sched_simple_mode_spellings_are_accepted():
+    assert parse_module_args(["mode=limited=3"]).queue_depth == 3
+    assert parse_module_args(["mode=unlimited"]).queue_depth is None
+
+
+def test_ready_is_limited_with_queue_depth_and_unlimited_without():
+    d, _ = make(["queue-depth=5"])
+    assert d.ready_payload() == {"mode": "limited", "limit": 5}
+    d, _ = make()
+    assert d.ready_payload() == {"mode": "unlimited"}
+
+
+# -- resources -------------------------------------------------------------
+
+
+def test_every_target_is_down_until_it_is_up():
+    d, t = make(up="0")
+    alloc(d, t, 1, jobspec(ncores=1, nnodes=2))
+    assert replies(t, "alloc-1")[-1]["type"] == 1  # pending, annotated
+    d.acquire({"up": "1"})
+    t.run_passes()
+    assert replies(t, "alloc-1")[-1]["type"] == 0
+
+
+def test_drain_then_undrain_moves_jobs_off_and_back():
+    d, t = make()
+    d.acquire({"down": "0-1"})
+    alloc(d, t, 1)
+    assert all(p["type"] == 1 for p in replies(t, "alloc-1"))
+    d.acquire({"up": "1"})
+    t.run_passes()
+    ok = replies(t, "alloc-1")[-1]
+    assert ok["type"] == 0 and ok["R"]["execution"]["R_lite"][0]["rank"] == "1"
+
+
+def test_bad_acquire_update_is_logged_not_fatal():
+    d, t = make()
+    d.acquire({"up": "7-9"})
+    d.acquire("junk")
+    d.acquire({"expiration": "soon"})
+    assert len(t.errors()) == 3
+    alloc(d, t, 1)
+    assert replies(t, "alloc-1")[-1]["type"] == 0
+
+
+def test_instance_expiration_update_is_taken():
+    d, t = make()
+    d.acquire({"expiration": 5000.0})
+    assert d.engine.instance_expiration == 5000.0
+
+
+def test_unusable_instance_R_fails_startup():
+    t = RecordingTransport()
+    d = Driver(t, [])
+    with pytest.raises(ValueError):
+        d.acquire({"resources": {"version": 9}, "up": "0"})
+
+
+# -- alloc -----------------------------------------------------------------
+
+
+def test_R_is_committed_to_the_kvs_before_success():
+    d, t = make(defer_commits=True)
+    alloc(d, t, 1)
+    assert [k for k, _, _ in t.sent] == ["commit"]
+    assert replies(t, "alloc-1") == []
+    t.complete_commits()
+    ok = replies(t, "alloc-1")[-1]
+    assert ok["type"] == 0 and t.kvs[kvs_key(1)] == ok["R"]
+
+
+def test_success_responses_of_one_pass_share_one_commit():
+    d, t = make(defer_commits=True)
+    for j in range(1, 5):
+        p = {"id": j, "priority": 1, "userid": 0, "t_submit": j, "jobspec": jobspec()}
+        d.handle("sched.alloc", f"alloc-{j}", p)
+    t.run_passes()
+    commits = [p for k, _, p in t.sent if k == "commit"]
+    assert len(commits) == 1 and len(commits[0]) == 4
+
+
+def test_failed_commit_denies_and_frees():
+    d, t = make(commit_error="No space left on device")
+    alloc(d, t, 1, FULL)
+    deny = replies(t, "alloc-1")[-1]
+    assert deny["type"] == 2 and "commit" in deny["note"]
+    alloc(d, t, 2, FULL)  # the resources were given back
+    assert replies(t, "alloc-2")[-1]["type"] == 2  # (the commit fails again)
+    assert d.engine.job(2) is None and d.graph.free().count("core") == 8
+
+
+def test_infeasible_job_is_denied_with_a_note():
+    d, t = make()
+    alloc(d, t, 1, jobspec(nnodes=3))
+    deny = replies(t, "alloc-1")[-1]
+    assert deny["type"] == 2 and deny["note"]
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"id": 9, "priority": "high", "userid": 0, "t_submit": 1.0, "jobspec": jobspec()},
+        {"id": 9, "priority": 1, "userid": 0, "t_submit": 1.0},
+        {"id": 9, "priority": 1, "userid": 0, "t_submit": 1.0, "jobspec": "x"},
+        {"id": 9, "priority": 1, "userid": 0, "t_submit": 1.0, "jobspec": {"version": 1, "resources": 5}},
+    ],
+)
+def test_malformed_alloc_with_an_id_is_denied_never_an_error(payload):
+    d, t = make()
+    d.handle("sched.alloc", "m", payload)
+    t.run_passes()
+    (deny,) = replies(t, "m")
+    assert deny["type"] == 2 and deny["id"] == 9 and deny["note"]
+    assert not [k for k, _, _ in t.sent if k == "error"]
+
+
+@pytest.mark.parametrize("payload", [None, "text", [], {"jobspec": {}}, {"id": -1}, {"id": "7"}])
+def test_alloc_without_an_id_is_logged_and_dropped(payload):
+    d, t = make()
+    d.handle("sched.alloc", "m", payload)
+    assert replies(t, "m") == [] and t.errors()
+
+
+def test_second_alloc_for_a_pending_job_does_not_duplicate():
+    d, t = make()
+    alloc(d, t, 1, jobspec(ncores=4, nnodes=2, duration=10))
+    alloc(d, t, 2, FULL)
+    alloc(d, t, 2, FULL)
+    assert d.engine.pending_count == 1
+
+
+# -- cancel, free, prioritize, expiration -----------------------------------
+
+
+def test_cancel_answers_the_pending_alloc_with_cancel():
+    d, t = make()
+    alloc(d, t, 1, FULL)
+    alloc(d, t, 2, FULL)
+    d.handle("sched.cancel", "c", {"id": 2})
+    assert replies(t, "c") == []  # no direct response
+    assert replies(t, "alloc-2")[-1] == {"id": 2, "type": 3}
+
+
+def test_cancel_of_an_unknown_or_running_job_is_ignored():
+    d, t = make()
+    alloc(d, t, 1)
+    n = len(t.sent)
+    d.handle("sched.cancel", "c", {"id": 1})
+    d.handle("sched.cancel", "c", {"id": 77})
+    assert len(t.sent) == n
+
+
+def test_free_releases_and_starts_the_next_job():
+    d, t = make()
+    alloc(d, t, 1, FULL)
+    alloc(d, t, 2, FULL)
+    R = replies(t, "alloc-1")[-1]["R"]
+    d.handle("sched.free", "f", {"id": 1, "R": R, "final": True})
+    t.run_passes()
+    assert replies(t, "f") == []
+    assert replies(t, "alloc-2")[-1]["type"] == 0
+
+
+def test_partial_free_releases_only_those_ranks():
+    d, t = make()
+    alloc(d, t, 1, jobspec(ncores=4, nnodes=2))
+    R = replies(t, "alloc-1")[-1]["R"]
+    part = json.loads(json.dumps(R))
+    part["execution"]["R_lite"] = [{"rank": "0", "children": {"core": "0-3"}}]
+    d.handle("sched.free", "f", {"id": 1, "R": part, "final": False})
+    assert d.graph.free().count("core") == 4 and str(d.graph.allocated().ranks) == "1"
+    rest = json.loads(json.dumps(R))
+    rest["execution"]["R_lite"] = [{"rank": "1", "children": {"core": "0-3"}}]
+    d.handle("sched.free", "f", {"id": 1, "R": rest, "final": True})
+    assert d.graph.free().count("core") == 8 and d.engine.job(1) is None
+
+
+@pytest.mark.parametrize(
+    "payload", [{"id": 424242, "R": R2, "final": True}, {"id": 1, "final": False}, "junk", {"id": 1, "R": 5}]
+)
+def test_free_of_unknown_job_or_garbage_never_errors(payload):
+    d, t = make()
+    d.handle("sched.free", "f", payload)
+    assert replies(t, "f") == []
+
+
+def test_prioritize_reorders_the_queue():
+    d, t = make(["queue-policy=fcfs"])
+    alloc(d, t, 1, FULL)
+    alloc(d, t, 2, FULL)
+    alloc(d, t, 3, FULL)
+    d.handle("sched.prioritize", "p", {"jobs": [[3, 100], ["bad"], [99, 1]]})
+    d.handle("sched.free", "f", {"id": 1, "R": replies(t, "alloc-1")[-1]["R"], "final": True})
+    t.run_passes()
+    assert replies(t, "alloc-3")[-1]["type"] == 0
+    assert replies(t, "alloc-2")[-1]["type"] == 1
+    assert replies(t, "p") == []
+
+
+def test_expiration_answers_empty_and_moves_the_reservation():
+    d, t = make(["queue-policy=easy"])
+    alloc(d, t, 1, FULL100)
+    alloc(d, t, 2, FULL100)
+    est = replies(t, "alloc-2")[-1]["annotations"]["sched"]["t_estimate"]
+    assert est == 1100.0
+    d.handle("sched.expiration", "e", {"id": 1, "expiration": 1500.0})
+    t.run_passes()
+    assert replies(t, "e") == [None]
+    assert replies(t, "alloc-2")[-1]["annotations"]["sched"]["t_estimate"] == 1500.0
+
+
+@pytest.mark.parametrize(
+    "payload,err",
+    [({"id": 5, "expiration": 10.0}, errno.EINVAL), ({"id": 1}, errno.EPROTO), ("x", errno.EPROTO)],
+)
+def test_expiration_errors(payload, err):
+    d, t = make()
+    d.handle("sched.expiration", "e", payload)
+    (e,) = replies(t, "e")
+    assert e[0] == err and e[1]
+
+
+# -- other services ----------------------------------------------------------
+
+
+def test_feasibility_check():
+    d, t = make()
+    d.handle("feasibility.check", "ok", {"jobspec": jobspec()})
+    d.handle("feasibility.check", "no", {"jobspec": jobspec(nnodes=3)})
+    d.handle("feasibility.check", "bad", {"jobspec": {"version": 1}})
+    d.handle("feasibility.check", "junk", {})
+    assert replies(t, "ok") == [None]
+    assert replies(t, "no")[0][0] == errno.EOVERFLOW
+    assert replies(t, "bad")[0][0] == errno.EINVAL
+    assert replies(t, "junk")[0][0] == errno.EPROTO
+
+
+def test_resource_status_is_all_allocated_down():
+    d, t = make(up="0")
+    alloc(d, t, 1)
+    d.handle("sched.resource-status", "s", None)
+    (st,) = replies(t, "s")
+    assert set(st) == {"all", "allocated", "down"}
+    assert st["down"]["execution"]["R_lite"][0]["rank"] == "1"
+
+
+def test_stats_get():
+    d, t = make()
+    d.handle("sched-py.stats-get", "s", None)
+    (st,) = replies(t, "s")
+    assert st["pending_jobs"] == 0 and "engine" in st
+
+
+# -- hello -------------------------------------------------------------------
+
+
+def _hello_driver(hellos):
+    t = RecordingTransport()
+    d = Driver(t, [], clock=Clock(), budget=None)
+    t.driver = d
+    d.acquire({"resources": R2, "up": "0-1"})
+    for payload, R in hellos:
+        d.hello(payload, R)
+    d.hello_done()
+    return d, t
+
+
+def _jobR(rank, cores):
+    return {"version": 1, "execution": {"R_lite": [{"rank": rank, "children": {"core": cores}}], "starttime": 1.0}}
+
+
+def test_hello_marks_running_jobs_allocated_so_no_double_allocation():
+    d, t = _hello_driver([({"id": 1, "priority": 1, "userid": 0, "t_submit": 1.0}, json.dumps(_jobR("0", "0-3")))])
+    assert d.graph.free().count("core") == 4
+    alloc(d, t, 2, jobspec(ncores=4))
+    R = replies(t, "alloc-2")[-1]["R"]
+    assert R["execution"]["R_lite"][0]["rank"] == "1"
+
+
+def test_hello_with_free_ranks_holds_only_the_rest():
+    p = {"id": 1, "priority": 1, "userid": 0, "t_submit": 1.0, "free": "0"}
+    R = {"version": 1, "execution": {"R_lite": [{"rank": "0-1", "children": {"core": "0"}}], "starttime": 1.0}}
+    d, t = _hello_driver([(p, R)])
+    assert str(d.graph.allocated().ranks) == "1"
+
+
+def test_hello_with_unparsable_R_holds_its_ranks():
+    p = {"id": 1, "priority": 1, "userid": 0, "t_submit": 1.0}
+    bad = {"version": 1, "execution": {"R_lite": [{"rank": "1", "children": {"core": "0-99"}}]}}
+    d, t = _hello_driver([(p, bad)])
+    assert t.errors() and d.graph.free().count("core") == 4
+    assert str(d.graph.allocated().ranks) == "1"
+    d.handle("sched.free", "f", {"id": 1, "R": bad, "final": True})
+    assert d.graph.free().count("core") == 8
+
+
+@pytest.mark.parametrize("R", ["{not json", 42, OSError(2, "No such file or directory")])
+def test_hello_with_unreadable_R_raises_a_job_exception(R):
+    p = {"id": 1, "priority": 1, "userid": 0, "t_submit": 1.0}
+    d, t = _hello_driver([(p, R)])
+    (exc,) = [x for k, _, x in t.sent if k == "exception"]
+    assert exc["id"] == 1 and exc["severity"] == 0
+    assert d.graph.free().count("core") == 8
+
+
+# -- passes --------------------------------------------------------------------
+
+
+def test_long_pass_yields_to_the_reactor():
+    t = RecordingTransport()
+    ticks = iter(range(10**6))
+    d = Driver(t, [], clock=Clock(), budget=0.0)
+    t.driver = d
+    d.acquire({"resources": R2, "up": "0-1"})
+    d.hello_done()
+    d.ready({"count": 0})
+    d.engine._stopwatch = lambda: next(ticks)  # every check says the budget is spent
+    for j in range(1, 40):
+        d.handle("sched.alloc", j, {"id": j, "priority": 1, "userid": 0, "t_submit": j, "jobspec": jobspec()})
+    n = t.pass_requests
+    more = d.run_pass()
+    assert more and t.pass_requests == n + 1
+    t.run_passes()
+    assert d.stats["sched_yields"] >= 1
+    assert len([p for k, _, p in t.sent if k == "respond" and p.get("type") == 0]) == 8
+
+
+def test_changes_arm_one_pass():
+    d, t = make()
+    t.run_passes()
+    n = t.pass_requests
+    for j in range(1, 6):
+        d.handle("sched.alloc", j, {"id": j, "priority": 1, "userid": 0, "t_submit": j, "jobspec": jobspec()})
+    assert t.pass_requests == n + 1
+
+
+# -- packaging -------------------------------------------------------------------
+
+
+def test_core_and_driver_import_without_libflux():
+    code = (
+        "import sys; import fluxsched_py, fluxsched_py.engine, fluxsched_py.flux, fluxsched_py.flux.driver, "
+        "fluxsched_py.flux.paths; assert 'flux' not in sys.modules and '_flux' not in sys.modules, sorted(sys.modules)"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_module_path_and_modprobe_path(capsys):
+    assert paths.main(["module-path"]) == 0
+    mp = capsys.readouterr().out.strip()
+    assert (paths.module_dir() / "sched-py.py").exists() and mp == str(paths.module_dir())
+    assert paths.main(["modprobe-path"]) == 0
+    mpp = capsys.readouterr().out.strip()
+    toml = paths.modprobe_dir() / "modprobe.d" / "sched-py.toml"
+    assert mpp == str(paths.modprobe_dir()) and toml.exists()
+    text = toml.read_text()
+    assert 'provides = ["sched", "feasibility"]' in text and 'name = "sched-py"' in text
+    assert paths.main(["bogus"]) == 2
+
+
+def test_entry_file_defines_mod_main():
+    src = (paths.module_dir() / "sched-py.py").read_text()
+    compile(src, "sched-py.py", "exec")
+    assert "def mod_main(h, *args)" in src
+
+
+def test_opaque_R_scheduling_is_ignored_with_a_warning():
+    R = dict(R2, scheduling={"test": "data"})
+    d, t = make(R=R)
+    assert any("ignoring R.scheduling" in text for _, text in t.logs)
+    alloc(d, t, 1)
+    assert replies(t, "alloc-1")[-1]["type"] == 0
+
+
+def test_resource_summary_is_in_flux_rlist_style():
+    d, t = make(["policy=low"])
+    alloc(d, t, 1, jobspec(ncores=1))
+    alloc(d, t, 2, jobspec(ncores=2, nnodes=2))
+    assert replies(t, "alloc-1")[-1]["annotations"]["sched"]["resource_summary"] == "rank0/core0"
+    assert replies(t, "alloc-2")[-1]["annotations"]["sched"]["resource_summary"].startswith("rank")
+
+
+def test_infeasible_note_uses_flux_wording_and_missing_duration_is_denied():
+    d, t = make()
+    alloc(d, t, 1, jobspec(nnodes=3))
+    assert replies(t, "alloc-1")[-1]["note"].startswith("unsatisfiable request: ")
+    spec = jobspec()
+    del spec["attributes"]
+    alloc(d, t, 2, spec)
+    assert replies(t, "alloc-2")[-1]["note"] == "invalid jobspec: getting duration: Object item not found: attributes"
