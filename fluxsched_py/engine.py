@@ -796,13 +796,16 @@ class Engine:
     def _reason(self, p: _Pass, job: Job, head: Job | None) -> str:
         req = job.request
         why = p.held.get(job.id)
+        need, enough = self._need(p, req)
         if why == "down":
-            return f"cannot start on the resources that are up now: waiting for {self._need(p, req)}"
+            return f"cannot start on the resources that are up now: waiting for {need}"
         c = getattr(req, "constraints", None)
         if c is not None and p.constraint_blocks(job):
             text = f"blocked by constraint: {describe_constraint(c)}"
+        elif enough and job.estimate is not None:
+            text = f"waiting for {need}, held for jobs reserved ahead of it"
         else:
-            text = f"waiting for {self._need(p, req)}"
+            text = f"waiting for {need}"
         if job.estimate is not None:
             return f"{text} — reserved to start at {self._time_format(job.estimate)}"
         if why == "depth":
@@ -813,11 +816,12 @@ class Engine:
             return f"{text} — behind higher-priority job {head.id}"
         return text
 
-    def _need(self, p: _Pass, req: Any) -> str:
-        """``3 nodes (2 free)``: what the job needs and what is free, per pass."""
+    def _need(self, p: _Pass, req: Any) -> tuple[str, bool]:
+        """``3 nodes (2 free)``: what the job needs and what is free, per pass,
+        and whether that much is free now (then reservations are what hold it)."""
         text = p.need_text.get(id(req))
         if text is not None and text[0] is req:
-            return text[1]
+            return text[1], text[2]
         codec = self.planner.codec
         free = p.free()
         nnodes = req.nnodes
@@ -828,19 +832,23 @@ class Engine:
                 p.whole_free = whole
             have = p.whole_free
             out = f"{_plural(nnodes, 'node')} ({have} free)"
+            enough = have >= nnodes
         else:
             cores = req.nslots * req.slot_size
             gpus = req.nslots * req.slot_gpus
             parts = []
+            free_gpus = codec.count(free, "gpu") if gpus else 0
+            free_cores = codec.count(free, "core")
+            enough = free_cores >= cores and free_gpus >= gpus and not nnodes
             if gpus:
-                parts.append(f"{_plural(gpus, 'GPU')} ({codec.count(free, 'gpu')} free)")
+                parts.append(f"{_plural(gpus, 'GPU')} ({free_gpus} free)")
             if cores or not parts:
-                parts.insert(0, f"{_plural(cores, 'core')} ({codec.count(free, 'core')} free)")
+                parts.insert(0, f"{_plural(cores, 'core')} ({free_cores} free)")
             if nnodes:
                 parts.append(f"on {_plural(nnodes, 'node')}")
             out = ", ".join(parts)
-        p.need_text[id(req)] = (req, out)
-        return out
+        p.need_text[id(req)] = (req, out, enough)
+        return out, enough
 
 
 _MISSING = object()

@@ -263,6 +263,19 @@ def test_t_estimate_and_reason_pending_for_a_reserved_job():
     assert sched["jobs_ahead"] == 0
 
 
+def test_reason_pending_says_when_free_resources_are_held_for_reservations_ahead():
+    e = engine(nodes=2, options=["queue-policy=conservative"], time_format=lambda t: f"t={t:.0f}")
+    e.alloc(1, 16, 1, 0.0, jobspec(nnodes=1, duration=100))
+    e.schedule(0.0)
+    e.alloc(2, 16, 1, 1.0, jobspec(nnodes=2, duration=100))  # reserved at t=100, after job 1
+    e.alloc(3, 16, 1, 2.0, jobspec(nnodes=1, duration=500))  # fits the free node, but would delay job 2
+    out = {r.id: r.annotations["sched"] for r in e.schedule(2.0).responses if r.annotations}
+    assert out[3]["t_estimate"] == 200.0
+    assert out[3]["reason_pending"] == (
+        "waiting for 1 node (1 free), held for jobs reserved ahead of it — reserved to start at t=200"
+    )
+
+
 def test_every_reserved_job_gets_t_estimate_under_conservative():
     e = engine(nodes=2, options=["queue-policy=conservative"])
     for i in range(1, 5):
