@@ -55,7 +55,7 @@ from typing import Any
 from cachetools import LRUCache
 
 from .ids import IdSet
-from .planner import MatchCache, Planner
+from .planner import MatchCache, NoEarlier, Planner
 from .policy import POLICIES, QueuePolicy, make_policy, order_key
 
 __all__ = [
@@ -260,6 +260,7 @@ class Job:
         "sent",
         "estimate",
         "first_estimate",
+        "proof",
     )
 
     def __init__(self, jobid: int, priority: int, userid: int, t_submit: float, request: Any) -> None:
@@ -284,6 +285,8 @@ class Job:
         self.sent: dict[str, Any] = {}  # sched.* annotations the job-manager holds
         self.estimate: float | None = None
         self.first_estimate: float | None = None
+        #: That it cannot start before its reservation (see _Pass.earliest).
+        self.proof: NoEarlier | None = None
 
     def __repr__(self) -> str:
         return f"Job({self.id}, {self.state.value})"
@@ -897,6 +900,7 @@ class _Pass:
         self._failed_shapes: set[Any] = set()
         self._failed_nodes: list[tuple[int, float]] = []
         self.whole_free: int | None = None
+        self._proof: tuple[Job, NoEarlier] | None = None  # from the last search, for reserve()
 
     # -- PassContext ---------------------------------------------------------
 
@@ -971,15 +975,66 @@ class _Pass:
             self._free &= ~placement[1]
 
     def earliest(self, job: Job, before: float = math.inf) -> tuple[float, tuple[Any, int]] | None:
-        self.e.stats["matches"] += 1
-        found = self.e.planner.earliest_bits(job.request, self.now, job.duration, self.e.options.policy, before)
+        """The planner's earliest placement; a search that is proven to find
+        nothing before ``before`` is not made.
+
+        A whole-node job's search leaves a proof that it fits nowhere before
+        its reservation (:class:`~fluxsched_py.planner.NoEarlier`).
+        Conservative backfilling asks every reserved job for an earlier
+        place on every pass after a job ends early, and most such searches
+        fail: when the proof still holds for the plan as it is now (what was
+        freed since cannot make ``n`` whole nodes), the answer is None,
+        exactly what the search would return."""
+        e = self.e
+        e.stats["matches"] += 1
+        planner = e.planner
+        policy = e.options.policy
+        self._proof = None
+        n = planner.whole_node_request(job.request, policy) if job.nodes else 0
+        trace = None
+        if n:
+            proof = job.proof
+            if proof is not None and proof.t == before and proof.n == n:
+                proof = planner.prove_none_before(proof, job.id, job.duration, self.now)
+                if proof is not None:
+                    planner.proofs += 1
+                    self._proof = (job, proof)
+                    return None
+            trace = NoEarlier(n, self.now)
+        found = planner.earliest_bits(job.request, self.now, job.duration, policy, before, trace)
+        if trace is not None:
+            trace.t = before if found is None else found[0]
+            self._proof = (job, trace)
         return None if found is None else (found[0], (found[1], found[2]))
 
+    def keeps_reservation(self, job: Job) -> bool:
+        """Re-plan ``job``'s reservation in the cheap case: when taking it out,
+        finding its place still free, searching for an earlier one and
+        putting it back is provably what would happen (see
+        :meth:`Planner.keep_if_none_before`), do only the bookkeeping."""
+        proof = job.proof
+        if proof is None:
+            return False
+        planner = self.e.planner
+        if not planner.keep_if_none_before(job.id, proof, job.duration, self.now):
+            return False
+        self.e.stats["matches"] += 1  # the search it stands for
+        planner.proofs += 1
+        return True
+
     def reserve(self, job: Job, t: float, placement: tuple[Any, int]) -> None:
-        self.e.planner.reserve(job.id, placement[0], t, t + job.duration, placement[1])
+        planner = self.e.planner
+        planner.reserve(job.id, placement[0], t, t + job.duration, placement[1])
         job.estimate = t
         if job.first_estimate is None:
             job.first_estimate = t
+        proof = self._proof
+        self._proof = None
+        if proof is not None and proof[0] is job and proof[1].t == t:
+            proof[1].seq = planner.certify()
+            job.proof = proof[1]
+        else:
+            job.proof = None
 
     def still_free(self, job: Job, t: float, placement: tuple[Any, int]) -> bool:
         bits = placement[1]

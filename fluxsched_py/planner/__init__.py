@@ -48,7 +48,7 @@ from typing import Any
 
 from ..ids import IdSet
 
-__all__ = ["MatchCache", "Planner", "PlannerError", "Span", "lower_bounds"]
+__all__ = ["MatchCache", "NoEarlier", "Planner", "PlannerError", "Span", "lower_bounds"]
 
 Matcher = Callable[..., Any]
 
@@ -80,6 +80,31 @@ class Span:
     def __repr__(self) -> str:
         kind = "running" if self.running else "reserved"
         return f"Span({self.jobid}, {kind}, [{self.start}, {self.end}))"
+
+
+class NoEarlier:
+    """Proof that a whole-node request cannot start anywhere in ``[now, t)``.
+
+    A search for ``n`` whole nodes over ``duration`` that failed at every
+    candidate time before ``t`` leaves its trace here: for each candidate
+    ``times[i]``, ``whole[i]`` is at most the number of whole nodes that were
+    available for ``duration`` from any time in ``[times[i], times[i+1])``
+    (the last piece ends at ``t``); every ``whole[i] < n``.  ``pool`` is the
+    pool then, and ``seq`` the planner's log position (:meth:`Planner.certify`).
+    :meth:`Planner.prove_none_before` carries the proof forward to a later
+    state of the plan without searching again.
+    """
+
+    __slots__ = ("n", "now", "t", "times", "whole", "pool", "seq")
+
+    def __init__(self, n: int, now: float) -> None:
+        self.n = n
+        self.now = now
+        self.t = math.inf
+        self.times: list[float] = []
+        self.whole: list[int] = []
+        self.pool = 0
+        self.seq = -1
 
 
 def _default_matcher() -> Matcher:
@@ -306,6 +331,21 @@ class Planner:
         self._mutations = 0  # bumped by every span change
         self._running_union = 0  # every running span's bits
         self._max_running_start = -math.inf  # an upper bound (never lowered)
+        # Everything that became available, in order: (start, end, bits,
+        # nodes touched, jobid) for a removed span (or a timeline merge,
+        # jobid -2); _gains[0] is entry number _gains_base.  A span removed
+        # and added again for the same job (re-planned) leaves only the net
+        # difference.  See prove_none_before().
+        self._gains: list[tuple[float, float, int, int, int]] = []
+        self._gains_base = 0
+        self._gains_mark = 0  # entries before it were seen by a proof: never rewritten
+        #: Searches :meth:`prove_none_before` made unnecessary (statistics).
+        self.proofs = 0
+        self._running_version = 0  # bumped when a running span comes or goes
+        # Set for good once two spans overlapped on a resource (sched.expiration
+        # can do that): the step function no longer mirrors the spans exactly.
+        self._overlapped = False
+        self._pool_cache: tuple[tuple, int] | None = None
         #: The latest time the planner was told about (``earliest(now=...)``
         #: or :meth:`set_now`): running jobs expected to end before it are
         #: overdue and keep their resources until removed.
@@ -317,6 +357,7 @@ class Planner:
         """Record that ``jobid`` holds ``rs`` from ``start`` until ``end``."""
         b = self.codec.encode(rs) if bits is None else bits
         self._add(Span(jobid, rs, float(start), float(end), True, b, self.codec))
+        self._running_version += 1
         bisect.insort(self._running_ends, (float(end), jobid))
         self._running_union |= b
         self._max_running_start = max(self._max_running_start, float(start))
@@ -334,11 +375,13 @@ class Planner:
             return None
         self._mutations += 1
         if span.running:
+            self._running_version += 1
             i = bisect.bisect_left(self._running_ends, (span.end, jobid))
             del self._running_ends[i]
             self._running_union &= ~span.bits  # spans of running jobs are disjoint
         else:
             self._nreserved -= 1
+        self._log_gain(span.start, span.end, span.bits, jobid)
         lo = self._index(span.start)
         hi = self._index(span.end) if span.end != math.inf else len(self._times)
         keep = ~span.bits
@@ -348,6 +391,121 @@ class Planner:
         self._unref(hi)
         self._unref(lo)
         return span
+
+    # -- proofs that a search would fail ---------------------------------------
+
+    def certify(self) -> int:
+        """The current position in the log of removed spans (what a
+        :class:`NoEarlier` proof was made against); entries before it stay
+        logged."""
+        seq = self._gains_base + len(self._gains)
+        self._gains_mark = seq
+        return seq
+
+    def whole_node_request(self, request: Any, policy: str) -> int:
+        """N when ``request`` fits a set exactly when N whole nodes of it are
+        available (the matcher's whole-node fast path), else 0.  Such a fit
+        is monotone: a set that fits keeps fitting when it grows."""
+        m = self.matcher
+        if not (m.fast_paths and self.codec.flat_nodes and policy in m.FAST_ORDER):
+            return 0
+        return m.whole_nodes(request)
+
+    def keep_if_none_before(self, jobid: int, proof: NoEarlier, duration: float, now: float) -> bool:
+        """Re-plan ``jobid``'s reservation without touching the plan, when that
+        is provably what re-planning would do.
+
+        Re-planning takes the span out, checks that its place is still free,
+        searches for an earlier place, and puts the span back when there is
+        none.  While no two spans ever overlapped on a resource the step
+        function is exactly the union of the spans, so: the place is still
+        free exactly when the pool holds it; taking a span out and putting
+        the same one back leaves everything as it was but its position in
+        :meth:`spans`' order (it goes last); and ``proof`` carried forward
+        (:meth:`prove_none_before`, with the job's own span discounted)
+        shows the search would find nothing.  Returns True when all of that
+        held and the span was moved last, else False (then re-plan for real).
+        """
+        span = self._spans.get(jobid)
+        if self._overlapped or span is None or span.running or span.start != proof.t or not span.start > now:
+            return False
+        bits = span.bits
+        if self.pool_bits() & bits != bits:
+            return False
+        if self.prove_none_before(proof, jobid, duration, now, own=bits) is None:
+            return False
+        self._spans[jobid] = self._spans.pop(jobid)
+        self._mutations += 2
+        proof.seq = self.certify()
+        return True
+
+    def prove_none_before(
+        self, proof: NoEarlier, jobid: int, duration: float, now: float, own: int = 0
+    ) -> NoEarlier | None:
+        """Carry ``proof`` (made for ``jobid``) forward to the plan as it is
+        now: return it updated if the request still cannot start anywhere in
+        ``[now, proof.t)``, else None (then search).
+
+        Why it holds: whatever is available over ``[t, t + duration)`` now
+        was available then, or joined the pool since, or belonged to a span
+        removed since that overlapped ``[t, t + duration)`` (spans that were
+        added only take resources away; the job's own span never counts).  A
+        node wholly available now was wholly available then or has something
+        of it in one of those sets; so at most ``whole[i]`` plus the nodes
+        those sets touch are available from any ``t`` in piece ``i``.  If that
+        stays below ``n`` everywhere, every candidate the search would try
+        fails, and a whole-node fit is exactly "n whole nodes available".
+
+        ``own``: the job's own span is still in the plan, on these resources
+        (they never count as in use).
+        """
+        if now < proof.now or proof.seq < self._gains_base:
+            return None
+        if not duration or duration <= 0:
+            duration = math.inf
+        pool = self.pool_bits()
+        joined = pool & ~proof.pool
+        end = proof.t
+        horizon = end + duration
+        limit = now + duration
+        gains = self._gains
+        found: list[tuple[float, float, int]] = []  # (a, b, nodes) that may help
+        for g in range(proof.seq - self._gains_base, len(gains)):
+            a, b, bits, nodes, jid = gains[g]
+            if b <= now or a >= horizon or jid == jobid or not nodes:
+                continue
+            if limit > b:
+                # Every window [t, t + duration) that overlaps [a, b) from
+                # t >= now also covers [b, now + duration): what is in use
+                # there now is no gain to any of them.
+                ptimes, used = self._times, self._used
+                k = bisect.bisect_right(ptimes, b) - 1
+                nseg = len(ptimes)
+                useful = bits
+                while useful and k < nseg and ptimes[k] < limit:
+                    useful &= ~used[k] | own
+                    k += 1
+                if useful != bits:
+                    nodes = self.codec.nodes_touched(useful) if useful else 0
+                    if not nodes:
+                        continue
+            found.append((a, b, nodes))
+        times, whole = proof.times, proof.whole
+        k = bisect.bisect_right(times, now) - 1
+        if k > 0:
+            times, whole = times[k:], whole[k:]
+        if found or joined:
+            add = [self.codec.nodes_touched(joined) if joined else 0] * len(times)
+            for a, b, nodes in found:
+                # The windows that overlap [a, b): a - duration < t < b.
+                first = bisect.bisect_right(times, a - duration) - 1
+                for i in range(first if first > 0 else 0, bisect.bisect_left(times, b)):
+                    add[i] += nodes
+            whole = [w + x for w, x in zip(whole, add, strict=True)]
+            if whole and max(whole) >= proof.n:
+                return None
+        proof.now, proof.times, proof.whole, proof.pool = now, times, whole, pool
+        return proof
 
     def span(self, jobid: int) -> Span | None:
         return self._spans.get(jobid)
@@ -431,6 +589,16 @@ class Planner:
 
     def pool_bits(self) -> int:
         """Up resources, free now or held by a running job that is not overdue."""
+        version = getattr(self.graph, "version", None)
+        key = (version, self._running_version, self.now)
+        c = self._pool_cache
+        if version is not None and c is not None and c[0] == key:
+            return c[1]
+        pool = self._pool_bits()
+        self._pool_cache = (key, pool)
+        return pool
+
+    def _pool_bits(self) -> int:
         free = self.free_bits()
         held = self._running_union
         i = bisect.bisect_right(self._running_ends, (self.now, math.inf))
@@ -493,23 +661,40 @@ class Planner:
         return t, rs if rs is not None else self.codec.decode(bits)
 
     def earliest_bits(
-        self, request: Any, now: float, duration: float, policy: str = "first", before: float = math.inf
+        self,
+        request: Any,
+        now: float,
+        duration: float,
+        policy: str = "first",
+        before: float = math.inf,
+        trace: NoEarlier | None = None,
     ) -> tuple[float, Any, int] | None:
         """Like :meth:`earliest`, with the flat set: ``(t, rs, bits)``.
 
         With ``before``, only start times earlier than it are tried (the
-        caller already holds a place at ``before``)."""
+        caller already holds a place at ``before``).  With ``trace`` (for a
+        :meth:`whole_node_request` of ``trace.n`` nodes), the failed
+        candidates are recorded in it: it becomes the proof that nothing
+        fits before the answer (or ``before``), once ``trace.t`` and
+        ``trace.seq`` are set."""
         if not duration or duration <= 0:
             duration = math.inf
         self.set_now(now)
         pool = self.pool_bits()
+        if trace is not None:
+            trace.pool = pool
         times = self._times
         cands = [now] + times[bisect.bisect_right(times, now) : bisect.bisect_left(times, before)]
         if before <= now:
             return None
         if self._nreserved == 0 and self._max_running_start <= now:
             # Only running jobs: availability grows with t, binary search it.
+            if trace is not None:  # not measured: at most n - 1 anywhere
+                trace.times.append(now)
+                trace.whole.append(trace.n - 1)
             return self._earliest_monotone(request, cands, pool, policy)
+        if trace is not None:
+            return self._earliest_whole(request, now, duration, policy, cands, pool, trace)
 
         match = self.match_bits
         window = _WindowUnion()
@@ -536,6 +721,62 @@ class Planner:
             if found is not None:
                 return t, found[0], found[1]
             last_failed = avail
+        return None
+
+    def _earliest_whole(
+        self, request: Any, now: float, duration: float, policy: str, cands: list[float], pool: int, trace: NoEarlier
+    ) -> tuple[float, Any, int] | None:
+        """:meth:`earliest_bits` for a :meth:`whole_node_request`: the same
+        candidates in the same order, and the same answer, but a candidate
+        that has fewer than ``n`` whole nodes is rejected without calling
+        the matcher (which would reject it), and recorded in ``trace``.
+        The window union is :class:`_WindowUnion`, inlined."""
+        n = trace.n
+        whole = self.codec.whole_nodes
+        ttimes, twhole = trace.times, trace.whole
+        times, used = self._times, self._used
+        nseg = len(times)
+        back: list[int] = []
+        back_agg = 0
+        front: list[int] = []  # suffix unions, front of the window last
+        lo = self._index(now)  # first segment in the window
+        hi = lo  # first segment not yet pushed
+        last_failed = -1
+        w = 0
+        for t in cands:
+            while lo < nseg - 1 and times[lo + 1] <= t:
+                if lo < hi:
+                    if not front:
+                        agg = 0
+                        for item in reversed(back):
+                            agg |= item
+                            front.append(agg)
+                        back.clear()
+                        back_agg = 0
+                    front.pop()
+                else:
+                    hi += 1
+                lo += 1
+            end = t + duration
+            while hi < nseg and times[hi] < end:
+                x = used[hi]
+                back.append(x)
+                back_agg |= x
+                hi += 1
+            avail = pool & ~((front[-1] | back_agg) if front else back_agg)
+            ttimes.append(t)
+            if not avail:
+                twhole.append(0)
+                continue
+            if avail != last_failed:
+                w = whole(avail).bit_count()
+                if w >= n:
+                    found = self.match_bits(request, avail, policy)
+                    if found is not None:
+                        ttimes.pop()
+                        return t, found[0], found[1]
+                last_failed = avail
+            twhole.append(w)
         return None
 
     def _earliest_monotone(
@@ -585,7 +826,38 @@ class Planner:
             return
         self._refs[k] -= 1
         if self._refs[k] == 0 and k > 0:
-            del self._times[k], self._used[k], self._refs[k]
+            used = self._used
+            freed = used[k] & ~used[k - 1]
+            if freed:  # only when spans overlapped: the merge frees something
+                end = self._times[k + 1] if k + 1 < len(self._times) else math.inf
+                self._log_gain(self._times[k], end, freed, -2)
+            del self._times[k], used[k], self._refs[k]
+
+    def _log_gain(self, start: float, end: float, bits: int, jobid: int) -> None:
+        if start < end and bits:
+            gains = self._gains
+            gains.append((start, end, bits, self.codec.nodes_touched(bits), jobid))
+            if len(gains) > 8192:
+                del gains[:4096]
+                self._gains_base += 4096
+
+    def _net_gain(self, span: Span) -> None:
+        """``span``'s job gave back a span just before (re-planned): keep only
+        what the old span held that the new one does not."""
+        gains = self._gains
+        if not gains or self._gains_base + len(gains) <= self._gains_mark:
+            return
+        a, b, old, _, jobid = gains[-1]
+        if jobid != span.jobid:
+            return
+        gains.pop()
+        c, d, new = span.start, span.end, span.bits
+        if c >= b or d <= a:  # no overlap in time
+            self._log_gain(a, b, old, jobid)
+            return
+        self._log_gain(a, c, old, jobid)
+        self._log_gain(max(a, c), min(b, d), old & ~new, jobid)
+        self._log_gain(d, b, old, jobid)
 
     def _add(self, span: Span) -> None:
         if span.jobid in self._spans:
@@ -598,5 +870,8 @@ class Planner:
         b = span.bits
         used = self._used
         for k in range(lo, hi):
+            if used[k] & b:
+                self._overlapped = True
             used[k] |= b
         self._spans[span.jobid] = span
+        self._net_gain(span)

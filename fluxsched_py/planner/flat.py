@@ -178,6 +178,14 @@ class FlatCodec:
             cache[x] = w
         return w
 
+    def nodes_touched(self, x: int) -> int:
+        """How many node vertices have something of theirs in ``x`` (0 unless
+        :attr:`flat_nodes`)."""
+        shift = self.unit_shift
+        if shift is not None:
+            return ((x | (x >> shift)) & self.node_vertex_mask).bit_count()
+        return sum(1 for full in self.node_bits.values() if x & full)
+
     def nodes_bits(self, vertices: int) -> int:
         """The whole subtrees of the node vertices in the mask ``vertices``."""
         shift = self.unit_shift
