@@ -774,6 +774,8 @@ class Engine:
                 want[jobid] = {}
         for jobid, ann in want.items():
             job = self._jobs[jobid]
+            if job.sent == ann:
+                continue
             diff = {k: v for k, v in ann.items() if job.sent.get(k, _MISSING) != v}
             diff.update({k: None for k in job.sent if k not in ann})
             if not diff:
@@ -1016,7 +1018,11 @@ class _Pass:
         if proof is None:
             return False
         planner = self.e.planner
-        if not planner.keep_if_none_before(job.id, proof, job.duration, self.now):
+        kept = planner.keep_if_none_before(job.id, proof, job.duration, self.now)
+        if kept is None:  # the proof no longer holds: search
+            job.proof = None
+            return False
+        if not kept:
             return False
         self.e.stats["matches"] += 1  # the search it stands for
         planner.proofs += 1
@@ -1048,14 +1054,16 @@ class _Pass:
             if job is not None:
                 job.estimate = None
 
+    # Placements are (ResourceSet or None when not decoded yet, bits): see Planner.resolve.
+
     def reservation(self, job: Job) -> tuple[float, tuple[Any, int]] | None:
         span = self.e.planner.span(job.id)
-        return None if span is None or span.running else (span.start, (span.resources, span.bits))
+        return None if span is None or span.running else (span.start, (span._rs, span.bits))
 
     def unreserve(self, job: Job) -> tuple[float, tuple[Any, int]] | None:
         span = self.e.planner.remove(job.id)
         job.estimate = None
-        return None if span is None else (span.start, (span.resources, span.bits))
+        return None if span is None else (span.start, (span._rs, span.bits))
 
     def hopeless(self, job: Job) -> bool:
         """True when a job at least as big and as long already failed to

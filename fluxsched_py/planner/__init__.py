@@ -411,7 +411,7 @@ class Planner:
             return 0
         return m.whole_nodes(request)
 
-    def keep_if_none_before(self, jobid: int, proof: NoEarlier, duration: float, now: float) -> bool:
+    def keep_if_none_before(self, jobid: int, proof: NoEarlier, duration: float, now: float) -> bool | None:
         """Re-plan ``jobid``'s reservation without touching the plan, when that
         is provably what re-planning would do.
 
@@ -424,7 +424,8 @@ class Planner:
         :meth:`spans`' order (it goes last); and ``proof`` carried forward
         (:meth:`prove_none_before`, with the job's own span discounted)
         shows the search would find nothing.  Returns True when all of that
-        held and the span was moved last, else False (then re-plan for real).
+        held and the span was moved last, else False (then re-plan for real),
+        or None when the proof no longer holds.
         """
         span = self._spans.get(jobid)
         if self._overlapped or span is None or span.running or span.start != proof.t or not span.start > now:
@@ -433,7 +434,7 @@ class Planner:
         if self.pool_bits() & bits != bits:
             return False
         if self.prove_none_before(proof, jobid, duration, now, own=bits) is None:
-            return False
+            return None
         self._spans[jobid] = self._spans.pop(jobid)
         self._mutations += 2
         proof.seq = self.certify()
