@@ -49,6 +49,7 @@ import errno
 import json
 import logging
 import math
+import re
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
@@ -62,6 +63,7 @@ __all__ = [
     "RecordingTransport",
     "parse_module_args",
     "kvs_key",
+    "f58",
     "LOG_ERR",
     "LOG_WARNING",
     "LOG_INFO",
@@ -725,6 +727,8 @@ class Driver:
                 _flux_style_summary(r)
                 success.append(r)
                 continue
+            if r.type is ResponseType.ANNOTATE:
+                _f58_in_reason(r)
             if r.type is ResponseType.DENY and r.note and not r.note.startswith(_NOTE_PREFIXES):
                 # flux-core's wording for a request that can never be met
                 r.note = f"unsatisfiable request: {r.note}"
@@ -780,6 +784,30 @@ def _v1_duration_problem(jobspec: Mapping[str, Any]) -> str | None:
             return f"invalid jobspec: getting duration: Object item not found: {key}"
         node = node[key]
     return None
+
+
+_F58 = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
+_JOB_REF = re.compile(r"\bjob (\d+)\b")
+
+
+def f58(jobid: int) -> str:
+    """A job id as flux-core shows it (``ƒLqTPgb``, RFC 19 FLUID base58)."""
+    n = int(jobid)
+    if n == 0:
+        return "ƒ1"
+    out = []
+    while n:
+        n, r = divmod(n, 58)
+        out.append(_F58[r])
+    return "ƒ" + "".join(reversed(out))
+
+
+def _f58_in_reason(r: Response) -> None:
+    """``behind higher-priority job 13019119616`` -> ``... job ƒLqTPgb``: the id users see in ``flux jobs``."""
+    sched = (r.annotations or {}).get("sched")
+    text = sched.get("reason_pending") if isinstance(sched, dict) else None
+    if isinstance(text, str) and "job " in text:
+        sched["reason_pending"] = _JOB_REF.sub(lambda m: f"job {f58(int(m.group(1)))}", text)
 
 
 def _ids(text: str) -> str:
