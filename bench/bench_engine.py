@@ -14,6 +14,12 @@ Phases, each timed:
    slices: every slice's duration is recorded;
 4. steady state: free a batch of running jobs, schedule again (budgeted).
 
+Like a broker-module driver, the bench calls ``gc.freeze()`` after the
+alloc burst (a million long-lived jobs would otherwise be rescanned by every
+generation-2 collection, 70-140 ms each) and gives each slice an 80 ms budget,
+leaving room for the one step that crosses it and a collection of the objects
+made since.  The worst garbage-collector pause is reported on its own line.
+
 There is no peer to compare with in this process (Fluxion and sched-simple
 need a Flux instance); the Flux throughput benchmark does that.
 
@@ -23,6 +29,7 @@ need a Flux instance); the Flux throughput benchmark does that.
 from __future__ import annotations
 
 import argparse
+import gc
 import resource
 import statistics
 import time
@@ -66,7 +73,8 @@ def main() -> None:
     ap.add_argument("--nodes", type=int, default=1024)
     ap.add_argument("--cores", type=int, default=32)
     ap.add_argument("--queue-policy", default="easy")
-    ap.add_argument("--budget", type=float, default=0.1)
+    ap.add_argument("--budget", type=float, default=0.08, help="work per slice, seconds (target: slices <= 0.1 s)")
+    ap.add_argument("--target", type=float, default=0.1)
     args = ap.parse_args()
     rows = []
 
@@ -85,6 +93,16 @@ def main() -> None:
         ("alloc accepted", f"{args.jobs:,} jobs in {dt:.1f} s", f"{rate:,.0f} /s", _ok(rate >= 5000, ">= 5,000 /s"))
     )
     rows.append(("RSS after alloc", "", f"{rss_gib():.2f} GiB", _ok(rss_gib() < 4, "< 4 GiB")))
+    gc.freeze()
+    pauses: list[float] = []
+
+    def watch(phase: str, info: dict) -> None:
+        if phase == "start":
+            watch.t0 = time.perf_counter()  # type: ignore[attr-defined]
+        else:
+            pauses.append(time.perf_counter() - watch.t0)  # type: ignore[attr-defined]
+
+    gc.callbacks.append(watch)
 
     t0 = time.perf_counter()
     slices, started = drain_passes(e, 0.0, args.budget)
@@ -102,7 +120,7 @@ def main() -> None:
             "pass slice CPU (fill)",
             f"median {1000 * statistics.median(slices):.1f} ms",
             f"max {1000 * max(slices):.1f} ms",
-            _ok(max(slices) <= args.budget * 1.1, f"<= {args.budget * 1000:.0f} ms"),
+            _ok(max(slices) <= args.target, f"<= {args.target * 1000:.0f} ms"),
         )
     )
 
@@ -117,19 +135,22 @@ def main() -> None:
             "steady state",
             f"free {len(running)}, {started2:,} started in {dt:.2f} s",
             f"max slice {1000 * max(slices2):.1f} ms",
-            _ok(max(slices2) <= args.budget * 1.1, f"<= {args.budget * 1000:.0f} ms"),
+            _ok(max(slices2) <= args.target, f"<= {args.target * 1000:.0f} ms"),
         )
     )
+    rows.append(("GC pauses", f"{len(pauses)} collections", f"max {1000 * max(pauses, default=0):.1f} ms", ""))
     rows.append(
         ("pending after", f"{e.pending_count:,}", f"{rss_gib():.2f} GiB max RSS", _ok(rss_gib() < 4, "< 4 GiB"))
     )
 
-    table = Table(title=f"engine: {args.jobs:,} pending 1-core jobs, queue-policy={args.queue_policy}")
+    title = f"engine: {args.jobs:,} pending 1-core jobs, queue-policy={args.queue_policy}"
+    title += f", budget {args.budget * 1000:.0f} ms"
+    table = Table(title=title)
     for col in ("phase", "detail", "measure", "target"):
         table.add_column(col)
     for row in rows:
         table.add_row(*row)
-    Console().print(table)
+    Console(width=120).print(table)
 
 
 def _ok(cond: bool, target: str) -> str:

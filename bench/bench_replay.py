@@ -95,7 +95,7 @@ def main() -> None:
                 f"{len(w.jobs) / t:,.0f}",
                 f"{s.makespan:,.0f}",
             )
-    Console().print(table)
+    Console(width=120).print(table)
 
 
 if __name__ == "__main__":

@@ -8,8 +8,11 @@ wire messages into calls on :class:`Engine` and send back what it returns.
 What the engine owns
     the job table; the pending queue in order (priority, t_submit, id); the
     resource graph's allocations for its jobs; the planner's spans (running
-    jobs and the current pass's reservations); the annotations it last sent
-    for each job, so it only sends what changed.
+    jobs, and the reservations the queue policy keeps); the annotations it
+    last sent for each job, so it only sends what changed.  It also knows
+    *why* a pass may be needed: ``_dirty`` (anything happened), ``_restart``
+    (a pass in progress is stale) and ``_compress`` (something may have made
+    room, so reservations may move earlier).
 
 What the engine never knows
     Flux, ZMQ, Batsim, the KVS, files, or the wall clock.  Time is always an
@@ -248,6 +251,7 @@ class Job:
         "request",
         "duration",
         "shape",
+        "nodes",
         "state",
         "sortkey",
         "resources",
@@ -270,6 +274,8 @@ class Job:
         #: What makes two jobs interchangeable for matching; the engine
         #: replaces it with a small interned id (cheap to hash in a pass).
         self.shape: Any = (request.key, self.duration) if request is not None else None
+        #: N for a plain whole-node request (see MatchCache.whole_nodes), else 0.
+        self.nodes = 0
         self.state = JobState.PENDING
         self.sortkey = order_key(priority, t_submit, jobid)
         self.resources: Any = None
@@ -353,6 +359,7 @@ class Engine:
 
         self._jobs: dict[int, Job] = {}
         self._queue: list[Job] = []  # pending jobs in order; stale entries skipped
+        self._qhead = 0  # entries before this index are all stale
         self._npending = 0
         self._queue_sorted = True
         self._annotated: set[int] = set()  # pending jobs holding annotations
@@ -465,6 +472,7 @@ class Engine:
             return [Response(jobid, ResponseType.DENY, note=reason)]
         job = Job(jobid, priority, userid, t_submit, request)
         job.shape = self._shape_ids.setdefault(job.shape, len(self._shape_ids))
+        job.nodes = self.planner.matcher.whole_nodes(request)
         self._transition(job, "alloc")
         self._jobs[jobid] = job
         self._npending += 1
@@ -643,9 +651,19 @@ class Engine:
 
     def _sort_queue(self) -> None:
         q = self._queue
-        if not self._queue_sorted or len(q) > 2 * self._npending + 64:
-            self._queue = sorted((j for j in q if self._live(j)), key=lambda j: j.sortkey)
+        if not self._queue_sorted or len(q) - self._qhead > 2 * self._npending + 64:
+            self._queue = sorted((j for j in q[self._qhead :] if self._live(j)), key=lambda j: j.sortkey)
             self._queue_sorted = True
+            self._qhead = 0
+            return
+        # Jobs start mostly from the front: skip the stale prefix for good.
+        h, n = self._qhead, len(q)
+        while h < n and not self._live(q[h]):
+            h += 1
+        if h > 4096 and h > n // 2:
+            del q[:h]
+            h = 0
+        self._qhead = h
 
     def _parse(self, jobspec: Any) -> Any:
         if hasattr(jobspec, "resources") and hasattr(jobspec, "key"):
@@ -684,7 +702,7 @@ class Engine:
         self._sort_queue()
         if not self.policy.persistent_reservations:
             self.planner.clear_reservations()
-            for j in self._queue:
+            for j in self._queue[self._qhead :]:
                 j.estimate = None
         self._dirty = False
         self._restart = False
@@ -733,7 +751,9 @@ class Engine:
         depth = self.options.annotate_depth
         head: Job | None = None
         pos = 0
-        for job in self._queue:
+        q = self._queue
+        for i in range(self._qhead, len(q)) if depth else ():
+            job = q[i]
             if not self._live(job):
                 continue
             if pos >= depth:
@@ -776,13 +796,16 @@ class Engine:
     def _reason(self, p: _Pass, job: Job, head: Job | None) -> str:
         req = job.request
         why = p.held.get(job.id)
+        need, enough = self._need(p, req)
         if why == "down":
-            return f"cannot start on the resources that are up now: waiting for {self._need(p, req)}"
+            return f"cannot start on the resources that are up now: waiting for {need}"
         c = getattr(req, "constraints", None)
         if c is not None and p.constraint_blocks(job):
             text = f"blocked by constraint: {describe_constraint(c)}"
+        elif enough and job.estimate is not None:
+            text = f"waiting for {need}, held for jobs reserved ahead of it"
         else:
-            text = f"waiting for {self._need(p, req)}"
+            text = f"waiting for {need}"
         if job.estimate is not None:
             return f"{text} — reserved to start at {self._time_format(job.estimate)}"
         if why == "depth":
@@ -793,11 +816,12 @@ class Engine:
             return f"{text} — behind higher-priority job {head.id}"
         return text
 
-    def _need(self, p: _Pass, req: Any) -> str:
-        """``3 nodes (2 free)``: what the job needs and what is free, per pass."""
+    def _need(self, p: _Pass, req: Any) -> tuple[str, bool]:
+        """``3 nodes (2 free)``: what the job needs and what is free, per pass,
+        and whether that much is free now (then reservations are what hold it)."""
         text = p.need_text.get(id(req))
         if text is not None and text[0] is req:
-            return text[1]
+            return text[1], text[2]
         codec = self.planner.codec
         free = p.free()
         nnodes = req.nnodes
@@ -808,19 +832,23 @@ class Engine:
                 p.whole_free = whole
             have = p.whole_free
             out = f"{_plural(nnodes, 'node')} ({have} free)"
+            enough = have >= nnodes
         else:
             cores = req.nslots * req.slot_size
             gpus = req.nslots * req.slot_gpus
             parts = []
+            free_gpus = codec.count(free, "gpu") if gpus else 0
+            free_cores = codec.count(free, "core")
+            enough = free_cores >= cores and free_gpus >= gpus and not nnodes
             if gpus:
-                parts.append(f"{_plural(gpus, 'GPU')} ({codec.count(free, 'gpu')} free)")
+                parts.append(f"{_plural(gpus, 'GPU')} ({free_gpus} free)")
             if cores or not parts:
-                parts.insert(0, f"{_plural(cores, 'core')} ({codec.count(free, 'core')} free)")
+                parts.insert(0, f"{_plural(cores, 'core')} ({free_cores} free)")
             if nnodes:
                 parts.append(f"on {_plural(nnodes, 'node')}")
             out = ", ".join(parts)
-        p.need_text[id(req)] = (req, out)
-        return out
+        p.need_text[id(req)] = (req, out, enough)
+        return out, enough
 
 
 _MISSING = object()
@@ -876,7 +904,7 @@ class _Pass:
         e = self.e
         depth = e.options.queue_depth
         n = 0
-        i = 0
+        i = e._qhead
         while i < len(e._queue):
             job = e._queue[i]
             i += 1
@@ -942,9 +970,9 @@ class _Pass:
         if self._free is not None and job.state is JobState.RUNNING:
             self._free &= ~placement[1]
 
-    def earliest(self, job: Job) -> tuple[float, tuple[Any, int]] | None:
+    def earliest(self, job: Job, before: float = math.inf) -> tuple[float, tuple[Any, int]] | None:
         self.e.stats["matches"] += 1
-        found = self.e.planner.earliest_bits(job.request, self.now, job.duration, self.e.options.policy)
+        found = self.e.planner.earliest_bits(job.request, self.now, job.duration, self.e.options.policy, before)
         return None if found is None else (found[0], (found[1], found[2]))
 
     def reserve(self, job: Job, t: float, placement: tuple[Any, int]) -> None:
@@ -952,6 +980,10 @@ class _Pass:
         job.estimate = t
         if job.first_estimate is None:
             job.first_estimate = t
+
+    def still_free(self, job: Job, t: float, placement: tuple[Any, int]) -> bool:
+        bits = placement[1]
+        return self.e.planner.available_bits(t, t + job.duration) & bits == bits
 
     def clear_reservations(self) -> None:
         planner = self.e.planner
@@ -975,7 +1007,7 @@ class _Pass:
         start now in this pass (nothing a pass does frees resources)."""
         if job.shape in self._failed_shapes:
             return True
-        n = self.e.planner.matcher.whole_nodes(job.request)
+        n = job.nodes
         if n:
             d = job.duration
             for fn, fd in self._failed_nodes:
@@ -986,7 +1018,7 @@ class _Pass:
     def failed(self, job: Job) -> None:
         """Record that ``job`` could not start now (see :meth:`hopeless`)."""
         self._failed_shapes.add(job.shape)
-        n = self.e.planner.matcher.whole_nodes(job.request)
+        n = job.nodes
         if n:
             self._failed_nodes.append((n, job.duration))
 

@@ -97,3 +97,10 @@ def test_replies_encode_interval_set_allocations():
         "now": 5.0,
         "events": [{"timestamp": 5.0, "type": "EXECUTE_JOB", "data": {"job_id": "w0!1", "alloc": "0-3 7"}}],
     }
+
+
+def test_job_submitted_uses_the_forwarded_subtime_for_queue_order():
+    # Batsim 4 delivers a submission ~0.6 ms after the workload's subtime, which it forwards.
+    job = {"id": "w0!0", "res": 8, "walltime": 300, "subtime": 57.245384}
+    _, (ev,) = MessageDecoder().decode(msg(57.245984, (57.245984, "JOB_SUBMITTED", {"job_id": "w0!0", "job": job})))
+    assert parse_job(ev).subtime == 57.245384

@@ -263,6 +263,19 @@ def test_t_estimate_and_reason_pending_for_a_reserved_job():
     assert sched["jobs_ahead"] == 0
 
 
+def test_reason_pending_says_when_free_resources_are_held_for_reservations_ahead():
+    e = engine(nodes=2, options=["queue-policy=conservative"], time_format=lambda t: f"t={t:.0f}")
+    e.alloc(1, 16, 1, 0.0, jobspec(nnodes=1, duration=100))
+    e.schedule(0.0)
+    e.alloc(2, 16, 1, 1.0, jobspec(nnodes=2, duration=100))  # reserved at t=100, after job 1
+    e.alloc(3, 16, 1, 2.0, jobspec(nnodes=1, duration=500))  # fits the free node, but would delay job 2
+    out = {r.id: r.annotations["sched"] for r in e.schedule(2.0).responses if r.annotations}
+    assert out[3]["t_estimate"] == 200.0
+    assert out[3]["reason_pending"] == (
+        "waiting for 1 node (1 free), held for jobs reserved ahead of it — reserved to start at t=200"
+    )
+
+
 def test_every_reserved_job_gets_t_estimate_under_conservative():
     e = engine(nodes=2, options=["queue-policy=conservative"])
     for i in range(1, 5):
@@ -350,3 +363,25 @@ def test_the_engine_never_imports_flux_or_zmq():
     src = open(mod.__file__).read()
     assert not re.search(r"^\s*(import|from)\s+(flux|zmq)\b", src, re.M)
     assert "time.time(" not in src
+
+
+def test_queue_annotation_for_named_queues():
+    e = engine(nodes=1)
+    spec = jobspec(nnodes=1, duration=10)
+    spec["attributes"]["system"]["queue"] = "batch"
+    e.alloc(1, 16, 1, 0.0, jobspec(nnodes=1, duration=10))
+    e.alloc(2, 16, 1, 0.0, spec)
+    out = {r.id: r for r in e.schedule(0.0).responses}
+    assert out[2].annotations["sched"]["queue"] == "batch"
+
+
+def test_queue_depth_bounds_the_jobs_a_pass_considers():
+    e = engine(nodes=4, options=["queue-policy=easy", "queue-depth=2"])
+    for i in range(1, 5):
+        e.alloc(i, 16, 1, float(i), jobspec(nnodes=1, duration=10))
+    started = [r.id for r in e.schedule(5.0).responses if r.type is ResponseType.SUCCESS]
+    assert started == [1, 2]
+    started = [r.id for r in e.schedule(6.0).responses if r.type is ResponseType.SUCCESS]
+    assert started == []  # nothing changed: no new pass
+    e.free(1)
+    assert [r.id for r in e.schedule(7.0).responses if r.type is ResponseType.SUCCESS] == [3, 4]

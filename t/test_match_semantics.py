@@ -308,3 +308,39 @@ def test_policy_order_reproduces_resource_query_on_tiny(policy, picks):
         (sock,) = [v for v in rs.containers if topo.type[v] == "socket"]
         assert (topo.name[topo.parent[sock]], topo.name[sock]) == (node, socket)
         g.allocate(jobid, rs)
+
+
+# -- resource-query's slot placement (Policy.slot_host, Policy.flexible) ----------------------
+
+
+def test_slot_host_children_keeps_a_slot_inside_one_socket():
+    from dataclasses import replace
+
+    from fluxsched_py.match import POLICIES
+
+    g = graph(nodes=1, sockets=2, cores=4)
+    six = req(rr("slot", 1, rr("core", 6)))
+    assert cores_of(g, match(g, six, policy="low")) == {0: "0-5"}  # default: a slot spans the node's sockets
+    assert match(g, six, policy=replace(POLICIES["low"], slot_host="children")) is None
+    rs = match(g, req(rr("slot", 2, rr("core", 3))), policy=replace(POLICIES["low"], slot_host="children"))
+    assert cores_of(g, rs) == {0: "0-2,4-6"}  # one slot per socket
+
+
+def test_flexible_sibling_slots_are_alternatives():
+    from dataclasses import replace
+
+    from fluxsched_py.match import POLICIES
+
+    g = graph(nodes=1, sockets=1, cores=8, gpus=1)
+    small = ResourceRequest("slot", Count.fixed(1), (rr("core", 2), rr("gpu", 1)), label="a")
+    big = ResourceRequest("slot", Count.fixed(1), (rr("core", 6),), label="b")
+    j = req(small, big)
+    assert match(g, j, policy="low").count("core") == 8  # plain RFC 14: both slots
+    pol = replace(POLICIES["low"], slot_host="children", flexible=True)
+    first = match_result(g, j, policy=pol)
+    assert first.nslots == 1 and first.resources.count("gpu") == 1  # the first alternative of the best choice
+    g.allocate(1, first.resources)
+    second = match(g, j, policy=pol)
+    assert second.count("core") == 6 and second.count("gpu") == 0  # only the other alternative fits now
+    mixed = req(small, rr("core", 1))
+    assert match(g, mixed, policy=pol) is None  # alternatives next to a non-slot sibling

@@ -146,3 +146,29 @@ def test_sliding_window_agrees_with_brute_force():
                 want = t
                 break
         assert (got[0] if got else None) == want
+
+
+@pytest.mark.parametrize(
+    "recipe",
+    [
+        {"cluster": {"racks": 2, "nodes_per_rack": 3, "sockets": 2, "cores_per_socket": 2, "gpus_per_socket": 1}},
+        {"cluster": {"nodes": 3, "sockets": 2, "cores_per_socket": 4}},
+    ],
+)
+def test_flat_codec_round_trips_and_planner_works_on_richer_graphs(recipe):
+    """Regression: decode crashed on graphs whose nodes are not children of the root."""
+    from fluxsched_py.match import match
+    from fluxsched_py.planner.flat import FlatCodec
+    from fluxsched_py.resource import ResourceGraph
+
+    g = ResourceGraph.from_recipe(recipe)
+    codec = FlatCodec(g)
+    rs = match(g, cores(3), policy="low")
+    for s in (g.all(), g.free(), rs, g.all() - rs):
+        assert codec.decode(codec.encode(s)) == s
+    p = Planner(g)
+    g.allocate(1, rs)
+    p.add_running(1, rs, 0.0, 100.0)
+    assert p.available(0, 10) == g.free()
+    t, got = p.earliest(cores(g.all().count("core")), 0.0, 10.0)
+    assert t == 100.0 and got.count("core") == g.all().count("core")

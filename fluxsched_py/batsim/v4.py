@@ -12,11 +12,11 @@ sends back.
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..ids import IdSet
+from .envelope import decode_envelope, number
 from .errors import ProtocolError
 from .intervals import format_intervals
 
@@ -30,6 +30,7 @@ __all__ = [
     "execute_job",
     "answer",
     "notify",
+    "parse_hosts",
     "parse_job",
     "reject_job",
 ]
@@ -72,12 +73,6 @@ class BatsimJob:
     profile: str | None = None
 
 
-def _number(value: Any, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ProtocolError(f"{what} must be a finite number, got {json.dumps(value)[:40]}")
-    return float(value)
-
-
 class MessageDecoder:
     """Decodes Batsim's messages in order, remembering the last ``now``."""
 
@@ -85,47 +80,11 @@ class MessageDecoder:
         self.now = 0.0
 
     def decode(self, raw: bytes | str) -> tuple[float, list[Event]]:
-        if isinstance(raw, bytes):
-            raw = raw.rstrip(b"\0")
-            try:
-                raw = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise ProtocolError(f"message is not UTF-8 (byte offset {e.start})") from None
-        try:
-            msg = json.loads(raw)
-        except (json.JSONDecodeError, RecursionError) as e:
-            raise ProtocolError(f"message is not valid JSON: {e}") from None
-        if not isinstance(msg, dict):
-            raise ProtocolError("message must be a JSON object")
-        if "now" not in msg:
-            raise ProtocolError("message has no 'now' field")
-        now = _number(msg["now"], "'now'")
-        events_raw = msg.get("events")
-        if not isinstance(events_raw, list):
-            raise ProtocolError("message 'events' must be an array")
-        if now < self.now:
-            raise ProtocolError(f"time went backwards: now={now} after now={self.now}")
-        events: list[Event] = []
-        last = -math.inf
-        for i, ev in enumerate(events_raw):
-            if not isinstance(ev, dict):
-                raise ProtocolError(f"event {i} is not an object")
-            ts = _number(ev.get("timestamp"), f"event {i} 'timestamp'")
-            etype = ev.get("type")
-            if not isinstance(etype, str):
-                raise ProtocolError(f"event {i} has no string 'type'")
-            if etype not in BATSIM_TO_SCHED:
-                raise ProtocolError(f"event {i} has unknown type {etype!r}")
-            if "data" not in ev or not isinstance(ev["data"], dict):
-                raise ProtocolError(f"event {i} ({etype}) has no 'data' object")
-            if ts > now:
-                raise ProtocolError(f"event {i} ({etype}) timestamp {ts} is after now={now}")
-            if ts < last:
-                raise ProtocolError(f"event {i} ({etype}) timestamp {ts} is before the previous event's {last}")
-            last = ts
-            events.append(Event(ts, etype, ev["data"]))
+        now, events = decode_envelope(
+            raw, self.now, type_key="type", payload_key="data", known=BATSIM_TO_SCHED, payload_required=True
+        )
         self.now = now
-        return now, events
+        return now, [Event(ts, etype, data) for ts, etype, data in events]
 
 
 def parse_job(event: Event) -> BatsimJob:
@@ -143,11 +102,40 @@ def parse_job(event: Event) -> BatsimJob:
     walltime = job.get("walltime")
     wt: float | None = None
     if walltime is not None:
-        wt = _number(walltime, f"job {job_id} 'walltime'")
+        wt = number(walltime, f"job {job_id} 'walltime'")
         if wt <= 0:
             wt = None
     profile = job.get("profile")
-    return BatsimJob(job_id, res, wt, event.timestamp, profile if isinstance(profile, str) else None)
+    # Batsim 4 forwards the workload's submission time; the event arrives a
+    # little later (protocol latency).  The queue orders ties by submit time,
+    # so use the workload's, as the replay does.
+    subtime = job.get("subtime")
+    submit = event.timestamp
+    if subtime is not None:
+        submit = number(subtime, f"job {job_id} 'subtime'")
+    return BatsimJob(job_id, res, wt, submit, profile if isinstance(profile, str) else None)
+
+
+def parse_hosts(event: Event) -> list[dict[str, Any]]:
+    """SIMULATION_BEGINS ``compute_resources``: ``[{id, name, properties}]``, checked."""
+    res = event.data.get("compute_resources")
+    if not isinstance(res, list) or not res:
+        raise ProtocolError("SIMULATION_BEGINS has no 'compute_resources' list")
+    out = []
+    for i, r in enumerate(res):
+        if not isinstance(r, dict):
+            raise ProtocolError(f"compute_resources[{i}] is not an object")
+        rid = r.get("id")
+        if isinstance(rid, str) and rid.isdigit():
+            rid = int(rid)
+        if isinstance(rid, bool) or not isinstance(rid, int) or rid < 0:
+            raise ProtocolError(f"compute_resources[{i}] has no non-negative integer 'id'")
+        name = r.get("name")
+        props = r.get("properties") or {}
+        if not isinstance(props, dict):
+            raise ProtocolError(f"compute_resources[{i}] 'properties' is not an object")
+        out.append({"id": rid, "name": str(name) if name else f"host{rid}", "properties": props})
+    return out
 
 
 def _event(ts: float, etype: str, data: dict[str, Any]) -> dict[str, Any]:

@@ -27,6 +27,28 @@ orders are total, so every policy is deterministic.
     they can; otherwise it spans the node.
 ``variation``
     accepted for resource-query compatibility; behaves as ``low``.
+
+Two switches change how slots are placed; every named policy leaves them
+off, and ``fluxsched-py match`` (the resource-query command line) turns them
+on, because they are what Fluxion does:
+
+``slot_host="children"``
+    each slot lies within one *slot host*: the top-most vertex, at or below
+    the scope, that directly holds (as children or pooled leaves) every type
+    the slot asks for at its top level.  On ``node -> socket -> core`` a slot
+    of cores is then placed inside one socket, and a slot holding nodes
+    inside one rack (or the cluster, when nodes hang off it).  Slots are
+    gathered across hosts in policy order.  The default, ``"node"``, places a
+    slot within one node (or within the scope when the slot holds nodes),
+    so a slot may span the sockets of a node.
+``flexible=True``
+    sibling slots in one ``with`` list (or at the top level) are
+    *alternatives*, not a conjunction: the job gets as many slots as the last
+    alternative's count, each of any one alternative's shape.  At each slot
+    host the matcher picks, slot by slot, the first alternative on a choice
+    that fits the most slots in the host's free leaves (Fluxion's ``-T
+    flexible`` traverser).  A slot alternative next to a non-slot sibling
+    never matches.
 """
 
 from __future__ import annotations
@@ -48,6 +70,10 @@ class Policy:
     order: str  # "low", "high" or "first"
     node_exclusive: bool = False
     locality: bool = False
+    #: "node" or "children" (see the module docstring)
+    slot_host: str = "node"
+    #: sibling slots are alternatives (see the module docstring)
+    flexible: bool = False
 
     @property
     def high_ids(self) -> bool:

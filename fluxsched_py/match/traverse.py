@@ -30,13 +30,19 @@ counts
 constraints (RFC 31)
     evaluated at each rank's top vertex (the node) on rank, host name and
     properties; a failing node's subtree is skipped.
+slot hosts and alternatives
+    with ``Policy.slot_host="children"`` a slot lies within the top-most
+    vertex holding its types directly (:meth:`_Search.slot_hosts`); with
+    ``Policy.flexible`` sibling slots are alternatives
+    (:meth:`_Search.sat_or_slots`).  Both are Fluxion's semantics, used by
+    ``fluxsched-py match``; see :mod:`fluxsched_py.match.policy`.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..ids import IdSet
 from ..jobspec.request import Request, ResourceRequest
@@ -54,17 +60,29 @@ class MatchResult:
 
     resources: ResourceSet
     nslots: int
+    #: containers taken whole, each with the requests that were matched inside it (``()`` for a bare
+    #: container, one the jobspec marks ``exclusive: true``, or a whole node under a ``*nodex`` policy)
+    wholes: tuple[tuple[int, tuple[ResourceRequest, ...]], ...] = ()
+    #: leaves the request named explicitly: ``{vertex: {type: id mask}}``
+    leaves: dict[int, dict[str, int]] | None = None
 
 
-def request_needs(reqs: tuple[ResourceRequest, ...], topo: Topology) -> dict[str, int]:
-    """Minimum leaf units of each pooled type one instance of ``reqs`` needs (for pruning)."""
+def request_needs(reqs: tuple[ResourceRequest, ...], topo: Topology, flexible: bool = False) -> dict[str, int]:
+    """Minimum leaf units of each pooled type one instance of ``reqs`` needs (for pruning).
+
+    With ``flexible``, sibling slots are alternatives: what they need is the
+    least any one of them needs.
+    """
+    if flexible and len(reqs) > 1 and all(r.type == "slot" for r in reqs):
+        per = [request_needs((r,), topo, True) for r in reqs]
+        return {t: m for t in set().union(*per) if (m := min(p.get(t, 0) for p in per))}
     out: dict[str, int] = {}
     for r in reqs:
         n = r.count.min if r.count.values is None else min(r.count.values)
         if r.type in topo.pool_types and not r.with_:
             out[r.type] = out.get(r.type, 0) + n
         else:
-            for t, x in request_needs(r.with_, topo).items():
+            for t, x in request_needs(r.with_, topo, flexible).items():
                 out[t] = out.get(t, 0) + n * x
     return out
 
@@ -80,7 +98,7 @@ class _Search:
         self.tpool: dict[tuple[int, str], int] = {}
         self.tunits: dict[int, dict[str, int]] = {}
         self.touched: dict[int, int] = {}
-        self.dead: set[int] = set()
+        self.dead: dict[int, tuple[ResourceRequest, ...]] = {}
         self.log: list[tuple] = []
         self.node_ok_cache: dict[int, bool] = {}
         self.needs_cache: dict[int, dict[str, int]] = {}
@@ -121,8 +139,8 @@ class _Search:
         self._bump(v, {t: units}, 1)
         self.log.append((0, v, t, mask, units))
 
-    def take_whole(self, c: int) -> None:
-        self.dead.add(c)
+    def take_whole(self, c: int, with_: tuple[ResourceRequest, ...] = ()) -> None:
+        self.dead[c] = with_
         self._bump(c, self.av.units[c], 1)
         self.log.append((1, c))
 
@@ -141,7 +159,7 @@ class _Search:
                 self._bump(v, {t: units}, -1)
             elif op[0] == 1:
                 c = op[1]
-                self.dead.discard(c)
+                del self.dead[c]
                 self._bump(c, self.av.units[c], -1)
             else:
                 self.nslots -= op[1]
@@ -196,7 +214,7 @@ class _Search:
         k = id(reqs)
         n = self.needs_cache.get(k)
         if n is None:
-            n = self.needs_cache[k] = request_needs(reqs, self.topo)
+            n = self.needs_cache[k] = request_needs(reqs, self.topo, self.policy.flexible)
         return n
 
     def containers(self, scope: int, T: str, excl: bool, needs: dict[str, int], include_self: bool) -> Iterator[int]:
@@ -228,6 +246,10 @@ class _Search:
 
     # -- requests ----------------------------------------------------------------
     def sat_list(self, scope: int, reqs: tuple[ResourceRequest, ...], in_slot: bool, top: bool = False) -> bool:
+        if self.policy.flexible and len(reqs) > 1 and any(r.type == "slot" for r in reqs):
+            if not all(r.type == "slot" for r in reqs):
+                return False  # slot alternatives next to a non-slot sibling
+            return self.sat_or_slots(scope, reqs)
         mark = len(self.log)
         for r in reqs:
             if not self.sat_one(scope, r, in_slot, top):
@@ -256,16 +278,38 @@ class _Search:
             self.rollback(marks[k])
         return True
 
-    def sat_slot(self, scope: int, r: ResourceRequest) -> bool:
+    def slot_hosts(self, scope: int, types: tuple[frozenset[str], ...], needs: dict[str, int]) -> Iterator[int]:
+        """Top-most vertices at or below ``scope`` directly holding every type of one of ``types``, pruned."""
         topo = self.topo
+        ctypes, children = topo.child_types, topo.children
+        stack = [iter((scope,))]
+        while stack:
+            c = next(stack[-1], None)
+            if c is None:
+                stack.pop()
+                continue
+            if c in self.dead or not self.fits(c, needs) or not self.node_ok(c):
+                continue
+            if any(t <= ctypes[c] for t in types):
+                yield c
+                continue
+            if children[c]:
+                stack.append(iter(self.ordered(children[c])))
+
+    def hosts_for(self, scope: int, slots: tuple[ResourceRequest, ...], needs: dict[str, int]) -> Iterator[int]:
+        topo = self.topo
+        if self.policy.slot_host == "children":
+            return self.slot_hosts(scope, tuple(frozenset(x.type for x in r.with_) for r in slots), needs)
+        if topo.node_of[scope] >= 0 or not topo.has_nodes or any(self.spans_nodes(r.with_) for r in slots):
+            return iter((scope,))
+        return self.containers(scope, "node", False, needs, True)
+
+    def sat_slot(self, scope: int, r: ResourceRequest) -> bool:
         start = len(self.log)
         maxn = r.count.max if r.count.values is None else max(r.count.values)
         needs = self.needs(r.with_)
         marks: list[int] = []
-        if topo.node_of[scope] >= 0 or not topo.has_nodes or self.spans_nodes(r.with_):
-            hosts: Iterator[int] = iter((scope,))
-        else:
-            hosts = self.containers(scope, "node", False, needs, True)
+        hosts = self.hosts_for(scope, (r,), needs)
         for h in hosts:
             while maxn is None or len(marks) < maxn:
                 mark = len(self.log)
@@ -278,6 +322,76 @@ class _Search:
             return False
         self.add_slots(next(r.count.candidates(len(marks))))
         return True
+
+    def sat_or_slots(self, scope: int, alts: tuple[ResourceRequest, ...]) -> bool:
+        """Slots of any of the shapes ``alts`` (``Policy.flexible``), as many as the last one's count."""
+        want = alts[-1].count
+        start = len(self.log)
+        maxn = want.max if want.values is None else max(want.values)
+        per = [self.needs(a.with_) for a in alts]
+        needs = {t: min(p.get(t, 0) for p in per) for t in set().union(*per)}
+        marks: list[int] = []
+        for h in self.hosts_for(scope, alts, needs):
+            while maxn is None or len(marks) < maxn:
+                mark = len(self.log)
+                placed = False
+                for i in self.or_order(h, alts):
+                    if self.place_slot(h, alts[i].with_):
+                        placed = True
+                        break
+                if not placed:
+                    break
+                marks.append(mark)
+            if maxn is not None and len(marks) >= maxn:
+                break
+        k = next(want.candidates(len(marks)), None)
+        if k is None:
+            self.rollback(start)
+            return False
+        if k < len(marks):
+            self.rollback(marks[k])
+        self.add_slots(k)
+        return True
+
+    def or_order(self, h: int, alts: tuple[ResourceRequest, ...]) -> list[int]:
+        """Alternatives to try at host ``h``: first the one that starts a choice fitting the most slots."""
+        counts = {}
+        for a in alts:
+            for x in a.with_:
+                if x.type not in counts:
+                    counts[x.type] = (
+                        self.units(h, x.type) if x.type in self.topo.pool_types else self.av.whole[h].get(x.type, 0)
+                    )
+        types = tuple(sorted(counts))
+        memo: dict[tuple[int, ...], tuple[int, int]] = {}
+
+        def best(state: tuple[int, ...]) -> tuple[int, int]:
+            hit = memo.get(state)
+            if hit is not None:
+                return hit
+            if len(memo) > 100_000:
+                return (0, -1)
+            out = (0, -1)
+            for i, a in enumerate(alts):
+                nxt = list(state)
+                ok = True
+                for x in a.with_:
+                    j = types.index(x.type)
+                    n = next(x.count.candidates(nxt[j]), None)
+                    if not n:
+                        ok = False
+                        break
+                    nxt[j] -= n
+                if ok:
+                    score = best(tuple(nxt))[0] + 1
+                    if score > out[0]:
+                        out = (score, i)
+            memo[state] = out
+            return out
+
+        first = best(tuple(counts[t] for t in types))[1]
+        rest = [i for i in range(len(alts)) if i != first]
+        return [first, *rest] if first >= 0 else rest
 
     def place_slot(self, h: int, reqs: tuple[ResourceRequest, ...]) -> bool:
         if self.policy.locality:
@@ -317,7 +431,8 @@ class _Search:
                     if fit < 0:
                         continue
                     slots = fit
-                self.take_whole(c)
+                # a container the jobspec marks exclusive names its whole subtree (what resource-query prints)
+                self.take_whole(c, () if r.exclusive else r.with_)
                 self.add_slots(slots)
             else:
                 if not self.sat_list(c, r.with_, in_slot):
@@ -381,11 +496,11 @@ class _Search:
         for (v, t), m in self.tpool.items():
             pools.setdefault(v, {})[t] = m
         cont = 0
-        wholes = set(self.dead)
+        wholes = dict(self.dead)
         if self.policy.node_exclusive:
             for v in self.touched:
                 if topo.type[v] == "node" or (topo.rank[v] >= 0 and topo.rank_root.get(topo.rank[v]) == v):
-                    wholes.add(v)
+                    wholes[v] = ()
         pv = topo.pool_vertices
         for c in wholes:
             cont |= topo.subtree_mask(c)
@@ -397,6 +512,21 @@ class _Search:
                 i += 1
         return ResourceSet(topo, cont & self.av.cont, {v: d for v, d in pools.items() if d})
 
+    def wholes(self) -> tuple[tuple[int, tuple[ResourceRequest, ...]], ...]:
+        out = dict(self.dead)
+        if self.policy.node_exclusive:
+            topo = self.topo
+            for v in self.touched:
+                if topo.type[v] == "node" or (topo.rank[v] >= 0 and topo.rank_root.get(topo.rank[v]) == v):
+                    out[v] = ()
+        return tuple(sorted(out.items()))
+
+    def explicit_leaves(self) -> dict[int, dict[str, int]]:
+        out: dict[int, dict[str, int]] = {}
+        for (v, t), m in self.tpool.items():
+            out.setdefault(v, {})[t] = m
+        return out
+
 
 def search(
     topo: Topology, av: Availability, policy: Policy, request: Request, hostnames: dict, properties: dict
@@ -407,4 +537,45 @@ def search(
         return None
     if not s.sat_list(0, request.resources, False, top=True):
         return None
-    return MatchResult(s.result(), s.nslots)
+    return MatchResult(s.result(), s.nslots, s.wholes(), s.explicit_leaves())
+
+
+def shown(topo: Topology, policy: Policy, result: MatchResult) -> tuple[set[int], dict[int, dict[str, int]]]:
+    """What a match *names*, for printing it the way resource-query does.
+
+    Returns the containers given whole to the job and the leaves it names:
+    the leaves matched explicitly, the children matched inside each container
+    taken whole (matched again inside it, which the match itself memoizes
+    away), and every item of a container taken whole with nothing asked
+    inside it (a bare ``node``, or a node under a ``*nodex`` policy).
+    """
+    from ..resource.state import Availability
+
+    xc: set[int] = set()
+    leaves: dict[int, dict[str, int]] = {v: dict(d) for v, d in (result.leaves or {}).items()}
+
+    def add_leaves(v: int, t: str, m: int) -> None:
+        d = leaves.setdefault(v, {})
+        d[t] = d.get(t, 0) | m
+
+    stack = list(result.wholes)
+    while stack:
+        c, with_ = stack.pop()
+        xc.add(c)
+        if not with_:
+            for u in range(c, topo.end[c]):
+                xc.add(u)
+                for t, m in topo.pools[u].items():
+                    add_leaves(u, t, m)
+            continue
+        loc: list[dict[str, int]] = [{} for _ in range(topo.n)]
+        for u in range(c, topo.end[c]):
+            loc[u] = dict(topo.pools[u])
+        av = Availability(topo, topo.subtree_mask(c), loc)
+        s = _Search(topo, av, replace(policy, node_exclusive=False), Request(with_), {}, {})
+        if not s.sat_list(c, with_, True):  # pragma: no cover - the match found it once
+            continue
+        for (v, t), m in s.tpool.items():
+            add_leaves(v, t, m)
+        stack.extend(s.dead.items())
+    return xc, leaves

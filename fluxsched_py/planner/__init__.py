@@ -139,7 +139,7 @@ class MatchCache:
             if len(self._by_id) > 65536:
                 self._by_id.clear()
             key = request.key
-            f = (request, key, self.bounds_of(request), self.whole_nodes(request))
+            f = (request, key, self.bounds_of(request), self._whole_nodes_of(key, request))
             self._by_id[id(request)] = f
         return f[1], f[2], f[3]
 
@@ -186,7 +186,9 @@ class MatchCache:
     def whole_nodes(self, request: Any) -> int:
         """N when ``request`` is exactly ``node[N] exclusive > slot[1] > core[1]``
         with no constraint (how the replay models Batsim and SWF jobs), else 0."""
-        key = request.key
+        return self._facts(request)[2]
+
+    def _whole_nodes_of(self, key: Any, request: Any) -> int:
         n = self._node_spec.get(key)
         if n is None:
             n = 0
@@ -302,7 +304,8 @@ class Planner:
         self._nreserved = 0
         self._free_cache: tuple[Any, int] | None = None
         self._mutations = 0  # bumped by every span change
-        self._suffix_cache: tuple[int, list[float], list[int]] | None = None
+        self._running_union = 0  # every running span's bits
+        self._max_running_start = -math.inf  # an upper bound (never lowered)
         #: The latest time the planner was told about (``earliest(now=...)``
         #: or :meth:`set_now`): running jobs expected to end before it are
         #: overdue and keep their resources until removed.
@@ -315,6 +318,8 @@ class Planner:
         b = self.codec.encode(rs) if bits is None else bits
         self._add(Span(jobid, rs, float(start), float(end), True, b, self.codec))
         bisect.insort(self._running_ends, (float(end), jobid))
+        self._running_union |= b
+        self._max_running_start = max(self._max_running_start, float(start))
 
     def reserve(self, jobid: int, rs: Any, start: float, end: float = math.inf, bits: int | None = None) -> None:
         """Promise ``rs`` to the pending job ``jobid`` over ``[start, end)``."""
@@ -331,6 +336,7 @@ class Planner:
         if span.running:
             i = bisect.bisect_left(self._running_ends, (span.end, jobid))
             del self._running_ends[i]
+            self._running_union &= ~span.bits  # spans of running jobs are disjoint
         else:
             self._nreserved -= 1
         lo = self._index(span.start)
@@ -426,11 +432,12 @@ class Planner:
     def pool_bits(self) -> int:
         """Up resources, free now or held by a running job that is not overdue."""
         free = self.free_bits()
-        held = 0
+        held = self._running_union
         i = bisect.bisect_right(self._running_ends, (self.now, math.inf))
-        spans = self._spans
-        for _, jobid in self._running_ends[i:]:
-            held |= spans[jobid].bits
+        if i:  # overdue jobs (few): their end is unknown, keep them out
+            spans = self._spans
+            for _, jobid in self._running_ends[:i]:
+                held &= ~spans[jobid].bits
         if held:
             bad = _unusable_ranks(self.graph)
             if bad:
@@ -486,16 +493,21 @@ class Planner:
         return t, rs if rs is not None else self.codec.decode(bits)
 
     def earliest_bits(
-        self, request: Any, now: float, duration: float, policy: str = "first"
+        self, request: Any, now: float, duration: float, policy: str = "first", before: float = math.inf
     ) -> tuple[float, Any, int] | None:
-        """Like :meth:`earliest`, with the flat set: ``(t, rs, bits)``."""
+        """Like :meth:`earliest`, with the flat set: ``(t, rs, bits)``.
+
+        With ``before``, only start times earlier than it are tried (the
+        caller already holds a place at ``before``)."""
         if not duration or duration <= 0:
             duration = math.inf
         self.set_now(now)
         pool = self.pool_bits()
         times = self._times
-        cands = [now] + times[bisect.bisect_right(times, now) :]
-        if self._nreserved == 0 and all(s.start <= now for s in self._spans.values()):
+        cands = [now] + times[bisect.bisect_right(times, now) : bisect.bisect_left(times, before)]
+        if before <= now:
+            return None
+        if self._nreserved == 0 and self._max_running_start <= now:
             # Only running jobs: availability grows with t, binary search it.
             return self._earliest_monotone(request, cands, pool, policy)
 
@@ -529,24 +541,13 @@ class Planner:
     def _earliest_monotone(
         self, request: Any, cands: list[float], pool: int, policy: str
     ) -> tuple[float, Any, int] | None:
-        # busy(t) = union of spans still running after t: a suffix union over
-        # the running spans sorted by end.
-        cached = self._suffix_cache
-        if cached is not None and cached[0] == self._mutations:
-            ends, suffix = cached[1], cached[2]
-        else:
-            ends = [e for e, _ in self._running_ends]
-            spans = self._spans
-            suffix = [0] * (len(ends) + 1)
-            acc = 0
-            for i in range(len(ends) - 1, -1, -1):
-                acc |= spans[self._running_ends[i][1]].bits
-                suffix[i] = acc
-            self._suffix_cache = (self._mutations, ends, suffix)
-        match = self.match_bits
+        # Only running jobs, all started by now: a span covering a later
+        # segment covers every earlier one from now on, so what is busy
+        # during [t, t + d) is just the segment containing t.
+        used, index, match = self._used, self._index, self.match_bits
 
         def attempt(t: float) -> tuple[Any, int] | None:
-            return match(request, pool & ~suffix[bisect.bisect_right(ends, t)], policy)
+            return match(request, pool & ~used[index(t)], policy)
 
         lo, hi = 0, len(cands) - 1
         best = attempt(cands[hi])

@@ -82,6 +82,7 @@ class FlatCodec:
         self.node_vertex_mask = 0
         self.node_bits: dict[int, int] = {}
         self.flat_nodes = False
+        self.unit_shift: int | None = None
         self._whole_cache: dict[int, int] = {}
         if not nodes or any(topo.parent[v] != 0 for v in nodes):
             return
@@ -98,7 +99,6 @@ class FlatCodec:
         # Simplest layout (one 1-id pool per node, nodes and pools both in
         # order): a node's pool bit is its vertex bit moved by a fixed shift,
         # so whole-node tests are one integer expression.
-        self.unit_shift: int | None = None
         v0 = nodes[0]
         if self.flat_nodes and nodes == list(range(v0, v0 + len(nodes))):
             pools = [(self.offsets.get((v, t)), t) for v in nodes for t in topo.pools[v]]

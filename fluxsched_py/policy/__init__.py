@@ -49,12 +49,16 @@ class PassContext(Protocol):
     def start(self, job: Any, rs: Any) -> None:
         """Allocate ``rs`` to ``job`` now."""
 
-    def earliest(self, job: Any) -> tuple[float, Any] | None:
-        """Earliest ``(t, rs)`` for ``job`` around what is running and reserved."""
+    def earliest(self, job: Any, before: float = ...) -> tuple[float, Any] | None:
+        """Earliest ``(t, rs)`` for ``job`` around what is running and reserved
+        (only times earlier than ``before``, when given)."""
 
     def reserve(self, job: Any, t: float, rs: Any) -> None:
         """Hold ``rs`` for ``job`` from ``t`` (until the next pass, or longer
         with :attr:`QueuePolicy.persistent_reservations`)."""
+
+    def still_free(self, job: Any, t: float, placement: Any) -> bool:
+        """True when ``placement`` is still free for ``job`` from ``t``."""
 
     def clear_reservations(self) -> None:
         """Drop every reservation (a policy that re-plans from scratch)."""

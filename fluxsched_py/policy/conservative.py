@@ -79,10 +79,12 @@ class ConservativePolicy(QueuePolicy):
                     ctx.hold(job, "depth")
                 yield
                 continue
-            est = ctx.earliest(job)
+            keep_old = old is not None and old[0] > ctx.now and ctx.still_free(job, *old)
+            # The old place is still free for it: only an earlier one matters.
+            est = ctx.earliest(job, old[0]) if keep_old else ctx.earliest(job)
             if est is not None and est[0] <= ctx.now:
                 ctx.start(job, est[1])
-            elif old is not None and old[0] > ctx.now and (est is None or est[0] >= old[0]):
+            elif keep_old and (est is None or est[0] >= old[0]):
                 ctx.reserve(job, *old)  # no better place: keep the promise
                 reserved += 1
             elif est is not None:

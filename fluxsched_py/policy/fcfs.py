@@ -3,8 +3,9 @@
 Jobs start in queue order (priority, then submit time, then id) for as long
 as they fit.  The first job that does not fit stops the pass: nothing behind
 it may start, even if it would fit, so no job is ever overtaken.  The blocked
-job gets an estimate (``t_estimate``) of when it will fit, from the planner;
-no reservation is needed because nothing can overtake it.
+job gets an estimate (``t_estimate``) of when it will fit, from the planner,
+kept as a reservation (nothing can overtake it, so it is a promise).  It is
+re-computed only when something was freed, cancelled or re-prioritized.
 
 Load with ``queue-policy=fcfs``.  This is the baseline every backfilling
 paper compares against, e.g. D. Lifka, "The ANL/IBM SP scheduling system",

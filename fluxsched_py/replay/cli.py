@@ -80,7 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = build_parser()
     args = ap.parse_args(argv)
     err = Console(stderr=True)
-    out = Console()
+    # Piped output: a fixed, wide enough table instead of rich's 80 columns.
+    out = Console() if sys.stdout.isatty() else Console(width=120)
     policies = [args.queue_policy]
     try:
         if args.workload:

@@ -102,7 +102,7 @@ def summary_table(summaries: Sequence[Summary], title: str = "replay") -> Table:
     for s in summaries:
         t.add_column(s.policy, justify="right")
     rows = [
-        ("jobs (started / killed / rejected)", lambda s: f"{s.jobs} ({s.started} / {s.killed} / {s.rejected})"),
+        ("jobs: started / killed / rejected", lambda s: f"{s.started} / {s.killed} / {s.rejected}"),
         ("makespan", lambda s: _fmt(s.makespan)),
         ("mean wait", lambda s: _fmt(s.mean_wait)),
         ("median wait", lambda s: _fmt(s.median_wait)),

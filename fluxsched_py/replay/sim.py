@@ -84,6 +84,7 @@ def replay(
     ends: list[tuple[float, int]] = []
     i = 0
     done = 0
+    reported = 0
     while i < total or ends:
         t = min(jobs[i].submit if i < total else math.inf, ends[0][0] if ends else math.inf)
         while ends and ends[0][0] <= t:
@@ -118,8 +119,9 @@ def replay(
                 done += 1
         if check is not None:
             check(engine)
-        if progress is not None:
+        if progress is not None and done != reported and (done - reported >= 64 or done == total):
             progress(done, total)
+            reported = done
         if i >= total and not ends and engine.pending_count:
             # Nothing left to happen: the rest can never start (resources down).
             break

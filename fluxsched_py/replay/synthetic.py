@@ -20,7 +20,7 @@ __all__ = ["generate", "EXAMPLE_NAME", "example_path"]
 EXAMPLE_NAME = "synthetic_seed42_64nodes.json"
 
 
-def generate(seed: int = 42, njobs: int = 300, nodes: int = 64, load: float = 0.9) -> dict:
+def generate(seed: int = 42, njobs: int = 300, nodes: int = 64, load: float = 0.7) -> dict:
     """A Batsim workload dict: ``{nb_res, jobs, profiles}`` (delay profiles)."""
     rng = random.Random(seed)
     sizes = [1, 1, 1, 2, 2, 4, 4, 8, 8, 16, 32, 3, 6, 12, 24, 48]

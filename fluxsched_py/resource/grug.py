@@ -85,7 +85,10 @@ def _recipe(path: str) -> tuple[nx.DiGraph, str]:
     if cycle:
         names = " -> ".join(str(a) for a, _ in cycle) + f" -> {cycle[0][0]}"
         raise ResourceError(f"cycle in the containment recipe: {names}", source=path, element=f"edge {cycle[0]}")
-    roots = [n for n, a in g.nodes(data=True) if a.get("root") == 1 and a.get("subsystem") == "containment"]
+    # a vertex with no ``subsystem`` is in containment (Fluxion's GRUG default)
+    roots = [
+        n for n, a in g.nodes(data=True) if a.get("root") == 1 and a.get("subsystem", "containment") == "containment"
+    ]
     if len(roots) != 1:
         raise ResourceError(f"recipe must have exactly one containment root vertex, found {len(roots)}", source=path)
     return g, roots[0]

@@ -43,6 +43,7 @@ class _Proto:
     properties: dict
     children: list = field(default_factory=list)
     pools: dict = field(default_factory=dict)  # type -> [mask, size, unit, basename]
+    pool_pos: dict = field(default_factory=dict)  # type -> number of children added before the pool
 
 
 class TopologyBuilder:
@@ -110,6 +111,7 @@ class TopologyBuilder:
             pool[0] |= ids
         else:
             pools[type] = [ids, size, unit, basename or type]
+            self._protos[parent].pool_pos[type] = len(self._protos[parent].children)
 
     def pool_mask(self, parent: int, type: str) -> int:
         """Ids already in ``parent``'s pool of ``type``."""
@@ -154,6 +156,8 @@ class Topology:
         self.children: list[tuple[int, ...]] = [tuple(new[c] for c in protos[h].children) for h in order]
         #: pools[v] = {type: all-ids mask}
         self.pools: list[dict[str, int]] = [{t: p[0] for t, p in protos[h].pools.items()} for h in order]
+        #: pool_pos[v][type]: how many of v's children came before that pool in the input (for printing)
+        self.pool_pos: list[dict[str, int]] = [protos[h].pool_pos for h in order]
         #: (v, type) -> (size, unit, basename) for every pool
         self.pool_info: dict[tuple[int, str], tuple[int, str, str]] = {}
         for v, h in enumerate(order):
@@ -214,6 +218,10 @@ class Topology:
         self.container_types = frozenset(self.type)
         self.pool_types = frozenset(t for p in self.pools for t in p)
         self.types = self.container_types | self.pool_types
+        #: types a vertex holds directly: its pools and its children's types
+        self.child_types: list[frozenset[str]] = [
+            frozenset(self.pools[v]) | frozenset(self.type[c] for c in self.children[v]) for v in range(n)
+        ]
         #: vertices that own at least one pool
         self.pool_vertices = [v for v in range(n) if self.pools[v]]
 

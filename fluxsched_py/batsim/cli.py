@@ -1,0 +1,409 @@
+"""``fluxsched-py batsim``: run the scheduler as Batsim's decision process.
+
+This is the only module of the package that does I/O.  It owns the socket
+(a ZeroMQ REP socket for the JSON protocols, a Unix stream socket for the
+legacy text protocol), the receive timeout, the optional traffic recording
+and the round-trip measurement; everything it receives goes through a
+:class:`~fluxsched_py.batsim.driver.Driver`, which decides.
+
+Exit status: 0 after SIMULATION_ENDS was answered; 1 when Batsim broke the
+protocol, went silent for ``--timeout`` seconds, or disconnected; 2 for bad
+command-line options.  It never waits forever unless ``--timeout 0`` says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import socket
+import statistics
+import struct
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+from ..engine import EngineError, EngineOptions
+from ..policy import POLICIES
+from .driver import Driver
+from .errors import ProtocolError
+
+__all__ = ["main", "build_parser", "make_driver", "BatsimIOError"]
+
+log = logging.getLogger("fluxsched_py.batsim")
+
+DEFAULT_SOCKETS = {"v4": "tcp://*:28000", "batprotocol": "tcp://*:28000", "legacy": "/tmp/bat_socket"}
+
+
+class BatsimIOError(Exception):
+    """The connection to Batsim failed: timeout, disconnect, truncated frame."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="fluxsched-py batsim",
+        description="Run fluxsched-py as the decision process (scheduler) of a Batsim simulation. "
+        "Start it first, then batsim; it exits 0 once Batsim ends the simulation, 1 on a protocol error, "
+        "a timeout or a lost connection.",
+    )
+    ap.add_argument(
+        "--protocol",
+        choices=("v4", "batprotocol", "legacy"),
+        default="v4",
+        help="v4: Batsim 3/4 JSON over ZeroMQ (default); batprotocol: Batsim 5 EDC, JSON mode over ZeroMQ; "
+        "legacy: the old text protocol over a Unix socket",
+    )
+    ap.add_argument(
+        "--socket",
+        metavar="ENDPOINT",
+        help="ZeroMQ endpoint to bind (default tcp://*:28000), or for --protocol legacy the Unix socket path "
+        "Batsim listens on (default /tmp/bat_socket)",
+    )
+    ap.add_argument(
+        "--queue-policy", choices=POLICIES, default="easy", help="queue policy (default easy, as fluxsched-py replay)"
+    )
+    ap.add_argument("--policy", default="first", help="placement policy: first, low, high, ... (default first)")
+    ap.add_argument("--reserve-depth", metavar="N", help="reservations per pass (conservative, hybrid)")
+    ap.add_argument("--queue-depth", metavar="N", help="pending jobs considered per pass")
+    ap.add_argument(
+        "--timeout",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+        help="give up when Batsim sends nothing for this long (default 300; 0 waits forever)",
+    )
+    ap.add_argument(
+        "--workload",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="legacy protocol only: Batsim workload JSON giving each job's res and walltime "
+        "(that protocol keeps them in Redis); repeat for several workloads",
+    )
+    ap.add_argument("--nodes", type=int, metavar="N", help="legacy protocol only: number of machines (default nb_res)")
+    ap.add_argument("--platform", metavar="XML", help="legacy protocol only: SimGrid platform giving the machines")
+    ap.add_argument(
+        "--interval-separator",
+        choices=("comma", "space"),
+        default="comma",
+        help="batprotocol only: how host_allocation separates intervals (comma at Batsim 3bb38700, space later)",
+    )
+    ap.add_argument("--record", metavar="FILE", help="write every message, both directions, as JSON lines")
+    ap.add_argument("--stats", metavar="FILE", help="write round-trip times and counters as JSON at the end")
+    ap.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for every message)")
+    ap.add_argument("-q", "--quiet", action="store_true", help="log errors only")
+    return ap
+
+
+def _options(args: argparse.Namespace) -> EngineOptions:
+    opts: dict[str, Any] = {"queue-policy": args.queue_policy, "policy": args.policy}
+    if args.reserve_depth is not None:
+        opts["reserve-depth"] = args.reserve_depth
+    if args.queue_depth is not None:
+        opts["queue-depth"] = args.queue_depth
+    return EngineOptions.parse(opts)
+
+
+def make_driver(
+    protocol: str,
+    options: EngineOptions,
+    workloads: list[str] | None = None,
+    *,
+    nodes: int | None = None,
+    platform: str | None = None,
+    interval_separator: str = ",",
+) -> Driver:
+    """The sans-I/O driver for ``protocol``."""
+    if protocol == "v4":
+        from .driver import V4Driver
+
+        return V4Driver(options)
+    if protocol == "batprotocol":
+        from .batprotocol import BatprotocolDriver
+
+        return BatprotocolDriver(options, host_allocation_sep=interval_separator)
+    if protocol == "legacy":
+        from .driver import Host
+        from .legacy import LegacyDriver, load_job_table
+
+        hosts = None
+        if platform:
+            from ..replay.platform import batsim_hosts
+
+            hosts = [Host(i, name, {}, cores) for i, (name, cores) in enumerate(batsim_hosts(platform))]
+        elif nodes:
+            hosts = [Host(i, f"host{i}") for i in range(nodes)]
+        return LegacyDriver(options, load_job_table(workloads or []), hosts)
+    raise ValueError(f"unknown protocol {protocol!r}")
+
+
+class Recorder:
+    """JSON lines: ``{"dir": "in"|"out", "data": text}``, or ``"hex"`` for binary frames."""
+
+    def __init__(self, fp: IO[str] | None) -> None:
+        self.fp = fp
+
+    def __call__(self, direction: str, raw: bytes) -> None:
+        if self.fp is None:
+            return
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            text = None
+        body = text[:-1] if text is not None and text.endswith("\0") else text
+        if body is None or any(ord(c) < 32 and c not in "\t\n\r" for c in body):
+            rec = {"dir": direction, "hex": raw.hex()}  # binary (the batprotocol init frame)
+        else:
+            rec = {"dir": direction, "data": text}
+        self.fp.write(json.dumps(rec, separators=(",", ":")) + "\n")
+
+    @staticmethod
+    def load(path: str | Path) -> list[tuple[str, bytes]]:
+        """Read a recording back: ``[(direction, raw bytes)]``."""
+        out = []
+        for line in Path(path).read_text().splitlines():
+            if not line.strip():
+                continue
+            rec = json.loads(line)
+            raw = bytes.fromhex(rec["hex"]) if "hex" in rec else rec["data"].encode("utf-8")
+            out.append((rec["dir"], raw))
+        return out
+
+
+class RoundTrips:
+    """Wall time from a message's arrival to its reply leaving: the driver's cost per decision."""
+
+    def __init__(self) -> None:
+        self.samples: list[float] = []
+
+    def add(self, seconds: float) -> None:
+        self.samples.append(seconds)
+
+    def summary(self) -> dict[str, float]:
+        s = sorted(self.samples)
+        if not s:
+            return {"messages": 0}
+        return {
+            "messages": len(s),
+            "median_ms": statistics.median(s) * 1e3,
+            "p95_ms": s[min(len(s) - 1, int(0.95 * len(s)))] * 1e3,
+            "max_ms": s[-1] * 1e3,
+            "total_s": sum(s),
+        }
+
+
+def serve_zmq(
+    driver: Driver,
+    endpoint: str,
+    timeout: float,
+    record: Callable[[str, bytes], None],
+    rtt: RoundTrips,
+) -> None:
+    """Answer Batsim on a REP socket until the driver is finished.
+
+    A REP socket cannot tell that its peer is gone, so a socket monitor
+    watches for the disconnect, and a receive deadline covers the rest.
+    """
+    try:
+        import zmq
+    except ImportError:
+        raise BatsimIOError("pyzmq is not installed: pip install 'fluxsched-py[batsim]'") from None
+
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.REP)
+    sock.setsockopt(zmq.LINGER, 2000)
+    try:
+        sock.bind(endpoint)
+    except zmq.ZMQError as exc:
+        sock.close(0)
+        ctx.term()
+        raise BatsimIOError(f"cannot bind {endpoint}: {exc}") from None
+    monitor = sock.get_monitor_socket(zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED)
+    poller = zmq.Poller()
+    poller.register(sock, zmq.POLLIN)
+    poller.register(monitor, zmq.POLLIN)
+    log.info("listening on %s", endpoint)
+    connected = False
+    try:
+        while not driver.finished:
+            deadline = time.monotonic() + timeout if timeout > 0 else None
+            raw = None
+            while raw is None:
+                wait_ms = None if deadline is None else max(0, int((deadline - time.monotonic()) * 1000))
+                ready = dict(poller.poll(wait_ms))
+                if sock in ready:
+                    raw = sock.recv()
+                    if sock.getsockopt(zmq.RCVMORE):
+                        raise BatsimIOError("multi-part ZeroMQ message: Batsim sends one frame per message")
+                    break
+                if monitor in ready:
+                    from zmq.utils.monitor import recv_monitor_message
+
+                    ev = recv_monitor_message(monitor)
+                    if ev["event"] == zmq.EVENT_ACCEPTED:
+                        connected = True
+                        log.debug("Batsim connected")
+                    elif ev["event"] == zmq.EVENT_DISCONNECTED and connected:
+                        # A message may still be queued behind the disconnect.
+                        if sock.poll(100, zmq.POLLIN):
+                            continue
+                        raise BatsimIOError("Batsim disconnected before the simulation ended (did it crash?)")
+                    continue
+                if deadline is not None and time.monotonic() >= deadline:
+                    what = "first message" if not connected else "next message"
+                    raise BatsimIOError(f"no {what} from Batsim within {timeout:g} s (is it running? see --timeout)")
+            t0 = time.perf_counter()
+            record("in", raw)
+            reply = driver.handle(raw)
+            if reply is None:
+                reply = b""
+            sock.send(reply)
+            rtt.add(time.perf_counter() - t0)
+            record("out", reply)
+    finally:
+        sock.disable_monitor()
+        monitor.close(0)
+        sock.close()
+        ctx.term()
+
+
+def _recv_exact(conn: socket.socket, n: int, what: str) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        try:
+            chunk = conn.recv(n - len(buf))
+        except TimeoutError:
+            raise BatsimIOError(f"Batsim sent nothing for the timeout while a {what} was expected") from None
+        if not chunk:
+            if not buf and what == "length prefix":
+                raise BatsimIOError("Batsim closed the connection before the simulation ended")
+            raise BatsimIOError(f"truncated frame: connection closed after {len(buf)} of {n} bytes of the {what}")
+        buf += chunk
+    return bytes(buf)
+
+
+def serve_unix(
+    driver: Driver,
+    path: str,
+    timeout: float,
+    record: Callable[[str, bytes], None],
+    rtt: RoundTrips,
+) -> None:
+    """Legacy protocol: connect to Batsim's Unix socket, 32-bit native-endian length-prefixed frames."""
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    conn.settimeout(timeout if timeout > 0 else None)
+    start = time.monotonic()
+    while True:
+        try:
+            conn.connect(path)
+            break
+        except (FileNotFoundError, ConnectionRefusedError) as exc:
+            # Batsim creates the socket when it starts; wait for it like pybatsim does.
+            if timeout > 0 and time.monotonic() - start > timeout:
+                conn.close()
+                raise BatsimIOError(f"cannot connect to Batsim at {path}: {exc}") from None
+            time.sleep(0.05)
+    log.info("connected to %s", path)
+    try:
+        while not driver.finished:
+            (size,) = struct.unpack("=I", _recv_exact(conn, 4, "length prefix"))
+            raw = _recv_exact(conn, size, "message")
+            t0 = time.perf_counter()
+            record("in", raw)
+            reply = driver.handle(raw)
+            if reply is not None:
+                conn.sendall(struct.pack("=I", len(reply)) + reply)
+            rtt.add(time.perf_counter() - t0)
+            if reply is not None:
+                record("out", reply)
+    finally:
+        conn.close()
+
+
+def _setup_logging(args: argparse.Namespace) -> None:
+    level = logging.ERROR if args.quiet else (logging.INFO if args.verbose == 0 else logging.DEBUG)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("fluxsched-py batsim: %(levelname)s: %(message)s"))
+    root = logging.getLogger("fluxsched_py")
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    root.propagate = False
+    if args.verbose < 2:
+        logging.getLogger("fluxsched_py.engine").setLevel(logging.WARNING)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``fluxsched-py batsim``; returns the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(argv)
+    _setup_logging(args)
+    try:
+        options = _options(args)
+        if (args.workload or args.nodes or args.platform) and args.protocol != "legacy":
+            raise EngineError(
+                "--workload, --nodes and --platform are only for --protocol legacy (the JSON protocols carry them)"
+            )
+        driver = make_driver(
+            args.protocol,
+            options,
+            args.workload,
+            nodes=args.nodes,
+            platform=args.platform,
+            interval_separator="," if args.interval_separator == "comma" else " ",
+        )
+    except (EngineError, ProtocolError, OSError, ValueError) as exc:
+        log.error("%s", exc)
+        return 2
+    endpoint = args.socket or DEFAULT_SOCKETS[args.protocol]
+    rtt = RoundTrips()
+    fp = open(args.record, "w") if args.record else None  # noqa: SIM115 - closed below
+    record = Recorder(fp)
+    if args.verbose >= 2:
+        inner = record
+
+        def record(direction: str, raw: bytes) -> None:  # type: ignore[misc]
+            log.debug("%s %s", "<-" if direction == "in" else "->", raw[:2000])
+            inner(direction, raw)
+
+    status = 0
+    try:
+        if args.protocol == "legacy":
+            serve_unix(driver, endpoint, args.timeout, record, rtt)
+        else:
+            serve_zmq(driver, endpoint, args.timeout, record, rtt)
+    except ProtocolError as exc:
+        log.error("protocol error: %s", exc)
+        status = 1
+    except BatsimIOError as exc:
+        log.error("%s", exc)
+        status = 1
+    except KeyboardInterrupt:
+        log.error("interrupted")
+        status = 130
+    finally:
+        if fp is not None:
+            fp.close()
+    summary = rtt.summary()
+    if summary["messages"]:
+        log.info(
+            "%d messages; driver round trip median %.3f ms, p95 %.3f ms, max %.3f ms",
+            summary["messages"],
+            summary["median_ms"],
+            summary["p95_ms"],
+            summary["max_ms"],
+        )
+    if args.stats:
+        Path(args.stats).write_text(
+            json.dumps(
+                {
+                    "status": status,
+                    "round_trip": summary,
+                    "round_trips_s": rtt.samples,
+                    "jobs": driver.scheduler.stats,
+                },
+                indent=1,
+            )
+        )
+    return status

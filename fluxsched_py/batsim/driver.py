@@ -1,0 +1,647 @@
+"""The scheduling engine as a Batsim decision process, with no I/O.
+
+Every Batsim protocol (3/4 JSON, batprotocol, the legacy text protocol) says
+the same few things — the platform's hosts, a job was submitted, a job ended,
+call me later — in its own words.  :class:`BatsimScheduler` holds what they
+have in common: it turns those facts into :class:`~fluxsched_py.engine.Engine`
+calls and the engine's responses into protocol-neutral decisions
+(:class:`Execute`, :class:`Reject`, :class:`CallMeLater`).  The protocol
+modules only translate words.
+
+The mapping is the replay's (``fluxsched_py.replay``), so that a policy run
+under Batsim makes the decisions the offline replay computes:
+
+* a Batsim host is a node (rank = Batsim resource id, one core unless the
+  protocol says otherwise), its properties become RFC 20 properties;
+* a submitted job is ``res`` whole nodes, exclusive, for ``walltime`` seconds
+  (none, or a non-positive one, means unlimited), submitted at the event's
+  timestamp with priority 0;
+* its engine id is the number after ``!`` in the Batsim id when that is a
+  free integer (the replay numbers Batsim workload jobs the same way, and the
+  id breaks ties between jobs submitted at the same time), else a fresh one;
+* completions are ``sched.free`` (final), submissions ``sched.alloc``, and one
+  pass runs per workload instant, as in the replay; the engine runs on the
+  workload's own clock rather than Batsim's, which lags it by a few
+  milliseconds per message (see :class:`BatsimScheduler`).
+
+Batsim wakes the scheduler on every completion, so a reservation whose start
+is some running job's expected end needs no timer: that job's completion (at
+or before its walltime, when Batsim kills it) arrives first.  Only a
+reservation that no running job's end explains — one waiting on something
+else, such as an instance expiration — gets a :class:`CallMeLater`.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..engine import Engine, EngineOptions, ResponseType
+from ..ids import Hostlist, IdSet
+from .errors import ProtocolError
+
+__all__ = [
+    "BatsimScheduler",
+    "Driver",
+    "V4Driver",
+    "CallMeLater",
+    "Decision",
+    "Execute",
+    "Host",
+    "Reject",
+    "hosts_R",
+    "profile_runtime",
+    "property_names",
+]
+
+log = logging.getLogger("fluxsched_py.batsim")
+
+# Ids the engine gets for Batsim jobs whose name is not a free integer.
+_FRESH_BASE = 1 << 40
+
+
+@dataclass(frozen=True, slots=True)
+class Host:
+    """A Batsim compute host: ``id`` is its Batsim resource number."""
+
+    id: int
+    name: str
+    properties: Mapping[str, Any] = field(default_factory=dict)
+    cores: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Execute:
+    job_id: str
+    alloc: IdSet
+
+
+@dataclass(frozen=True, slots=True)
+class Reject:
+    job_id: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class CallMeLater:
+    when: float
+
+
+Decision = Execute | Reject | CallMeLater
+
+
+def property_names(props: Mapping[str, Any]) -> list[str]:
+    """RFC 20 property names for a SimGrid host's ``<prop id=K value=V>`` pairs.
+
+    ``K=V`` for a non-empty value, ``K`` alone for an empty or true one, and
+    nothing for a false one — so a jobspec constraint can say
+    ``properties=role=compute`` or just ``properties=gpu``.
+    """
+    out = []
+    for k, v in props.items():
+        if v is False or v in ("false", "False"):
+            continue
+        if v in ("", None, True, "true", "True"):
+            out.append(str(k))
+        else:
+            out.append(f"{k}={v}")
+    return out
+
+
+def hosts_R(hosts: Sequence[Host]) -> dict:
+    """RFC 20 R for Batsim hosts: rank = Batsim id, ``cores`` cores each."""
+    if not hosts:
+        raise ProtocolError("the platform has no compute resources")
+    ordered = sorted(hosts, key=lambda h: h.id)
+    ids = [h.id for h in ordered]
+    if len(set(ids)) != len(ids) or ids[0] < 0:
+        raise ProtocolError(f"compute resource ids must be distinct and non-negative, got {ids[:8]}...")
+    if ids != list(range(len(ids))):
+        raise ProtocolError(
+            f"compute resource ids must be 0..N-1 (Batsim numbers hosts that way); got {IdSet(ids).encode()}"
+        )
+    R_lite = []
+    run_start = 0
+    for i in range(1, len(ordered) + 1):
+        if i == len(ordered) or ordered[i].cores != ordered[run_start].cores:
+            R_lite.append(
+                {
+                    "rank": IdSet.range(run_start, i - 1).encode(),
+                    "children": {"core": IdSet.range(0, ordered[run_start].cores - 1).encode()},
+                }
+            )
+            run_start = i
+    props: dict[str, list[int]] = {}
+    for h in ordered:
+        for name in property_names(h.properties):
+            props.setdefault(name, []).append(h.id)
+    names = [h.name for h in ordered]
+    if len(set(names)) != len(names):
+        names = [f"host{h.id}" for h in ordered]  # R needs distinct host names
+    execution: dict[str, Any] = {
+        "R_lite": R_lite,
+        "nodelist": [Hostlist(names).encode()],
+        "starttime": 0.0,
+        "expiration": 0.0,
+    }
+    if props:
+        execution["properties"] = {k: IdSet(v).encode() for k, v in sorted(props.items())}
+    return {"version": 1, "execution": execution}
+
+
+def node_request(nnodes: int, walltime: float | None) -> Any:
+    """The engine request for a Batsim job: the replay's, so decisions match."""
+    from ..replay.workload import node_request as _node_request
+
+    return _node_request(nnodes, math.inf if walltime is None else float(walltime))
+
+
+def profile_runtime(profile: Any) -> float | None:
+    """A Batsim profile's run time when the profile alone fixes it (``delay``), else None."""
+    if isinstance(profile, Mapping) and profile.get("type") == "delay":
+        d = profile.get("delay")
+        if isinstance(d, (int, float)) and not isinstance(d, bool) and math.isfinite(d) and d >= 0:
+            return float(d)
+    return None
+
+
+#: Events closer than this in workload time are one instant (Batsim prints times with 6 decimals).
+SAME_INSTANT = 2e-6
+
+
+@dataclass(slots=True)
+class _Job:
+    batsim_id: str
+    engine_id: int
+    res: int
+    walltime: float | None
+    submit: float
+    runtime: float | None = None
+    state: str = "pending"  # pending | running | ending | done
+    alloc: IdSet | None = None
+    start: float | None = None  # Batsim time of the EXECUTE_JOB
+    vstart: float | None = None  # workload time of the decision
+    vend: float | None = None  # workload time it will end at, when its run time is known
+
+
+@dataclass(order=True, slots=True)
+class _Pending:
+    """An event waiting to be given to the engine, in workload-time order (frees before submits)."""
+
+    vtime: float
+    rank: int  # 0 free, 1 resource change, 2 submit, 3 timer: the replay's order within an instant
+    seq: int
+    kind: str = field(compare=False)
+    job: _Job | None = field(compare=False, default=None)
+    arg: Any = field(compare=False, default=None)
+
+
+class BatsimScheduler:
+    """Batsim facts in, decisions out; see the module docstring.
+
+    **Workload time.**  Batsim charges a little simulated time for every
+    message (about 0.6 ms, more for several jobs started in one reply), so
+    two jobs that end at the same instant in the workload's own time — same
+    start, same run time — end a few milliseconds apart under Batsim and
+    arrive in separate messages.  Deciding after the first would see half the
+    nodes the replay sees, and EASY would backfill differently.  So the
+    engine runs on *workload time*: a submission is at its ``subtime``; a job
+    started by a pass at workload time ``V`` ends at ``V + min(run time,
+    walltime)`` when the run time is known (a ``delay`` profile, which Batsim
+    sends in SIMULATION_BEGINS), else at its Batsim completion time minus the
+    lag Batsim added to its start.  Events are given to the engine in
+    workload-time order, and a pass at instant ``V`` waits until every
+    running job known to end by ``V`` has reported its completion — Batsim
+    always sends it, so this never waits for nothing.  Run times are used for
+    that bookkeeping only; the engine never sees them and schedules on
+    walltimes, as in production.
+
+    Raises :class:`ProtocolError` for facts that contradict what it was told
+    before (a completion for a job never submitted or never started, a job
+    submitted twice, events before the platform is known): the drivers stop
+    on them rather than guess.
+    """
+
+    def __init__(self, options: EngineOptions | Iterable[str] | Mapping[str, Any] | None = None) -> None:
+        self.options = options if isinstance(options, EngineOptions) else EngineOptions.parse(options)
+        self.engine: Engine | None = None
+        self.hosts: list[Host] = []
+        self.jobs: dict[str, _Job] = {}
+        self._by_engine_id: dict[int, _Job] = {}
+        self._next_fresh = _FRESH_BASE
+        self._pending: list[_Pending] = []
+        self._ends: list[tuple[float, int]] = []  # (workload end, engine id) of running jobs with a known run time
+        self._seq = 0
+        self.vnow = 0.0  # workload time of the last pass
+        self.lag = 0.0  # Batsim time minus workload time at the last pass
+        self._calls: dict[float, float] = {}  # CALL_ME_LATER pending: workload time -> Batsim time asked
+        self.no_more_static_jobs = False
+        self.stats = {"submitted": 0, "started": 0, "rejected": 0, "completed": 0, "killed": 0, "calls": 0}
+
+    # -- facts ---------------------------------------------------------------
+
+    @property
+    def started(self) -> bool:
+        return self.engine is not None
+
+    def begin(self, hosts: Sequence[Host]) -> None:
+        """SIMULATION_BEGINS: build the resource graph and the engine."""
+        if self.engine is not None:
+            raise ProtocolError("SIMULATION_BEGINS received twice")
+        from ..resource import ResourceGraph
+
+        R = hosts_R(hosts)
+        try:
+            graph = ResourceGraph.from_rv1(R, source="SIMULATION_BEGINS compute_resources")
+        except Exception as exc:
+            raise ProtocolError(f"cannot build a resource graph from the compute resources: {exc}") from None
+        self.hosts = sorted(hosts, key=lambda h: h.id)
+        self.engine = Engine(graph, self.options, build_R=False, time_format=lambda t: f"t={t:.3f}")
+        log.info(
+            "simulation begins: %d compute hosts, queue-policy=%s policy=%s",
+            len(hosts),
+            self.options.queue_policy,
+            self.options.policy,
+        )
+
+    def _engine(self) -> Engine:
+        if self.engine is None:
+            raise ProtocolError("an event arrived before SIMULATION_BEGINS")
+        return self.engine
+
+    def _engine_id(self, batsim_id: str) -> int:
+        tail = batsim_id.rsplit("!", 1)[-1]
+        if tail.isdigit() and int(tail) < _FRESH_BASE and int(tail) not in self._by_engine_id:
+            return int(tail)
+        self._next_fresh += 1
+        return self._next_fresh
+
+    def _push(self, vtime: float, rank: int, kind: str, job: _Job | None = None, arg: Any = None) -> None:
+        self._seq += 1
+        heapq.heappush(self._pending, _Pending(vtime, rank, self._seq, kind, job, arg))
+
+    def submit(self, batsim_id: str, res: int, walltime: float | None, t: float, runtime: float | None = None) -> None:
+        """JOB_SUBMITTED at workload time ``t``; ``runtime`` only if the profile fixes it (see the class doc)."""
+        self._engine()
+        if batsim_id in self.jobs:
+            raise ProtocolError(f"job {batsim_id} submitted twice")
+        if walltime is not None and walltime <= 0:
+            walltime = None
+        job = _Job(batsim_id, self._engine_id(batsim_id), res, walltime, t, runtime)
+        self.jobs[batsim_id] = job
+        self._by_engine_id[job.engine_id] = job
+        self.stats["submitted"] += 1
+        self._push(t, 2, "submit", job)
+
+    def _reject(self, job: _Job, reason: str) -> Reject:
+        job.state = "done"
+        self.stats["rejected"] += 1
+        log.warning("rejecting job %s (%d nodes): %s", job.batsim_id, job.res, reason)
+        return Reject(job.batsim_id, reason)
+
+    def _running(self, batsim_id: str, what: str) -> _Job | None:
+        job = self.jobs.get(batsim_id)
+        if job is None:
+            raise ProtocolError(f"{what} for job {batsim_id!r}, which was never submitted")
+        if job.state == "pending":
+            raise ProtocolError(f"{what} for job {batsim_id!r}, which was never started")
+        if job.state in ("done", "ending"):
+            return None
+        return job
+
+    def _vtime_of_end(self, job: _Job, t: float) -> float:
+        if job.vend is not None and t >= (job.start or 0.0) + (job.vend - (job.vstart or 0.0)) - 1e-6:
+            return job.vend
+        # Unknown run time (or ended early): shift by the lag Batsim added to its start.
+        lag = (job.start or 0.0) - (job.vstart or 0.0)
+        return max(self.vnow, t - lag)
+
+    def complete(self, batsim_id: str, t: float, state: str | None = None) -> None:
+        """JOB_COMPLETED at Batsim time ``t``: the job's nodes are freed at its workload end time."""
+        job = self._running(batsim_id, "JOB_COMPLETED")
+        if job is None:
+            raise ProtocolError(f"JOB_COMPLETED for job {batsim_id!r}, which had already ended")
+        job.state = "ending"
+        self.stats["completed"] += 1
+        self._push(self._vtime_of_end(job, t), 0, "free", job)
+        log.debug("job %s completed at %.6f (%s)", batsim_id, t, state or "?")
+
+    def killed(self, batsim_ids: Iterable[str], t: float) -> None:
+        """JOB_KILLED: free the jobs still running (some may have completed first)."""
+        for bid in batsim_ids:
+            job = self._running(bid, "JOB_KILLED")
+            if job is not None:
+                job.state = "ending"
+                self.stats["killed"] += 1
+                lag = (job.start or 0.0) - (job.vstart or 0.0)
+                self._push(max(self.vnow, t - lag), 0, "free", job)
+
+    def resources_down(self, ids: IdSet) -> None:
+        self._engine()
+        self._push(self.vnow, 1, "down", arg=ids)
+
+    def resources_up(self, ids: IdSet) -> None:
+        self._engine()
+        self._push(self.vnow, 1, "up", arg=ids)
+
+    def requested_call(self, t: float) -> None:
+        """REQUESTED_CALL at Batsim time ``t``: the timers due have fired; a pass runs at their workload time."""
+        due = [v for v, bt in self._calls.items() if bt <= t + SAME_INSTANT]
+        for v in due:
+            del self._calls[v]
+            self._push(v, 3, "tick")
+
+    # -- decisions -----------------------------------------------------------
+
+    def _blocked(self, v: float) -> bool:
+        """True while a running job known to end by workload time ``v`` has not reported it yet."""
+        ends = self._ends
+        while ends and self._by_engine_id[ends[0][1]].state != "running":
+            heapq.heappop(ends)  # reported already
+        return bool(ends) and ends[0][0] <= v + SAME_INSTANT
+
+    def decide(self, now: float) -> list[Decision]:
+        """Give the engine every event it can have, one workload instant at a time, and collect decisions.
+
+        ``now`` is Batsim's time: the decisions are sent at it.  Returns
+        nothing while a simultaneous completion is still on its way.
+        """
+        engine = self._engine()
+        out: list[Decision] = []
+        pending = self._pending
+        while pending:
+            v = pending[0].vtime
+            if self._blocked(v):
+                break
+            while pending and pending[0].vtime <= v + SAME_INSTANT:
+                ev = heapq.heappop(pending)
+                self._apply(engine, ev, out)
+            v = max(v, self.vnow)
+            self.vnow = v
+            self.lag = now - v
+            while True:
+                result = engine.schedule(v)
+                for r in result.responses:
+                    job = self._by_engine_id.get(r.id)
+                    if job is None:  # pragma: no cover - the engine only answers for our jobs
+                        log.error("engine answered for unknown job id %d", r.id)
+                        continue
+                    if r.type is ResponseType.SUCCESS:
+                        self._started(job, r.resources.ranks, v, now)
+                        out.append(Execute(job.batsim_id, job.alloc))
+                    elif r.type is ResponseType.DENY:
+                        out.append(self._reject(job, r.note or "denied"))
+                if not result.more:
+                    break
+        if not pending:
+            when = self._wakeup(self.vnow)
+            if when is not None:
+                at = now + (when - self.vnow)
+                self._calls[when] = at
+                self.stats["calls"] += 1
+                out.append(CallMeLater(at))
+        return out
+
+    def _apply(self, engine: Engine, ev: _Pending, out: list[Decision]) -> None:
+        job = ev.job
+        if ev.kind == "free":
+            assert job is not None
+            job.state = "done"
+            engine.free(job.engine_id, final=True)
+        elif ev.kind == "submit":
+            assert job is not None
+            for r in engine.alloc(job.engine_id, 0, 0, job.submit, node_request(job.res, job.walltime)):
+                if r.type is ResponseType.DENY:
+                    out.append(self._reject(job, r.note or "infeasible"))
+        elif ev.kind == "down":
+            engine.resource_update(down=ev.arg)
+        elif ev.kind == "up":
+            engine.resource_update(up=ev.arg)
+        # "tick": nothing to give; the pass runs at its time.
+
+    def _started(self, job: _Job, ranks: IdSet, v: float, now: float) -> None:
+        if len(ranks) != job.res:  # pragma: no cover - a matcher bug
+            raise ProtocolError(f"engine gave job {job.batsim_id} {len(ranks)} nodes, not {job.res}")
+        job.state, job.alloc, job.start, job.vstart = "running", ranks, now, v
+        if job.runtime is not None:
+            job.vend = v + min(job.runtime, job.walltime if job.walltime is not None else math.inf)
+            heapq.heappush(self._ends, (job.vend, job.engine_id))
+        self.stats["started"] += 1
+
+    def _wakeup(self, v: float) -> float | None:
+        """The earliest reservation (workload time) that no running job's end explains, if any."""
+        engine = self._engine()
+        starts = sorted(s.start for s in engine.planner.reserved() if s.start > v)
+        if not starts:
+            return None
+        t = starts[0]
+        if any(c <= t for c in self._calls):
+            return None
+        ends = [s.end for s in engine.planner.spans() if s.running]
+        if any(e <= t + 1e-9 for e in ends):
+            return None  # that job's JOB_COMPLETED wakes us up first
+        return t
+
+    def estimate_waiting_time(self, res: int, walltime: float | None, now: float) -> float:
+        """QUERY estimate_waiting_time: seconds until a ``res``-node job could start.
+
+        Asked of the planner as it stands after the last pass: running jobs
+        until their walltime and the reservations of pending jobs.  Jobs
+        queued without a reservation are not counted.  ``-1`` if it never fits.
+        """
+        engine = self._engine()
+        req = node_request(res, walltime)
+        if engine.feasibility(req) is not None:
+            return -1.0
+        duration = math.inf if walltime is None or walltime <= 0 else float(walltime)
+        v = max(self.vnow, now - self.lag)  # Batsim's now, in workload time
+        found = engine.planner.earliest(req, v, duration, self.options.policy)
+        if found is None:
+            return -1.0
+        return max(0.0, found[0] - v)
+
+    # -- reporting -----------------------------------------------------------
+
+    def unfinished(self) -> list[str]:
+        return [j.batsim_id for j in self.jobs.values() if j.state != "done"]
+
+    def summary(self) -> str:
+        s = self.stats
+        return (
+            f"{s['submitted']} submitted, {s['started']} started, {s['rejected']} rejected, "
+            f"{s['completed']} completed, {s['killed']} killed, {s['calls']} CALL_ME_LATER"
+        )
+
+
+class Driver:
+    """What the I/O loop needs from a protocol driver: bytes in, bytes out.
+
+    :meth:`handle` takes one message from Batsim and returns the reply (or
+    None when the protocol expects none); it raises :class:`ProtocolError`
+    when the message breaks the protocol.  :attr:`finished` becomes True once
+    the simulation has ended and the last reply has been produced.
+    """
+
+    finished: bool = False
+    scheduler: BatsimScheduler
+
+    def handle(self, raw: bytes) -> bytes | None:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+class V4Driver(Driver):
+    """Batsim 3/4 JSON protocol (``seeds/000``) on :class:`BatsimScheduler`."""
+
+    def __init__(self, options: EngineOptions | Iterable[str] | Mapping[str, Any] | None = None) -> None:
+        from . import v4
+
+        self._v4 = v4
+        self.decoder = v4.MessageDecoder()
+        self.scheduler = BatsimScheduler(options)
+        self.finished = False
+        self.config: dict[str, Any] = {}
+        self.workloads: dict[str, Any] = {}
+        self.profiles: dict[str, dict[str, Any]] = {}
+
+    def handle(self, raw: bytes) -> bytes:
+        v4 = self._v4
+        if self.finished:
+            raise ProtocolError("message received after SIMULATION_ENDS")
+        now, events = self.decoder.decode(raw)
+        sched = self.scheduler
+        out: list[dict[str, Any]] = []
+        ends = False
+        for ev in events:
+            if ends:
+                raise ProtocolError(f"{ev.type} event after SIMULATION_ENDS in the same message")
+            handler = getattr(self, "_on_" + ev.type.lower(), None)
+            if handler is None:  # pragma: no cover - the decoder only lets known types through
+                raise ProtocolError(f"unsupported event type {ev.type}")
+            if ev.type != "SIMULATION_BEGINS" and not sched.started:
+                raise ProtocolError(f"{ev.type} event before SIMULATION_BEGINS")
+            if ev.type == "SIMULATION_ENDS":
+                ends = True
+                continue
+            out.extend(handler(ev, now))
+        if ends:
+            self.finished = True
+            left = sched.unfinished()
+            if left:
+                log.warning("simulation ended with %d jobs not finished: %s", len(left), ", ".join(left[:10]))
+            log.info("simulation ends at %.6f: %s", now, sched.summary())
+            return v4.encode_message(now, [])
+        if sched.started:
+            for d in sched.decide(now):
+                if isinstance(d, Execute):
+                    out.append(v4.execute_job(now, d.job_id, d.alloc))
+                elif isinstance(d, Reject):
+                    out.append(v4.reject_job(now, d.job_id))
+                else:
+                    out.append(v4.call_me_later(now, d.when))
+        return v4.encode_message(now, out)
+
+    # -- one method per event type; each returns events for the reply --------
+
+    def _on_simulation_begins(self, ev: Any, now: float) -> list[dict[str, Any]]:
+        data = ev.data
+        config = data.get("config")
+        self.config = config if isinstance(config, dict) else {}
+        wl = data.get("workloads")
+        self.workloads = wl if isinstance(wl, dict) else {}
+        profiles = data.get("profiles")
+        self.profiles = {k: v for k, v in profiles.items() if isinstance(v, dict)} if isinstance(profiles, dict) else {}
+        if self.config.get("redis-enabled"):
+            raise ProtocolError(
+                "Batsim runs with Redis enabled: job descriptions are not in the protocol (run batsim without "
+                "--enable-redis)"
+            )
+        if self.config.get("dynamic-jobs-enabled"):
+            log.warning("dynamic job registration is enabled in Batsim; this scheduler registers no jobs")
+        hosts = [Host(h["id"], h["name"], h["properties"]) for h in self._v4.parse_hosts(ev)]
+        self.scheduler.begin(hosts)
+        return []
+
+    def _on_job_submitted(self, ev: Any, now: float) -> list[dict[str, Any]]:
+        job = self._v4.parse_job(ev)
+        profile = ev.data.get("profile")  # present when Batsim forwards profiles on submission
+        if not isinstance(profile, dict) and job.profile is not None:
+            profile = (self.profiles.get(job.id.split("!", 1)[0]) or {}).get(job.profile)
+        self.scheduler.submit(job.id, job.res, job.walltime, job.subtime, profile_runtime(profile))
+        return []
+
+    def _job_id(self, ev: Any) -> str:
+        job_id = ev.data.get("job_id")
+        if not isinstance(job_id, str) or not job_id:
+            raise ProtocolError(f"{ev.type} has no 'job_id' string")
+        return job_id
+
+    def _on_job_completed(self, ev: Any, now: float) -> list[dict[str, Any]]:
+        self.scheduler.complete(self._job_id(ev), ev.timestamp, ev.data.get("job_state"))
+        return []
+
+    def _on_job_killed(self, ev: Any, now: float) -> list[dict[str, Any]]:
+        ids = ev.data.get("job_ids")
+        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+            raise ProtocolError("JOB_KILLED has no 'job_ids' list of strings")
+        self.scheduler.killed(ids, ev.timestamp)
+        return []
+
+    def _on_resource_state_changed(self, ev: Any, now: float) -> list[dict[str, Any]]:
+        log.info("resources %s changed to state %s (ignored)", ev.data.get("resources"), ev.data.get("state"))
+        return []
+
+    def _on_requested_call(self, ev: Any, now: float) -> list[dict[str, Any]]:
+        self.scheduler.requested_call(ev.timestamp)
+        return []
+
+    def _on_query(self, ev: Any, now: float) -> list[dict[str, Any]]:
+        requests = ev.data.get("requests")
+        if not isinstance(requests, dict) or not requests:
+            raise ProtocolError("QUERY has no 'requests' object")
+        answers: dict[str, Any] = {}
+        for kind, arg in requests.items():
+            if kind != "estimate_waiting_time":
+                raise ProtocolError(f"QUERY {kind!r} is not supported (only estimate_waiting_time)")
+            if not isinstance(arg, dict) or not isinstance(arg.get("job"), dict):
+                raise ProtocolError("QUERY estimate_waiting_time has no 'job' object")
+            job_id = str(arg.get("job_id", ""))
+            fake = self._v4.Event(ev.timestamp, "JOB_SUBMITTED", {"job_id": job_id or "query", "job": arg["job"]})
+            job = self._v4.parse_job(fake)
+            wait = self.scheduler.estimate_waiting_time(job.res, job.walltime, now)
+            answers[kind] = {"job_id": job_id, "estimated_waiting_time": wait}
+        return [self._v4.answer(now, answers)]
+
+    def _on_answer(self, ev: Any, now: float) -> list[dict[str, Any]]:
+        log.info("ANSWER from Batsim (no QUERY was sent): %s", ev.data)
+        return []
+
+    def _on_notify(self, ev: Any, now: float) -> list[dict[str, Any]]:
+        kind = ev.data.get("type")
+        if not isinstance(kind, str):
+            raise ProtocolError("NOTIFY has no 'type' string")
+        if kind == "no_more_static_job_to_submit":
+            self.scheduler.no_more_static_jobs = True
+            log.info("no more static jobs to submit (t=%.6f)", ev.timestamp)
+        elif kind == "no_more_external_event_to_occur":
+            log.info("no more external events (t=%.6f)", ev.timestamp)
+        elif kind in ("event_machine_unavailable", "event_machine_available"):
+            res = ev.data.get("resources")
+            if not isinstance(res, str):
+                raise ProtocolError(f"NOTIFY {kind} has no 'resources' interval set")
+            from .intervals import parse_intervals
+
+            ids = parse_intervals(res)
+            if kind == "event_machine_unavailable":
+                self.scheduler.resources_down(ids)
+            else:
+                self.scheduler.resources_up(ids)
+        else:
+            log.warning("NOTIFY %r ignored", kind)
+        return []
+
+    def _on_simulation_ends(self, ev: Any, now: float) -> list[dict[str, Any]]:  # pragma: no cover
+        return []

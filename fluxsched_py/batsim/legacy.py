@@ -1,0 +1,232 @@
+"""The legacy Batsim text protocol (versions 0 to 3, ``seeds/001``), on the shared engine.
+
+Batsim is the server of a Unix stream socket; each message is a 32-bit
+native-endian length and then ``VERSION:NOW|T1:STAMP[:CONTENT]|T2:...``.
+The I/O (framing) lives in :mod:`.cli`; this module parses and writes the
+message text.
+
+That protocol keeps job descriptions in Redis and says only a job's id, so
+the job sizes and walltimes come from the workload file(s) given with
+``--workload`` (the same Batsim workload JSON Batsim reads), and the number
+of machines from ``--nodes``/``--platform`` or the workload's ``nb_res``.
+
+Stamps read: ``A`` (simulation begins), ``S`` (submitted), ``C`` (completed),
+``N`` (nothing), ``Z`` (simulation ends), ``F``/``f`` (machines failed /
+repaired), ``p``/``e`` (power state, energy: logged).  Stamps written: ``J``
+(allocations, ``w!1=0-3,7;w!2=8``), ``R`` (reject), ``n`` (wake me up at),
+``N`` when there is nothing to say.  Replies carry the version number of the
+message they answer.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..engine import EngineOptions
+from ..ids import IdSet, IdSetError
+from .driver import BatsimScheduler, CallMeLater, Driver, Execute, Host, Reject, profile_runtime
+from .errors import ProtocolError
+
+__all__ = ["JobTable", "LegacyDriver", "load_job_table", "parse_message", "format_message"]
+
+log = logging.getLogger("fluxsched_py.batsim")
+
+INCOMING = frozenset("ASCNZFfpe")
+
+
+@dataclass(slots=True)
+class JobTable:
+    """``job id -> (res, walltime[, run time])`` from Batsim workload files, plus their ``nb_res``.
+
+    The run time (a ``delay`` profile's) is used only to tell which jobs end
+    at the same instant (see :class:`~fluxsched_py.batsim.driver.BatsimScheduler`).
+    """
+
+    jobs: dict[str, tuple]
+    nb_res: int | None = None
+
+    def lookup(self, job_id: str) -> tuple[int, float | None, float | None]:
+        hit = self.jobs.get(job_id)
+        if hit is None:
+            hit = self.jobs.get("!" + job_id.rsplit("!", 1)[-1])
+        if hit is None:
+            raise ProtocolError(f"job {job_id!r} is not in the --workload file(s): cannot know its size")
+        return (hit[0], hit[1], hit[2] if len(hit) > 2 else None)
+
+
+def load_job_table(paths: Iterable[str]) -> JobTable:
+    """Read Batsim workload JSON files (``jobs: [{id, res, walltime}]``)."""
+    jobs: dict[str, tuple[int, float | None, float | None]] = {}
+    ambiguous: set[str] = set()
+    nb_res = None
+    for path in paths:
+        p = Path(path)
+        try:
+            data = json.loads(p.read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise ValueError(f"--workload {p}: {exc}") from None
+        if not isinstance(data, dict) or not isinstance(data.get("jobs"), list):
+            raise ValueError(f"--workload {p}: not a Batsim workload (no 'jobs' list)")
+        if data.get("nb_res"):
+            nb_res = max(nb_res or 0, int(data["nb_res"]))
+        for j in data["jobs"]:
+            try:
+                jid, res = str(j["id"]), int(j["res"])
+            except (KeyError, TypeError, ValueError):
+                raise ValueError(f"--workload {p}: job without id/res: {json.dumps(j)[:80]}") from None
+            wt = j.get("walltime")
+            walltime = float(wt) if wt is not None and float(wt) > 0 else None
+            runtime = profile_runtime((data.get("profiles") or {}).get(j.get("profile")))
+            tail = jid.rsplit("!", 1)[-1]
+            for key in (f"{p.stem}!{tail}", f"{p.name}!{tail}", str(p) + "!" + tail):
+                jobs[key] = (res, walltime, runtime)
+            if "!" + tail in jobs and jobs["!" + tail] != (res, walltime, runtime):
+                ambiguous.add("!" + tail)
+            jobs["!" + tail] = (res, walltime, runtime)
+    for key in ambiguous:
+        del jobs[key]  # only full WORKLOAD!ID names resolve these
+    if not jobs:
+        raise ValueError("--protocol legacy needs --workload FILE: job sizes are not in that protocol")
+    return JobTable(jobs, nb_res)
+
+
+def _time(text: str, what: str) -> float:
+    try:
+        t = float(text)
+    except ValueError:
+        raise ProtocolError(f"{what} {text!r} is not a number") from None
+    if not math.isfinite(t):
+        raise ProtocolError(f"{what} {text!r} is not finite")
+    return t
+
+
+def parse_message(text: str, last_now: float = 0.0) -> tuple[str, float, list[tuple[float, str, str]]]:
+    """``VERSION:NOW|T:STAMP[:CONTENT]|...`` -> ``(version, now, [(t, stamp, content)])``."""
+    parts = text.split("|")
+    head = parts[0].split(":")
+    if len(head) != 2 or not head[0].isdigit():
+        raise ProtocolError(f"message must start with VERSION:NOW, got {parts[0][:40]!r}")
+    version, now = head[0], _time(head[1], "message time")
+    if now < last_now:
+        raise ProtocolError(f"time went backwards: now={now} after now={last_now}")
+    if len(parts) < 2:
+        raise ProtocolError("message has no event")
+    events = []
+    last = -math.inf
+    for i, part in enumerate(parts[1:]):
+        fields = part.split(":", 2)
+        if len(fields) < 2:
+            raise ProtocolError(f"event {i} {part[:40]!r} is not TIME:STAMP[:CONTENT]")
+        t = _time(fields[0], f"event {i} time")
+        stamp = fields[1]
+        if stamp not in INCOMING or len(stamp) != 1:
+            raise ProtocolError(f"event {i} has unknown stamp {stamp!r}")
+        if t > now:
+            raise ProtocolError(f"event {i} ({stamp}) time {t} is after the message time {now}")
+        if t < last:
+            raise ProtocolError(f"event {i} ({stamp}) time {t} is before the previous event's {last}")
+        last = t
+        events.append((t, stamp, fields[2] if len(fields) > 2 else ""))
+    return version, now, events
+
+
+def _fmt_time(t: float) -> str:
+    return f"{t:.6f}"
+
+
+def format_message(version: str, now: float, events: list[tuple[str, str]]) -> bytes:
+    """``VERSION:NOW|NOW:STAMP[:CONTENT]...``; ``N`` when there are no events."""
+    ts = _fmt_time(now)
+    body = [f"{ts}:{stamp}" + (f":{content}" if content else "") for stamp, content in events] or [f"{ts}:N"]
+    return (f"{version}:{ts}|" + "|".join(body)).encode()
+
+
+def _machines(text: str) -> IdSet:
+    try:
+        return IdSet.parse(text)
+    except IdSetError as exc:
+        raise ProtocolError(f"bad machine list {text!r}: {exc}") from None
+
+
+class LegacyDriver(Driver):
+    """The legacy text protocol; see the module docstring."""
+
+    def __init__(
+        self,
+        options: EngineOptions | Iterable[str] | Mapping[str, Any] | None,
+        table: JobTable,
+        hosts: list[Host] | None = None,
+    ) -> None:
+        self.scheduler = BatsimScheduler(options)
+        self.table = table
+        self.hosts = hosts
+        self.finished = False
+        self.now = 0.0
+
+    def _begin(self) -> None:
+        hosts = self.hosts
+        if hosts is None:
+            if not self.table.nb_res:
+                raise ProtocolError("the number of machines is unknown: give --nodes or a workload with nb_res")
+            hosts = [Host(i, f"host{i}") for i in range(self.table.nb_res)]
+        self.scheduler.begin(hosts)
+
+    def handle(self, raw: bytes) -> bytes:
+        if self.finished:
+            raise ProtocolError("message received after Z (simulation ends)")
+        try:
+            text = raw.decode("ascii")
+        except UnicodeDecodeError as e:
+            raise ProtocolError(f"message is not ASCII text (byte offset {e.start})") from None
+        version, now, events = parse_message(text, self.now)
+        self.now = now
+        sched = self.scheduler
+        out: list[tuple[str, str]] = []
+        for t, stamp, content in events:
+            if self.finished:
+                raise ProtocolError(f"event {stamp} after Z in the same message")
+            if stamp == "A":
+                self._begin()
+                continue
+            if stamp == "N":
+                sched.requested_call(t)
+                continue
+            if not sched.started:
+                if stamp == "S":
+                    self._begin()  # protocol versions before 3 have no A
+                else:
+                    raise ProtocolError(f"event {stamp} before the simulation began")
+            if stamp == "S":
+                res, walltime, runtime = self.table.lookup(content)
+                sched.submit(content, res, walltime, t, runtime)
+            elif stamp == "C":
+                sched.complete(content, t)
+            elif stamp == "Z":
+                self.finished = True
+            elif stamp == "F":
+                sched.resources_down(_machines(content))
+            elif stamp == "f":
+                sched.resources_up(_machines(content))
+            else:  # p, e
+                log.info("event %s:%s ignored", stamp, content)
+        if self.finished:
+            log.info("simulation ends at %.6f: %s", now, sched.summary())
+            return format_message(version, now, [])
+        if sched.started:
+            allocs = []
+            for d in sched.decide(now):
+                if isinstance(d, Execute):
+                    allocs.append(f"{d.job_id}={d.alloc.encode()}")
+                elif isinstance(d, Reject):
+                    out.append(("R", d.job_id))
+                elif isinstance(d, CallMeLater):
+                    out.append(("n", _fmt_time(d.when)))
+            if allocs:
+                out.insert(0, ("J", ";".join(allocs)))
+        return format_message(version, now, out)

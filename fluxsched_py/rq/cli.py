@@ -1,0 +1,129 @@
+"""``fluxsched-py match``: a resource-query compatible command line.
+
+Options follow Fluxion's resource-query; commands are read from stdin, one
+per line (see :mod:`fluxsched_py.rq.session`).  Example::
+
+    fluxsched-py match -L tiny.graphml -P high -t out.txt < cmds.in
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..resource import ResourceError, ResourceGraph
+from .compat import parse_policy
+from .session import FORMATS, Session
+
+__all__ = ["main", "build_parser", "load_graph"]
+
+SUBSYSTEMS = (
+    "CA",
+    "IBA",
+    "IBBA",
+    "PFS1BA",
+    "PA",
+    "C+IBA",
+    "C+IBBA",
+    "C+PFS1BA",
+    "C+PA",
+    "IB+IBBA",
+    "C+P+IBA",
+    "VA",
+    "V+PFS1BA",
+    "ALL",
+)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, exit status 2, like getopt users expect
+        self.exit(2, f"ERROR: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="fluxsched-py match", description="resource-query compatible matcher")
+    p.add_argument("-L", "--load-file", required=True, help="resource graph file")
+    p.add_argument("-f", "--load-format", default="grug", choices=("grug", "jgf", "rv1exec", "rv1exec_force", "hwloc"))
+    p.add_argument("-W", "--load-allowlist", default=None, help="accepted, ignored")
+    p.add_argument("-S", "--match-subsystems", default="CA")
+    p.add_argument("-P", "--match-policy", default="first")
+    p.add_argument("-F", "--match-format", default="simple", choices=FORMATS)
+    p.add_argument("-T", "--traverser-policy", default="simple", choices=("simple", "flexible"))
+    p.add_argument("-p", "--prune-filters", default="ALL:core", help="accepted; pruning does not change results")
+    p.add_argument("-g", "--graph-format", default="dot", help="accepted, ignored")
+    p.add_argument("-o", "--graph-output", default=None, help="accepted, ignored")
+    p.add_argument("-t", "--test-output", default=None, help="write match output to this file")
+    p.add_argument("-r", "--reserve-vtx-vec", type=int, default=0, help="accepted, ignored")
+    p.add_argument("-e", "--elapse-time", action="store_true", help="accepted, ignored")
+    p.add_argument("-d", "--disable-prompt", action="store_true", help="accepted (there is no prompt)")
+    p.add_argument(
+        "--path-map",
+        nargs=2,
+        metavar=("FROM", "TO"),
+        default=None,
+        help="rewrite FROM to TO in every command line (e.g. @TEST_SRCDIR@/data/resource/ DIR/)",
+    )
+    return p
+
+
+def load_graph(path: str, fmt: str = "grug") -> ResourceGraph:
+    """Load ``path`` in resource-query's ``-f`` format; :class:`ResourceError` if it cannot be."""
+    if fmt == "hwloc":
+        raise ResourceError("load format 'hwloc' is not supported", source=path)
+    if fmt in ("rv1exec", "rv1exec_force"):
+        return ResourceGraph.load(path, "rv1")
+    if fmt == "jgf":
+        import json
+
+        try:
+            with open(path) as f:
+                data = json.load(f)
+        except OSError as e:
+            raise ResourceError(f"cannot read: {e.strerror}", source=path) from None
+        except json.JSONDecodeError as e:
+            raise ResourceError(f"invalid JSON: {e.msg} at line {e.lineno} column {e.colno}", source=path) from None
+        if isinstance(data, dict) and "graph" not in data and isinstance(data.get("scheduling"), dict):
+            data = data["scheduling"]
+        return ResourceGraph.from_jgf(data, source=path)
+    return ResourceGraph.load(path, fmt)
+
+
+def main(argv: list[str]) -> int:
+    """Run a resource-query session; commands come from stdin. Returns the exit status."""
+    args = build_parser().parse_args(argv)
+    if args.match_subsystems not in SUBSYSTEMS and args.match_subsystems.upper() not in SUBSYSTEMS:
+        print(f"ERROR: unknown match subsystems '{args.match_subsystems}'", file=sys.stderr)
+        return 2
+    try:
+        policy = parse_policy(args.match_policy, flexible=args.traverser_policy == "flexible")
+    except ValueError as e:
+        print(f"ERROR: {e}", file=sys.stderr)
+        return 2
+    try:
+        graph = load_graph(args.load_file, args.load_format)
+    except ResourceError as e:
+        print(f"ERROR: {e}", file=sys.stderr)
+        return 1
+    out = None
+    try:
+        if args.test_output:
+            try:
+                out = open(args.test_output, "w")
+            except OSError as e:
+                print(f"ERROR: can't open {args.test_output}: {e.strerror}", file=sys.stderr)
+                return 1
+        session = Session(
+            graph,
+            policy,
+            match_format=args.match_format,
+            out=out or sys.stdout,
+            path_map=tuple(args.path_map) if args.path_map else None,
+        )
+        return session.run(sys.stdin)
+    finally:
+        if out is not None:
+            out.close()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,107 @@
+"""The legacy text protocol (seeds/001): stamps, envelope rules, job sizes from --workload."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from fluxsched_py.batsim.driver import Host
+from fluxsched_py.batsim.errors import ProtocolError
+from fluxsched_py.batsim.legacy import JobTable, LegacyDriver, format_message, load_job_table, parse_message
+
+
+def table():
+    return JobTable({"!1": (3, 100.0), "!2": (4, 100.0), "!3": (1, 50.0), "!4": (1, 500.0), "!5": (9, 10.0)}, 4)
+
+
+def drv():
+    return LegacyDriver(["queue-policy=easy", "policy=low"], table())
+
+
+def test_seed_examples_parse():
+    assert parse_message("3:0.000000|0.000000:A") == ("3", 0.0, [(0.0, "A", "")])
+    assert parse_message("0:13|12:S:static!2|12.5:S:static!3|13:S:static!4")[2] == [
+        (12.0, "S", "static!2"),
+        (12.5, "S", "static!3"),
+        (13.0, "S", "static!4"),
+    ]
+    v, now, evs = parse_message("3:46.556835|46.556835:C:workload_profiles/test_workload_profile.json!2|46.556835:Z")
+    assert [s for _, s, _ in evs] == ["C", "Z"]
+
+
+@pytest.mark.parametrize(
+    "text, reason",
+    [
+        ("hello", "VERSION:NOW"),
+        ("3:1.0", "no event"),
+        ("3:1.0|2.0:S:w!1", "after the message time"),
+        ("3:5.0|3.0:S:w!1|2.0:S:w!2", "before the previous"),
+        ("3:1.0|1.0:Q:x", "unknown stamp 'Q'"),
+        ("3:x|1.0:N", "not a number"),
+    ],
+)
+def test_envelope_violations(text, reason):
+    with pytest.raises(ProtocolError, match=reason):
+        parse_message(text)
+
+
+def test_reply_format_and_nop():
+    assert format_message("3", 2.0, []) == b"3:2.000000|2.000000:N"
+    assert format_message("0", 15.0, [("J", "s!1=1-2,0;s!2=3")]) == b"0:15.000000|15.000000:J:s!1=1-2,0;s!2=3"
+
+
+def test_a_short_simulation():
+    d = drv()
+    assert d.handle(b"3:0.000000|0.000000:A") == b"3:0.000000|0.000000:N"
+    assert d.handle(b"3:1.000000|1.000000:S:w0!1") == b"3:1.000000|1.000000:J:w0!1=0-2"
+    assert d.handle(b"3:2.000000|2.000000:S:w0!2") == b"3:2.000000|2.000000:N"  # waits for 4 nodes
+    assert d.handle(b"3:3.000000|3.000000:S:w0!3") == b"3:3.000000|3.000000:J:w0!3=3"  # backfilled: ends by 101
+    assert d.handle(b"3:4.000000|4.000000:S:w0!5") == b"3:4.000000|4.000000:R:w0!5"  # 9 nodes: never
+    assert d.handle(b"3:53.000000|53.000000:C:w0!3") == b"3:53.000000|53.000000:N"
+    assert d.handle(b"3:101.000000|101.000000:C:w0!1") == b"3:101.000000|101.000000:J:w0!2=0-3"
+    assert d.handle(b"3:201.000000|201.000000:C:w0!2|201.000000:Z") == b"3:201.000000|201.000000:N"
+    assert d.finished
+
+
+def test_machine_failures_take_nodes_out():
+    d = drv()
+    d.handle(b"3:0|0:A")
+    d.handle(b"3:1|1:F:0-1")
+    assert d.handle(b"3:2|2:S:w0!1") == b"3:2.000000|2.000000:N"  # 3 nodes, only 2 up
+    assert d.handle(b"3:3|3:f:1") == b"3:3.000000|3.000000:J:w0!1=1-3"
+
+
+@pytest.mark.parametrize(
+    "second, reason",
+    [
+        (b"3:1|1:C:w0!1", "never submitted"),
+        (b"3:1|1:S:w0!404", "not in the --workload"),
+        (b"3:1|1:S:w0!1|1:S:w0!1", "submitted twice"),
+        (b"\xff", "not ASCII"),
+    ],
+)
+def test_contradictions(second, reason):
+    d = drv()
+    d.handle(b"3:0|0:A")
+    with pytest.raises(ProtocolError, match=reason):
+        d.handle(second)
+
+
+def test_job_table_from_workload_files(tmp_path):
+    p = tmp_path / "wl.json"
+    p.write_text(json.dumps({"nb_res": 8, "jobs": [{"id": 1, "res": 2, "walltime": 30}, {"id": "2", "res": 1}]}))
+    t = load_job_table([str(p)])
+    assert t.nb_res == 8
+    assert t.lookup("wl!1") == (2, 30.0, None)
+    assert t.lookup("anything!2") == (1, None, None)
+    d = LegacyDriver(None, t, [Host(i, f"h{i}") for i in range(3)])
+    d.handle(b"3:0|0:A")
+    assert len(d.scheduler.engine.graph.ranks) == 3
+
+
+def test_job_table_needs_jobs(tmp_path):
+    p = tmp_path / "empty.json"
+    p.write_text(json.dumps({"jobs": []}))
+    with pytest.raises(ValueError, match="--workload"):
+        load_job_table([str(p)])
