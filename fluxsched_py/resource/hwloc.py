@@ -313,10 +313,11 @@ def parse_hwloc(data: bytes | str, source: str | None = None) -> HwlocTopology:
         line, col = e.position
         msg = str(e).split(":", 1)[0]
         raise ResourceError(f"malformed XML: {msg}", source=source, element=f"line {line} column {col}") from None
-    if root.tag != "topology":
-        what = " (a SimGrid/Batsim platform: use the replay's --platform)" if root.tag == "platform" else ""
+    tag = root.tag.rsplit("}", 1)[-1]  # without its namespace
+    if tag != "topology":
+        what = " (a SimGrid/Batsim platform: use the replay's --platform)" if tag == "platform" else ""
         raise ResourceError(
-            f"not an hwloc topology: the root element is <{root.tag}>{what}", source=source, element=f"/{root.tag}"
+            f"not an hwloc topology: the root element is <{tag}>{what}", source=source, element=f"/{tag}"
         )
     vtext = root.get("version", "1.0")
     try:
