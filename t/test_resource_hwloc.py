@@ -334,6 +334,10 @@ def test_load_refuses_platform_xml_and_rq_cli_reports_one_line(tmp_path, capsys)
     plat.write_text('<?xml version="1.0"?>\n<platform version="4.1"><zone id="z"/></platform>')
     with pytest.raises(ResourceError, match="replay --platform"):
         ResourceGraph.load(plat)
+    binary = tmp_path / "binary.xml"
+    binary.write_bytes(b"\xff\xfe<topology>")
+    with pytest.raises(ResourceError, match="not UTF-8"):
+        ResourceGraph.load(binary)
     bad = tmp_path / "bad.xml"
     bad.write_text(V1[:600])
     assert main(["-L", str(bad), "-f", "hwloc"]) == 1

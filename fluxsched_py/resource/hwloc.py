@@ -264,7 +264,6 @@ def _walk(w: _Walk, el: ET.Element, path: str, t: str, socket: int, locality: in
             raise ResourceError("a Core without a cpuset", source=src, element=path)
         if cpuset & w.usable:
             w.cores.append(socket)
-        return  # a core holds PUs only
     elif t == "PU":
         return
     elif t == "NUMANode":

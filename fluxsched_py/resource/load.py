@@ -57,6 +57,8 @@ def load_graph(path: str | Path, format: str | None = None) -> ResourceGraph:
         text = p.read_text()
     except OSError as e:
         raise ResourceError(f"cannot read: {e.strerror}", source=source) from None
+    except UnicodeDecodeError as e:
+        raise ResourceError(f"not UTF-8 text: {e.reason} at byte {e.start}", source=source) from None
     fmt = format or sniff_format(p, text[:4096])
     if fmt == "hwloc":
         return ResourceGraph.from_hwloc(p)
