@@ -490,3 +490,13 @@ def test_job_ids_in_reason_pending_are_shown_as_flux_shows_them():
     alloc(d, t, 13019119618, FULL)
     reasons = [p["annotations"]["sched"].get("reason_pending", "") for p in replies(t, "alloc-13019119618")]
     assert not any("13019119" in r for r in reasons) and any("ƒLqTPg" in r for r in reasons)
+
+
+def test_requests_before_resources_are_known_do_not_crash():
+    t = RecordingTransport()
+    d = Driver(t, [])
+    d.handle("feasibility.check", "f", {"jobspec": jobspec()})
+    d.handle("sched.alloc", "a", {"id": 1})
+    d.handle("sched-py.stats-get", "s", None)
+    assert replies(t, "f")[0][0] == errno.EAGAIN
+    assert replies(t, "a") == [] and replies(t, "s")[0]["pending_jobs"] == 0

@@ -488,6 +488,14 @@ class Driver:
         """Dispatch one request.  ``payload`` is the decoded JSON (None when
         empty) or :func:`bad_payload`.  Never raises."""
         try:
+            if self.engine is None and not topic.endswith(".stats-get"):
+                # Only possible before the first resource.acquire response
+                # (the job-manager sends nothing before sched-ready).
+                if topic in ("sched.expiration", "sched.resource-status", "feasibility.check"):
+                    self._respond_error(msg, errno.EAGAIN, "the scheduler is starting: no resources yet")
+                else:
+                    self.error(f"{topic}: received before resources are known; ignored")
+                return
             if topic == "sched.alloc":
                 self.on_alloc(msg, payload)
             elif topic == "sched.free":
