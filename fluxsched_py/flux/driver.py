@@ -56,6 +56,7 @@ from typing import Any, Protocol
 
 from ..engine import Engine, EngineError, EngineOptions, Response, ResponseType
 from ..ids import IdSet
+from ..resource import ResourceSet
 
 __all__ = [
     "Driver",
@@ -334,7 +335,6 @@ class Driver:
                 g = self._read_graph(R)
             except Exception as exc2:
                 raise ValueError(f"resource.acquire: cannot read the instance R: {exc2}") from exc2
-        _adapt_graph(g)
         self.graph = g
         self.engine = Engine(g, self.options)
         # RFC 27 / resource.acquire: every target is down until it is up.
@@ -377,21 +377,15 @@ class Driver:
                 R = json.loads(R)
             if not isinstance(R, Mapping):
                 raise ValueError(f"R is not an object: {R!r:.80}")
-            rs = self.graph.resource_set(R)
+            ResourceSet.from_rv1(self.graph, R)  # readable? (the engine reads it again, and applies ``free``)
             free = payload.get("free")
             if free:
-                rs = rs - self.graph.all().restrict(IdSet.parse(str(free)))
-            ex = R.get("execution") or {}
-            R2 = rs.to_rv1(
-                self.graph,
-                starttime=float(ex.get("starttime") or 0),
-                expiration=float(ex.get("expiration") or 0),
-            )
+                IdSet.parse(str(free))
         except Exception as exc:
             self.stats["hello_errors"] += 1
             self._hello_unreadable(jobid, payload, R, exc)
             return
-        self._engine_hello(jobid, payload, R2)
+        self._engine_hello(jobid, payload, R)
         if self.engine.job(jobid) is None:
             self.stats["hello_errors"] += 1
             self.error(f"hello: job {jobid}: its R could not be marked allocated (see above)")
@@ -405,6 +399,8 @@ class Driver:
             "t_submit": _float(payload.get("t_submit"), 0.0),
             "R": R,
         }
+        if payload.get("free"):
+            h["free"] = str(payload["free"])
         self.engine.hello([h])
         self._hello_count += 1
 
@@ -846,15 +842,6 @@ def _int(v: Any, default: int) -> int:
 
 def _float(v: Any, default: float) -> float:
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else default
-
-
-def _adapt_graph(g: Any) -> None:
-    """Give the graph the ``resource_set(R)`` method the engine looks for
-    (``ResourceGraph`` has ``ResourceSet.from_rv1(g, R)`` instead)."""
-    if not hasattr(g, "resource_set"):
-        from ..resource import ResourceSet
-
-        g.resource_set = lambda R, _g=g: ResourceSet.from_rv1(_g, R)
 
 
 class RecordingTransport:
