@@ -803,7 +803,11 @@ class Engine:
         why = p.held.get(job.id)
         need, enough = self._need(p, req)
         if why == "down":
-            return f"cannot start on the resources that are up now: waiting for {need}"
+            # No start time exists on what is up: either resources it needs are
+            # down, or the jobs holding them have no time limit to plan around.
+            if self.graph.down_ranks() or self.graph.drained_ranks():
+                return f"cannot start on the resources that are up now: waiting for {need}"
+            return f"waiting for {need} — no start time can be estimated: the jobs holding them have no time limit"
         c = getattr(req, "constraints", None)
         if c is not None and p.constraint_blocks(job):
             text = f"blocked by constraint: {describe_constraint(c)}"

@@ -205,6 +205,19 @@ def test_hello_marks_running_jobs_allocated_minus_freed_ranks():
     assert out[0].annotations["sched"]["t_estimate"] == 500.0
 
 
+def test_reason_pending_blames_unlimited_jobs_not_down_resources_when_nothing_is_down():
+    e = engine(nodes=1)
+    e.alloc(1, 16, 1, 0.0, jobspec(nnodes=1))  # no time limit
+    e.schedule(0.0)
+    e.alloc(2, 16, 1, 1.0, jobspec(nnodes=1, duration=60))
+    (a,) = e.schedule(1.0).responses
+    reason = a.annotations["sched"]["reason_pending"]
+    assert (
+        reason
+        == "waiting for 1 node (0 free) — no start time can be estimated: the jobs holding them have no time limit"
+    )
+
+
 def test_resource_down_and_up_change_what_can_start():
     e = engine(nodes=2)
     e.resource_update(down="0-1")

@@ -478,3 +478,25 @@ def test_infeasible_note_uses_flux_wording_and_missing_duration_is_denied():
     del spec["attributes"]
     alloc(d, t, 2, spec)
     assert replies(t, "alloc-2")[-1]["note"] == "invalid jobspec: getting duration: Object item not found: attributes"
+
+
+def test_job_ids_in_reason_pending_are_shown_as_flux_shows_them():
+    from fluxsched_py.flux.driver import f58
+
+    assert f58(13019119616) == "ƒLqTPgb"  # `flux job id --to=f58 13019119616`
+    d, t = make(["queue-policy=fcfs"])
+    alloc(d, t, 13019119616, FULL)
+    alloc(d, t, 13019119617, FULL)
+    alloc(d, t, 13019119618, FULL)
+    reasons = [p["annotations"]["sched"].get("reason_pending", "") for p in replies(t, "alloc-13019119618")]
+    assert not any("13019119" in r for r in reasons) and any("ƒLqTPg" in r for r in reasons)
+
+
+def test_requests_before_resources_are_known_do_not_crash():
+    t = RecordingTransport()
+    d = Driver(t, [])
+    d.handle("feasibility.check", "f", {"jobspec": jobspec()})
+    d.handle("sched.alloc", "a", {"id": 1})
+    d.handle("sched-py.stats-get", "s", None)
+    assert replies(t, "f")[0][0] == errno.EAGAIN
+    assert replies(t, "a") == [] and replies(t, "s")[0]["pending_jobs"] == 0

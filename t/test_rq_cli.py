@@ -310,7 +310,7 @@ def test_main_reads_stdin_and_writes_test_output(env, monkeypatch, capsys):
     [
         (["-L", "/no/such.graphml"], "ERROR: /no/such.graphml: cannot read"),
         (["-L", "{grug}", "-P", "sideways"], "ERROR: unknown match policy 'sideways'"),
-        (["-L", "{grug}", "-f", "hwloc"], "ERROR: {grug}: load format 'hwloc' is not supported"),
+        (["-L", "{grug}", "-f", "hwloc"], "ERROR: {grug}: /graphml: not an hwloc topology"),
         (["-L", "{grug}", "-S", "XYZ"], "ERROR: unknown match subsystems 'XYZ'"),
     ],
 )

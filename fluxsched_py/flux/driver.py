@@ -49,12 +49,14 @@ import errno
 import json
 import logging
 import math
+import re
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 from ..engine import Engine, EngineError, EngineOptions, Response, ResponseType
 from ..ids import IdSet
+from ..resource import ResourceSet
 
 __all__ = [
     "Driver",
@@ -62,6 +64,7 @@ __all__ = [
     "RecordingTransport",
     "parse_module_args",
     "kvs_key",
+    "f58",
     "LOG_ERR",
     "LOG_WARNING",
     "LOG_INFO",
@@ -332,7 +335,6 @@ class Driver:
                 g = self._read_graph(R)
             except Exception as exc2:
                 raise ValueError(f"resource.acquire: cannot read the instance R: {exc2}") from exc2
-        _adapt_graph(g)
         self.graph = g
         self.engine = Engine(g, self.options)
         # RFC 27 / resource.acquire: every target is down until it is up.
@@ -375,21 +377,15 @@ class Driver:
                 R = json.loads(R)
             if not isinstance(R, Mapping):
                 raise ValueError(f"R is not an object: {R!r:.80}")
-            rs = self.graph.resource_set(R)
+            ResourceSet.from_rv1(self.graph, R)  # readable? (the engine reads it again, and applies ``free``)
             free = payload.get("free")
             if free:
-                rs = rs - self.graph.all().restrict(IdSet.parse(str(free)))
-            ex = R.get("execution") or {}
-            R2 = rs.to_rv1(
-                self.graph,
-                starttime=float(ex.get("starttime") or 0),
-                expiration=float(ex.get("expiration") or 0),
-            )
+                IdSet.parse(str(free))
         except Exception as exc:
             self.stats["hello_errors"] += 1
             self._hello_unreadable(jobid, payload, R, exc)
             return
-        self._engine_hello(jobid, payload, R2)
+        self._engine_hello(jobid, payload, R)
         if self.engine.job(jobid) is None:
             self.stats["hello_errors"] += 1
             self.error(f"hello: job {jobid}: its R could not be marked allocated (see above)")
@@ -403,6 +399,8 @@ class Driver:
             "t_submit": _float(payload.get("t_submit"), 0.0),
             "R": R,
         }
+        if payload.get("free"):
+            h["free"] = str(payload["free"])
         self.engine.hello([h])
         self._hello_count += 1
 
@@ -486,6 +484,14 @@ class Driver:
         """Dispatch one request.  ``payload`` is the decoded JSON (None when
         empty) or :func:`bad_payload`.  Never raises."""
         try:
+            if self.engine is None and not topic.endswith(".stats-get"):
+                # Only possible before the first resource.acquire response
+                # (the job-manager sends nothing before sched-ready).
+                if topic in ("sched.expiration", "sched.resource-status", "feasibility.check"):
+                    self._respond_error(msg, errno.EAGAIN, "the scheduler is starting: no resources yet")
+                else:
+                    self.error(f"{topic}: received before resources are known; ignored")
+                return
             if topic == "sched.alloc":
                 self.on_alloc(msg, payload)
             elif topic == "sched.free":
@@ -725,6 +731,8 @@ class Driver:
                 _flux_style_summary(r)
                 success.append(r)
                 continue
+            if r.type is ResponseType.ANNOTATE:
+                _f58_in_reason(r)
             if r.type is ResponseType.DENY and r.note and not r.note.startswith(_NOTE_PREFIXES):
                 # flux-core's wording for a request that can never be met
                 r.note = f"unsatisfiable request: {r.note}"
@@ -782,6 +790,30 @@ def _v1_duration_problem(jobspec: Mapping[str, Any]) -> str | None:
     return None
 
 
+_F58 = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
+_JOB_REF = re.compile(r"\bjob (\d+)\b")
+
+
+def f58(jobid: int) -> str:
+    """A job id as flux-core shows it (``ƒLqTPgb``, RFC 19 FLUID base58)."""
+    n = int(jobid)
+    if n == 0:
+        return "ƒ1"
+    out = []
+    while n:
+        n, r = divmod(n, 58)
+        out.append(_F58[r])
+    return "ƒ" + "".join(reversed(out))
+
+
+def _f58_in_reason(r: Response) -> None:
+    """``behind higher-priority job 13019119616`` -> ``... job ƒLqTPgb``: the id users see in ``flux jobs``."""
+    sched = (r.annotations or {}).get("sched")
+    text = sched.get("reason_pending") if isinstance(sched, dict) else None
+    if isinstance(text, str) and "job " in text:
+        sched["reason_pending"] = _JOB_REF.sub(lambda m: f"job {f58(int(m.group(1)))}", text)
+
+
 def _ids(text: str) -> str:
     """An idset as flux-core's rlist prints it: ``0``, ``[0-3]``, ``[0,2]``."""
     return text if text.isdigit() else f"[{text}]"
@@ -810,15 +842,6 @@ def _int(v: Any, default: int) -> int:
 
 def _float(v: Any, default: float) -> float:
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else default
-
-
-def _adapt_graph(g: Any) -> None:
-    """Give the graph the ``resource_set(R)`` method the engine looks for
-    (``ResourceGraph`` has ``ResourceSet.from_rv1(g, R)`` instead)."""
-    if not hasattr(g, "resource_set"):
-        from ..resource import ResourceSet
-
-        g.resource_set = lambda R, _g=g: ResourceSet.from_rv1(_g, R)
 
 
 class RecordingTransport:

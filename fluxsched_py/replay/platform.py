@@ -1,10 +1,13 @@
 """Platforms for the replay: a resource graph from a file or a node count.
 
 ``--platform FILE`` accepts what :class:`~fluxsched_py.resource.ResourceGraph`
-reads (a YAML recipe, RFC 20 R in JSON, a GRUG GraphML file) and a SimGrid
-platform XML as Batsim uses it.  In the XML every compute host becomes a node
-(rank in document order, its ``id`` as host name, ``core`` attribute as its
-core count, default 1); ``<cluster>``/``<cabinet>`` elements expand
+reads (a YAML recipe, RFC 20 R in JSON, a GRUG GraphML file, an hwloc XML
+topology) and a SimGrid platform XML as Batsim uses it.  XML is told apart by
+its root element: ``<topology>`` is hwloc (one node, see
+:mod:`fluxsched_py.resource.hwloc`), ``<platform>`` is SimGrid.  In a SimGrid
+platform every compute host becomes a node (rank in document order, its
+``id`` as host name, ``core`` attribute as its core count, default 1);
+``<cluster>``/``<cabinet>`` elements expand
 ``prefix + radical + suffix``; the host or cluster whose ``role`` property is
 ``master`` (Batsim's scheduler host) or ``storage`` is skipped.
 """
@@ -109,6 +112,17 @@ def batsim_hosts(path: str | os.PathLike[str]) -> list[tuple[str, int]]:
     return hosts
 
 
+def _xml_root(p: Path) -> str | None:
+    """The root element name of an XML file (None if unreadable or not XML)."""
+    from ..resource.hwloc import xml_root_tag
+
+    try:
+        with open(p, "rb") as f:
+            return xml_root_tag(f.read(4096))
+    except OSError:
+        return None
+
+
 def load_platform(path: str | os.PathLike[str]) -> Any:
     """A resource graph from a platform file (see the module docstring)."""
     p = Path(path)
@@ -116,7 +130,10 @@ def load_platform(path: str | os.PathLike[str]) -> Any:
         raise PlatformError(f"{p}: no such file")
     suffix = p.suffix.lower()
     G = _graph_cls()
-    if suffix == ".xml":
+    root = _xml_root(p) if suffix in (".xml", "") else None
+    if root == "topology":
+        return G.from_hwloc(p)
+    if suffix == ".xml" or root == "platform":
         hosts = batsim_hosts(p)
         return G.from_rv1(nodes_R([h for h, _ in hosts], [c for _, c in hosts]))
     if suffix in (".graphml", ".grug"):

@@ -20,7 +20,7 @@ down or drained ranks.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -104,6 +104,24 @@ class ResourceGraph:
         from .recipe import graph_from_recipe
 
         return graph_from_recipe(recipe)
+
+    @classmethod
+    def from_hwloc(
+        cls,
+        paths: str | Path | Sequence[str | Path],
+        *,
+        ranks: int | Sequence[int] | None = None,
+        hostnames: str | Sequence[str] | None = None,
+        memory: bool = False,
+    ) -> ResourceGraph:
+        """Build from hwloc XML (v1 or v2): one file per node, rank 0.. in list order.
+
+        Packages become sockets, cores and GPUs are numbered as flux-core
+        numbers them; see :mod:`fluxsched_py.resource.hwloc`.
+        """
+        from .hwloc import graph_from_hwloc
+
+        return graph_from_hwloc(paths, ranks=ranks, hostnames=hostnames, memory=memory)
 
     @classmethod
     def load(cls, path: str | Path, format: str | None = None) -> ResourceGraph:

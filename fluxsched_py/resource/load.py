@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .errors import ResourceError
+from .hwloc import xml_root_tag
 
 if TYPE_CHECKING:
     from .graph import ResourceGraph
@@ -14,13 +15,23 @@ if TYPE_CHECKING:
 __all__ = ["load_graph", "FORMATS", "sniff_format"]
 
 #: Accepted ``format`` names (``rv1exec`` is resource-query's name for R).
-FORMATS = ("grug", "jgf", "rv1", "rv1exec", "recipe")
+FORMATS = ("grug", "jgf", "rv1", "rv1exec", "recipe", "hwloc")
 
 
 def sniff_format(path: Path, head: str) -> str:
-    """``grug``, ``jgf``, ``rv1`` or ``recipe``, from the extension and the first characters."""
+    """``grug``, ``hwloc``, ``json`` (R or JGF) or ``recipe``, from the extension and the first characters.
+
+    XML whose root element is ``<topology>`` is hwloc; ``<platform>`` (SimGrid,
+    as Batsim uses it) is ``platform``, which only the replay's platform loader
+    reads; any other XML is GRUG.
+    """
     ext = path.suffix.lower()
     if ext in (".graphml", ".xml") or head.lstrip().startswith("<"):
+        root = xml_root_tag(head)
+        if root == "topology":
+            return "hwloc"
+        if root == "platform":
+            return "platform"
         return "grug"
     if ext in (".yaml", ".yml"):
         return "recipe"
@@ -30,10 +41,11 @@ def sniff_format(path: Path, head: str) -> str:
 
 
 def load_graph(path: str | Path, format: str | None = None) -> ResourceGraph:
-    """Load ``path`` as GRUG, JGF, R or a YAML recipe.
+    """Load ``path`` as GRUG, hwloc XML, JGF, R or a YAML recipe.
 
-    With no ``format``, ``.graphml``/XML is GRUG, ``.yaml`` is a recipe, and
-    JSON is R when it has ``execution`` and JGF when it has ``graph``.
+    With no ``format``, XML is hwloc when its root element is ``<topology>``
+    and GRUG otherwise, ``.yaml`` is a recipe, and JSON is R when it has
+    ``execution`` and JGF when it has ``graph``.
     """
     from .graph import ResourceGraph
 
@@ -45,7 +57,17 @@ def load_graph(path: str | Path, format: str | None = None) -> ResourceGraph:
         text = p.read_text()
     except OSError as e:
         raise ResourceError(f"cannot read: {e.strerror}", source=source) from None
-    fmt = format or sniff_format(p, text[:200])
+    except UnicodeDecodeError as e:
+        raise ResourceError(f"not UTF-8 text: {e.reason} at byte {e.start}", source=source) from None
+    fmt = format or sniff_format(p, text[:4096])
+    if fmt == "hwloc":
+        return ResourceGraph.from_hwloc(p)
+    if fmt == "platform":
+        raise ResourceError(
+            "a SimGrid/Batsim platform XML is not a resource graph: use `fluxsched-py replay --platform`",
+            source=source,
+            element="/platform",
+        )
     if fmt == "grug":
         return ResourceGraph.from_grug(p)
     if fmt == "recipe":

@@ -69,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
 def load_graph(path: str, fmt: str = "grug") -> ResourceGraph:
     """Load ``path`` in resource-query's ``-f`` format; :class:`ResourceError` if it cannot be."""
     if fmt == "hwloc":
-        raise ResourceError("load format 'hwloc' is not supported", source=path)
+        return ResourceGraph.from_hwloc(path)
     if fmt in ("rv1exec", "rv1exec_force"):
         return ResourceGraph.load(path, "rv1")
     if fmt == "jgf":
