@@ -6,7 +6,7 @@ in a temporary folder, never committed.  Prints a table; ``--jobs N`` and
 ``--policies`` change the SWF run, ``--repeat`` the number of timed runs
 (the median is shown).
 
-    python bench/bench_replay.py [--jobs 100000] [--policies fcfs,easy]
+    python bench/bench_replay.py [--jobs 100000] [--policies fcfs,easy,conservative,hybrid]
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--jobs", type=int, default=100_000)
     ap.add_argument("--nodes", type=int, default=256)
-    ap.add_argument("--policies", default="fcfs,easy")
+    ap.add_argument("--policies", default="fcfs,easy,conservative,hybrid")
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
     table = Table(title="replay speed (median of runs)")

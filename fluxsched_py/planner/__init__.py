@@ -20,6 +20,12 @@ boundaries with a two-stack aggregate, so finding a start time costs one union
 per boundary plus one match per distinct candidate set (binary search when
 only running jobs are planned, since availability then only grows with time).
 
+Conservative backfilling re-plans every reservation on every pass after a
+job ends early, and most of those searches find nothing.  A failed whole-node
+search leaves a :class:`NoEarlier` proof; the planner logs what becomes
+available, and :meth:`Planner.prove_none_before` shows from that log alone
+when the same search would fail again, so it is not made.
+
 Internally every set is a flat integer (:mod:`.flat`), so the timeline's
 unions and differences are single big-integer operations; sets become
 :class:`~fluxsched_py.resource.ResourceSet` again only at the API and to call
@@ -345,6 +351,8 @@ class Planner:
         # Set for good once two spans overlapped on a resource (sched.expiration
         # can do that): the step function no longer mirrors the spans exactly.
         self._overlapped = False
+        self._reserved_version = 0  # bumped when a reservation comes or goes
+        self._reserved_cache: tuple[int, dict] = (-1, {})
         self._pool_cache: tuple[tuple, int] | None = None
         #: The latest time the planner was told about (``earliest(now=...)``
         #: or :meth:`set_now`): running jobs expected to end before it are
@@ -367,6 +375,7 @@ class Planner:
         b = self.codec.encode(rs) if bits is None else bits
         self._add(Span(jobid, rs, float(start), float(end), False, b, self.codec))
         self._nreserved += 1
+        self._reserved_version += 1
 
     def remove(self, jobid: int) -> Span | None:
         """Forget ``jobid``'s span (it ended, was cancelled or is re-planned)."""
@@ -381,6 +390,7 @@ class Planner:
             self._running_union &= ~span.bits  # spans of running jobs are disjoint
         else:
             self._nreserved -= 1
+            self._reserved_version += 1
         self._log_gain(span.start, span.end, span.bits, jobid)
         lo = self._index(span.start)
         hi = self._index(span.end) if span.end != math.inf else len(self._times)
@@ -528,12 +538,25 @@ class Planner:
         return self._nreserved
 
     def reserved_during(self, t0: float, t1: float, exclude: int | None = None) -> int:
-        """Flat union of the reservations that overlap ``[t0, t1)`` (but ``exclude``'s)."""
+        """Flat union of the reservations that overlap ``[t0, t1)`` (but ``exclude``'s).
+
+        Remembered until a reservation changes: a pass asks it for every job
+        beyond the reservation depth, with a few distinct walltimes."""
+        key = (t0, t1, exclude)
+        c = self._reserved_cache
+        if c[0] == self._reserved_version:
+            hit = c[1].get(key)
+            if hit is not None:
+                return hit
+        else:
+            c = self._reserved_cache = (self._reserved_version, {})
         out = 0
         if self._nreserved:
             for s in self._spans.values():
                 if not s.running and s.start < t1 and s.end > t0 and s.jobid != exclude:
                     out |= s.bits
+        if len(c[1]) < 64:
+            c[1][key] = out
         return out
 
     def clear_reservations(self) -> None:
