@@ -12,7 +12,6 @@ in a temporary folder, never committed.  Prints a table; ``--jobs N`` and
 from __future__ import annotations
 
 import argparse
-import random
 import statistics
 import tempfile
 import time
@@ -23,30 +22,11 @@ from rich.table import Table
 
 from fluxsched_py.replay import load_workload, replay, summarize
 from fluxsched_py.replay.platform import nodes_graph
+from fluxsched_py.replay.synthetic import write_synthetic_swf
 
 SEED1 = (
     Path(__file__).resolve().parents[2] / "shared/conformance/batsim/workloads/example_workload_hpc_seed1_jobs250.json"
 )
-
-
-def synthetic_swf(path: Path, njobs: int, nodes: int, seed: int = 1, load: float = 0.85) -> None:
-    """An SWF trace with Poisson arrivals at the given offered load."""
-    rng = random.Random(seed)
-    sizes = [1, 1, 2, 4, 8, 16, 32, 64, 3, 5, 12, 24]
-    walls = [300, 900, 1800, 3600, 7200]
-    specs = []
-    for _ in range(njobs):
-        res = min(rng.choice(sizes), nodes)
-        wall = rng.choice(walls)
-        run = max(1, int(wall * rng.betavariate(1.3, 2.0)))
-        specs.append((res, wall, run))
-    rate = load * nodes / (sum(r * run for r, _, run in specs) / njobs)
-    t = 0.0
-    with path.open("w") as f:
-        f.write(f"; synthetic SWF, seed={seed}\n; MaxNodes: {nodes}\n; MaxProcs: {nodes}\n")
-        for i, (res, wall, run) in enumerate(specs, 1):
-            t += rng.expovariate(rate)
-            f.write(f"{i} {t:.0f} -1 {run} {res} -1 -1 {res} {wall} -1 1 1 1 -1 1 -1 -1 -1\n")
 
 
 def timed(workload, nodes, policy, repeat):
@@ -79,7 +59,7 @@ def main() -> None:
             )
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "synthetic.swf"
-        synthetic_swf(path, args.jobs, args.nodes)
+        write_synthetic_swf(path, args.jobs, args.nodes)
         w = load_workload(path)
         for pol in args.policies.split(","):
             t, r = timed(w, args.nodes, pol, 1)

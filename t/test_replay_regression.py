@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import random
 import sys
 from pathlib import Path
 
@@ -20,30 +19,11 @@ import pytest
 
 from fluxsched_py.replay import load_workload, replay
 from fluxsched_py.replay.platform import nodes_graph
+from fluxsched_py.replay.synthetic import write_synthetic_swf
 
 from .conftest import shared_path
 
 DIGESTS = Path(__file__).resolve().parent / "data" / "replay" / "digests.json"
-
-
-def synthetic_swf(path: Path, njobs: int, nodes: int, seed: int = 1, load: float = 0.85) -> None:
-    """The same generator as ``bench/bench_replay.py`` (Poisson arrivals at an offered load)."""
-    rng = random.Random(seed)
-    sizes = [1, 1, 2, 4, 8, 16, 32, 64, 3, 5, 12, 24]
-    walls = [300, 900, 1800, 3600, 7200]
-    specs = []
-    for _ in range(njobs):
-        res = min(rng.choice(sizes), nodes)
-        wall = rng.choice(walls)
-        run = max(1, int(wall * rng.betavariate(1.3, 2.0)))
-        specs.append((res, wall, run))
-    rate = load * nodes / (sum(r * run for r, _, run in specs) / njobs)
-    t = 0.0
-    with path.open("w") as f:
-        f.write(f"; synthetic SWF, seed={seed}\n; MaxNodes: {nodes}\n; MaxProcs: {nodes}\n")
-        for i, (res, wall, run) in enumerate(specs, 1):
-            t += rng.expovariate(rate)
-            f.write(f"{i} {t:.0f} -1 {run} {res} -1 -1 {res} {wall} -1 1 1 1 -1 1 -1 -1 -1\n")
 
 
 #: case name -> (workload, nodes, engine options)
@@ -72,10 +52,10 @@ def workload(name: str, tmp: Path):
             path = shared_path("conformance/batsim/workloads/test_batsim_paper_workload_seed1.json")
         elif name == "swf5k":
             path = tmp / "swf5k.swf"
-            synthetic_swf(path, 5000, 256)
+            write_synthetic_swf(path, 5000, 256)
         else:
             path = tmp / "swf2k-overload.swf"
-            synthetic_swf(path, 2000, 256, seed=2, load=1.1)
+            write_synthetic_swf(path, 2000, 256, seed=2, load=1.1)
         _WORKLOADS[name] = load_workload(path)
     return _WORKLOADS[name]
 

@@ -15,7 +15,7 @@ import random
 import sys
 from pathlib import Path
 
-__all__ = ["generate", "EXAMPLE_NAME", "example_path"]
+__all__ = ["generate", "EXAMPLE_NAME", "example_path", "write_synthetic_swf"]
 
 EXAMPLE_NAME = "synthetic_seed42_64nodes.json"
 
@@ -47,6 +47,30 @@ def generate(seed: int = 42, njobs: int = 300, nodes: int = 64, load: float = 0.
         "jobs": jobs,
         "profiles": profiles,
     }
+
+
+def write_synthetic_swf(path: Path, njobs: int, nodes: int, seed: int = 1, load: float = 0.85) -> None:
+    """A seeded SWF trace with Poisson arrivals at the given offered load.
+
+    The benchmarks and the replay regression test share it, so a trace of a
+    given (njobs, nodes, seed, load) is the same everywhere.
+    """
+    rng = random.Random(seed)
+    sizes = [1, 1, 2, 4, 8, 16, 32, 64, 3, 5, 12, 24]
+    walls = [300, 900, 1800, 3600, 7200]
+    specs = []
+    for _ in range(njobs):
+        res = min(rng.choice(sizes), nodes)
+        wall = rng.choice(walls)
+        run = max(1, int(wall * rng.betavariate(1.3, 2.0)))
+        specs.append((res, wall, run))
+    rate = load * nodes / (sum(r * run for r, _, run in specs) / njobs)
+    t = 0.0
+    with path.open("w") as f:
+        f.write(f"; synthetic SWF, seed={seed}\n; MaxNodes: {nodes}\n; MaxProcs: {nodes}\n")
+        for i, (res, wall, run) in enumerate(specs, 1):
+            t += rng.expovariate(rate)
+            f.write(f"{i} {t:.0f} -1 {run} {res} -1 -1 {res} {wall} -1 1 1 1 -1 1 -1 -1 -1\n")
 
 
 def example_path() -> Path | None:
