@@ -321,16 +321,23 @@ class Session:
             self.error(f"invalid jobid '{args[1]}'")
             return None
 
+    def _live_job(self, args: list[str], command: str) -> Job | None:
+        """The job named by ``args[1]`` if it exists and is not cancelled; else report and None."""
+        jobid = self._jobid(args)
+        if jobid is None:
+            return None
+        job = self.jobs.get(jobid)
+        if job is None or job.state == "CANCELED":
+            self.error(f"{command}: nonexistent job {jobid}")
+            return None
+        return job
+
     def cmd_cancel(self, args: list[str]) -> None:
         if len(args) not in (2, 3):
             self.error("malformed command")
             return
-        jobid = self._jobid(args)
-        if jobid is None:
-            return
-        job = self.jobs.get(jobid)
-        if job is None or job.state == "CANCELED":
-            self.error(f"cancel: nonexistent job {jobid}")
+        job = self._live_job(args, "cancel")
+        if job is None:
             return
         self._drop(job)
         if len(args) == 3 and args[2] == "stats":
@@ -348,13 +355,10 @@ class Session:
         if len(args) not in (4, 5) or args[2] not in ("rv1exec", "jgf"):
             self.error("malformed command")
             return
-        jobid = self._jobid(args)
-        if jobid is None:
+        job = self._live_job(args, "partial-cancel")
+        if job is None:
             return
-        job = self.jobs.get(jobid)
-        if job is None or job.state == "CANCELED":
-            self.error(f"partial-cancel: nonexistent job {jobid}")
-            return
+        jobid = job.jobid
         try:
             with open(args[3]) as f:
                 data = json.load(f)
