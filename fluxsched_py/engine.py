@@ -811,6 +811,8 @@ class Engine:
         c = getattr(req, "constraints", None)
         if c is not None and p.constraint_blocks(job):
             text = f"blocked by constraint: {describe_constraint(c)}"
+        elif why == "order" and head is not None and head is not job:
+            text = f"waiting for {need}, behind higher-priority job {head.id}"
         elif enough and job.estimate is not None:
             text = f"waiting for {need}, held for jobs reserved ahead of it"
         else:
@@ -980,9 +982,11 @@ class _Pass:
         if self._free is not None and job.state is JobState.RUNNING:
             self._free &= ~placement[1]
 
-    def earliest(self, job: Job, before: float = math.inf) -> tuple[float, tuple[Any, int]] | None:
-        """The planner's earliest placement; a search that is proven to find
-        nothing before ``before`` is not made.
+    def earliest(
+        self, job: Job, before: float = math.inf, not_before: float = -math.inf
+    ) -> tuple[float, tuple[Any, int]] | None:
+        """The planner's earliest placement, from ``not_before`` on when given;
+        a search that is proven to find nothing before ``before`` is not made.
 
         A whole-node job's search leaves a proof that it fits nowhere before
         its reservation (:class:`~fluxsched_py.planner.NoEarlier`).
@@ -996,6 +1000,9 @@ class _Pass:
         planner = e.planner
         policy = e.options.policy
         self._proof = None
+        if not_before > self.now:  # no proofs for a search that does not start now
+            found = planner.earliest_bits(job.request, self.now, job.duration, policy, before, not_before=not_before)
+            return None if found is None else (found[0], (found[1], found[2]))
         n = planner.whole_node_request(job.request, policy) if job.nodes else 0
         trace = None
         if n:

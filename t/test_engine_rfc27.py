@@ -398,3 +398,73 @@ def test_queue_depth_bounds_the_jobs_a_pass_considers():
     assert started == []  # nothing changed: no new pass
     e.free(1)
     assert [r.id for r in e.schedule(7.0).responses if r.type is ResponseType.SUCCESS] == [3, 4]
+
+
+def estimates(responses):
+    return {
+        r.id: r.annotations["sched"]["t_estimate"]
+        for r in responses
+        if r.type is ResponseType.ANNOTATE and "t_estimate" in r.annotations["sched"]
+    }
+
+
+def test_fcfs_posts_t_estimate_for_the_jobs_behind_the_head_in_queue_order():
+    # sched-fifo's forecast (flux-core t2306): the second job's estimate is after the head's.
+    e = engine(nodes=2, cores=2, options=["queue-policy=fcfs"], time_format=lambda t: f"t={t:.0f}")
+    e.alloc(1, 16, 1, 0.0, jobspec(nslots=4, duration=3600))
+    e.schedule(0.0)
+    e.alloc(2, 16, 1, 1.0, jobspec(nslots=4, duration=3600))
+    e.alloc(3, 16, 1, 2.0, jobspec(nslots=4, duration=3600))
+    out = e.schedule(3.0).responses
+    assert estimates(out) == {2: 3600.0, 3: 7200.0}
+    reasons = {r.id: r.annotations["sched"]["reason_pending"] for r in out}
+    assert reasons[2] == "waiting for 4 cores (0 free) — reserved to start at t=3600"
+    assert reasons[3] == "waiting for 4 cores (0 free), behind higher-priority job 2 — reserved to start at t=7200"
+
+
+def test_fcfs_forecast_never_puts_a_job_before_the_one_ahead_of_it():
+    e = engine(nodes=2, cores=2, options=["queue-policy=fcfs"])
+    e.alloc(1, 16, 1, 0.0, jobspec(nslots=2, duration=100))
+    e.alloc(2, 16, 1, 0.0, jobspec(nslots=2, duration=1000))
+    e.schedule(0.0)
+    e.alloc(3, 16, 1, 1.0, jobspec(nslots=4, duration=50))  # the head: waits for job 2
+    e.alloc(4, 16, 1, 2.0, jobspec(nslots=1, duration=10))  # would fit at 100, but may not overtake
+    e.alloc(5, 16, 1, 3.0, jobspec(nslots=1, duration=10))
+    assert estimates(e.schedule(3.0).responses) == {3: 1000.0, 4: 1050.0, 5: 1050.0}
+
+
+def test_fcfs_forecast_is_bounded_by_reserve_depth():
+    e = engine(nodes=1, cores=1, options=["queue-policy=fcfs", "reserve-depth=2"])
+    for i in range(1, 6):
+        e.alloc(i, 16, 1, float(i), jobspec(nslots=1, duration=10))
+    out = e.schedule(5.0).responses
+    assert estimates(out) == {2: 15.0, 3: 25.0}  # the head and one behind it
+
+
+def test_fcfs_forecast_stops_behind_a_job_without_time_limit_and_stale_estimates_are_deleted():
+    # flux-core t2306 "forecast stale": an unlimited job becomes the head.
+    e = engine(nodes=1, cores=4, options=["queue-policy=fcfs"])
+    e.alloc(1, 16, 1, 0.0, jobspec(nslots=4, duration=300))
+    e.schedule(0.0)
+    e.alloc(2, 16, 1, 1.0, jobspec(nslots=4, duration=300))
+    assert estimates(e.schedule(1.0).responses) == {2: 300.0}
+    e.alloc(3, 16, 1, 2.0, jobspec(nslots=4))  # no time limit
+    e.prioritize([(3, 20)])
+    out = e.schedule(2.0).responses
+    sched = {r.id: r.annotations["sched"] for r in out}
+    assert sched[3]["t_estimate"] == 300.0
+    assert sched[2]["t_estimate"] is None  # deleted: it can never start before job 3 ends
+
+
+def test_fcfs_forecast_extends_to_new_jobs_and_moves_earlier_when_a_job_ends_early():
+    e = engine(nodes=1, cores=1, options=["queue-policy=fcfs"])
+    e.alloc(1, 16, 1, 0.0, jobspec(nslots=1, duration=100))
+    e.schedule(0.0)
+    e.alloc(2, 16, 1, 1.0, jobspec(nslots=1, duration=50))
+    assert estimates(e.schedule(1.0).responses) == {2: 100.0}
+    e.alloc(3, 16, 1, 2.0, jobspec(nslots=1, duration=50))
+    assert estimates(e.schedule(2.0).responses) == {3: 150.0}  # job 2's forecast is kept
+    e.free(1)
+    out = e.schedule(40.0).responses
+    assert [r.id for r in by_type(out, ResponseType.SUCCESS)] == [2]
+    assert estimates(out) == {3: 90.0}

@@ -148,6 +148,44 @@ def test_sliding_window_agrees_with_brute_force():
         assert (got[0] if got else None) == want
 
 
+def test_not_before_agrees_with_brute_force():
+    """earliest(not_before=f) is the first candidate time from f on whose
+    available() fits, whether the planner binary-searches (every span has
+    started by f: a queue planned in order) or slides its window."""
+    from fluxsched_py.match import match
+
+    rng = random.Random(7)
+    paths = set()
+    for _ in range(60):
+        g, p = setup(4, 2)
+        jid = 0
+        for _ in range(rng.randrange(0, 5)):  # running jobs of 1-2 cores
+            jid += 1
+            rs = match(g, cores(rng.randrange(1, 3)), policy="low", available=p.available(0.0, 1.0))
+            if rs is not None:
+                g.allocate(jid, rs)
+                p.add_running(jid, rs, 0.0, float(rng.randrange(5, 60)))
+        for _ in range(rng.randrange(0, 5)):  # reservations, in order or not
+            jid += 1
+            d = float(rng.randrange(5, 50))
+            found = p.earliest(cores(rng.randrange(1, 6)), 0.0, d)
+            if found:
+                p.reserve(jid, found[1], found[0], found[0] + d)
+        floor = float(rng.choice([1, 10, 30, 45, 80]))
+        req, d = (cores(rng.randrange(1, 9)), float(rng.randrange(5, 60)))
+        paths.add(p._latest_reserved_start() <= floor)
+        got = p.earliest_bits(req, 0.0, d, "low", not_before=floor)
+        cands = sorted({floor} | {t for s in p.spans() for t in (s.start, s.end) if t > floor})
+        want = None
+        for t in cands:
+            if match(g, req, policy="low", available=p.available(t, t + d)) is not None:
+                want = t
+                break
+        assert (got[0] if got else None) == want
+        assert p.now == 0.0  # the present did not move to the floor
+    assert paths == {True, False}  # both the binary search and the sliding window were checked
+
+
 @pytest.mark.parametrize(
     "recipe",
     [

@@ -451,6 +451,7 @@ class Driver:
         """The ``job-manager.sched-ready`` response ``{count}``."""
         count = payload.get("count") if isinstance(payload, Mapping) else None
         o = self.options
+        depth = self.engine.policy.reserve_depth if self.engine is not None else o.reserve_depth
         try:
             rl = self.graph.all().to_rv1(self.graph)["execution"]["R_lite"]
             res = " ".join(_rlist_item(it) for it in rl) or "(no resources)"
@@ -459,7 +460,7 @@ class Driver:
         self.log(
             LOG_INFO,
             f"ready: queue-depth={o.queue_depth or 'unlimited'} queue-policy={o.queue_policy} policy={o.policy} "
-            f"reserve-depth={o.reserve_depth or 'unlimited'} count={count} {res}",
+            f"reserve-depth={depth or 'unlimited'} count={count} {res}",
         )
         self._changed()
 

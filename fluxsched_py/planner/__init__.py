@@ -353,6 +353,7 @@ class Planner:
         self._overlapped = False
         self._reserved_version = 0  # bumped when a reservation comes or goes
         self._reserved_cache: tuple[int, dict] = (-1, {})
+        self._last_reserved_start: tuple[int, float] = (-1, -math.inf)
         self._pool_cache: tuple[tuple, int] | None = None
         #: The latest time the planner was told about (``earliest(now=...)``
         #: or :meth:`set_now`): running jobs expected to end before it are
@@ -559,6 +560,18 @@ class Planner:
             c[1][key] = out
         return out
 
+    def _latest_reserved_start(self) -> float:
+        """The latest start of a reservation (remembered until one changes)."""
+        c = self._last_reserved_start
+        if c[0] != self._reserved_version:
+            latest = -math.inf
+            if self._nreserved:
+                for s in self._spans.values():
+                    if not s.running and s.start > latest:
+                        latest = s.start
+            c = self._last_reserved_start = (self._reserved_version, latest)
+        return c[1]
+
     def clear_reservations(self) -> None:
         """Drop every reserved span (a pass re-plans them from scratch)."""
         if self._nreserved:
@@ -692,30 +705,40 @@ class Planner:
         policy: str = "first",
         before: float = math.inf,
         trace: NoEarlier | None = None,
+        not_before: float = -math.inf,
     ) -> tuple[float, Any, int] | None:
         """Like :meth:`earliest`, with the flat set: ``(t, rs, bits)``.
 
         With ``before``, only start times earlier than it are tried (the
-        caller already holds a place at ``before``).  With ``trace`` (for a
-        :meth:`whole_node_request` of ``trace.n`` nodes), the failed
-        candidates are recorded in it: it becomes the proof that nothing
-        fits before the answer (or ``before``), once ``trace.t`` and
-        ``trace.seq`` are set."""
+        caller already holds a place at ``before``).  With ``not_before``,
+        only start times from it on are (a job that cannot start before the
+        one ahead of it); ``now`` stays the present, for overdue jobs.  With
+        ``trace`` (for a :meth:`whole_node_request` of ``trace.n`` nodes,
+        searched from ``now``), the failed candidates are recorded in it: it
+        becomes the proof that nothing fits before the answer (or
+        ``before``), once ``trace.t`` and ``trace.seq`` are set."""
         if not duration or duration <= 0:
             duration = math.inf
         self.set_now(now)
+        if trace is not None and not_before > now:
+            raise PlannerError("a proof (trace) is only made for a search from now")
+        start = max(now, not_before)
         pool = self.pool_bits()
         if trace is not None:
             trace.pool = pool
         times = self._times
-        cands = [now] + times[bisect.bisect_right(times, now) : bisect.bisect_left(times, before)]
-        if before <= now:
+        cands = [start] + times[bisect.bisect_right(times, start) : bisect.bisect_left(times, before)]
+        if before <= start:
             return None
         if self._nreserved == 0 and self._max_running_start <= now:
             # Only running jobs: availability grows with t, binary search it.
             if trace is not None:  # not measured: at most n - 1 anywhere
                 trace.times.append(now)
                 trace.whole.append(trace.n - 1)
+            return self._earliest_monotone(request, cands, pool, policy)
+        if start > now and self._max_running_start <= start and self._latest_reserved_start() <= start:
+            # Every span has started by ``start`` (a queue planned in order):
+            # from there on, too, availability only grows.
             return self._earliest_monotone(request, cands, pool, policy)
         if trace is not None:
             return self._earliest_whole(request, now, duration, policy, cands, pool, trace)
@@ -724,7 +747,7 @@ class Planner:
         window = _WindowUnion()
         used = self._used
         n = len(times)
-        lo = self._index(now)  # first segment in the window
+        lo = self._index(start)  # first segment in the window
         hi = lo  # first segment not yet pushed
         last_failed = -1
         for t in cands:

@@ -49,9 +49,9 @@ class PassContext(Protocol):
     def start(self, job: Any, rs: Any) -> None:
         """Allocate ``rs`` to ``job`` now."""
 
-    def earliest(self, job: Any, before: float = ...) -> tuple[float, Any] | None:
+    def earliest(self, job: Any, before: float = ..., not_before: float = ...) -> tuple[float, Any] | None:
         """Earliest ``(t, rs)`` for ``job`` around what is running and reserved
-        (only times earlier than ``before``, when given)."""
+        (only times earlier than ``before`` and from ``not_before`` on, when given)."""
 
     def reserve(self, job: Any, t: float, rs: Any) -> None:
         """Hold ``rs`` for ``job`` from ``t`` (until the next pass, or longer

@@ -1,15 +1,28 @@
 """First-come, first-served: strict queue order, no backfill.
 
 Jobs start in queue order (priority, then submit time, then id) for as long
-as they fit.  The first job that does not fit stops the pass: nothing behind
-it may start, even if it would fit, so no job is ever overtaken.  The blocked
-job gets an estimate (``t_estimate``) of when it will fit, from the planner,
-kept as a reservation (nothing can overtake it, so it is a promise).  It is
-re-computed only when something was freed, cancelled or re-prioritized.
+as they fit.  The first job that does not fit (the *head*) stops the pass:
+nothing behind it may start, even if it would fit, so no job is ever
+overtaken.
 
-Load with ``queue-policy=fcfs``.  This is the baseline every backfilling
-paper compares against, e.g. D. Lifka, "The ANL/IBM SP scheduling system",
-JSSPP 1995, LNCS 949.
+Because nothing overtakes, every pending job's start is fixed by the
+walltimes of the jobs running and ahead of it, so the policy forecasts it:
+the head gets the earliest time it fits around the running jobs, and each
+job behind it the earliest time, no sooner than the job ahead of it, that it
+fits around the running jobs and the forecasts ahead of it.  Each forecast is
+kept as a reservation and posted as the job's ``t_estimate``.  Forecasting
+stops after ``reserve-depth`` jobs (default 8, as many as flux-core's
+sched-fifo forecasts with its default queue-depth; 1 forecasts the head
+only), or at a job that cannot be placed on what is up (no job behind it can
+start before it).  Each forecast behind the head costs about one match: every
+planned span has started by the time the job ahead starts, so availability
+only grows from there and the planner binary-searches it.  Forecasts are re-computed only when something was freed,
+cancelled or re-prioritized, or the head's forecast time has passed; when
+only new jobs arrived, the forecast is extended to them.
+
+Load with ``queue-policy=fcfs [reserve-depth=N]``.  This is the baseline every
+backfilling paper compares against, e.g. D. Lifka, "The ANL/IBM SP
+scheduling system", JSSPP 1995, LNCS 949.
 """
 
 from __future__ import annotations
@@ -20,10 +33,12 @@ from . import PassContext, QueuePolicy
 
 
 class FCFSPolicy(QueuePolicy):
-    """Strict order.  Overrides :meth:`run` only."""
+    """Strict order.  Overrides :meth:`run` only; the forecast uses
+    :meth:`PassContext.earliest` with ``not_before``."""
 
     name = "fcfs"
-    default_reserve_depth = 0
+    #: Jobs (the head included) that get a forecast; None or 0 = every pending job.
+    default_reserve_depth = 8
 
     persistent_reservations = True
 
@@ -31,24 +46,48 @@ class FCFSPolicy(QueuePolicy):
         if ctx.compress:
             # Something was freed, cancelled or re-prioritized: re-plan.
             ctx.clear_reservations()
+        depth = self.reserve_depth or None
+        head = None
+        replan = ctx.compress
+        floor = ctx.now  # no job starts before the one ahead of it
+        n = 0
         for job in ctx.jobs():
-            rs = ctx.fits_now(job)
-            if rs is not None:
-                ctx.start(job, rs)
+            if head is None:
+                rs = ctx.fits_now(job)
+                if rs is not None:
+                    ctx.start(job, rs)
+                    yield
+                    continue
+                head = job
+                kept = ctx.reservation(job)
+                if kept is not None and not replan and kept[0] > ctx.now:
+                    floor = kept[0]  # nothing was freed since the forecast was made
+                else:
+                    # Forecasts behind the head were made around its old one.
+                    ctx.clear_reservations()
+                    replan = True
+                    est = ctx.earliest(job)
+                    if est is None:
+                        # Cannot start on what is up: nothing behind it can either.
+                        ctx.hold(job, "down")
+                        return
+                    ctx.reserve(job, *est)
+                    floor = est[0]
+                n = 1
                 yield
                 continue
+            # Behind the head: it waits for the jobs ahead (reason_pending says so).
+            if depth is not None and n >= depth:
+                return
+            ctx.hold(job, "order")
             kept = ctx.reservation(job)
-            if kept is not None and not ctx.compress and kept[0] > ctx.now:
-                return  # nothing was freed since the estimate was made
-            ctx.unreserve(job)
-            est = ctx.earliest(job)
-            if est is not None:
-                # Nothing may overtake the head, so its estimate is a promise:
-                # record it as a reservation.
-                ctx.reserve(job, *est)
+            if kept is not None and not replan:
+                floor = kept[0]
             else:
-                ctx.hold(job, "down")
-            # Jobs behind the head wait for it; the engine explains that in
-            # their reason_pending without the policy visiting them (there may
-            # be a million).
-            return
+                est = ctx.earliest(job, not_before=floor)
+                if est is None:
+                    return  # no forecast for it, so none for the jobs behind it
+                ctx.reserve(job, *est)
+                floor = est[0]
+            n += 1
+            yield

@@ -40,7 +40,11 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--cores-per-node", type=int, default=1, metavar="C", help="cores per node with --nodes")
     ap.add_argument("--queue-policy", choices=POLICIES, default="easy")
     ap.add_argument("--policy", default="first", help="placement policy (first, low, high, ...)")
-    ap.add_argument("--reserve-depth", metavar="N", help="reservations per pass (conservative, hybrid)")
+    ap.add_argument(
+        "--reserve-depth",
+        metavar="N",
+        help="reservations per pass (conservative, hybrid; fcfs: jobs whose start is forecast)",
+    )
     ap.add_argument("--queue-depth", metavar="N", help="pending jobs considered per pass")
     ap.add_argument(
         "--annotate-depth",

@@ -78,11 +78,14 @@ def test_start_order(inst, policy):
             "true",
         )
     inst.run("queue", "start")
-    if policy == "conservative":
-        # every waiting job holds a reservation: t_estimate is posted for C and D
+    if policy in ("conservative", "fcfs"):
+        # every waiting job holds a reservation: t_estimate is posted for C and D too;
+        # under fcfs each is forecast no earlier than the job ahead of it
         inst.wait_event(ids["A"], "alloc")
         out = inst.run("jobs", "-no", "{name} {status} {annotations.sched.t_estimate}", "--filter=pending")
-        est = {line.split()[0]: line.split()[2] for line in out.splitlines() if len(line.split()) == 3}
+        est = {line.split()[0]: float(line.split()[2]) for line in out.splitlines() if len(line.split()) == 3}
         assert {"B", "C", "D"} <= set(est), out
-        assert float(est["B"]) < float(est["C"]) < float(est["D"])
+        assert est["B"] < est["C"] < est["D"]
+        if policy == "fcfs":
+            assert est["D"] == est["E"], out  # E starts with D, on another node
     assert start_order(inst, ids) == EXPECTED[policy]
