@@ -68,6 +68,7 @@ __all__ = [
     "Response",
     "ResponseType",
     "TRANSITIONS",
+    "rlist_summary",
 ]
 
 log = logging.getLogger("fluxsched_py.engine")
@@ -144,6 +145,15 @@ class PassResult:
     more: bool = False
 
 
+def _parse_mode(value: str) -> int | None:
+    if value == "unlimited":
+        return None
+    n = value[len("limited=") :] if value.startswith("limited=") else ""
+    if not n.isdigit() or int(n) < 1:
+        raise EngineError(f"mode={value!r}: expected 'unlimited' or 'limited=N' with N a positive integer")
+    return int(n)
+
+
 def _parse_depth(key: str, value: Any) -> int | None:
     if value is None:
         return None
@@ -179,6 +189,9 @@ _PLACEMENTS = ("first", "low", "high", "lonodex", "hinodex", "locality", "variat
 class EngineOptions:
     """Module options (``flux module load sched-py queue-policy=easy ...``).
 
+    Names are spelled with hyphens, as on the command line (``log_level`` is
+    refused with a hint).  sched-simple's ``mode=unlimited`` and
+    ``mode=limited=N`` are accepted as spellings of ``queue-depth``.
     ``queue_depth`` bounds how many pending jobs a pass considers and selects
     the RFC 27 ready mode (limited when set, unlimited otherwise).
     ``annotate_depth`` bounds how many pending jobs, from the head, get
@@ -209,8 +222,13 @@ class EngineOptions:
                 items.append((key, value))
         kw: dict[str, Any] = {}
         for key, value in items:
-            k = key.strip().replace("_", "-")
-            if k == "queue-policy":
+            k = key.strip()
+            if "_" in k:
+                raise EngineError(f"unknown option {key!r} (did you mean {k.replace('_', '-')!r}?)")
+            if k == "mode":
+                # sched-simple's spellings of the ready mode: mode=unlimited, mode=limited=N
+                kw["queue_depth"] = _parse_mode(str(value))
+            elif k == "queue-policy":
                 if value not in POLICIES:
                     raise EngineError(f"queue-policy={value!r}: choose from {', '.join(POLICIES)}")
                 kw["queue_policy"] = value
@@ -235,7 +253,7 @@ class EngineOptions:
             else:
                 raise EngineError(
                     f"unknown option {key!r} (known: queue-policy, reserve-depth, queue-depth, policy, "
-                    "log-level, annotate-depth)"
+                    "log-level, annotate-depth, mode)"
                 )
         return cls(**kw)
 
@@ -330,6 +348,9 @@ class Engine:
         measures pass work for ``budget``; never used for decisions.
     time_format:
         how ``reason_pending`` shows an absolute time (default ``HH:MM``).
+    job_name:
+        how annotations show a job id to users (default the decimal id; the
+        Flux driver passes f58, ``ƒLqTPgb``, as ``flux jobs`` shows it).
     """
 
     def __init__(
@@ -342,6 +363,7 @@ class Engine:
         build_R: bool = True,
         stopwatch: Callable[[], float] = time.perf_counter,
         time_format: Callable[[float], str] = _fmt_clock,
+        job_name: Callable[[int], str] = str,
     ) -> None:
         self.options = options if isinstance(options, EngineOptions) else EngineOptions.parse(options)
         log.setLevel(_LOG_LEVELS[self.options.log_level])
@@ -358,6 +380,7 @@ class Engine:
         self.build_R = build_R
         self._stopwatch = stopwatch
         self._time_format = time_format
+        self._job_name = job_name
         self.instance_expiration: float = 0.0  # 0 = none
 
         self._jobs: dict[int, Job] = {}
@@ -812,7 +835,7 @@ class Engine:
         if c is not None and p.constraint_blocks(job):
             text = f"blocked by constraint: {describe_constraint(c)}"
         elif why == "order" and head is not None and head is not job:
-            text = f"waiting for {need}, behind higher-priority job {head.id}"
+            text = f"waiting for {need}, behind higher-priority job {self._job_name(head.id)}"
         elif enough and job.estimate is not None:
             text = f"waiting for {need}, held for jobs reserved ahead of it"
         else:
@@ -824,7 +847,7 @@ class Engine:
         if why == "backfill":
             return f"{text} — cannot start without delaying a reservation"
         if head is not None and head is not job:
-            return f"{text} — behind higher-priority job {head.id}"
+            return f"{text} — behind higher-priority job {self._job_name(head.id)}"
         return text
 
     def _need(self, p: _Pass, req: Any) -> tuple[str, bool]:
@@ -873,21 +896,33 @@ def _idset(value: Any) -> IdSet:
     return IdSet(value)
 
 
-def _summary(R: Mapping[str, Any], rs: Any) -> str:
-    """``rank[0-1]/core[0-3]``, one entry per R_lite item (flux's style)."""
+def rlist_ids(ids: IdSet) -> str:
+    """An idset as flux-core's rlist prints it: ``0``, ``[0-3]``, ``[0,2]``."""
+    text = ids.encode()
+    return text if text.isdigit() else f"[{text}]"
+
+
+def rlist_summary(R_lite: Iterable[Mapping[str, Any]]) -> str:
+    """``rank[0-1]/core[0-3],gpu0``: R_lite as flux-core's rlist summarizes
+    it (``resource_summary``, ``flux resource list -o {rlist}``)."""
     parts = []
-    for item in (R.get("execution") or {}).get("R_lite") or []:
-        ranks = IdSet.parse(str(item["rank"]))
+    for item in R_lite:
         kids = ",".join(
-            f"{k}{IdSet.parse(str(v)).encode(brackets=True)}" for k, v in sorted((item.get("children") or {}).items())
+            f"{k}{rlist_ids(ids)}"
+            for k, v in sorted((item.get("children") or {}).items())
+            if (ids := IdSet.parse(str(v)))
         )
-        parts.append(f"rank{ranks.encode(brackets=True)}" + (f"/{kids}" if kids else ""))
-    return " ".join(parts) if parts else _summary_rs(rs)
+        parts.append(f"rank{rlist_ids(IdSet.parse(str(item['rank'])))}" + (f"/{kids}" if kids else ""))
+    return " ".join(parts)
+
+
+def _summary(R: Mapping[str, Any], rs: Any) -> str:
+    return rlist_summary((R.get("execution") or {}).get("R_lite") or []) or _summary_rs(rs)
 
 
 def _summary_rs(rs: Any) -> str:
     ranks = getattr(rs, "ranks", None)
-    return f"rank{ranks.encode(brackets=True)}" if ranks is not None else str(rs)
+    return f"rank{rlist_ids(ranks)}" if ranks is not None else str(rs)
 
 
 class _Pass:

@@ -252,6 +252,9 @@ def test_ready_mode_follows_queue_depth():
         (["log-level=chatty"], "log-level"),
         (["frobnicate=1"], "unknown option 'frobnicate'"),
         (["queue-policy"], "expected key=value"),
+        (["log_level=debug"], "unknown option 'log_level' (did you mean 'log-level'?)"),
+        (["mode=limited=0"], "mode='limited=0'"),
+        (["mode=fast"], "mode='fast'"),
     ],
 )
 def test_bad_options_raise_the_engine_error_with_a_clear_message(args, text):
@@ -262,6 +265,28 @@ def test_bad_options_raise_the_engine_error_with_a_clear_message(args, text):
 def test_options_parse():
     o = EngineOptions.parse(["queue-policy=hybrid", "reserve-depth=4", "queue-depth=unlimited", "policy=high"])
     assert (o.queue_policy, o.reserve_depth, o.queue_depth, o.policy) == ("hybrid", 4, None, "high")
+
+
+def test_sched_simple_mode_spellings_select_the_ready_mode():
+    assert engine(options=["mode=limited=8"]).ready_mode() == {"mode": "limited", "limit": 8}
+    assert engine(options=["queue-depth=8", "mode=unlimited"]).ready_mode() == {"mode": "unlimited"}
+
+
+def test_resource_summary_is_in_flux_rlist_style():
+    e = engine(nodes=2, cores=4, options=["policy=low"])
+    e.alloc(1, 16, 1, 0.0, jobspec(nslots=1))
+    e.alloc(2, 16, 1, 0.0, jobspec(nnodes=1))
+    e.alloc(3, 16, 1, 0.0, jobspec(nslots=2))
+    out = {r.id: r.annotations["sched"]["resource_summary"] for r in e.schedule(0.0).responses}
+    assert out == {1: "rank0/core0", 2: "rank1/core[0-3]", 3: "rank0/core[1-2]"}
+
+
+def test_job_ids_in_annotations_are_written_by_the_job_name_hook():
+    e = engine(nodes=1, options=["queue-policy=fcfs", "reserve-depth=1"], job_name=lambda i: f"J{i}")
+    for i in (1, 2, 3):
+        e.alloc(i, 16, 1, float(i), jobspec(nnodes=1, duration=10))
+    out = {r.id: r.annotations["sched"] for r in e.schedule(3.0).responses}
+    assert out[3]["reason_pending"] == "waiting for 1 node (0 free) — behind higher-priority job J2"
 
 
 def test_t_estimate_and_reason_pending_for_a_reserved_job():

@@ -49,12 +49,11 @@ import errno
 import json
 import logging
 import math
-import re
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
-from ..engine import Engine, EngineError, EngineOptions, Response, ResponseType
+from ..engine import Engine, EngineError, EngineOptions, Response, ResponseType, rlist_summary
 from ..ids import IdSet
 from ..resource import ResourceSet
 
@@ -124,44 +123,21 @@ def kvs_key(jobid: int, name: str = "R") -> str:
 def parse_module_args(args: Iterable[str]) -> EngineOptions:
     """Module arguments -> :class:`EngineOptions`; ValueError with a clear message.
 
-    Engine options (``queue-policy=``, ``reserve-depth=``, ``queue-depth=``,
-    ``policy=``, ``log-level=``, ``annotate-depth=``), plus sched-simple's
-    spellings of the ready mode: ``mode=unlimited`` and ``mode=limited=N``.
-    The placement ``policy`` defaults to :data:`FLUX_DEFAULT_POLICY` (``low``)
-    rather than the engine's ``first``.
+    The engine's options (``queue-policy=``, ``reserve-depth=``,
+    ``queue-depth=`` or sched-simple's ``mode=``, ``policy=``,
+    ``log-level=``, ``annotate-depth=``).  Under Flux the placement
+    ``policy`` defaults to :data:`FLUX_DEFAULT_POLICY` (``low``) rather than
+    the engine's ``first``.
     """
-    out = []
-    for arg in args:
-        arg = str(arg)
-        key = arg.partition("=")[0]
-        if "_" in key:
-            raise ValueError(f"unknown option {key!r} (did you mean {key.replace('_', '-')!r}?)")
-        if arg == "mode=unlimited":
-            out.append("queue-depth=unlimited")
-        elif arg.startswith("mode=limited="):
-            val = arg[len("mode=limited=") :]
-            try:
-                n = int(val)
-            except ValueError:
-                n = 0
-            if n < 1:
-                raise ValueError(f"{arg!r}: mode=limited=N needs a positive integer N")
-            out.append(f"queue-depth={n}")
-        elif arg.startswith("mode="):
-            raise ValueError(f"{arg!r}: mode must be 'unlimited' or 'limited=N'")
-        else:
-            out.append(arg)
-    if not any(a.split("=", 1)[0].strip().replace("_", "-") == "policy" for a in out):
+    out = [str(a) for a in args]
+    if not any(a.partition("=")[0].strip() == "policy" for a in out):
         # Under Flux, place lowest ranks and ids first, as flux-core's own
         # schedulers do (rank0/core0 first); policy= changes it.
         out.append(f"policy={FLUX_DEFAULT_POLICY}")
     try:
-        opts = EngineOptions.parse(out)
+        return EngineOptions.parse(out)
     except EngineError as exc:
         raise ValueError(str(exc)) from None
-    if opts.queue_depth is not None and opts.queue_depth < 1:
-        raise ValueError(f"queue-depth={opts.queue_depth}: expected a positive integer or 'unlimited'")
-    return opts
 
 
 class _LogBridge(logging.Handler):
@@ -336,7 +312,7 @@ class Driver:
             except Exception as exc2:
                 raise ValueError(f"resource.acquire: cannot read the instance R: {exc2}") from exc2
         self.graph = g
-        self.engine = Engine(g, self.options)
+        self.engine = Engine(g, self.options, job_name=f58)
         # RFC 27 / resource.acquire: every target is down until it is up.
         g.set_down(g.ranks)
         up = payload.get("up") or None
@@ -454,7 +430,7 @@ class Driver:
         depth = self.engine.policy.reserve_depth if self.engine is not None else o.reserve_depth
         try:
             rl = self.graph.all().to_rv1(self.graph)["execution"]["R_lite"]
-            res = " ".join(_rlist_item(it) for it in rl) or "(no resources)"
+            res = rlist_summary(rl) or "(no resources)"
         except Exception:
             res = "?"
         self.log(
@@ -729,11 +705,8 @@ class Driver:
         success = []
         for r in responses:
             if r.type is ResponseType.SUCCESS:
-                _flux_style_summary(r)
                 success.append(r)
                 continue
-            if r.type is ResponseType.ANNOTATE:
-                _f58_in_reason(r)
             if r.type is ResponseType.DENY and r.note and not r.note.startswith(_NOTE_PREFIXES):
                 # flux-core's wording for a request that can never be met
                 r.note = f"unsatisfiable request: {r.note}"
@@ -792,7 +765,6 @@ def _v1_duration_problem(jobspec: Mapping[str, Any]) -> str | None:
 
 
 _F58 = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
-_JOB_REF = re.compile(r"\bjob (\d+)\b")
 
 
 def f58(jobid: int) -> str:
@@ -805,36 +777,6 @@ def f58(jobid: int) -> str:
         n, r = divmod(n, 58)
         out.append(_F58[r])
     return "ƒ" + "".join(reversed(out))
-
-
-def _f58_in_reason(r: Response) -> None:
-    """``behind higher-priority job 13019119616`` -> ``... job ƒLqTPgb``: the id users see in ``flux jobs``."""
-    sched = (r.annotations or {}).get("sched")
-    text = sched.get("reason_pending") if isinstance(sched, dict) else None
-    if isinstance(text, str) and "job " in text:
-        sched["reason_pending"] = _JOB_REF.sub(lambda m: f"job {f58(int(m.group(1)))}", text)
-
-
-def _ids(text: str) -> str:
-    """An idset as flux-core's rlist prints it: ``0``, ``[0-3]``, ``[0,2]``."""
-    return text if text.isdigit() else f"[{text}]"
-
-
-def _rlist_item(it: Mapping[str, Any]) -> str:
-    kids = ",".join(f"{k}{_ids(str(v))}" for k, v in sorted((it.get("children") or {}).items()) if str(v))
-    return f"rank{_ids(str(it['rank']))}" + (f"/{kids}" if kids else "")
-
-
-def _flux_style_summary(r: Response) -> None:
-    """``resource_summary`` in flux-core's rlist style (``rank0/core[0-1]``,
-    ``rank[0-1]/core0,gpu0``), from the R the job gets."""
-    try:
-        summary = " ".join(_rlist_item(it) for it in r.R["execution"]["R_lite"])  # type: ignore[index]
-    except Exception:
-        return
-    sched = (r.annotations or {}).get("sched")
-    if isinstance(sched, dict) and summary:
-        sched["resource_summary"] = summary
 
 
 def _int(v: Any, default: int) -> int:
