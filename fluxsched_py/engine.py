@@ -765,6 +765,10 @@ class Engine:
             R = rs.to_rv1(self.graph, now, 0.0 if end == math.inf else end, job.request.nslots or 1)
         ann: dict[str, Any] = {k: None for k in job.sent if k != "resource_summary"}
         ann["resource_summary"] = _summary(R, rs) if R is not None else _summary_rs(rs)
+        ahead = p.passed_over
+        if ahead is not None and self._live(ahead):
+            # It starts while a job ahead of it waits (as sched-backfill annotates).
+            ann["backfill"] = self._job_name(ahead.id)
         job.sent = {}
         self._annotated.discard(job.id)
         p.out.append(
@@ -944,6 +948,9 @@ class _Pass:
         self._failed_nodes: list[tuple[int, float]] = []
         self.whole_free: int | None = None
         self._proof: tuple[Job, NoEarlier] | None = None  # from the last search, for reserve()
+        #: The first job the policy visited and left pending: a job started
+        #: after it is backfilled around it (the ``backfill`` annotation).
+        self.passed_over: Job | None = None
 
     # -- PassContext ---------------------------------------------------------
 
@@ -952,6 +959,7 @@ class _Pass:
         depth = e.options.queue_depth
         n = 0
         i = e._qhead
+        prev = None
         while i < len(e._queue):
             job = e._queue[i]
             i += 1
@@ -960,6 +968,9 @@ class _Pass:
             n += 1
             if depth and n > depth:
                 return
+            if prev is not None and self.passed_over is None and prev.state is JobState.PENDING:
+                self.passed_over = prev  # the policy is done with it, and it waits
+            prev = job
             yield job
 
     # A placement handed to policies is an opaque (ResourceSet, flat bits) pair.

@@ -493,3 +493,34 @@ def test_fcfs_forecast_extends_to_new_jobs_and_moves_earlier_when_a_job_ends_ear
     out = e.schedule(40.0).responses
     assert [r.id for r in by_type(out, ResponseType.SUCCESS)] == [2]
     assert estimates(out) == {3: 90.0}
+
+
+def test_a_job_started_while_a_job_ahead_waits_is_annotated_backfill_with_that_job():
+    # sched-backfill's annotation (flux-core t2307): the backfilled job names the head.
+    e = engine(nodes=2, cores=2, options=["queue-policy=easy"], job_name=lambda i: f"J{i}")
+    e.alloc(1, 16, 1, 0.0, jobspec(nslots=2, duration=3600))
+    e.schedule(0.0)
+    e.alloc(2, 16, 1, 1.0, jobspec(nslots=4))  # the head: waits for job 1
+    e.alloc(3, 16, 1, 2.0, jobspec(nslots=1, duration=60))  # ends before the head's start
+    e.alloc(4, 16, 1, 3.0, jobspec(nslots=1, duration=4000))  # would delay the head
+    out = e.schedule(3.0).responses
+    (ok,) = by_type(out, ResponseType.SUCCESS)
+    assert ok.id == 3 and ok.annotations["sched"]["backfill"] == "J2"
+    # a job that starts in queue order is not a backfill
+    e.cancel(2)
+    e.cancel(4)
+    e.alloc(5, 16, 1, 4.0, jobspec(nslots=1, duration=60))
+    (ok,) = by_type(e.schedule(4.0).responses, ResponseType.SUCCESS)
+    assert ok.id == 5 and "backfill" not in ok.annotations["sched"]
+
+
+@pytest.mark.parametrize("policy", ["conservative", "hybrid"])
+def test_backfill_annotation_under_conservative_names_the_first_job_waiting_ahead(policy):
+    e = engine(nodes=2, cores=1, options=[f"queue-policy={policy}"])
+    e.alloc(1, 16, 1, 0.0, jobspec(nnodes=1, duration=100))
+    e.schedule(0.0)
+    e.alloc(2, 16, 1, 1.0, jobspec(nnodes=2, duration=100))  # reserved at 100
+    e.alloc(3, 16, 1, 2.0, jobspec(nnodes=2, duration=100))  # reserved at 200
+    e.alloc(4, 16, 1, 3.0, jobspec(nnodes=1, duration=50))  # fits before 100
+    (ok,) = by_type(e.schedule(3.0).responses, ResponseType.SUCCESS)
+    assert ok.id == 4 and ok.annotations["sched"]["backfill"] == "2"

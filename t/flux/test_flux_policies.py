@@ -4,18 +4,19 @@ Four fake nodes, mock execution (``system.exec.test.run_duration``).  The
 jobs are submitted with the queue stopped, then the queue is started, so the
 scheduler sees them all in submit order.  Walltimes (``-t``) drive the
 reservations; the mock run durations are shorter, so the jobs end early,
-as real jobs do.
+as real jobs do.  They run for seconds, so that the waiting jobs can be
+seen waiting even on a loaded machine.
 
 ====  =====  ========  ====  ===============================================
 job   nodes  walltime  runs  why it is there
 ====  =====  ========  ====  ===============================================
-A     3      100 s     1 s   starts at once
-B     2      100 s     .5 s  the head job: waits for A
-C     4      100 s     .5 s  reserved after B (conservative only)
-D     1      250 s     1.5s  EASY backfills it on the node B does not need
+A     3      100 s     4 s   starts at once
+B     2      100 s     2 s   the head job: waits for A
+C     4      100 s     2 s   reserved after B (fcfs, conservative)
+D     1      250 s     6 s   EASY backfills it on the node B does not need
                              at its reservation; conservative cannot (it
                              would delay C)
-E     1      50 s      .5 s  conservative backfills it before B's start;
+E     1      50 s      2 s   conservative backfills it before B's start;
                              EASY has given the free node to D
 ====  =====  ========  ====  ===============================================
 """
@@ -27,17 +28,25 @@ import pytest
 from .instance import Instance
 
 JOBS = [
-    ("A", 3, "100s", "1s"),
-    ("B", 2, "100s", "0.5s"),
-    ("C", 4, "100s", "0.5s"),
-    ("D", 1, "250s", "1.5s"),
-    ("E", 1, "50s", "0.5s"),
+    ("A", 3, "100s", "4s"),
+    ("B", 2, "100s", "2s"),
+    ("C", 4, "100s", "2s"),
+    ("D", 1, "250s", "6s"),
+    ("E", 1, "50s", "2s"),
 ]
 
 EXPECTED = {
     "fcfs": "ABCDE",
     "easy": "ADBEC",
     "conservative": "AEBCD",
+}
+
+
+#: job -> the job ahead of it that waited when it started
+BACKFILLED = {
+    "fcfs": {},
+    "easy": {"D": "B", "E": "C"},  # C is the head once B runs
+    "conservative": {"E": "B"},
 }
 
 
@@ -89,3 +98,6 @@ def test_start_order(inst, policy):
         if policy == "fcfs":
             assert est["D"] == est["E"], out  # E starts with D, on another node
     assert start_order(inst, ids) == EXPECTED[policy]
+    # a job started while a job ahead of it waited names that job, as sched-backfill does
+    backfill = {n: inst.run("jobs", "-no", "{annotations.sched.backfill}", j).strip() for n, j in ids.items()}
+    assert backfill == {n: ids[BACKFILLED[policy][n]] if n in BACKFILLED[policy] else "" for n in ids}
