@@ -36,6 +36,8 @@ SESSION1 = [
 ]
 #: after ``flux module reload sched-py`` (new module, running jobs)
 SESSION2 = ["reload", "garbage"]
+#: its own instance: a broker rank stopped (torpid, down) and continued (lively, up)
+SESSION3 = ["down-up"]
 
 REQUEST_TOPICS = ("sched.", "feasibility.", "sched-py.stats-get")
 
@@ -109,6 +111,14 @@ def feed(r: Replay, recs: list[dict], kvs: dict[str, Any] | None = None) -> None
     kvs = dict(kvs or {})
     kvs.update(_kvs_values(recs))
     hello_done = False
+
+    def collect(mark: int) -> None:
+        for kind, m, p in t.sent[mark:]:
+            if kind in ("respond", "error"):
+                r.ours.append((m.topic if isinstance(m, Msg) else "?", m, kind, p))
+            else:
+                r.ours.append((kind, m, kind, p))
+
     for rec in recs:
         r.clock.now = rec["t"]  # type: ignore[attr-defined]
         topic, payload = rec["topic"], rec.get("payload")
@@ -118,7 +128,12 @@ def feed(r: Replay, recs: list[dict], kvs: dict[str, Any] | None = None) -> None
             continue
         if rec["type"] == "response":
             if topic == "resource.acquire" and rec["errnum"] == 0:
+                first = d.engine is None
+                mark = len(t.sent)
                 d.acquire(payload)
+                if not first and hello_done:
+                    t.run_passes()  # an update arms a pass, as any change does
+                    collect(mark)
             elif topic == "job-manager.sched-hello":
                 if rec["errnum"] == 0:
                     key = kvs_key(payload["id"], "R")
@@ -139,11 +154,7 @@ def feed(r: Replay, recs: list[dict], kvs: dict[str, Any] | None = None) -> None
         mark = len(t.sent)
         d.handle(topic, msg, payload)
         t.run_passes()
-        for kind, m, p in t.sent[mark:]:
-            if kind in ("respond", "error"):
-                r.ours.append((m.topic if isinstance(m, Msg) else "?", m, kind, p))
-            else:
-                r.ours.append((kind, m, kind, p))
+        collect(mark)
 
 
 def replay(names: list[str], options: tuple[str, ...] = ("queue-policy=easy",)) -> Replay:

@@ -22,7 +22,7 @@ import pytest
 
 from fluxsched_py.flux.driver import kvs_key
 
-from .flux_replay import DATA, SESSION1, SESSION2, load, replay
+from .flux_replay import DATA, SESSION1, SESSION2, SESSION3, load, replay
 
 pytestmark = pytest.mark.skipif(not (DATA / "startup.jsonl").exists(), reason="no recorded traffic in t/data/flux")
 
@@ -77,12 +77,17 @@ def session2():
     return replay(SESSION2)
 
 
+@pytest.fixture(scope="module")
+def session3():
+    return replay(SESSION3)
+
+
 def test_recordings_are_present():
-    for name in SESSION1 + SESSION2:
+    for name in SESSION1 + SESSION2 + SESSION3:
         assert load(name), name
 
 
-@pytest.mark.parametrize("session", ["session1", "session2"])
+@pytest.mark.parametrize("session", ["session1", "session2", "session3"])
 def test_alloc_responses_match_the_recording(session, request):
     r = request.getfixturevalue(session)
     ours = _alloc_story(_ours_alloc(r))
@@ -92,14 +97,14 @@ def test_alloc_responses_match_the_recording(session, request):
         assert ours[jobid] == theirs[jobid], f"job {jobid}"
 
 
-@pytest.mark.parametrize("session", ["session1", "session2"])
+@pytest.mark.parametrize("session", ["session1", "session2", "session3"])
 def test_no_error_response_is_ever_sent_to_alloc_or_free(session, request):
     r = request.getfixturevalue(session)
     assert all(kind == "respond" for kind, _ in r.ours_for("sched.alloc"))
     assert r.ours_for("sched.free") == []  # flux-core >= 0.84 expects no free response
 
 
-@pytest.mark.parametrize("session", ["session1", "session2"])
+@pytest.mark.parametrize("session", ["session1", "session2", "session3"])
 def test_R_is_committed_to_the_kvs_before_success(session, request):
     r = request.getfixturevalue(session)
     committed: set[str] = set()
@@ -221,3 +226,21 @@ def test_reason_pending_texts_have_no_raw_internals(session1):
         rp = (p.get("annotations") or {}).get("sched", {}).get("reason_pending")
         if rp:
             assert not re.search(r"Job\(|<|\{", rp), rp
+
+
+def test_a_down_rank_gets_no_job_and_its_jobs_run_once_it_is_up(session3):
+    """down-up: broker rank 1 stopped (torpid) and continued (lively)."""
+    recs = load("down-up")
+    updates = [rec["payload"] for rec in recs if rec["topic"] == "resource.acquire" and rec["type"] == "response"]
+    assert updates[1:] == [{"down": "1"}, {"up": "1"}]
+    # sched.resource-status while rank 1 was down and after it came up: as recorded
+    ours = [p for k, p in session3.ours_for("sched.resource-status")]
+    theirs = [p for e, p in session3.theirs_for("sched.resource-status")]
+    assert ours == theirs
+    assert [[it["rank"] for it in p["down"]["execution"]["R_lite"]] for p in ours] == [["1"], []]
+    # the 1-node job ran on rank 0 while rank 1 was down; the 2-node job waited for it
+    starts = [p for k, p in session3.ours_for("sched.alloc") if p["type"] == 0]
+    assert [[it["rank"] for it in p["R"]["execution"]["R_lite"]] for p in starts] == [["0"], ["0-1"]]
+    waited = [p for k, p in session3.ours_for("sched.alloc") if p["type"] == 1 and p["id"] == starts[1]["id"]]
+    assert "cannot start on the resources that are up now" in waited[0]["annotations"]["sched"]["reason_pending"]
+    assert str(session3.driver.graph.down_ranks()) == ""

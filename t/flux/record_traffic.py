@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Record real RFC 27 traffic between flux-core and sched-py into t/data/flux/.
 
-Run by hand with flux-core on PATH (``python t/flux/record_traffic.py``).  It
-starts ``flux start --test-size=2``, replaces sched-simple with sched-py,
-traces every message of the sched-py module (the ``module.trace`` RPC that
-``flux module trace --full`` uses) while a script drives flux-core through
-each RFC 27 exchange, and writes one JSON-lines file per scenario:
+Run by hand with flux-core on PATH (``python t/flux/record_traffic.py
+[main] [down-up]``, both by default).  Each session starts ``flux start
+--test-size=2``, replaces sched-simple with sched-py, traces every message of
+the sched-py module (the ``module.trace`` RPC that ``flux module trace
+--full`` uses) while a script drives flux-core through each RFC 27 exchange,
+and writes one JSON-lines file per scenario.  Session ``main``:
 
     startup.jsonl       resource.acquire, sched-hello (no jobs), sched-ready
     alloc-free.jsonl    alloc -> KVS commit -> SUCCESS -> free
@@ -21,6 +22,14 @@ each RFC 27 exchange, and writes one JSON-lines file per scenario:
                         straggler: sched-hello responses (one with "free")
                         and the KVS lookups of their R
     garbage.jsonl       malformed requests sent by hand
+
+Session ``down-up`` (its own instance):
+
+    down-up.jsonl       broker rank 1 stopped (SIGSTOP: torpid) ->
+                        resource.acquire down=1; a 2-node job waits, a 1-node
+                        job runs on rank 0; SIGCONT (lively) -> up=1 and the
+                        2-node job runs; sched.resource-status while down and
+                        after
 
 Messages with no bearing on RFC 27 (log.append, module.status, ...) are
 dropped; payloads are kept whole.  See t/test_flux_replay_traffic.py.
@@ -157,6 +166,47 @@ f = h.rpc("sched.alloc", {"id": 434343, "priority": 16, "userid": 0, "t_submit":
 print("alloc", f.get())
 """
 
+DOWN_UP = r"""
+set -x
+T=$FLUX_TRACER
+mark() { flux python -c 'import flux,sys; flux.Flux().rpc("sched-py.stats-get", {"marker": sys.argv[1]}).get()' $1; }
+down() { flux resource list -s down -no {nnodes}; }
+mock="--setattr=system.exec.test.run_duration=0.1s"
+# torpid after 6 s without a word from a broker (flux-core's t3308 uses 2 s,
+# which flaps on a loaded machine); keepalives every second
+flux module reload heartbeat period=0.5s
+flux config get | flux python $WORK/tbon.py | flux config load
+flux module remove sched-simple
+flux python $T sched-py $WORK/trace4.jsonl & TR=$!
+sleep 1
+flux module load sched-py queue-policy=easy
+sleep 1
+for i in $(seq 100); do test "$(down)" = 0 && break; sleep 0.2; done
+mark down-up
+PID=$(flux exec -r 1 flux getattr broker.pid)
+kill -STOP $PID
+for i in $(seq 150); do test "$(down)" = 1 && break; sleep 0.2; done
+FLUX_RESOURCE_LIST_RPC=sched.resource-status flux resource list
+J1=$(flux submit -N2 -n2 $mock true)
+J2=$(flux submit -N1 -n1 $mock true)
+flux job wait-event -t 10 $J2 clean
+kill -CONT $PID
+for i in $(seq 100); do test "$(down)" = 0 && break; sleep 0.2; done
+flux job wait-event -t 20 $J1 clean
+FLUX_RESOURCE_LIST_RPC=sched.resource-status flux resource list
+flux jobs -a -o "{id} {status} {annotations.sched.resource_summary}"
+mark end
+kill -9 $TR
+wait $TR 2>/dev/null
+"""
+
+TBON = """
+import json, sys
+c = json.load(sys.stdin)
+c["tbon"] = dict(c.get("tbon", {}), torpid_min="1s", torpid_max="6s")
+print(json.dumps(c))
+"""
+
 FEAS = """
 import flux, json, sys
 print(flux.Flux().rpc("feasibility.check", {"jobspec": json.load(open(sys.argv[1]))}).get())
@@ -190,25 +240,8 @@ def _split(trace: Path) -> dict[str, list[dict]]:
     return out
 
 
-def main() -> int:
-    if not shutil.which("flux"):
-        print("flux not on PATH", file=sys.stderr)
-        return 1
-    work = Path(tempfile.mkdtemp(prefix="fluxsched-rec-"))
-    (work / "hk.sh").write_text(HK)
-    (work / "hk.sh").chmod(0o755)
-    (work / "garbage.py").write_text(GARBAGE)
-    (work / "feas.py").write_text(FEAS)
-    (work / "run.sh").write_text(SCRIPT)
-    env = dict(os.environ)
-    site = [str(REPO)] + [p for p in sys.path if p.endswith("site-packages")]
-    env["FLUX_PYTHONPATH_PREPEND"] = ":".join(site)
-    env["FLUX_MODULE_PATH_PREPEND"] = str(REPO / "fluxsched_py" / "flux" / "modules")
-    env["FLUX_TRACER"] = str(Path(__file__).with_name("tracer.py"))
-    env["WORK"] = str(work)
-    for n, f in (("n1", ["-n1"]), ("n3", ["-N3"])):
-        js = subprocess.run(["flux", "run", "--dry-run", *f, "true"], capture_output=True, text=True, check=True)
-        (work / f"{n}.json").write_text(js.stdout)
+def _start(work: Path, script: str, env: dict[str, str]) -> None:
+    (work / "run.sh").write_text(script)
     proc = subprocess.run(
         ["flux", "start", "--test-size=2", "sh", str(work / "run.sh")],
         env=env,
@@ -218,19 +251,65 @@ def main() -> int:
     )
     (work / "run.log").write_text(proc.stdout + proc.stderr)
     print(f"flux start exited {proc.returncode}; log in {work / 'run.log'}")
+
+
+def _write(scenarios: dict[str, list[dict]]) -> None:
     OUT.mkdir(parents=True, exist_ok=True)
+    for name, recs in scenarios.items():
+        path = OUT / f"{name}.jsonl"
+        path.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in recs))
+        print(f"{path.relative_to(REPO)}: {len(recs)} messages")
+
+
+def record_main(work: Path, env: dict[str, str]) -> None:
+    (work / "hk.sh").write_text(HK)
+    (work / "hk.sh").chmod(0o755)
+    (work / "garbage.py").write_text(GARBAGE)
+    (work / "feas.py").write_text(FEAS)
+    for n, f in (("n1", ["-n1"]), ("n3", ["-N3"])):
+        js = subprocess.run(["flux", "run", "--dry-run", *f, "true"], capture_output=True, text=True, check=True)
+        (work / f"{n}.json").write_text(js.stdout)
+    _start(work, SCRIPT, env)
     scenarios = _split(work / "trace1.jsonl")
     reload = _split(work / "trace2.jsonl")
     garbage = _split(work / "trace3.jsonl")
     scenarios["reload"] = reload.get("startup", [])
     scenarios["garbage"] = garbage.get("startup", [])
     scenarios.pop("end", None)
-    for name, recs in scenarios.items():
-        path = OUT / f"{name}.jsonl"
-        path.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in recs))
-        print(f"{path.relative_to(REPO)}: {len(recs)} messages")
+    _write(scenarios)
+
+
+def record_down_up(work: Path, env: dict[str, str]) -> None:
+    (work / "tbon.py").write_text(TBON)
+    _start(work, DOWN_UP, env)
+    scenarios = _split(work / "trace4.jsonl")
+    # the startup of this session is the same exchange as startup.jsonl: kept in front
+    _write({"down-up": scenarios["startup"] + scenarios["down-up"]})
+
+
+SESSIONS = {"main": record_main, "down-up": record_down_up}
+
+
+def main(argv: list[str]) -> int:
+    if not shutil.which("flux"):
+        print("flux not on PATH", file=sys.stderr)
+        return 1
+    names = argv or list(SESSIONS)
+    unknown = [n for n in names if n not in SESSIONS]
+    if unknown:
+        print(f"unknown session {unknown[0]!r} (choose from {', '.join(SESSIONS)})", file=sys.stderr)
+        return 2
+    env = dict(os.environ)
+    site = [str(REPO)] + [p for p in sys.path if p.endswith("site-packages")]
+    env["FLUX_PYTHONPATH_PREPEND"] = ":".join(site)
+    env["FLUX_MODULE_PATH_PREPEND"] = str(REPO / "fluxsched_py" / "flux" / "modules")
+    env["FLUX_TRACER"] = str(Path(__file__).with_name("tracer.py"))
+    for name in names:
+        work = Path(tempfile.mkdtemp(prefix=f"fluxsched-rec-{name}-"))
+        env["WORK"] = str(work)
+        SESSIONS[name](work, env)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

@@ -8,6 +8,8 @@ and mock execution (``system.exec.test.run_duration``), sched-py loaded with
 from __future__ import annotations
 
 import json
+import os
+import signal
 import time
 
 import pytest
@@ -71,10 +73,18 @@ def sched_status(inst: Instance) -> dict:
 
 
 def nnodes(inst: Instance, state: str, rpc: str | None = None) -> int:
-    cmd = f"flux resource list -s {state} -no {{nnodes}}"
+    return int(resource_list(inst, state, "{nnodes}", rpc) or 0)
+
+
+def resource_list(inst: Instance, state: str, fmt: str, rpc: str | None = None) -> str:
+    cmd = f"flux resource list -s {state} -no {fmt}"
     if rpc:
         cmd = f"FLUX_RESOURCE_LIST_RPC={rpc} {cmd}"
-    return int(inst.run(cmd).strip() or 0)
+    return inst.run(cmd).strip()
+
+
+def ranks_of(inst: Instance, jobid: str) -> str:
+    return ",".join(it["rank"] for it in R_of(inst, jobid)["execution"]["R_lite"])
 
 
 # -- loading ------------------------------------------------------------------
@@ -234,6 +244,46 @@ def test_drain_and_undrain(idle):
     finally:
         inst.run("resource", "undrain", "2-3")
     inst.wait_event(j, "clean")
+
+
+def test_a_rank_that_goes_down_gets_no_jobs_until_it_is_up_again(idle):
+    """A broker that stops answering (SIGSTOP, as flux-core's t3308 does) is
+    torpid: resource.acquire says ``down``; SIGCONT makes it lively: ``up``.
+    Not a drain: the rank is down for the resource module too."""
+    inst = idle
+    config = inst.run("config", "get")
+    fast = json.loads(config)
+    # keepalives every second, torpid after 6 s of silence (flux-core's t3308
+    # uses 2 s, which flaps on a loaded machine)
+    fast["tbon"] = dict(fast.get("tbon", {}), torpid_min="1s", torpid_max="6s")
+    inst.run("module", "reload", "heartbeat", "period=0.5s")
+    inst.run("config", "load", input=json.dumps(fast))
+    wait_until(lambda: nnodes(inst, "down") == 0, what="every rank up")
+    pid = int(inst.run("exec", "-r", "2", "flux", "getattr", "broker.pid"))
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        wait_until(lambda: nnodes(inst, "down", "sched.resource-status") == 1, timeout=30, what="rank 2 down")
+        assert "resource update: down=2" in inst.dmesg()  # resource.acquire's down key
+        # the scheduler's sched.resource-status agrees with the resource module
+        assert resource_list(inst, "down", "{rlist}", "sched.resource-status") == "rank2/core[0-3]"
+        assert resource_list(inst, "down", "{rlist}") == "rank2/core[0-3]"
+        whole = inst.submit("-N4", "--exclusive", runs(0.1), "true")
+        wait_until(lambda: fields(inst, whole, "{annotations.sched.reason_pending}"), what="reason_pending")
+        reason = inst.run("jobs", "-no", "{annotations.sched.reason_pending}", whole)
+        assert "cannot start on the resources that are up now" in reason
+        three = inst.submit("-N3", "--exclusive", runs(0.1), "true")
+        inst.wait_event(three, "clean")
+        assert ranks_of(inst, three) == "0-1,3"
+        assert fields(inst, whole, "{status}") == ["SCHED"]
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    wait_until(lambda: nnodes(inst, "down", "sched.resource-status") == 0, what="rank 2 up")
+    assert "resource update: up=2" in inst.dmesg()
+    assert resource_list(inst, "down", "{rlist}") == ""
+    inst.wait_event(whole, "clean")
+    assert ranks_of(inst, whole) == "0-3"
+    inst.run("config", "load", input=config)
+    inst.run("module", "reload", "heartbeat")
 
 
 def test_partial_release_by_housekeeping(idle):
