@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from fluxsched_py.flux import paths
-from fluxsched_py.flux.driver import Driver, RecordingTransport, kvs_key, parse_module_args
+from fluxsched_py.flux.driver import Driver, RecordingTransport, f58, kvs_key, parse_module_args
 
 R2 = {
     "version": 1,
@@ -51,9 +51,9 @@ class Clock:
         return self.t
 
 
-def make(options=(), up="0-1", R=R2, **kw):
+def make(options=(), up="0-1", R=R2, job_name=None, **kw):
     t = RecordingTransport(**kw)
-    d = Driver(t, list(options), clock=Clock(), budget=None)
+    d = Driver(t, list(options), clock=Clock(), budget=None, job_name=job_name)
     t.driver = d
     d.acquire({"resources": R, "up": up})
     d.hello_done()
@@ -490,6 +490,16 @@ def test_job_ids_in_reason_pending_are_shown_as_flux_shows_them():
     alloc(d, t, 13019119618, FULL)
     reasons = [p["annotations"]["sched"].get("reason_pending", "") for p in replies(t, "alloc-13019119618")]
     assert not any("13019119" in r for r in reasons) and any("ƒLqTPg" in r for r in reasons)
+
+
+def test_the_module_can_write_job_ids_its_own_way():
+    # the module passes flux-core's encoder: "fLqTPgb" in a C locale, as `flux job id` writes it
+    d, t = make(["queue-policy=fcfs"], job_name=lambda i: "f" + f58(i)[1:])
+    alloc(d, t, 13019119616, FULL)
+    alloc(d, t, 13019119617, FULL)
+    alloc(d, t, 13019119618, FULL)
+    reasons = [p["annotations"]["sched"].get("reason_pending", "") for p in replies(t, "alloc-13019119618")]
+    assert any("job fLqTPgc" in r for r in reasons), reasons
 
 
 def test_requests_before_resources_are_known_do_not_crash():

@@ -195,6 +195,10 @@ class Driver:
         seconds of work per :meth:`run_pass` call.
     graph_factory:
         R -> resource graph (default :meth:`ResourceGraph.from_rv1`).
+    job_name:
+        how annotations write a job id (default :func:`f58`); the module
+        passes flux-core's own encoder, which, like ``flux job id``, writes
+        ``f`` rather than ``ƒ`` in a locale that is not UTF-8.
     """
 
     def __init__(
@@ -206,6 +210,7 @@ class Driver:
         clock: Callable[[], float] = time.time,
         budget: float | None = PASS_BUDGET,
         graph_factory: Callable[[Any], Any] | None = None,
+        job_name: Callable[[int], str] | None = None,
     ) -> None:
         self.transport = transport
         self.options = options if isinstance(options, EngineOptions) else parse_module_args(options or [])
@@ -213,6 +218,7 @@ class Driver:
         self.clock = clock
         self.budget = budget
         self._graph_factory = graph_factory
+        self._job_name = job_name or f58
         self.engine: Engine | None = None
         self.graph: Any = None
         self._allocs: dict[int, Any] = {}  # job id -> its pending sched.alloc message
@@ -312,7 +318,7 @@ class Driver:
             except Exception as exc2:
                 raise ValueError(f"resource.acquire: cannot read the instance R: {exc2}") from exc2
         self.graph = g
-        self.engine = Engine(g, self.options, job_name=f58)
+        self.engine = Engine(g, self.options, job_name=self._job_name)
         # RFC 27 / resource.acquire: every target is down until it is up.
         g.set_down(g.ranks)
         up = payload.get("up") or None

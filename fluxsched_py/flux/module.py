@@ -37,6 +37,14 @@ import flux.kvs
 
 from .driver import LOG_ERR, LOG_INFO, Driver, bad_payload, kvs_key, parse_module_args
 
+
+def _f58(jobid: int) -> str:
+    """A job id as ``flux job id --to=f58`` writes it in this process's locale."""
+    from flux.job import JobID
+
+    return JobID(jobid).f58
+
+
 try:  # libflux through cffi: module name, set_running, raw respond_error
     from _flux._core import ffi, lib
 except ImportError:  # pragma: no cover - very old bindings
@@ -73,7 +81,7 @@ class FluxBinding:
         self.name = _module_name(h)
         options = parse_module_args(args)  # ValueError -> the load fails
         _warm_imports()
-        self.driver = Driver(self, options, name=self.name)
+        self.driver = Driver(self, options, name=self.name, job_name=_f58)
         self._watchers: list[Any] = []
         self._timer = h.timer_watcher_create(0.0, self._on_timer)
         self._acquire_f: Any = None

@@ -6,11 +6,12 @@
 #
 # For each test, a copy with the scheduler module names replaced by sched-py
 # (and "module load/reload sched-backfill" by "... sched-py queue-policy=easy") is written next to
-# the original as tNNNN-...-sched-py.t, run with the build tree's harness,
+# the original as tNNNN-...-sched-py-PID.t (PID of this run, so that runs from
+# several checkouts at once do not clash), run with the build tree's harness,
 # and removed.  sched-py is made the instance's default scheduler through a
 # modprobe TOML with a high priority, so rc1 loads it instead of sched-simple.
 # A test personality with its own rc1 file (t/rc/rc1-job.py) gets a twin
-# rc1-job-sched-py.py for the duration of the run, also removed after.
+# rc1-job-sched-py-PID.py for the duration of the run, also removed after.
 # Results go to stdout as "TEST: N passed, M failed" plus the failing titles.
 set -u
 SRC=${1:?usage: $0 FLUX_CORE_BUILD_DIR [TEST...]}
@@ -18,6 +19,7 @@ shift
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 TESTS=${*:-"t2300-sched-simple t2302-sched-simple-up-down t2303-sched-hello t2304-sched-simple-alloc-check t2305-sched-slow t2306-sched-fifo t2307-sched-backfill t2206-job-manager-annotate"}
 WORK=$(mktemp -d)
+SUF=sched-py-$$
 mkdir -p "$WORK/modprobe.d"
 sed -e 's/^priority = .*/priority = 1000/' "$REPO/fluxsched_py/flux/modprobe.d/sched-py.toml" > "$WORK/modprobe.d/sched-py.toml"
 SITE=$(python3 -c 'import sys; print(":".join(p for p in sys.path if p.endswith("site-packages")))')
@@ -26,7 +28,7 @@ export FLUX_MODULE_PATH_PREPEND="$REPO/fluxsched_py/flux/modules"
 export FLUX_MODPROBE_PATH_APPEND="$WORK"
 cd "$SRC/t" || exit 1
 for t in $TESTS; do
-    copy="$t-sched-py.t"
+    copy="$t-$SUF.t"
     # A personality with its own rc1 (e.g. "job") loads sched-simple by name:
     # give it a sched-py twin (its sched-simple debug-bit task becomes a no-op).
     p=$(sed -n 's/^test_under_flux [0-9]* \([a-z]*\).*/\1/p' "$t.t" | head -1)
@@ -39,8 +41,8 @@ for t in $TESTS; do
     if test -n "$p" && test -f "rc/rc1-$p.py"; then
         psub=yes
         sed -e 's/context.rpc("sched-simple.debug".*/pass/' -e 's/sched-simple/sched-py/g' \
-            "rc/rc1-$p.py" > "rc/rc1-$p-sched-py.py"
-        sed -i -e "s/^\(test_under_flux [0-9]*\) $p\b/\1 $p-sched-py/" "$copy"
+            "rc/rc1-$p.py" > "rc/rc1-$p-$SUF.py"
+        sed -i -e "s/^\(test_under_flux [0-9]*\) $p\b/\1 $p-$SUF/" "$copy"
     fi
     chmod +x "$copy"
     timeout 600 "./$copy" > "$WORK/$t.log" 2>&1
@@ -49,7 +51,7 @@ for t in $TESTS; do
     echo "$t: $pass passed, $fail failed"
     grep '^not ok ' "$WORK/$t.log" | sed 's/^/    /'
     rm -f "$copy"
-    test -n "$psub" && rm -f "rc/rc1-$p-sched-py.py"
-    rm -rf "trash-directory.$t-sched-py" "$t-sched-py.broker.log"
+    test -n "$psub" && rm -f "rc/rc1-$p-$SUF.py"
+    rm -rf "trash-directory.$t-$SUF" "$t-$SUF.broker.log"
 done
 echo "logs in $WORK"
