@@ -162,9 +162,13 @@ class Recorder:
 
     @staticmethod
     def load(path: str | Path) -> list[tuple[str, bytes]]:
-        """Read a recording back: ``[(direction, raw bytes)]``."""
+        """Read a recording back (gzip'd when its name ends in ``.gz``): ``[(direction, raw bytes)]``."""
+        import gzip
+
+        path = Path(path)
+        text = gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz" else path.read_text()
         out = []
-        for line in Path(path).read_text().splitlines():
+        for line in text.splitlines():
             if not line.strip():
                 continue
             rec = json.loads(line)
