@@ -4,7 +4,8 @@
 Two tables:
 
 1. **Round trip from recorded traffic** (always runs).  The committed real
-   Batsim 4.2 recordings in ``t/data/batsim/`` are played into the v4 driver
+   Batsim recordings in ``t/data/batsim/`` (4.2.1, and under ``batprotocol/``
+   and ``legacy/`` Batsim 5 and 2.0) are played into their driver
    in-process; per message it reports the median/p95 wall time of the whole
    reply (engine pass included) and of the driver alone (decoding, encoding
    and bookkeeping: the total minus the time spent inside ``Engine`` calls).
@@ -82,16 +83,17 @@ def recorded_round_trips() -> None:
     import gzip
 
     manifest = json.loads((DATA / "MANIFEST.json").read_text())
-    bp_manifest = json.loads((DATA / "batprotocol" / "MANIFEST.json").read_text())
     wl_dir = Path(tempfile.mkdtemp(prefix="bench_batsim_wl_"))
     recordings = [(DATA, rec, []) for rec in manifest["recordings"]]
-    for rec in bp_manifest["recordings"]:
-        src = DATA / "batprotocol" / rec["workload"]
-        if src.suffix == ".gz":
-            dst = wl_dir / src.name.removesuffix(".gz")
-            dst.write_bytes(gzip.decompress(src.read_bytes()))
-            src = dst
-        recordings.append((DATA / "batprotocol", rec, [str(src)]))
+    for sub in ("batprotocol", "legacy"):
+        for rec in json.loads((DATA / sub / "MANIFEST.json").read_text())["recordings"]:
+            src = DATA / sub / rec["workload"]
+            if src.suffix == ".gz":
+                dst = wl_dir / src.name.removesuffix(".gz")
+                if not dst.exists():
+                    dst.write_bytes(gzip.decompress(src.read_bytes()))
+                src = dst
+            recordings.append((DATA / sub, rec, [str(src)]))
     engine_time = [0.0]
     originals = {name: getattr(Engine, name) for name in ("alloc", "free", "schedule")}
 
@@ -113,7 +115,8 @@ def recorded_round_trips() -> None:
             msgs = [raw for d, raw in Recorder.load(where / rec["file"]) if d == "in"]
             total, own = [], []
             for _ in range(3):  # a few repetitions for stable medians
-                driver = make_driver(rec["protocol"], EngineOptions.parse(rec["options"]), workloads)
+                nodes = rec["nodes"] if rec["protocol"] == "legacy" else None  # that protocol does not say
+                driver = make_driver(rec["protocol"], EngineOptions.parse(rec["options"]), workloads, nodes=nodes)
                 for raw in msgs:
                     engine_time[0] = 0.0
                     t0 = time.perf_counter()
