@@ -4,24 +4,30 @@
 Two tables:
 
 1. **Round trip from recorded traffic** (always runs).  The committed real
-   Batsim 4.2 recordings in ``t/data/batsim/`` are played into the v4 driver
+   Batsim recordings in ``t/data/batsim/`` (4.2.1, and under ``batprotocol/``
+   and ``legacy/`` Batsim 5 and 2.0) are played into their driver
    in-process; per message it reports the median/p95 wall time of the whole
    reply (engine pass included) and of the driver alone (decoding, encoding
    and bookkeeping: the total minus the time spent inside ``Engine`` calls).
-2. **Real Batsim** (runs when ``batsim`` is on PATH; prints a clear line and
-   skips otherwise).  For fcfs and easy, on ``cluster512.xml`` with all 512
-   hosts and with ``--mmax 128`` (the workload's own ``nb_res``, where jobs
-   wait and the policies differ), it runs ``batsim`` against ``fluxsched-py
-   batsim`` on the seed-1 workload (250 jobs), reads Batsim's own
-   ``out_jobs.csv``, and compares every job's start time with the offline
-   replay of the same workload on the same number of nodes.  It also reports
-   the socket round-trip median (message received to reply sent) measured
-   by ``fluxsched-py batsim --stats``, and the mean per message of the time
-   Batsim itself says it waited for the scheduler (``scheduling_time`` in
-   ``out_schedule.csv``, ZeroMQ transport included).
+2. **Real Batsim** (runs when ``batsim`` is on PATH, or for each ``--batsim
+   PATH``; prints a clear line and skips otherwise).  For fcfs and easy, on
+   ``cluster512.xml`` with all 512 hosts and with ``--mmax 128`` (the
+   workload's own ``nb_res``, where jobs wait and the policies differ), it
+   runs ``batsim`` against ``fluxsched-py batsim`` on the seed-1 workload
+   (250 jobs), reads Batsim's own jobs CSV, and compares every job's start
+   time with the offline replay of the same workload on the same number of
+   nodes.  It also reports the socket round-trip median (message received to
+   reply sent) measured by ``fluxsched-py batsim --stats``, and the mean per
+   message of the time Batsim itself says it waited for the scheduler
+   (``scheduling_time`` in its schedule CSV, ZeroMQ transport included).
+   A Batsim of the batprotocol era (its ``--help`` has ``--edc-socket-str``,
+   e.g. commit 3bb38700) is run with ``--protocol batprotocol`` and
+   ``--edc-socket-str tcp://localhost:PORT 1 INIT``; Batsim 3/4 with the v4
+   protocol.
 
     python bench/bench_batsim.py                 # both tables
     python bench/bench_batsim.py --keep DIR      # keep Batsim outputs and recordings in DIR
+    python bench/bench_batsim.py --batsim /opt/batsim/bin/batsim --batsim /opt/batsim5/bin/batsim
 
 This is a benchmark, not a test: it prints, and exits non-zero only when a
 simulation fails or a start time is more than 0.1 s off the replay.
@@ -74,7 +80,20 @@ def _ms(xs: list[float], q: float) -> str:
 
 
 def recorded_round_trips() -> None:
+    import gzip
+
     manifest = json.loads((DATA / "MANIFEST.json").read_text())
+    wl_dir = Path(tempfile.mkdtemp(prefix="bench_batsim_wl_"))
+    recordings = [(DATA, rec, []) for rec in manifest["recordings"]]
+    for sub in ("batprotocol", "legacy"):
+        for rec in json.loads((DATA / sub / "MANIFEST.json").read_text())["recordings"]:
+            src = DATA / sub / rec["workload"]
+            if src.suffix == ".gz":
+                dst = wl_dir / src.name.removesuffix(".gz")
+                if not dst.exists():
+                    dst.write_bytes(gzip.decompress(src.read_bytes()))
+                src = dst
+            recordings.append((DATA / sub, rec, [str(src)]))
     engine_time = [0.0]
     originals = {name: getattr(Engine, name) for name in ("alloc", "free", "schedule")}
 
@@ -92,11 +111,12 @@ def recorded_round_trips() -> None:
     try:
         for name, f in originals.items():
             setattr(Engine, name, timed(f))
-        for rec in manifest["recordings"]:
-            msgs = [raw for d, raw in Recorder.load(DATA / rec["file"]) if d == "in"]
+        for where, rec, workloads in recordings:
+            msgs = [raw for d, raw in Recorder.load(where / rec["file"]) if d == "in"]
             total, own = [], []
             for _ in range(3):  # a few repetitions for stable medians
-                driver = make_driver(rec["protocol"], EngineOptions.parse(rec["options"]))
+                nodes = rec["nodes"] if rec["protocol"] == "legacy" else None  # that protocol does not say
+                driver = make_driver(rec["protocol"], EngineOptions.parse(rec["options"]), workloads, nodes=nodes)
                 for raw in msgs:
                     engine_time[0] = 0.0
                     t0 = time.perf_counter()
@@ -142,19 +162,33 @@ def read_jobs_csv(path: Path) -> dict[int | str, dict[str, str]]:
     return out
 
 
-def run_batsim(batsim: str, policy: str, mmax: int, outdir: Path, timeout: float = 600.0) -> dict:
+def batsim_protocol(batsim: str) -> str:
+    """``batprotocol`` for a Batsim of the batprotocol era (Batsim 5), else ``v4``."""
+    help_text = subprocess.run([batsim, "--help"], capture_output=True, text=True).stdout
+    return "batprotocol" if "--edc-socket-str" in help_text else "v4"
+
+
+def run_batsim(batsim: str, policy: str, mmax: int, outdir: Path, timeout: float = 600.0, protocol: str = "v4") -> dict:
     port = free_port()
     outdir.mkdir(parents=True, exist_ok=True)
     stats = outdir / "stats.json"
     sched = subprocess.Popen(
-        [sys.executable, "-m", "fluxsched_py", "batsim", "--socket", f"tcp://*:{port}", "--queue-policy", policy]
+        [sys.executable, "-m", "fluxsched_py", "batsim", "--protocol", protocol, "--socket", f"tcp://*:{port}"]
+        + ["--queue-policy", policy]
         + ["--stats", str(stats), "--record", str(outdir / "traffic.jsonl"), "-q", "--timeout", "120"],
         cwd=ROOT,
         stderr=subprocess.PIPE,
         text=True,
     )
-    cmd = [batsim, "-p", str(PLATFORM), "-w", str(WORKLOAD), "-s", f"tcp://localhost:{port}"]
-    cmd += ["-e", str(outdir / "out"), "-q"]
+    if protocol == "batprotocol":
+        # Batsim 5: JSON mode (1) and an init string; outputs go to the directory out/.
+        cmd = [batsim, "-p", str(PLATFORM), "-w", str(WORKLOAD), "--edc-socket-str", f"tcp://localhost:{port}"]
+        cmd += ["1", "INIT", "-e", f"{outdir / 'out'}/", "-q"]
+        csv_prefix = f"{outdir / 'out'}/"
+    else:
+        cmd = [batsim, "-p", str(PLATFORM), "-w", str(WORKLOAD), "-s", f"tcp://localhost:{port}"]
+        cmd += ["-e", str(outdir / "out"), "-q"]
+        csv_prefix = f"{outdir / 'out_'}"
     if mmax:
         cmd += ["--mmax", str(mmax)]
     t0 = time.monotonic()
@@ -172,34 +206,36 @@ def run_batsim(batsim: str, policy: str, mmax: int, outdir: Path, timeout: float
         result["error"] = result.get("error", "") + sched_err[-2000:]
     if stats.exists():
         result["stats"] = json.loads(stats.read_text())
-    sched_csv = outdir / "out_schedule.csv"
+    sched_csv = Path(f"{csv_prefix}schedule.csv")
     if sched_csv.exists():
         with open(sched_csv) as f:
             row = next(csv.DictReader(f), {})
         if row.get("scheduling_time"):
             result["batsim_scheduling_time"] = float(row["scheduling_time"])
-    jobs_csv = outdir / "out_jobs.csv"
+    jobs_csv = Path(f"{csv_prefix}jobs.csv")
     if jobs_csv.exists():
         result["jobs"] = read_jobs_csv(jobs_csv)
     return result
 
 
-def real_batsim(keep: Path | None) -> int:
-    batsim = shutil.which("batsim")
+def real_batsim(keep: Path | None, batsim: str | None = None) -> int:
+    batsim = batsim or shutil.which("batsim")
     if batsim is None:
         print("Real Batsim: skipped — `batsim` is not on PATH (build Batsim 4.2 and add it to PATH to run this part).")
         return 0
     if not PLATFORM.exists() or not WORKLOAD.exists():
         print(f"Real Batsim: skipped — conformance files not found under {SHARED}.")
         return 0
-    version = subprocess.run([batsim, "--version"], capture_output=True, text=True).stdout.strip()
+    version = subprocess.run([batsim, "--version"], capture_output=True, text=True).stdout.strip().splitlines()
+    protocol = batsim_protocol(batsim)
     workload = load_workload(WORKLOAD)
     base = keep or Path(tempfile.mkdtemp(prefix="bench_batsim_"))
+    base = base / protocol if keep else base
     rows = []
     failed = 0
     for mmax, nodes in ((0, 512), (128, 128)):
         for policy in ("fcfs", "easy"):
-            res = run_batsim(batsim, policy, mmax, base / f"{policy}-{nodes}")
+            res = run_batsim(batsim, policy, mmax, base / f"{policy}-{nodes}", protocol=protocol)
             ref = replay(workload, nodes_graph(nodes), EngineOptions.parse({"queue-policy": policy}))
             ref_start = {r.job.id: r.start for r in ref.records}
             jobs = res.get("jobs", {})
@@ -240,7 +276,10 @@ def real_batsim(keep: Path | None) -> int:
             )
             if not ok and "error" in res:
                 print(f"{policy}/{nodes}: {res['error']}", file=sys.stderr)
-    print(f"Real Batsim ({version or batsim}) vs offline replay, {WORKLOAD.name} on {PLATFORM.name}")
+    print(
+        f"Real Batsim ({version[0] if version else batsim}, --protocol {protocol}) vs offline replay, "
+        f"{WORKLOAD.name} on {PLATFORM.name}"
+    )
     print(
         table(
             [
@@ -269,9 +308,19 @@ def main() -> int:
     logging.getLogger("fluxsched_py").setLevel(logging.ERROR)  # the recordings include rejections
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--keep", metavar="DIR", type=Path, help="keep Batsim outputs and recordings here")
+    ap.add_argument(
+        "--batsim",
+        action="append",
+        metavar="PATH",
+        help="a Batsim binary to run (repeat for several; default: batsim on PATH); "
+        "Batsim 5 (batprotocol) is told apart by its --help",
+    )
     args = ap.parse_args()
     recorded_round_trips()
-    return real_batsim(args.keep)
+    status = 0
+    for batsim in args.batsim or [None]:
+        status |= real_batsim(args.keep, batsim)
+    return status
 
 
 if __name__ == "__main__":

@@ -91,6 +91,69 @@ def test_hello_answer_carries_commit_and_requested_features():
     assert set(e) >= {"decision_component_version", "scheduling_constraints"}
 
 
+def test_hello_asks_for_no_forwarding_batsim_3bb38700_aborts_on_it():
+    # Real Batsim 3bb38700: "Forwarding profiles simulation begins is unimplemented" (server.cpp), abort.
+    d = BatprotocolDriver()
+    d.handle(encode_init(FLAG_JSON, b""))
+    (hello,) = out(d.handle(m(0.0, (0.0, "BatsimHelloEvent", HELLO))))["events"]
+    features = hello["event"]["requested_simulation_features"]
+    assert {k: v for k, v in features.items() if k.startswith("forward_")} == dict.fromkeys(
+        [
+            "forward_profiles_on_job_submission",
+            "forward_profiles_on_jobs_killed",
+            "forward_profiles_on_simulation_begins",
+            "forward_unknown_external_events",
+        ],
+        False,
+    )
+
+
+def _begins_naming(d, filename, n=4):
+    begins = {
+        "computation_host_number": n,
+        "computation_hosts": hosts(n),
+        "batsim_execution_context_json": "{}",
+        "workloads": [{"name": "w0", "filename": str(filename)}],
+        "profiles": [],
+    }
+    d.handle(m(0.0, (0.0, "SimulationBeginsEvent", begins)))
+
+
+WORKLOAD = {"nb_res": 4, "jobs": [], "profiles": {"p": {"type": "delay", "delay": 10.0}, "q": {"type": "parallel"}}}
+
+
+def test_run_times_come_from_the_workload_file_batsim_names(tmp_path):
+    (tmp_path / "wl.json").write_text(json.dumps(WORKLOAD))
+    d = BatprotocolDriver()
+    d.handle(encode_init(FLAG_JSON, b""))
+    d.handle(m(0.0, (0.0, "BatsimHelloEvent", HELLO)))
+    _begins_naming(d, tmp_path / "wl.json")
+    d.handle(m(1.0, job(1.0, "w0!1", 1)))  # profile_id "w0!p", as job() writes it
+    j = {"resource_request": 1, "walltime": 100.0, "profile_id": "p"}  # what Batsim 3bb38700 sends
+    d.handle(m(1.0, (1.0, "JobSubmittedEvent", {"job_id": "w0!2", "job": j, "submission_time": 1.0})))
+    assert d.scheduler.jobs["w0!1"].runtime == 10.0 and d.scheduler.jobs["w0!2"].runtime == 10.0
+
+
+def test_a_workload_file_given_by_base_name_is_preferred(tmp_path):
+    (tmp_path / "wl.json").write_text(json.dumps(WORKLOAD))
+    d = BatprotocolDriver(workload_files=[tmp_path / "wl.json"])
+    d.handle(encode_init(FLAG_JSON, b""))
+    d.handle(m(0.0, (0.0, "BatsimHelloEvent", HELLO)))
+    _begins_naming(d, "/elsewhere/on/batsim/host/wl.json")
+    d.handle(m(1.0, job(1.0, "w0!1", 1)))
+    assert d.scheduler.jobs["w0!1"].runtime == 10.0
+
+
+def test_an_unreadable_workload_file_only_costs_the_run_times(tmp_path, caplog):
+    d = BatprotocolDriver()
+    d.handle(encode_init(FLAG_JSON, b""))
+    d.handle(m(0.0, (0.0, "BatsimHelloEvent", HELLO)))
+    _begins_naming(d, tmp_path / "missing.json")
+    assert "cannot read its profiles" in caplog.text
+    r = out(d.handle(m(1.0, job(1.0, "w0!1", 1))))
+    assert d.scheduler.jobs["w0!1"].runtime is None and r["events"][0]["event_type"] == "ExecuteJobEvent"
+
+
 def test_first_event_must_be_the_hello():
     d = BatprotocolDriver()
     d.handle(encode_init(FLAG_JSON, b""))

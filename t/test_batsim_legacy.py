@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import pytest
@@ -98,6 +99,20 @@ def test_job_table_from_workload_files(tmp_path):
     d = LegacyDriver(None, t, [Host(i, f"h{i}") for i in range(3)])
     d.handle(b"3:0|0:A")
     assert len(d.scheduler.engine.graph.ranks) == 3
+
+
+def test_job_table_knows_the_sha1_workload_names_of_real_batsim_2(tmp_path):
+    # Batsim 2.0 (d1e34905) calls the workload of "-w PATH" sha1(PATH)[:6]: seen as "df1c41!0" for
+    # /work/wt-bat5/t/data/batsim/seed1_first30.json.
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps({"jobs": [{"id": 1, "res": 2}]}))
+    b.write_text(json.dumps({"jobs": [{"id": 1, "res": 5}]}))
+    t = load_job_table([str(a), str(b)])
+    with pytest.raises(ProtocolError, match="not in the --workload"):
+        t.lookup("f00bar!1")  # ambiguous by number alone
+    assert t.lookup(hashlib.sha1(str(a).encode()).hexdigest()[:6] + "!1")[0] == 2
+    assert t.lookup(hashlib.sha1(str(b).encode()).hexdigest()[:6] + "!1")[0] == 5
+    assert hashlib.sha1(b"/work/wt-bat5/t/data/batsim/seed1_first30.json").hexdigest()[:6] == "df1c41"
 
 
 def test_job_table_needs_jobs(tmp_path):

@@ -10,8 +10,12 @@ both directions as JSON lines (``fluxsched-py batsim --record``).
   replay's for the same workload and node count (within 0.1 s; DESIGN.md,
   "Schedule quality").
 * The batprotocol and legacy drivers, fed the same real event sequence
-  transcoded into their protocols, make the same decisions.  (No Batsim 5
-  or legacy Batsim was available to record from: see rfcs/batsim-*.md.)
+  transcoded into their protocols, make the same decisions.  For
+  batprotocol this complements the traffic recorded from a real Batsim 5
+  (``t/test_batsim_batprotocol_recorded.py``): it also covers profiles
+  forwarded in ``SimulationBeginsEvent``, which Batsim 3bb38700 cannot do.
+  For the legacy protocol it complements the traffic recorded from a real
+  Batsim 2.0 (``t/test_batsim_legacy_recorded.py``).
 * Over a real ZeroMQ socket, the CLI answers the recorded Batsim side
   identically and exits 0.
 """
@@ -242,86 +246,3 @@ def test_cli_over_zmq_answers_the_recorded_batsim_side_and_exits_0(tmp_path):
         ctx.term()
     _, err = proc.communicate(timeout=20)
     assert proc.returncode == 0, err
-
-
-def test_cli_batprotocol_over_zmq_on_the_transcoded_real_events(tmp_path):
-    zmq = pytest.importorskip("zmq")
-    rec = RECORDINGS[-1]
-    pairs = load(rec)
-    endpoint = f"ipc://{tmp_path}/edc.sock"
-    opts = [f"--{k}={v}" for k, v in rec["options"].items()]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "fluxsched_py", "batsim", "--protocol", "batprotocol", "--socket", endpoint]
-        + ["--timeout", "10", "-q", "--record", str(tmp_path / "rec.jsonl"), *opts],
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    ctx = zmq.Context()
-    sock = ctx.socket(zmq.REQ)
-    sock.setsockopt(zmq.LINGER, 0)
-    sock.setsockopt(zmq.RCVTIMEO, 10000)
-    sock.connect(endpoint)
-    replies = []
-    try:
-        for msg in to_batprotocol(pairs, rec["nodes"]):
-            sock.send(msg)
-            replies.append(sock.recv())
-    finally:
-        sock.close(0)
-        ctx.term()
-    _, err = proc.communicate(timeout=20)
-    assert proc.returncode == 0, err
-    assert replies[0] == b"" and json.loads(replies[1][:-1])["events"][0]["event_type"] == "EDCHelloEvent"
-    assert _decisions_bp(replies) == v4_decisions(pairs)
-    first = json.loads((tmp_path / "rec.jsonl").read_text().splitlines()[0])
-    assert "hex" in first, "the binary init frame is recorded as hex"
-
-
-def test_cli_legacy_over_a_unix_socket_on_the_transcoded_real_events(tmp_path):
-    import socket
-    import struct
-
-    rec = RECORDINGS[-1]
-    pairs = load(rec)
-    path = str(tmp_path / "bat_socket")
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    server.bind(path)
-    server.listen(1)
-    server.settimeout(10)
-    opts = [f"--{k}={v}" for k, v in rec["options"].items()]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "fluxsched_py", "batsim", "--protocol", "legacy", "--socket", path, "-q"]
-        + ["--workload", str(DATA / rec["workload"]), "--nodes", str(rec["nodes"]), "--timeout", "10", *opts],
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    conn, _ = server.accept()
-    conn.settimeout(10)
-
-    def recv_exact(n):
-        buf = b""
-        while len(buf) < n:
-            chunk = conn.recv(n - len(buf))
-            assert chunk, "scheduler closed early"
-            buf += chunk
-        return buf
-
-    got = []
-    try:
-        for msg in to_legacy(pairs):
-            conn.sendall(struct.pack("=I", len(msg)) + msg)
-            (n,) = struct.unpack("=I", recv_exact(4))
-            head, *events = recv_exact(n).decode().split("|")
-            for ev in events:
-                _, stamp, *content = ev.split(":", 2)
-                now = float(head.split(":")[1])
-                if stamp == "J":
-                    got += [(now, "execute", item.split("=")[0]) for item in content[0].split(";")]
-                elif stamp == "R":
-                    got.append((now, "reject", content[0]))
-    finally:
-        conn.close()
-        server.close()
-    _, err = proc.communicate(timeout=20)
-    assert proc.returncode == 0, err
-    assert got == [(round(t, 6), k, j) for t, k, j, _ in v4_decisions(pairs)]

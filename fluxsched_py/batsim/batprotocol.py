@@ -11,9 +11,14 @@ mode writes a union field ``x`` as ``x_type`` + ``x``):
 2. **Hello.**  Batsim sends ``BatsimHelloEvent`` ``{batprotocol_version,
    batsim_version, batsim_commit}``; the EDC answers ``EDCHelloEvent`` with
    ``decision_component_commit`` and ``requested_simulation_features`` —
-   Batsim crashes if either is missing.
+   Batsim crashes if either is missing, and aborts if any ``forward_*``
+   feature is true ("... is unimplemented"), so none is asked for.
 3. **Messages.**  ``{"now": t, "events": [{"timestamp", "event_type",
    "event"}]}``, NUL-terminated in both directions.
+
+Profiles are not forwarded, so run times (for the workload-time bookkeeping
+of :class:`~fluxsched_py.batsim.driver.BatsimScheduler`) come from the
+workload files ``SimulationBeginsEvent`` names in ``workloads``.
 
 Events handled: SimulationBeginsEvent (``computation_hosts``), JobSubmittedEvent
 (``job.resource_request`` — or the older ``computation_resource_request``
@@ -34,8 +39,9 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import struct
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..engine import EngineOptions
@@ -153,6 +159,7 @@ class BatprotocolDriver(Driver):
         *,
         host_allocation_sep: str = ",",
         commit: str = "unknown",
+        workload_files: Sequence[str | os.PathLike[str]] = (),
     ) -> None:
         self.scheduler = BatsimScheduler(options)
         self.finished = False
@@ -163,7 +170,8 @@ class BatprotocolDriver(Driver):
         self.commit = commit
         self.now = 0.0
         self._call_ids = 0
-        self.profiles: dict[str, dict[str, Any]] = {}  # "workload!name" -> ProfileAndId
+        self.profiles: dict[str, dict[str, Any]] = {}  # "workload!name" -> ProfileAndId, or a workload file's profile
+        self.workload_files = [str(f) for f in workload_files]
 
     def handle(self, raw: bytes) -> bytes:
         if self.finished:
@@ -209,6 +217,8 @@ class BatprotocolDriver(Driver):
             for p in data.get("profiles") or []:
                 if isinstance(p, dict) and isinstance(p.get("id"), str):
                     self.profiles[p["id"]] = p
+            if not self.profiles:
+                self._profiles_from_workload_files(data.get("workloads"))
             return []
         if self.phase != "running":
             raise ProtocolError(f"{etype} before SimulationBeginsEvent")
@@ -259,6 +269,44 @@ class BatprotocolDriver(Driver):
             return profile_runtime({"type": "delay", **prof["profile"]})
         return profile_runtime(prof)
 
+    def _profiles_from_workload_files(self, workloads: Any) -> None:
+        """Profiles from the workload files ``SimulationBeginsEvent`` names (``[{name, filename}]``).
+
+        Batsim 3bb38700 cannot forward profiles (asking for them aborts it),
+        but it names each static workload's file: read the profiles there.  A
+        ``workload_files`` entry with the same base name is preferred (for a
+        file Batsim names relative to another directory, or a recording
+        replayed elsewhere).  An unreadable file only costs the run times.
+        """
+        if not isinstance(workloads, list):
+            return
+        for w in workloads:
+            if not isinstance(w, dict) or not isinstance(w.get("name"), str) or not isinstance(w.get("filename"), str):
+                raise ProtocolError("SimulationBeginsEvent 'workloads' must be [{name, filename}] objects")
+            name, filename = w["name"], w["filename"]
+            base = os.path.basename(filename)
+            candidates = [f for f in self.workload_files if os.path.basename(f) == base] + [filename]
+            for path in candidates:
+                try:
+                    with open(path) as fp:
+                        profiles = json.load(fp).get("profiles")
+                except (OSError, ValueError, AttributeError) as exc:
+                    log.debug("workload %s: cannot read profiles from %s: %s", name, path, exc)
+                    continue
+                if isinstance(profiles, dict):
+                    for pname, prof in profiles.items():
+                        if isinstance(prof, dict):
+                            self.profiles[f"{name}!{pname}"] = prof
+                    log.info("workload %s: %d profiles read from %s", name, len(profiles), path)
+                    break
+            else:
+                log.warning(
+                    "workload %s: cannot read its profiles from %s; without run times, jobs that end at the same "
+                    "instant may be decided one by one (see rfcs/batsim-batprotocol.md)",
+                    name,
+                    filename,
+                )
+
     @staticmethod
     def _job_id(data: dict[str, Any]) -> str:
         job_id = data.get("job_id")
@@ -293,8 +341,9 @@ class BatprotocolDriver(Driver):
                     "acknowledge_dynamic_jobs": False,
                     "forward_profiles_on_job_submission": False,
                     "forward_profiles_on_jobs_killed": False,
-                    # Profiles tell the driver which jobs end at the same instant (driver.BatsimScheduler).
-                    "forward_profiles_on_simulation_begins": True,
+                    # Batsim 3bb38700 aborts on any forward_* feature ("... is unimplemented"); the
+                    # profiles come from the workload files SimulationBeginsEvent names instead.
+                    "forward_profiles_on_simulation_begins": False,
                     "forward_unknown_external_events": False,
                 },
                 "scheduling_constraints": {

@@ -79,8 +79,9 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="FILE",
-        help="legacy protocol only: Batsim workload JSON giving each job's res and walltime "
-        "(that protocol keeps them in Redis); repeat for several workloads",
+        help="legacy protocol: Batsim workload JSON giving each job's res and walltime (that protocol keeps "
+        "them in Redis); batprotocol: where to read the profiles of the workload Batsim names with the same "
+        "file name (by default the path Batsim gives); repeat for several workloads",
     )
     ap.add_argument("--nodes", type=int, metavar="N", help="legacy protocol only: number of machines (default nb_res)")
     ap.add_argument("--platform", metavar="XML", help="legacy protocol only: SimGrid platform giving the machines")
@@ -123,7 +124,7 @@ def make_driver(
     if protocol == "batprotocol":
         from .batprotocol import BatprotocolDriver
 
-        return BatprotocolDriver(options, host_allocation_sep=interval_separator)
+        return BatprotocolDriver(options, host_allocation_sep=interval_separator, workload_files=workloads or [])
     if protocol == "legacy":
         from .driver import Host
         from .legacy import LegacyDriver, load_job_table
@@ -161,9 +162,13 @@ class Recorder:
 
     @staticmethod
     def load(path: str | Path) -> list[tuple[str, bytes]]:
-        """Read a recording back: ``[(direction, raw bytes)]``."""
+        """Read a recording back (gzip'd when its name ends in ``.gz``): ``[(direction, raw bytes)]``."""
+        import gzip
+
+        path = Path(path)
+        text = gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz" else path.read_text()
         out = []
-        for line in Path(path).read_text().splitlines():
+        for line in text.splitlines():
             if not line.strip():
                 continue
             rec = json.loads(line)
@@ -341,10 +346,10 @@ def main(argv: list[str] | None = None) -> int:
     _setup_logging(args)
     try:
         options = _options(args)
-        if (args.workload or args.nodes or args.platform) and args.protocol != "legacy":
-            raise EngineError(
-                "--workload, --nodes and --platform are only for --protocol legacy (the JSON protocols carry them)"
-            )
+        if (args.nodes or args.platform) and args.protocol != "legacy":
+            raise EngineError("--nodes and --platform are only for --protocol legacy (the JSON protocols carry them)")
+        if args.workload and args.protocol == "v4":
+            raise EngineError("--workload is only for --protocol legacy and batprotocol (v4 carries the jobs)")
         driver = make_driver(
             args.protocol,
             options,

@@ -20,6 +20,7 @@ message they answer.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import math
@@ -84,7 +85,10 @@ def load_job_table(paths: Iterable[str]) -> JobTable:
             walltime = float(wt) if wt is not None and float(wt) > 0 else None
             runtime = profile_runtime((data.get("profiles") or {}).get(j.get("profile")))
             tail = jid.rsplit("!", 1)[-1]
-            for key in (f"{p.stem}!{tail}", f"{p.name}!{tail}", str(p) + "!" + tail):
+            # Real Batsim 2.0 (the last text-protocol Batsim) names a workload by the first 6 hex digits
+            # of the SHA-1 of its file name as given on its command line ("df1c41!0").
+            sha = hashlib.sha1(str(path).encode()).hexdigest()[:6]
+            for key in (f"{p.stem}!{tail}", f"{p.name}!{tail}", str(p) + "!" + tail, f"{sha}!{tail}"):
                 jobs[key] = (res, walltime, runtime)
             if "!" + tail in jobs and jobs["!" + tail] != (res, walltime, runtime):
                 ambiguous.add("!" + tail)
