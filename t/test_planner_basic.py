@@ -172,3 +172,43 @@ def test_flat_codec_round_trips_and_planner_works_on_richer_graphs(recipe):
     assert p.available(0, 10) == g.free()
     t, got = p.earliest(cores(g.all().count("core")), 0.0, 10.0)
     assert t == 100.0 and got.count("core") == g.all().count("core")
+
+
+def test_forgetting_the_past_changes_no_answer_from_now_on():
+    """The planner folds boundaries at or before now into its first segment;
+    every window from now on, and every earliest start, is what a planner
+    that keeps the whole past says (random spans, running and reserved,
+    starting before, at and after now)."""
+    rnd = random.Random(7)
+    g = nodes_graph(6, 4)
+    folding, keeping = Planner(g), Planner(g)
+    keeping._forget_past = lambda: None  # the reference: never folds
+    width = folding.codec.width
+    now = 0.0
+    live: list[int] = []
+    for step in range(1500):
+        op = rnd.random()
+        if op < 0.35:
+            jobid = step
+            start = now + rnd.choice([-5.0, -1.0, 0.0, 0.0, 2.0, 7.5])
+            end = rnd.choice([math.inf, start + rnd.choice([1.0, 3.0, 10.0])])
+            if end <= start:
+                continue
+            bits = rnd.getrandbits(width)
+            running = rnd.random() < 0.6
+            for p in (folding, keeping):
+                (p.add_running if running else p.reserve)(jobid, None, start, end, bits)
+            live.append(jobid)
+        elif op < 0.6 and live:
+            jobid = live.pop(rnd.randrange(len(live)))
+            assert folding.remove(jobid).bits == keeping.remove(jobid).bits
+        elif op < 0.75:
+            now += rnd.choice([0.0, 0.5, 1.0, 2.5])
+            for p in (folding, keeping):
+                p.set_now(now)
+        else:
+            t0 = now + rnd.choice([0.0, 0.25, 1.0, 4.0])
+            t1 = t0 + rnd.choice([0.5, 2.0, 20.0])
+            assert folding.available_bits(t0, t1) == keeping.available_bits(t0, t1)
+    assert len(folding._times) <= len(keeping._times)
+    assert folding._floor > 0
