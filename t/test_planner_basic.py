@@ -212,3 +212,16 @@ def test_forgetting_the_past_changes_no_answer_from_now_on():
             assert folding.available_bits(t0, t1) == keeping.available_bits(t0, t1)
     assert len(folding._times) <= len(keeping._times)
     assert folding._floor > 0
+
+
+def test_flat_sets_of_a_filling_machine_spread_over_dict_slots():
+    """``hash(int)`` is the value modulo 2**61 - 1: the free sets of a machine
+    taken core by core have 61 hashes between them.  FlatCodec.spread, which
+    the match memo keys on, tells them apart."""
+    from fluxsched_py.planner.flat import FlatCodec
+
+    codec = FlatCodec(nodes_graph(64, 8))
+    full = (1 << codec.width) - 1
+    sets = [full & ~(((1 << k) - 1) << codec.n) for k in range(64 * 8)]
+    assert len({hash(x) for x in sets}) <= 61
+    assert len({codec.spread(x) for x in sets}) == len(sets)

@@ -215,7 +215,7 @@ class MatchCache:
         if nodes and self.fast_paths and codec.flat_nodes and policy in self.FAST_ORDER:
             self.fast += 1
             return self._take_nodes(codec, avail, nodes, self.FAST_ORDER[policy])
-        key = (kid, policy, avail)
+        key = (kid, policy, codec.spread(avail), avail)
         hit = self._cache.get(key, _MISS)
         if hit is not _MISS:
             self.hits += 1
