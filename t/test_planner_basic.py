@@ -210,3 +210,56 @@ def test_flat_codec_round_trips_and_planner_works_on_richer_graphs(recipe):
     assert p.available(0, 10) == g.free()
     t, got = p.earliest(cores(g.all().count("core")), 0.0, 10.0)
     assert t == 100.0 and got.count("core") == g.all().count("core")
+
+
+def test_forgetting_the_past_changes_no_answer_from_now_on():
+    """The planner folds boundaries at or before now into its first segment;
+    every window from now on, and every earliest start, is what a planner
+    that keeps the whole past says (random spans, running and reserved,
+    starting before, at and after now)."""
+    rnd = random.Random(7)
+    g = nodes_graph(6, 4)
+    folding, keeping = Planner(g), Planner(g)
+    keeping._forget_past = lambda: None  # the reference: never folds
+    width = folding.codec.width
+    now = 0.0
+    live: list[int] = []
+    for step in range(1500):
+        op = rnd.random()
+        if op < 0.35:
+            jobid = step
+            start = now + rnd.choice([-5.0, -1.0, 0.0, 0.0, 2.0, 7.5])
+            end = rnd.choice([math.inf, start + rnd.choice([1.0, 3.0, 10.0])])
+            if end <= start:
+                continue
+            bits = rnd.getrandbits(width)
+            running = rnd.random() < 0.6
+            for p in (folding, keeping):
+                (p.add_running if running else p.reserve)(jobid, None, start, end, bits)
+            live.append(jobid)
+        elif op < 0.6 and live:
+            jobid = live.pop(rnd.randrange(len(live)))
+            assert folding.remove(jobid).bits == keeping.remove(jobid).bits
+        elif op < 0.75:
+            now += rnd.choice([0.0, 0.5, 1.0, 2.5])
+            for p in (folding, keeping):
+                p.set_now(now)
+        else:
+            t0 = now + rnd.choice([0.0, 0.25, 1.0, 4.0])
+            t1 = t0 + rnd.choice([0.5, 2.0, 20.0])
+            assert folding.available_bits(t0, t1) == keeping.available_bits(t0, t1)
+    assert len(folding._times) <= len(keeping._times)
+    assert folding._floor > 0
+
+
+def test_flat_sets_of_a_filling_machine_spread_over_dict_slots():
+    """``hash(int)`` is the value modulo 2**61 - 1: the free sets of a machine
+    taken core by core have 61 hashes between them.  FlatCodec.spread, which
+    the match memo keys on, tells them apart."""
+    from fluxsched_py.planner.flat import FlatCodec
+
+    codec = FlatCodec(nodes_graph(64, 8))
+    full = (1 << codec.width) - 1
+    sets = [full & ~(((1 << k) - 1) << codec.n) for k in range(64 * 8)]
+    assert len({hash(x) for x in sets}) <= 61
+    assert len({codec.spread(x) for x in sets}) == len(sets)

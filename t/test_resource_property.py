@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from fluxsched_py.ids import IdSet
 from fluxsched_py.jobspec.request import Count, Request, ResourceRequest
 from fluxsched_py.match import POLICIES, match
-from fluxsched_py.resource import ResourceError, ResourceGraph
+from fluxsched_py.resource import Availability, ResourceError, ResourceGraph
 
 
 def rr(t, n, *with_, exclusive=None):
@@ -49,6 +49,22 @@ def check(g: ResourceGraph) -> None:
             seen = rs
     if seen is not None:
         assert seen == alloc
+    check_aggregates(g)
+
+
+def _nonzero(ds):
+    return [{t: x for t, x in d.items() if x} for d in ds]
+
+
+def check_aggregates(g: ResourceGraph) -> None:
+    """The live availability, updated incrementally, equals one built from scratch
+    (per-subtree units, busy counts, whole containers, children that have units)."""
+    av = g.availability()
+    fresh = Availability(g.topo, av.cont, [dict(d) for d in av.loc])
+    assert _nonzero(av.units) == _nonzero(fresh.units)
+    assert av.busy == fresh.busy
+    assert _nonzero(av.whole) == _nonzero(fresh.whole)
+    assert _nonzero(av.have) == _nonzero(fresh.have)
 
 
 @settings(max_examples=120, deadline=None)
@@ -90,3 +106,56 @@ def test_no_resource_is_ever_allocated_twice_and_partition_holds(sequence):
             else:
                 assert node & g.allocation(1000 + op[2]) == node
         check(g)
+
+
+WIDE = {"cluster": {"racks": 2, "nodes_per_rack": 9, "sockets": 8, "cores_per_socket": 2, "gpus_per_socket": 1}}
+
+wide_ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("match"), st.integers(0, len(SHAPES) - 1), st.sampled_from(sorted(POLICIES))),
+        st.tuples(st.just("release"), st.integers(0, 40), st.booleans()),
+        st.tuples(st.just("down"), st.integers(0, 17), st.booleans()),
+    ),
+    max_size=60,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(wide_ops)
+def test_the_children_index_only_prunes(sequence):
+    """The matcher walks wide vertices through ``Availability.have``; walking
+    every child instead (the index off) gives the same match every time."""
+    from fluxsched_py.match import traverse
+
+    first = ResourceGraph.from_recipe(WIDE)
+    graphs = [first, ResourceGraph(first.topo)]
+    fanout = traverse.INDEX_FANOUT
+    jobid = 0
+    try:
+        for op in sequence:
+            kind = op[0]
+            if kind == "match":
+                found = []
+                for g, threshold in zip(graphs, (fanout, 1 << 30), strict=True):
+                    traverse.INDEX_FANOUT = threshold
+                    found.append(match(g, SHAPES[op[1]], policy=op[2]))
+                traverse.INDEX_FANOUT = fanout
+                assert found[0] == found[1]
+                if found[0] is not None:
+                    jobid += 1
+                    for g, rs in zip(graphs, found, strict=True):
+                        g.allocate(jobid, rs)
+            elif kind == "release":
+                for g in graphs:
+                    if op[1] in g.jobs:
+                        held = g.jobs[op[1]]
+                        if op[2] and len(held.ranks) > 1:
+                            g.release(op[1], held.restrict(IdSet([held.ranks.first()])))
+                        else:
+                            g.release(op[1])
+            else:
+                for g in graphs:
+                    g.set_down(IdSet([op[1]])) if op[2] else g.set_up(IdSet([op[1]]))
+        check_aggregates(graphs[0])
+    finally:
+        traverse.INDEX_FANOUT = fanout

@@ -53,6 +53,10 @@ from .policy import Policy
 
 __all__ = ["search", "MatchResult", "request_needs"]
 
+#: Vertices with at least this many children are walked through
+#: :attr:`Availability.have` (see :meth:`_Search.kids`); fewer are walked in full.
+INDEX_FANOUT = 8
+
 
 @dataclass(frozen=True, slots=True)
 class MatchResult:
@@ -179,6 +183,28 @@ class _Search:
         units = self.units
         return sorted(children, key=lambda c: (units(c, "core"), c), reverse=True)
 
+    def kids(self, v: int, needs: dict[str, int]) -> Iterator[int]:
+        """The children of ``v`` in policy order, but those that have none of a
+        type ``needs`` asks for (:attr:`Availability.have`): they cannot fit,
+        and on a machine that is mostly full most nodes are such children."""
+        ch = self.topo.children[v]
+        if len(ch) < INDEX_FANOUT or not needs:
+            return iter(self.ordered(ch))
+        have = self.av.have[v]
+        every = (1 << len(ch)) - 1
+        m = every
+        for t, x in needs.items():
+            if x > 0:
+                m &= have.get(t, 0)
+        if m == every:
+            return iter(self.ordered(ch))
+        order = self.policy.order
+        if order == "low":
+            return _ascending(ch, m)
+        if order == "high":
+            return _descending(ch, m)
+        return iter(self.ordered(tuple(_ascending(ch, m))))
+
     def node_ok(self, v: int) -> bool:
         """Constraint and node-exclusivity checks at a rank's top vertex (True elsewhere)."""
         topo = self.topo
@@ -226,7 +252,7 @@ class _Search:
             if self.node_ok(scope) and self.fits(scope, needs):
                 yield scope
             return
-        stack = [iter(self.ordered(children[scope]))]
+        stack = [self.kids(scope, needs)]
         while stack:
             c = next(stack[-1], None)
             if c is None:
@@ -242,7 +268,7 @@ class _Search:
                 yield c
                 continue
             if children[c]:
-                stack.append(iter(self.ordered(children[c])))
+                stack.append(self.kids(c, needs))
 
     # -- requests ----------------------------------------------------------------
     def sat_list(self, scope: int, reqs: tuple[ResourceRequest, ...], in_slot: bool, top: bool = False) -> bool:
@@ -294,7 +320,7 @@ class _Search:
                 yield c
                 continue
             if children[c]:
-                stack.append(iter(self.ordered(children[c])))
+                stack.append(self.kids(c, needs))
 
     def hosts_for(self, scope: int, slots: tuple[ResourceRequest, ...], needs: dict[str, int]) -> Iterator[int]:
         topo = self.topo
@@ -396,7 +422,7 @@ class _Search:
     def place_slot(self, h: int, reqs: tuple[ResourceRequest, ...]) -> bool:
         if self.policy.locality:
             needs = self.needs(reqs)
-            for c in self.ordered(self.topo.children[h]):
+            for c in self.kids(h, needs):
                 if self.fits(c, needs) and self.sat_list(c, reqs, True):
                     return True
         return self.sat_list(h, reqs, True)
@@ -460,6 +486,7 @@ class _Search:
         mark = len(self.log)
         av_loc = self.av.loc
         remaining = n
+        need = {t: 1}
         stack = [iter((scope,))]
         while stack and remaining > 0:
             v = next(stack[-1], None)
@@ -483,7 +510,7 @@ class _Search:
                     if remaining <= 0:
                         break
             if topo.children[v]:
-                stack.append(iter(self.ordered(topo.children[v])))
+                stack.append(self.kids(v, need))
         if remaining > 0:
             self.rollback(mark)
             return False
@@ -526,6 +553,21 @@ class _Search:
         for (v, t), m in self.tpool.items():
             out.setdefault(v, {})[t] = m
         return out
+
+
+def _ascending(ch: tuple[int, ...], m: int) -> Iterator[int]:
+    """``ch[i]`` for each set bit ``i`` of ``m``, lowest first."""
+    while m:
+        low = m & -m
+        yield ch[low.bit_length() - 1]
+        m ^= low
+
+
+def _descending(ch: tuple[int, ...], m: int) -> Iterator[int]:
+    while m:
+        i = m.bit_length() - 1
+        yield ch[i]
+        m ^= 1 << i
 
 
 def search(

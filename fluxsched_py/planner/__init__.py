@@ -155,22 +155,33 @@ class MatchCache:
         self._node_spec: LRUCache = LRUCache(maxsize=maxsize)
         self.fast = 0
         self._by_id: dict[int, tuple] = {}
+        # request key -> a small int standing for it in _cache keys (hashing a
+        # request tree per call costs more than the match); never reused
+        self._key_ids: dict[Any, int] = {}
+        self._next_key_id = 0
         self._cache: LRUCache = LRUCache(maxsize=maxsize)
         self._bounds: LRUCache = LRUCache(maxsize=maxsize)
         self.calls = 0
         self.hits = 0
         self.rejects = 0
 
-    def _facts(self, request: Any) -> tuple[Any, tuple[tuple[str, int], ...], int]:
-        """``(key, lower bounds, whole nodes)`` of a request, remembered by
+    def _facts(self, request: Any) -> tuple[int, tuple[tuple[str, int], ...], int]:
+        """``(key id, lower bounds, whole nodes)`` of a request, remembered by
         identity (hashing a request tree is the expensive part; the entry
-        holds the request, so its id cannot be reused while cached)."""
+        holds the request, so its id cannot be reused while cached).  Equal
+        keys get the same key id while it is remembered."""
         f = self._by_id.get(id(request))
         if f is None or f[0] is not request:
             if len(self._by_id) > 65536:
                 self._by_id.clear()
             key = request.key
-            f = (request, key, self.bounds_of(request), self._whole_nodes_of(key, request))
+            kid = self._key_ids.get(key)
+            if kid is None:
+                if len(self._key_ids) > 65536:
+                    self._key_ids.clear()  # ids are never reused: forgotten keys only miss
+                kid = self._key_ids[key] = self._next_key_id
+                self._next_key_id += 1
+            f = (request, kid, self.bounds_of(request), self._whole_nodes_of(key, request))
             self._by_id[id(request)] = f
         return f[1], f[2], f[3]
 
@@ -196,7 +207,7 @@ class MatchCache:
         self.calls += 1
         if not avail:
             return None
-        rkey, bounds, nodes = self._facts(request)
+        kid, bounds, nodes = self._facts(request)
         for rtype, n in bounds:
             if codec.count(avail, rtype) < n:
                 self.rejects += 1
@@ -204,7 +215,7 @@ class MatchCache:
         if nodes and self.fast_paths and codec.flat_nodes and policy in self.FAST_ORDER:
             self.fast += 1
             return self._take_nodes(codec, avail, nodes, self.FAST_ORDER[policy])
-        key = (rkey, policy, avail)
+        key = (kid, policy, codec.spread(avail), avail)
         hit = self._cache.get(key, _MISS)
         if hit is not _MISS:
             self.hits += 1
@@ -327,10 +338,14 @@ class Planner:
         self.matcher = m if isinstance(m, MatchCache) else MatchCache(m)
         self.codec = FlatCodec(graph)
         self._spans: dict[int, Span] = {}
+        self._reserved: dict[int, Span] = {}  # the reserved spans, in _spans' order
         # The step function: _used[k] is busy during [_times[k], _times[k+1]).
         self._times: list[float] = [-math.inf]
         self._used: list[int] = [0]
         self._refs: list[int] = [1]  # spans starting or ending at _times[k]
+        # Boundaries at or before _floor are folded into the first segment
+        # (see _forget_past): it stands for [_floor, _times[1]).
+        self._floor = -math.inf
         self._running_ends: list[tuple[float, int]] = []  # sorted (end, jobid)
         self._nreserved = 0
         self._free_cache: tuple[Any, int] | None = None
@@ -338,8 +353,8 @@ class Planner:
         self._running_union = 0  # every running span's bits
         self._max_running_start = -math.inf  # an upper bound (never lowered)
         # Everything that became available, in order: (start, end, bits,
-        # nodes touched, jobid) for a removed span (or a timeline merge,
-        # jobid -2); _gains[0] is entry number _gains_base.  A span removed
+        # nodes touched or -1 until a proof asks, jobid) for a removed span
+        # (or a timeline merge, jobid -2); _gains[0] is entry number _gains_base.  A span removed
         # and added again for the same job (re-planned) leaves only the net
         # difference.  See prove_none_before().
         self._gains: list[tuple[float, float, int, int, int]] = []
@@ -392,6 +407,7 @@ class Planner:
         else:
             self._nreserved -= 1
             self._reserved_version += 1
+            del self._reserved[jobid]
         self._log_gain(span.start, span.end, span.bits, jobid)
         lo = self._index(span.start)
         hi = self._index(span.end) if span.end != math.inf else len(self._times)
@@ -399,8 +415,11 @@ class Planner:
         used = self._used
         for k in range(lo, hi):
             used[k] &= keep
-        self._unref(hi)
-        self._unref(lo)
+        floor = self._floor
+        if span.end > floor:  # else its boundary was folded away
+            self._unref(hi)
+        if span.start > floor:
+            self._unref(lo)
         return span
 
     # -- proofs that a search would fail ---------------------------------------
@@ -447,6 +466,7 @@ class Planner:
         if self.prove_none_before(proof, jobid, duration, now, own=bits) is None:
             return None
         self._spans[jobid] = self._spans.pop(jobid)
+        self._reserved[jobid] = self._reserved.pop(jobid)
         self._mutations += 2
         proof.seq = self.certify()
         return True
@@ -484,7 +504,12 @@ class Planner:
         found: list[tuple[float, float, int]] = []  # (a, b, nodes) that may help
         for g in range(proof.seq - self._gains_base, len(gains)):
             a, b, bits, nodes, jid = gains[g]
-            if b <= now or a >= horizon or jid == jobid or not nodes:
+            if b <= now or a >= horizon or jid == jobid:
+                continue
+            if nodes < 0:
+                nodes = self.codec.nodes_touched(bits)
+                gains[g] = (a, b, bits, nodes, jid)
+            if not nodes:
                 continue
             if limit > b:
                 # Every window [t, t + duration) that overlaps [a, b) from
@@ -532,7 +557,7 @@ class Planner:
         return list(self._spans.values())
 
     def reserved(self) -> list[Span]:
-        return [s for s in self._spans.values() if not s.running]
+        return list(self._reserved.values())
 
     @property
     def nreserved(self) -> int:
@@ -553,8 +578,8 @@ class Planner:
             c = self._reserved_cache = (self._reserved_version, {})
         out = 0
         if self._nreserved:
-            for s in self._spans.values():
-                if not s.running and s.start < t1 and s.end > t0 and s.jobid != exclude:
+            for s in self._reserved.values():
+                if s.start < t1 and s.end > t0 and s.jobid != exclude:
                     out |= s.bits
         if len(c[1]) < 64:
             c[1][key] = out
@@ -575,7 +600,7 @@ class Planner:
     def clear_reservations(self) -> None:
         """Drop every reserved span (a pass re-plans them from scratch)."""
         if self._nreserved:
-            for s in [s for s in self._spans.values() if not s.running]:
+            for s in list(self._reserved.values()):
                 self.remove(s.jobid)
 
     def set_end(self, jobid: int, end: float) -> None:
@@ -594,6 +619,27 @@ class Planner:
     def set_now(self, now: float) -> None:
         """Tell the planner the current time (see :attr:`now`)."""
         self.now = max(self.now, float(now))
+        times = self._times
+        if len(times) > 1 and times[1] <= self.now:
+            self._forget_past()
+
+    def _forget_past(self) -> None:
+        """Fold every boundary at or before :attr:`now` into the first segment.
+
+        Nothing asks about the plan before now (every question is about a
+        window from now on), and a running job's start boundary is in the
+        past for as long as it runs: without this, thousands of running jobs
+        started at distinct times make thousands of segments that every
+        span change walks.  The first segment takes the value of the one
+        that holds now, so every window from now on sees what it saw.  A
+        span that starts (or ends) at or before the floor takes no boundary
+        there, and gives none back when it is removed.
+        """
+        times, used, refs = self._times, self._used, self._refs
+        k = bisect.bisect_right(times, self.now) - 1  # the segment holding now
+        used[0] = used[k]
+        del times[1 : k + 1], used[1 : k + 1], refs[1 : k + 1]
+        self._floor = self.now
 
     def free_bits(self) -> int:
         """``graph.free()``, flat (cached on the graph's version counter)."""
@@ -858,7 +904,10 @@ class Planner:
         return bisect.bisect_right(self._times, t) - 1
 
     def _split(self, t: float) -> int:
-        """Make ``t`` a boundary; return its index and take a reference on it."""
+        """Make ``t`` a boundary; return its index and take a reference on it
+        (none at or before the floor: the first segment stands for it)."""
+        if t <= self._floor:
+            return 0
         k = self._index(t)
         if self._times[k] != t:
             k += 1
@@ -883,7 +932,7 @@ class Planner:
     def _log_gain(self, start: float, end: float, bits: int, jobid: int) -> None:
         if start < end and bits:
             gains = self._gains
-            gains.append((start, end, bits, self.codec.nodes_touched(bits), jobid))
+            gains.append((start, end, bits, -1, jobid))
             if len(gains) > 8192:
                 del gains[:4096]
                 self._gains_base += 4096
@@ -921,4 +970,6 @@ class Planner:
                 self._overlapped = True
             used[k] |= b
         self._spans[span.jobid] = span
+        if not span.running:
+            self._reserved[span.jobid] = span
         self._net_gain(span)

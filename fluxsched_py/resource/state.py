@@ -10,7 +10,12 @@ and up, or whatever a caller's snapshot says) and keeps, for every vertex:
     ``busy[v] == 0`` means the whole subtree is available;
 ``whole[v][type]``
     number of containers of ``type`` in the subtree whose own subtree is
-    wholly available.
+    wholly available;
+``have[v][type]``
+    which children of ``v`` still have units of ``type``: bit ``i`` stands
+    for ``children[v][i]`` and is set when its ``units`` of ``type`` are
+    positive.  The matcher walks only those children, so on a machine that
+    is mostly full, finding the free ones does not cost a visit per full one.
 
 The live graph keeps one and updates it incrementally (:meth:`set_local`
 walks the ancestors only).  A snapshot ``ResourceSet`` handed to the matcher
@@ -26,7 +31,7 @@ __all__ = ["Availability"]
 
 
 class Availability:
-    __slots__ = ("topo", "loc", "cont", "units", "busy", "whole")
+    __slots__ = ("topo", "loc", "cont", "units", "busy", "whole", "have")
 
     def __init__(self, topo: Topology, cont: int, loc: list[dict[str, int]]) -> None:
         """Build from a container mask and per-vertex available pool masks (adopted)."""
@@ -37,6 +42,7 @@ class Availability:
         units: list[dict[str, int]] = [None] * n  # type: ignore[list-item]
         busy = [0] * n
         whole: list[dict[str, int]] = [None] * n  # type: ignore[list-item]
+        have: list[dict[str, int]] = [None] * n  # type: ignore[list-item]
         info = topo.pool_info
         tpools = topo.pools
         children = topo.children
@@ -52,9 +58,12 @@ class Availability:
                 if t not in loc[v]:
                     b += m.bit_count()
             w: dict[str, int] = {}
-            for c in children[v]:
+            h: dict[str, int] = {}
+            for i, c in enumerate(children[v]):
                 for t, x in units[c].items():
                     u[t] = u.get(t, 0) + x
+                    if x > 0:
+                        h[t] = h.get(t, 0) | 1 << i
                 for t, x in whole[c].items():
                     w[t] = w.get(t, 0) + x
                 b += busy[c]
@@ -63,9 +72,11 @@ class Availability:
             units[v] = u
             busy[v] = b
             whole[v] = w
+            have[v] = h
         self.units = units
         self.busy = busy
         self.whole = whole
+        self.have = have
 
     @classmethod
     def from_resourceset(cls, rs: ResourceSet) -> Availability:
@@ -110,12 +121,18 @@ class Availability:
             return
         dwhole: dict[str, int] = {}
         units, busy, whole, parent, vtype = self.units, self.busy, self.whole, topo.parent, topo.type
+        have, pos = self.have, topo.child_pos
         a = v
         while a >= 0:
             if dunits:
                 ua = units[a]
                 for t, d in dunits.items():
-                    ua[t] = ua.get(t, 0) + d
+                    old_u = ua.get(t, 0)
+                    new_u = old_u + d
+                    ua[t] = new_u
+                    if (old_u > 0) != (new_u > 0) and parent[a] >= 0:
+                        ha = have[parent[a]]
+                        ha[t] = ha.get(t, 0) ^ 1 << pos[a]
             ob = busy[a]
             nb = ob - ditems
             busy[a] = nb

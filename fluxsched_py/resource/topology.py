@@ -154,6 +154,11 @@ class Topology:
         self.rank: list[int] = [protos[h].rank for h in order]
         self.parent: list[int] = [new[protos[h].parent] if protos[h].parent >= 0 else -1 for h in order]
         self.children: list[tuple[int, ...]] = [tuple(new[c] for c in protos[h].children) for h in order]
+        #: child_pos[v]: the index of ``v`` in its parent's ``children`` (0 for the root)
+        self.child_pos: list[int] = [0] * n
+        for ch in self.children:
+            for i, c in enumerate(ch):
+                self.child_pos[c] = i
         #: pools[v] = {type: all-ids mask}
         self.pools: list[dict[str, int]] = [{t: p[0] for t, p in protos[h].pools.items()} for h in order]
         #: pool_pos[v][type]: how many of v's children came before that pool in the input (for printing)
