@@ -5,7 +5,9 @@ For each configuration, one ``flux start --test-size=1`` instance gets fake
 resources (``flux resource reload -f``: NODES x CORES, no real ranks behind
 them) and runs every scheduler in turn on the same instance: ``sched-simple``,
 ``sched-backfill``, ``sched-py`` (and Fluxion's ``sched-fluxion-resource`` +
-``sched-fluxion-qmanager`` when they can be loaded).  A run submits a burst
+``sched-fluxion-qmanager``, with the options its rc1 script loads them with,
+when they are found: ``--fluxion-prefix`` / ``FLUXION_PREFIX``, else by name
+on ``FLUX_MODULE_PATH``).  A run submits a burst
 of N one-core jobs with mock execution
 (``system.exec.test.run_duration=0.001s``, the job-exec test mode flux-core's
 own throughput test uses) and measures the time from the first submit until
@@ -17,6 +19,7 @@ Usage::
     PATH=/opt/flux/bin:$PATH python bench/bench_flux_throughput.py            # both configurations
     python bench/bench_flux_throughput.py --config 10x64 --njobs 4096 --reps 3
     python bench/bench_flux_throughput.py --sched-py-args queue-policy=easy
+    python bench/bench_flux_throughput.py --fluxion-prefix /opt/fluxion   # or FLUXION_PREFIX=...
 
 Targets (DESIGN.md): 4096 jobs on 10 nodes x 64 cores: sched-py >= sched-simple;
 8192 jobs on 1000 nodes: sched-py >= Fluxion (~745 jobs/s reference).
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -33,7 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from t.flux.instance import Instance, flux_exe  # noqa: E402
+from t.flux.instance import FluxError, Instance, flux_exe  # noqa: E402
 
 SUBMIT = r"""
 import json, sys, time
@@ -48,8 +52,9 @@ js.duration = 0
 spec = js.dumps()
 t0 = time.time()
 futures = [flux.job.submit_async(h, spec) for _ in range(n)]
-for f in futures:
-    f.get_id()
+for i in range(n):
+    futures[i].get_id()
+    futures[i] = None  # a waited-on future keeps an epoll fd; thousands of them abort libev (EINVAL)
 t1 = time.time()
 print(json.dumps({"t0": t0, "submitted": t1}))
 """
@@ -60,27 +65,57 @@ CONFIGS = {
 }
 
 
-def scheduler_available(inst: Instance, name: str, args: list[str]) -> bool:
+# Fluxion's modules, loaded as its etc/rc1.d/01-sched-fluxion does (no options but the allowlist)
+FLUXION_MODULES = [("sched-fluxion-resource", ["load-allowlist=node,core,gpu"]), ("sched-fluxion-qmanager", [])]
+
+FLUXION_PARAMS = r"""
+import flux
+h = flux.Flux()
+r = h.rpc("sched-fluxion-resource.params").get()["params"]
+q = h.rpc("sched-fluxion-qmanager.params").get()["params"]
+d = h.rpc("sched-fluxion-qmanager.stats-get").get()["queues"]["default"]
+print(f"match policy={r['policy']}, traverser={r['traverser']}, queue policy={q['queue-policy']}, "
+      f"queue-depth={d['queue_depth']}, load-allowlist={r['load-allowlist']}")
+"""
+
+
+def fluxion_targets(prefix: str | None) -> list[tuple[str, list[str]]] | None:
+    """What to ``flux module load`` for Fluxion: paths under ``prefix``, or names without one."""
+    if not prefix:
+        return FLUXION_MODULES
+    for lib in ("lib", "lib64"):
+        d = Path(prefix) / lib / "flux" / "modules"
+        if all((d / f"{m}.so").exists() for m, _ in FLUXION_MODULES):
+            return [(str(d / f"{m}.so"), args) for m, args in FLUXION_MODULES]
+    return None
+
+
+def load(inst: Instance, name: str, args: list[str], fluxion: list | None) -> None:
+    if name == "fluxion":
+        for target, fargs in fluxion or []:
+            inst.run("module", "load", target, *fargs)
+    else:
+        inst.run("module", "load", name, *args)
+
+
+def fluxion_available(inst: Instance, fluxion: list | None) -> str | None:
+    """Fluxion's effective policies if its modules load, else None."""
+    if fluxion is None:
+        return None
     try:
         inst.use_scheduler(None)
-        if name == "fluxion":
-            p = inst.try_run("module", "load", "sched-fluxion-resource")
-            if p.returncode != 0:
-                return False
-            p = inst.try_run("module", "load", "sched-fluxion-qmanager")
-            return p.returncode == 0
-        return inst.try_run("module", "load", name, *args).returncode == 0
+        load(inst, "fluxion", [], fluxion)
+        return inst.run("python", "-c", FLUXION_PARAMS).strip()
+    except FluxError as e:
+        print(f"Fluxion did not load: {str(e).strip().splitlines()[-1]}", file=sys.stderr)
+        return None
     finally:
         inst.use_scheduler(None)
 
 
-def one_run(inst: Instance, name: str, args: list[str], njobs: int, script: Path) -> dict:
+def one_run(inst: Instance, name: str, args: list[str], njobs: int, script: Path, fluxion: list | None) -> dict:
     inst.use_scheduler(None)
-    if name == "fluxion":
-        inst.run("module", "load", "sched-fluxion-resource")
-        inst.run("module", "load", "sched-fluxion-qmanager")
-    else:
-        inst.run("module", "load", name, *args)
+    load(inst, name, args, fluxion)
     time.sleep(1.0)  # let the scheduler finish its hello/ready
     out = json.loads(inst.run("python", str(script), str(njobs), timeout=1200))
     inst.run("queue", "drain", timeout=1200)
@@ -94,7 +129,9 @@ def one_run(inst: Instance, name: str, args: list[str], njobs: int, script: Path
     return {"jobs_per_s": njobs / elapsed, "elapsed": elapsed, "submit_s": out["submitted"] - out["t0"], **stats}
 
 
-def bench_config(label: str, nodes: int, cores: int, njobs: int, reps: int, py_args: list[str]) -> list[dict]:
+def bench_config(
+    label: str, nodes: int, cores: int, njobs: int, reps: int, py_args: list[str], fluxion: list | None
+) -> tuple[list[dict], str | None]:
     rows = []
     with Instance(1) as inst:
         inst.use_scheduler(None)
@@ -102,14 +139,13 @@ def bench_config(label: str, nodes: int, cores: int, njobs: int, reps: int, py_a
         script = inst.dir / "submit.py"
         script.write_text(SUBMIT)
         scheds = [("sched-simple", []), ("sched-backfill", []), ("sched-py", py_args)]
-        if scheduler_available(inst, "fluxion", []):
+        fluxion_policies = fluxion_available(inst, fluxion)
+        if fluxion_policies is not None:
             scheds.append(("fluxion", []))
-        else:
-            print(f"[{label}] Fluxion (sched-fluxion-resource) not available: skipped", file=sys.stderr)
         results: dict[str, list[dict]] = {s: [] for s, _ in scheds}
         for rep in range(reps):
             for name, args in scheds:
-                r = one_run(inst, name, args, njobs, script)
+                r = one_run(inst, name, args, njobs, script, fluxion)
                 results[name].append(r)
                 print(
                     f"[{label}] rep {rep + 1}/{reps} {name:15s} {r['jobs_per_s']:8.1f} jobs/s "
@@ -126,9 +162,10 @@ def bench_config(label: str, nodes: int, cores: int, njobs: int, reps: int, py_a
                     "scheduler": name,
                     "median_jobs_per_s": statistics.median(r["jobs_per_s"] for r in rs),
                     "runs": [round(r["jobs_per_s"], 1) for r in rs],
+                    **({"fluxion_defaults": fluxion_policies} if name == "fluxion" else {}),
                 }
             )
-    return rows
+    return rows, fluxion_policies
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -137,15 +174,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--njobs", type=int, help="override the number of jobs")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--sched-py-args", nargs="*", default=[], metavar="ARG")
+    ap.add_argument(
+        "--fluxion-prefix",
+        default=os.environ.get("FLUXION_PREFIX"),
+        help="flux-sched install prefix (default $FLUXION_PREFIX; unset: load its modules by name)",
+    )
     ap.add_argument("--json", action="store_true", help="print the rows as JSON")
     a = ap.parse_args(argv)
     if flux_exe() is None:
         print("flux not on PATH", file=sys.stderr)
         return 1
-    rows = []
+    fluxion = fluxion_targets(a.fluxion_prefix)
+    rows, policies = [], None
     for label in a.config or list(CONFIGS):
         nodes, cores, njobs = CONFIGS[label]
-        rows += bench_config(label, nodes, cores, a.njobs or njobs, a.reps, a.sched_py_args)
+        r, p = bench_config(label, nodes, cores, a.njobs or njobs, a.reps, a.sched_py_args, fluxion)
+        rows, policies = rows + r, policies or p
+    if policies is None:
+        where = a.fluxion_prefix or "FLUX_MODULE_PATH (no --fluxion-prefix / FLUXION_PREFIX)"
+        print(f"Fluxion not found (or not loadable) in {where}: not benchmarked", file=sys.stderr)
     if a.json:
         print(json.dumps(rows, indent=1))
         return 0
@@ -155,6 +202,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{r['config']:24s} {r['njobs']:6d} {r['scheduler']:15s} {r['median_jobs_per_s']:14.1f}  "
             + ", ".join(str(x) for x in r["runs"])
         )
+    if policies is not None:
+        print(f"fluxion: its defaults: {policies}")
     return 0
 
 

@@ -125,18 +125,20 @@ class Instance:
         return [line.split()[0] for line in self.run("module", "list").splitlines()[1:] if line.strip()]
 
     def sched_module(self) -> str | None:
-        for m in self.modules():
-            if m.startswith("sched-") or m == "sched-fluxion-qmanager":
-                return m
-        return None
+        """The loaded module that is the scheduler (Fluxion's is its qmanager)."""
+        mods = self.modules()
+        if "sched-fluxion-qmanager" in mods:
+            return "sched-fluxion-qmanager"
+        return next((m for m in mods if m.startswith("sched-") and not m.startswith("sched-fluxion-")), None)
 
     def use_scheduler(self, name: str | None, *args: str) -> None:
-        """Unload whatever scheduler is loaded, then load ``name`` (if any) with ``args``."""
-        cur = self.sched_module()
-        if cur is not None:
-            self.run("module", "remove", cur)
-            if cur == "sched-fluxion-qmanager":
-                self.try_run("module", "remove", "sched-fluxion-resource")
+        """Unload every ``sched-*`` module, then load ``name`` (if any) with ``args``.
+
+        Fluxion's qmanager goes before its resource module, which it uses.
+        """
+        mods = [m for m in self.modules() if m.startswith("sched-")]
+        for m in sorted(mods, key=lambda m: m != "sched-fluxion-qmanager"):
+            self.run("module", "remove", m)
         if name is not None:
             self.run("module", "load", name, *args)
 
