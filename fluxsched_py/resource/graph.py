@@ -307,7 +307,7 @@ class ResourceGraph:
             rest = held - part
             if not rest.ranks:
                 part = held  # nothing left on any rank: rank-less items go too
-        remaining = held - part
+        remaining = None if part is held else held - part
         if remaining:
             self._jobs[jobid] = remaining
         else:
@@ -366,19 +366,21 @@ class ResourceGraph:
         self._refresh_ranks(m)
 
     # -- internals -------------------------------------------------------------
-    def _rank_ok(self, r: int) -> bool:
-        return r < 0 or not ((self._down | self._drained | self._shrunk) >> r & 1)
-
-    def _refresh_vertex(self, v: int) -> None:
+    def _refresh_vertex(self, v: int, bad: int | None = None) -> None:
+        """Recompute what is available at ``v`` itself (``bad``: the down,
+        drained and shrunk ranks, when the caller has them)."""
         topo = self.topo
-        if not self._rank_ok(topo.rank[v]):
+        r = topo.rank[v]
+        if bad is None:
+            bad = self._down | self._drained | self._shrunk
+        if r >= 0 and bad >> r & 1:
             self._avail.set_local(v, {}, False)
             return
         alloc = self._alloc_pools.get(v)
         if alloc:
             loc = {t: m & ~alloc.get(t, 0) for t, m in topo.pools[v].items()}
         else:
-            loc = dict(topo.pools[v])
+            loc = topo.pools[v]  # set_local copies it
         self._avail.set_local(v, loc, not (self._alloc_cont >> v & 1))
 
     def _refresh(self, rs: ResourceSet) -> None:
@@ -386,8 +388,10 @@ class ResourceGraph:
         seen = set(rs._pools)
         for lo, hi in IdSet.from_mask(rs._cont).runs():
             seen.update(range(lo, hi + 1))
+        bad = self._down | self._drained | self._shrunk
+        refresh = self._refresh_vertex
         for v in seen:
-            self._refresh_vertex(v)
+            refresh(v, bad)
 
     def _refresh_ranks(self, mask: int) -> None:
         self._version += 1

@@ -99,16 +99,26 @@ class Availability:
         return ResourceSet(self.topo, self.cont, pools)
 
     def set_local(self, v: int, loc: dict[str, int], cont_bit: bool) -> None:
-        """Replace vertex ``v``'s own availability and update the aggregates above it."""
+        """Replace vertex ``v``'s own availability and update the aggregates above it
+        (``loc`` is copied, never kept)."""
         topo = self.topo
         old = self.loc[v]
+        new = {t: m for t, m in loc.items() if m}
+        self.loc[v] = new
         dunits: dict[str, int] = {}
         ditems = 0
-        for t in old.keys() | loc.keys():
-            d = loc.get(t, 0).bit_count() - old.get(t, 0).bit_count()
-            if d:
-                dunits[t] = d * topo.pool_info[(v, t)][0]
-                ditems += d
+        if new != old:
+            info = topo.pool_info
+            for t, m in new.items():
+                d = m.bit_count() - old.get(t, 0).bit_count()
+                if d:
+                    dunits[t] = d * info[(v, t)][0]
+                    ditems += d
+            for t, m in old.items():
+                if t not in new:
+                    d = m.bit_count()
+                    dunits[t] = -d * info[(v, t)][0]
+                    ditems -= d
         was = self.cont >> v & 1
         if cont_bit and not was:
             self.cont |= 1 << v
@@ -116,23 +126,16 @@ class Availability:
         elif was and not cont_bit:
             self.cont &= ~(1 << v)
             ditems -= 1
-        self.loc[v] = {t: m for t, m in loc.items() if m}
         if not ditems and not dunits:
             return
         dwhole: dict[str, int] = {}
         units, busy, whole, parent, vtype = self.units, self.busy, self.whole, topo.parent, topo.type
-        have, pos = self.have, topo.child_pos
         a = v
         while a >= 0:
             if dunits:
                 ua = units[a]
                 for t, d in dunits.items():
-                    old_u = ua.get(t, 0)
-                    new_u = old_u + d
-                    ua[t] = new_u
-                    if (old_u > 0) != (new_u > 0) and parent[a] >= 0:
-                        ha = have[parent[a]]
-                        ha[t] = ha.get(t, 0) ^ 1 << pos[a]
+                    ua[t] = ua.get(t, 0) + d
             ob = busy[a]
             nb = ob - ditems
             busy[a] = nb
@@ -144,6 +147,22 @@ class Availability:
                 for t, d in dwhole.items():
                     wa[t] = wa.get(t, 0) + d
             a = parent[a]
+        # A child that gained its first units of a type, or lost its last ones,
+        # flips its bit in its parent's ``have``.  Only a chain from v up can
+        # cross zero (above a vertex that stays positive, every count does),
+        # so stop at the first vertex that does not.
+        have, pos = self.have, topo.child_pos
+        for t, d in dunits.items():
+            a = v
+            p = parent[a]
+            while p >= 0:
+                u = units[a][t]
+                if (u > 0) == (u > d):  # the new count and the old one (u - d)
+                    break
+                hp = have[p]
+                hp[t] = hp.get(t, 0) ^ 1 << pos[a]
+                a = p
+                p = parent[a]
 
     def is_whole(self, v: int) -> bool:
         return self.busy[v] == 0
