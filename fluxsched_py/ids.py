@@ -139,9 +139,14 @@ class IdSet:
 
     def runs(self) -> Iterator[tuple[int, int]]:
         """Yield ``(lo, hi)`` for each maximal run of consecutive ids."""
-        if not self._mask:
+        m = self._mask
+        if not m:
             return
-        bits = bin(self._mask)[:1:-1]  # least significant bit first
+        low = m & -m
+        if not (m + low) & m:  # one run (a single id, or ids lo..hi)
+            yield low.bit_length() - 1, m.bit_length() - 1
+            return
+        bits = bin(m)[:1:-1]  # least significant bit first
         for m in _RUN_OF_ONES.finditer(bits):
             yield m.start(), m.end() - 1
 

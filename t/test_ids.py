@@ -27,6 +27,20 @@ def test_idset_string_is_ascending_and_compressed(text, canonical):
     assert IdSet.parse(text).encode() == canonical
 
 
+@given(st.one_of(st.integers(0, 1 << 70), st.tuples(st.integers(1, 40), st.integers(0, 40))))
+def test_idset_runs_are_the_maximal_runs_of_ids(x):
+    """One run (a single id, or lo..hi) takes a shortcut; every mask gives the runs of its set bits."""
+    mask = x if isinstance(x, int) else ((1 << x[0]) - 1) << x[1]
+    ids = sorted(i for i in range(mask.bit_length()) if mask >> i & 1)
+    expect = []
+    for i in ids:
+        if expect and expect[-1][1] == i - 1:
+            expect[-1] = (expect[-1][0], i)
+        else:
+            expect.append((i, i))
+    assert list(IdSet.from_mask(mask).runs()) == expect
+
+
 @pytest.mark.parametrize("text", ["a", "1-", "-1", "3-1", "01", "1,,2", "1-2-3", "[1", "1.5", str(MAX_ID + 1)])
 def test_idset_rejects_malformed_strings(text):
     with pytest.raises(IdSetError) as e:
