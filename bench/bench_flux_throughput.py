@@ -17,6 +17,12 @@ response, so a job can be inactive before the scheduler has taken its free;
 "settled" also counts the time until the scheduler answers a ping sent after
 the drain, i.e. until it has worked through every free.
 
+Wall time on a shared machine swings with whatever else runs, so each run
+also reads CPU time from ``/proc`` over the same interval: the scheduler's
+(its broker thread, or its process for a Python module such as sched-py)
+and the whole instance's (the broker and the scheduler process), both per
+job.  Those are what a scheduler costs, whatever the load.
+
 Usage::
 
     PATH=/opt/flux/bin:$PATH python bench/bench_flux_throughput.py            # both configurations
@@ -116,15 +122,49 @@ def fluxion_available(inst: Instance, fluxion: list | None) -> str | None:
         inst.use_scheduler(None)
 
 
+def _ticks(stat_path: str) -> int:
+    """utime + stime of a /proc stat file (clock ticks)."""
+    with open(stat_path) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def cpu_seconds(inst: Instance) -> tuple[float, float]:
+    """``(scheduler, instance)`` CPU seconds so far: the scheduler is any
+    ``sched-*`` broker thread or child process of the broker (one is loaded
+    at a time); the instance is the broker plus such processes."""
+    pid = int(inst.run("getattr", "broker.pid").strip())
+    sched = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        if (task / "comm").read_text().startswith("sched-"):
+            sched += _ticks(str(task / "stat"))
+    procs = 0
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            stat = (proc / "stat").read_text()
+            if int(stat.rsplit(")", 1)[1].split()[1]) != pid:
+                continue
+            if b"sched-" in (proc / "cmdline").read_bytes():
+                procs += _ticks(str(proc / "stat"))
+        except (OSError, ValueError, IndexError):
+            continue
+    hz = os.sysconf("SC_CLK_TCK")
+    return (sched + procs) / hz, (_ticks(f"/proc/{pid}/stat") + procs) / hz
+
+
 def one_run(inst: Instance, name: str, args: list[str], njobs: int, script: Path, fluxion: list | None) -> dict:
     inst.use_scheduler(None)
     load(inst, name, args, fluxion)
     time.sleep(1.0)  # let the scheduler finish its hello/ready
+    cpu0 = cpu_seconds(inst)
     out = json.loads(inst.run("python", str(script), str(njobs), timeout=1200))
     inst.run("queue", "drain", timeout=1200)
     t_end = time.time()
     inst.run("ping", "-c1", "sched-fluxion-qmanager" if name == "fluxion" else name, timeout=1200)
     settled = time.time() - out["t0"]
+    cpu1 = cpu_seconds(inst)
     elapsed = t_end - out["t0"]
     stats = {}
     if name == "sched-py":
@@ -137,6 +177,8 @@ def one_run(inst: Instance, name: str, args: list[str], njobs: int, script: Path
         "elapsed": elapsed,
         "settled": settled,
         "submit_s": out["submitted"] - out["t0"],
+        "sched_ms_per_job": 1e3 * (cpu1[0] - cpu0[0]) / njobs,
+        "instance_ms_per_job": 1e3 * (cpu1[1] - cpu0[1]) / njobs,
         **stats,
     }
 
@@ -161,7 +203,8 @@ def bench_config(
                 results[name].append(r)
                 print(
                     f"[{label}] rep {rep + 1}/{reps} {name:15s} {r['jobs_per_s']:8.1f} jobs/s "
-                    f"({r['elapsed']:.2f}s, submit {r['submit_s']:.2f}s, settled {r['settled']:.2f}s)",
+                    f"({r['elapsed']:.2f}s, submit {r['submit_s']:.2f}s, settled {r['settled']:.2f}s; "
+                    f"CPU ms/job: scheduler {r['sched_ms_per_job']:.3f}, instance {r['instance_ms_per_job']:.3f})",
                     file=sys.stderr,
                     flush=True,
                 )
@@ -176,6 +219,8 @@ def bench_config(
                     "median_settled_jobs_per_s": statistics.median(r["settled_jobs_per_s"] for r in rs),
                     "runs": [round(r["jobs_per_s"], 1) for r in rs],
                     **({"fluxion_defaults": fluxion_policies} if name == "fluxion" else {}),
+                    "sched_ms_per_job": statistics.median(r["sched_ms_per_job"] for r in rs),
+                    "instance_ms_per_job": statistics.median(r["instance_ms_per_job"] for r in rs),
                 }
             )
     return rows, fluxion_policies
@@ -209,11 +254,15 @@ def main(argv: list[str] | None = None) -> int:
     if a.json:
         print(json.dumps(rows, indent=1))
         return 0
-    print(f"{'configuration':24s} {'jobs':>6s} {'scheduler':15s} {'median jobs/s':>14s} {'settled':>8s}  runs")
+    print(
+        f"{'configuration':24s} {'jobs':>6s} {'scheduler':15s} {'median jobs/s':>14s} {'settled':>8s} "
+        f"{'sched CPU ms/job':>17s} {'inst. CPU ms/job':>17s}  runs (jobs/s)"
+    )
     for r in rows:
         print(
             f"{r['config']:24s} {r['njobs']:6d} {r['scheduler']:15s} {r['median_jobs_per_s']:14.1f} "
-            f"{r['median_settled_jobs_per_s']:8.1f}  " + ", ".join(str(x) for x in r["runs"])
+            f"{r['median_settled_jobs_per_s']:8.1f} {r['sched_ms_per_job']:17.3f} {r['instance_ms_per_job']:17.3f}  "
+            + ", ".join(str(x) for x in r["runs"])
         )
     if policies is not None:
         print(f"fluxion: its defaults: {policies}")
