@@ -194,6 +194,8 @@ class EngineOptions:
     ``mode=limited=N`` are accepted as spellings of ``queue-depth``.
     ``queue_depth`` bounds how many pending jobs a pass considers and selects
     the RFC 27 ready mode (limited when set, unlimited otherwise).
+    ``reserve_depth`` is None for the policy's default and 0 for unlimited
+    (``reserve-depth=unlimited``).
     ``annotate_depth`` bounds how many pending jobs, from the head, get
     ``reason_pending`` and ``jobs_ahead`` (every reserved job gets
     ``t_estimate`` regardless).
@@ -233,7 +235,9 @@ class EngineOptions:
                     raise EngineError(f"queue-policy={value!r}: choose from {', '.join(POLICIES)}")
                 kw["queue_policy"] = value
             elif k == "reserve-depth":
-                kw["reserve_depth"] = _parse_depth(k, value)
+                # 0 is the policies' "unlimited"; None would mean the policy's default.
+                d = _parse_depth(k, value)
+                kw["reserve_depth"] = 0 if d is None else d
             elif k == "queue-depth":
                 kw["queue_depth"] = _parse_depth(k, value)
             elif k == "annotate-depth":

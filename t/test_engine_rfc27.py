@@ -524,3 +524,18 @@ def test_backfill_annotation_under_conservative_names_the_first_job_waiting_ahea
     e.alloc(4, 16, 1, 3.0, jobspec(nnodes=1, duration=50))  # fits before 100
     (ok,) = by_type(e.schedule(3.0).responses, ResponseType.SUCCESS)
     assert ok.id == 4 and ok.annotations["sched"]["backfill"] == "2"
+
+
+@pytest.mark.parametrize(("depth", "forecasts"), [([], 8), (["reserve-depth=3"], 3), (["reserve-depth=unlimited"], 12)])
+def test_fcfs_reserve_depth_unlimited_forecasts_every_pending_job(depth, forecasts):
+    """``reserve-depth=unlimited`` is not the same as leaving it out (fcfs's default is 8)."""
+    e = engine(nodes=1, cores=1, options=["queue-policy=fcfs", *depth])
+    for i in range(1, 14):
+        e.alloc(i, 16, 1, float(i), jobspec(nslots=1, duration=10.0))
+    estimates = {}
+    for r in e.schedule(0.0).responses:
+        est = (r.annotations or {}).get("sched", {}).get("t_estimate")
+        if est is not None:
+            estimates[r.id] = est
+    assert len(estimates) == forecasts
+    assert sorted(estimates.values()) == [10.0 * k for k in range(1, forecasts + 1)]
