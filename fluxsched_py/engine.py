@@ -44,6 +44,8 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import heapq
+import itertools
 import json
 import logging
 import math
@@ -168,6 +170,32 @@ def _parse_depth(key: str, value: Any) -> int | None:
     return n or None
 
 
+def _parse_per_queue(key: str, value: Any) -> tuple[tuple[str, str], ...]:
+    """``debug:fcfs,batch:easy`` (or a ``{queue: policy}`` mapping) -> pairs;
+    EngineError names every bad entry."""
+    if isinstance(value, Mapping):
+        entries = [f"{k}:{v}" for k, v in value.items()]
+    else:
+        entries = str(value).replace(",", " ").split()
+    pairs: dict[str, str] = {}
+    bad: list[str] = []
+    for entry in entries:
+        name, sep, pol = entry.partition(":")
+        name, pol = name.strip(), pol.strip()
+        if not sep or not name or pol not in POLICIES:
+            bad.append(repr(entry))
+        elif name in pairs:
+            bad.append(f"{entry!r} (queue {name!r} listed twice)")
+        else:
+            pairs[name] = pol
+    if bad or not entries:
+        what = f"bad entries {', '.join(bad)}" if bad else "no entries"
+        raise EngineError(
+            f"{key}={value!r}: {what}; expected QUEUE:POLICY[,QUEUE:POLICY...] with POLICY one of {', '.join(POLICIES)}"
+        )
+    return tuple(pairs.items())
+
+
 _LOG_LEVELS = {
     "emerg": logging.CRITICAL,
     "alert": logging.CRITICAL,
@@ -196,9 +224,12 @@ class EngineOptions:
     the RFC 27 ready mode (limited when set, unlimited otherwise).
     ``reserve_depth`` is None for the policy's default and 0 for unlimited
     (``reserve-depth=unlimited``).
-    ``annotate_depth`` bounds how many pending jobs, from the head, get
-    ``reason_pending`` and ``jobs_ahead`` (every reserved job gets
+    ``annotate_depth`` bounds how many pending jobs, from the head of each
+    queue, get ``reason_pending`` and ``jobs_ahead`` (every reserved job gets
     ``t_estimate`` regardless).
+    ``queue_policy_per_queue`` overrides ``queue_policy`` for named queues
+    (``queue-policy-per-queue=debug:fcfs,batch:easy``, as Fluxion spells it;
+    commas or spaces separate entries), as ``(name, policy)`` pairs.
     """
 
     queue_policy: str = "fcfs"
@@ -207,6 +238,7 @@ class EngineOptions:
     policy: str = "first"
     log_level: str = "info"
     annotate_depth: int = 64
+    queue_policy_per_queue: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def parse(cls, args: Iterable[str] | Mapping[str, Any] | None = None) -> EngineOptions:
@@ -234,6 +266,8 @@ class EngineOptions:
                 if value not in POLICIES:
                     raise EngineError(f"queue-policy={value!r}: choose from {', '.join(POLICIES)}")
                 kw["queue_policy"] = value
+            elif k == "queue-policy-per-queue":
+                kw["queue_policy_per_queue"] = _parse_per_queue(k, value)
             elif k == "reserve-depth":
                 # 0 is the policies' "unlimited"; None would mean the policy's default.
                 d = _parse_depth(k, value)
@@ -256,8 +290,8 @@ class EngineOptions:
                 kw["log_level"] = str(value).lower()
             else:
                 raise EngineError(
-                    f"unknown option {key!r} (known: queue-policy, reserve-depth, queue-depth, policy, "
-                    "log-level, annotate-depth, mode)"
+                    f"unknown option {key!r} (known: queue-policy, queue-policy-per-queue, reserve-depth, "
+                    "queue-depth, policy, log-level, annotate-depth, mode)"
                 )
         return cls(**kw)
 
@@ -283,6 +317,7 @@ class Job:
         "estimate",
         "first_estimate",
         "proof",
+        "queue",
     )
 
     def __init__(self, jobid: int, priority: int, userid: int, t_submit: float, request: Any) -> None:
@@ -309,9 +344,36 @@ class Job:
         self.first_estimate: float | None = None
         #: That it cannot start before its reservation (see _Pass.earliest).
         self.proof: NoEarlier | None = None
+        #: The queue it waits in (set by the engine while it is pending).
+        self.queue: _Queue | None = None
 
     def __repr__(self) -> str:
         return f"Job({self.id}, {self.state.value})"
+
+
+class _Queue:
+    """One queue's pending jobs in order (priority, t_submit, id), and its policy.
+
+    ``name`` is the job's ``attributes.system.queue``, None for the anonymous
+    queue.  ``jobs`` keeps stale entries (jobs that started or left), skipped
+    as the queue is walked; entries before ``head`` are all stale.
+    """
+
+    __slots__ = ("name", "policy", "jobs", "head", "sorted", "npending")
+
+    def __init__(self, name: str | None, policy: QueuePolicy) -> None:
+        self.name = name
+        self.policy = policy
+        self.jobs: list[Job] = []
+        self.head = 0
+        self.sorted = True
+        self.npending = 0
+
+    def __repr__(self) -> str:
+        return f"_Queue({self.name!r}, {self.policy.name}, {self.npending} pending)"
+
+
+_ALL = object()  # Engine.pending(): every queue
 
 
 def _fmt_clock(t: float) -> str:
@@ -380,7 +442,11 @@ class Engine:
         self._match = MatchCache(matcher)
         self._feasibility = feasibility
         self.planner = Planner(graph, matcher=self._match)
+        #: The policy of every queue not named in ``queue-policy-per-queue``.
         self.policy: QueuePolicy = make_policy(self.options.queue_policy, self.options.reserve_depth)
+        self._policies: dict[str, QueuePolicy] = {
+            name: make_policy(pol, self.options.reserve_depth) for name, pol in self.options.queue_policy_per_queue
+        }
         self.build_R = build_R
         self._stopwatch = stopwatch
         self._time_format = time_format
@@ -388,10 +454,9 @@ class Engine:
         self.instance_expiration: float = 0.0  # 0 = none
 
         self._jobs: dict[int, Job] = {}
-        self._queue: list[Job] = []  # pending jobs in order; stale entries skipped
-        self._qhead = 0  # entries before this index are all stale
+        #: Queues with pending jobs, by name (None: the anonymous queue).
+        self._queues: dict[str | None, _Queue] = {}
         self._npending = 0
-        self._queue_sorted = True
         self._annotated: set[int] = set()  # pending jobs holding annotations
         self._parse_cache: LRUCache = LRUCache(maxsize=4096)
         self._shape_ids: dict[Any, int] = {}
@@ -418,9 +483,15 @@ class Engine:
     def running(self) -> list[Job]:
         return [j for j in self._jobs.values() if j.state is JobState.RUNNING]
 
-    def pending(self) -> list[Job]:
-        """Pending jobs in queue order (a copy; never disturbs a pass in progress)."""
-        return sorted((j for j in self._queue if self._live(j)), key=lambda j: j.sortkey)
+    def pending(self, queue: str | None | object = _ALL) -> list[Job]:
+        """Pending jobs in order (a copy; never disturbs a pass in progress):
+        of every queue, or of ``queue`` only (None: the anonymous queue)."""
+        qs = self._queues.values() if queue is _ALL else [q for q in self._queues.values() if q.name == queue]
+        return sorted((j for q in qs for j in q.jobs if self._live(j)), key=lambda j: j.sortkey)
+
+    def policy_for(self, queue: str | None) -> QueuePolicy:
+        """The policy that schedules ``queue``'s jobs (``queue-policy-per-queue``, else ``queue-policy``)."""
+        return self.policy if queue is None else self._policies.get(queue, self.policy)
 
     def ready_mode(self) -> dict:
         """The ``job-manager.sched-ready`` request payload for these options."""
@@ -506,10 +577,16 @@ class Engine:
         self._transition(job, "alloc")
         self._jobs[jobid] = job
         self._npending += 1
-        q = self._queue
-        if q and self._queue_sorted and job.sortkey < q[-1].sortkey:
+        name = request.queue or None
+        queue = self._queues.get(name)
+        if queue is None:
+            queue = self._queues[name] = _Queue(name, self.policy_for(name))
+        job.queue = queue
+        queue.npending += 1
+        q = queue.jobs
+        if q and queue.sorted and job.sortkey < q[-1].sortkey:
             # It goes ahead of queued jobs: re-plan their reservations too.
-            self._queue_sorted = False
+            queue.sorted = False
             self._restart = True
             self._compress = True
         q.append(job)
@@ -565,9 +642,9 @@ class Engine:
             if job.priority != prio:
                 job.priority = int(prio)
                 job.sortkey = order_key(job.priority, job.t_submit, job.id)
+                job.queue.sorted = False
                 changed = True
         if changed:
-            self._queue_sorted = False
             self._changed()
         return []
 
@@ -674,26 +751,27 @@ class Engine:
         self._transition(job, event)
         del self._jobs[job.id]
         self._npending -= 1
+        job.queue.npending -= 1
         self._annotated.discard(job.id)
         if job.id in self.planner:
             self.planner.remove(job.id)
         self._changed()
 
-    def _sort_queue(self) -> None:
-        q = self._queue
-        if not self._queue_sorted or len(q) - self._qhead > 2 * self._npending + 64:
-            self._queue = sorted((j for j in q[self._qhead :] if self._live(j)), key=lambda j: j.sortkey)
-            self._queue_sorted = True
-            self._qhead = 0
+    def _sort_queue(self, queue: _Queue) -> None:
+        q = queue.jobs
+        if not queue.sorted or len(q) - queue.head > 2 * queue.npending + 64:
+            queue.jobs = sorted((j for j in q[queue.head :] if self._live(j)), key=lambda j: j.sortkey)
+            queue.sorted = True
+            queue.head = 0
             return
         # Jobs start mostly from the front: skip the stale prefix for good.
-        h, n = self._qhead, len(q)
+        h, n = queue.head, len(q)
         while h < n and not self._live(q[h]):
             h += 1
         if h > 4096 and h > n // 2:
             del q[:h]
             h = 0
-        self._qhead = h
+        queue.head = h
 
     def _parse(self, jobspec: Any) -> Any:
         if hasattr(jobspec, "resources") and hasattr(jobspec, "key"):
@@ -729,18 +807,58 @@ class Engine:
         return rs - rs.restrict(ranks)
 
     def _begin_pass(self, now: float) -> None:
-        self._sort_queue()
-        if not self.policy.persistent_reservations:
-            self.planner.clear_reservations()
-            for j in self._queue[self._qhead :]:
-                j.estimate = None
+        queues = []
+        for name, queue in list(self._queues.items()):
+            if not queue.npending:
+                del self._queues[name]  # it holds no job and no reservation
+                continue
+            self._sort_queue(queue)
+            queues.append(queue)
+        # The queue whose head comes first in (priority, t_submit, id) order
+        # picks first; each leaves the others' reservations alone.
+        queues.sort(key=lambda q: q.jobs[q.head].sortkey)
         self._dirty = False
         self._restart = False
         self.stats["passes"] += 1
         self.planner.set_now(now)
-        self._pass = _Pass(self, now, self._compress)
+        p = self._pass = _Pass(self, now, self._compress, multi=len(queues) > 1)
         self._compress = False
-        self._pass_gen = self.policy.run(self._pass)
+        limits = self._depth_limits(queues)
+        for queue in queues:
+            if not queue.policy.persistent_reservations:
+                p.enter(queue)
+                p.clear_reservations()
+        if len(queues) == 1:
+            p.enter(queues[0], limits[0])
+            self._pass_gen = queues[0].policy.run(p)
+        else:
+            self._pass_gen = self._run_queues(p, queues, limits)
+
+    def _depth_limits(self, queues: list[_Queue]) -> list[int | None]:
+        """How many jobs of each queue a pass considers: with ``queue-depth=N``,
+        the first N pending jobs in (priority, t_submit, id) order over all
+        queues (the same jobs as with one queue), each queue taking its own."""
+        depth = self.options.queue_depth
+        if not depth or len(queues) < 2:
+            return [depth] * len(queues)
+        live = self._live
+
+        def keys(i: int, q: _Queue) -> Iterator[tuple[tuple[int, float, int], int]]:
+            return ((j.sortkey, i) for j in itertools.islice(q.jobs, q.head, None) if live(j))
+
+        counts = [0] * len(queues)
+        for _, i in itertools.islice(heapq.merge(*(keys(i, q) for i, q in enumerate(queues))), depth):
+            counts[i] += 1
+        return counts  # type: ignore[return-value]
+
+    @staticmethod
+    def _run_queues(p: _Pass, queues: list[_Queue], limits: list[int | None]) -> Iterator[None]:
+        """One pass over several queues: each queue's policy over its own jobs, in turn."""
+        for queue, limit in zip(queues, limits, strict=True):
+            if limit == 0:
+                continue  # none of its jobs is within queue-depth
+            p.enter(queue, limit)
+            yield from queue.policy.run(p)
 
     def _start(self, p: _Pass, job: Job, placement: tuple[Any, int]) -> None:
         bits = placement[1]
@@ -759,6 +877,7 @@ class Engine:
             return
         self._transition(job, "start")
         self._npending -= 1
+        job.queue.npending -= 1
         self.stats["started"] += 1
         job.resources = rs
         job.t_start = now
@@ -783,19 +902,21 @@ class Engine:
         """Annotations: post what changed, delete what no longer applies."""
         want: dict[int, dict[str, Any]] = {}
         depth = self.options.annotate_depth
-        head: Job | None = None
-        pos = 0
-        q = self._queue
-        for i in range(self._qhead, len(q)) if depth else ():
-            job = q[i]
-            if not self._live(job):
-                continue
-            if pos >= depth:
-                break
-            if head is None and job.id not in p.held_ok:
-                head = job
-            want[job.id] = self._annotations(p, job, pos, head)
-            pos += 1
+        for queue in self._queues.values() if depth else ():
+            # jobs_ahead and the job a job waits behind are of its own queue.
+            head: Job | None = None
+            pos = 0
+            q = queue.jobs
+            for i in range(queue.head, len(q)):
+                job = q[i]
+                if not self._live(job):
+                    continue
+                if pos >= depth:
+                    break
+                if head is None and job.id not in p.held_ok:
+                    head = job
+                want[job.id] = self._annotations(p, job, pos, head)
+                pos += 1
         for span in self.planner.reserved():
             if span.jobid not in want:
                 job = self._jobs[span.jobid]
@@ -851,7 +972,7 @@ class Engine:
         if job.estimate is not None:
             return f"{text} — reserved to start at {self._time_format(job.estimate)}"
         if why == "depth":
-            return f"{text} — no reservation (beyond reserve-depth={self.policy.reserve_depth})"
+            return f"{text} — no reservation (beyond reserve-depth={job.queue.policy.reserve_depth})"
         if why == "backfill":
             return f"{text} — cannot start without delaying a reservation"
         if head is not None and head is not job:
@@ -934,14 +1055,24 @@ def _summary_rs(rs: Any) -> str:
 
 
 class _Pass:
-    """One scheduling pass: the :class:`~fluxsched_py.policy.PassContext`."""
+    """One scheduling pass: the :class:`~fluxsched_py.policy.PassContext`.
+
+    A pass visits the queues one after the other (:meth:`enter`): what a
+    policy sees of the queue (:meth:`jobs`, :meth:`clear_reservations`,
+    :meth:`hopeless`, the job it backfills around) is the current queue's;
+    what is free now and the planner, with every queue's reservations, are
+    shared by all of them."""
 
     _SENTINEL = -1  # planner id for a tentative allocation (EASY rule 2)
 
-    def __init__(self, engine: Engine, now: float, compress: bool = True) -> None:
+    def __init__(self, engine: Engine, now: float, compress: bool = True, multi: bool = False) -> None:
         self.e = engine
         self.now = now
         self.compress = compress
+        #: More than one queue has pending jobs: reservations are not all the current queue's.
+        self.multi = multi
+        self.queue: _Queue | None = None
+        self.depth: int | None = None
         self.out: list[Response] = []
         self.held: dict[int, str] = {}
         self.held_ok: set[int] = set()  # jobs the policy passed over that do not block others
@@ -956,16 +1087,30 @@ class _Pass:
         #: after it is backfilled around it (the ``backfill`` annotation).
         self.passed_over: Job | None = None
 
+    def enter(self, queue: _Queue, depth: int | None = None) -> None:
+        """Start on ``queue``'s jobs (at most ``depth`` of them)."""
+        self.queue = queue
+        self.depth = depth
+        self.passed_over = None
+        if self._failed_shapes or self._failed_nodes:
+            # What failed in another queue may fit here: this queue's
+            # reservations, not that one's, are the ones it may move.
+            self._failed_shapes = set()
+            self._failed_nodes = []
+
     # -- PassContext ---------------------------------------------------------
 
     def jobs(self) -> Iterator[Job]:
         e = self.e
-        depth = e.options.queue_depth
+        depth = self.depth
+        queue = self.queue
+        assert queue is not None
         n = 0
-        i = e._qhead
+        i = queue.head
         prev = None
-        while i < len(e._queue):
-            job = e._queue[i]
+        q = queue.jobs
+        while i < len(q):
+            job = q[i]
             i += 1
             if job.state is not JobState.PENDING or e._jobs.get(job.id) is not job:
                 continue
@@ -1108,10 +1253,15 @@ class _Pass:
         return self.e.planner.available_bits(t, t + job.duration) & bits == bits
 
     def clear_reservations(self) -> None:
+        """Drop the current queue's reservations (another queue's stay)."""
         planner = self.e.planner
+        jobs = self.e._jobs
+        queue = self.queue
         for span in planner.reserved():
+            job = jobs.get(span.jobid)
+            if self.multi and (job is None or job.queue is not queue):
+                continue
             planner.remove(span.jobid)
-            job = self.e._jobs.get(span.jobid)
             if job is not None:
                 job.estimate = None
 

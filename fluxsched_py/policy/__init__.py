@@ -14,6 +14,18 @@ starting jobs and making reservations through the context.  The policy yields
 after each job so the engine can stop a long pass when its work budget is
 spent and resume it later.  Policies never touch the graph or the planner
 directly, and never see Flux, messages or a clock: ``ctx.now`` is the time.
+
+Named queues (a job's ``attributes.system.queue``; none is the anonymous
+queue) are scheduled separately over shared resources.  In one pass the
+engine runs each queue's policy in turn (``queue-policy-per-queue`` may give
+a queue its own), visiting queues in the order of their head jobs.  A policy
+only ever sees its own queue: :meth:`PassContext.jobs` yields that queue's
+jobs, :meth:`PassContext.clear_reservations` drops that queue's
+reservations, and the job it waits behind or backfills around is of that
+queue.  Every search (:meth:`PassContext.fits_now`,
+:meth:`PassContext.earliest`, ...) plans around the reservations of *every*
+queue, so nothing one queue starts can delay another queue's reservation.
+A policy needs no code of its own for this.
 """
 
 from __future__ import annotations
@@ -38,10 +50,11 @@ class PassContext(Protocol):
     compress: bool
 
     def jobs(self) -> Iterator[Any]:
-        """Pending jobs in queue order (at most ``queue-depth`` of them)."""
+        """This queue's pending jobs in order (those among the first
+        ``queue-depth`` pending jobs of all queues)."""
 
     def fits_now(self, job: Any) -> Any:
-        """Resources ``job`` could start on now without touching any reservation, or None."""
+        """Resources ``job`` could start on now without touching any reservation (of any queue), or None."""
 
     def fits_now_ignoring(self, job: Any, reserved: Any) -> Any:
         """Resources ``job`` could start on now if ``reserved``'s reservation moved, or None."""
@@ -61,7 +74,8 @@ class PassContext(Protocol):
         """True when ``placement`` is still free for ``job`` from ``t``."""
 
     def clear_reservations(self) -> None:
-        """Drop every reservation (a policy that re-plans from scratch)."""
+        """Drop every reservation of this queue (a policy that re-plans from
+        scratch); other queues' reservations stay."""
 
     def reservation(self, job: Any) -> tuple[float, Any] | None:
         """``job``'s current reservation as ``(t, rs)``, or None."""

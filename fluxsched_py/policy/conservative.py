@@ -24,6 +24,12 @@ reservations; jobs behind them may still start at once if they fit without
 touching any reservation (this is the ``hybrid`` policy's behaviour, and what
 Fluxion calls a reservation depth).
 
+With named queues, each queue plans its own jobs, in its own order, around
+the reservations of every queue; ``reserve-depth`` counts each queue's
+reservations.  Other queues placed theirs around this queue's, so its old
+places stay free and the no-later-than-first-``t_estimate`` property holds
+across queues (``t/test_engine_queues.py`` checks it on random workloads).
+
 Load with ``queue-policy=conservative [reserve-depth=N]``.
 
 Reference:

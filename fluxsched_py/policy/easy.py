@@ -24,7 +24,11 @@ identical pending jobs cost one failed match, not a million.  When nothing
 was freed since the last pass (only new jobs arrived), the head keeps its
 reservation: its shadow time cannot have changed.
 
-Load with ``queue-policy=easy``.
+With named queues, each queue has its own head and reservation.  A job
+backfills only around every queue's reservations; rule 2 may re-plan only
+its own queue's head.
+
+Load with ``queue-policy=easy`` (or ``queue-policy-per-queue=NAME:easy``).
 
 References:
     David Lifka, "The ANL/IBM SP scheduling system", Job Scheduling

@@ -20,7 +20,13 @@ only grows from there and the planner binary-searches it.  Forecasts are re-comp
 cancelled or re-prioritized, or the head's forecast time has passed; when
 only new jobs arrived, the forecast is extended to them.
 
-Load with ``queue-policy=fcfs [reserve-depth=N]``.  This is the baseline every
+With named queues, order is kept within each queue: a queue's blocked head
+holds back only that queue's jobs, and the forecasts are per queue (up to
+``reserve-depth`` each).  The forecasts are reservations, so jobs of other
+queues start only where they do not touch them.
+
+Load with ``queue-policy=fcfs [reserve-depth=N]`` (or, for one named queue,
+``queue-policy-per-queue=NAME:fcfs``).  This is the baseline every
 backfilling paper compares against, e.g. D. Lifka, "The ANL/IBM SP
 scheduling system", JSSPP 1995, LNCS 949.
 """
