@@ -439,10 +439,12 @@ class Driver:
             res = rlist_summary(rl) or "(no resources)"
         except Exception:
             res = "?"
+        per_queue = ",".join(f"{q}:{p}" for q, p in o.queue_policy_per_queue)
         self.log(
             LOG_INFO,
-            f"ready: queue-depth={o.queue_depth or 'unlimited'} queue-policy={o.queue_policy} policy={o.policy} "
-            f"reserve-depth={depth or 'unlimited'} count={count} {res}",
+            f"ready: queue-depth={o.queue_depth or 'unlimited'} queue-policy={o.queue_policy} "
+            + (f"queue-policy-per-queue={per_queue} " if per_queue else "")
+            + f"policy={o.policy} reserve-depth={depth or 'unlimited'} count={count} {res}",
         )
         self._changed()
 
@@ -656,6 +658,7 @@ class Driver:
             o = e.options
             s["options"] = {
                 "queue-policy": o.queue_policy,
+                "queue-policy-per-queue": dict(o.queue_policy_per_queue),
                 "policy": o.policy,
                 "queue-depth": o.queue_depth,
                 "reserve-depth": o.reserve_depth,
