@@ -210,7 +210,7 @@ _LOG_LEVELS = {
     "debug": logging.DEBUG,
 }
 
-_PLACEMENTS = ("first", "low", "high", "lonodex", "hinodex", "locality", "variation")
+_PLACEMENTS = ("first", "low", "high", "worstfit", "lonodex", "hinodex", "locality", "variation")
 
 
 @dataclass(frozen=True, slots=True)

@@ -539,3 +539,20 @@ def test_fcfs_reserve_depth_unlimited_forecasts_every_pending_job(depth, forecas
             estimates[r.id] = est
     assert len(estimates) == forecasts
     assert sorted(estimates.values()) == [10.0 * k for k in range(1, forecasts + 1)]
+
+
+def test_worstfit_spreads_jobs_over_the_least_loaded_nodes_as_sched_simple_does():
+    """flux-core's sched-simple sorts nodes by free cores, descending (ties by
+    rank), and takes the lowest free core ids; its t2300 expects 1-core jobs
+    on two idle nodes at rank0/core0, rank1/core0, rank0/core1, rank1/core1."""
+    e = engine(nodes=2, cores=2, options=["policy=worstfit", "queue-policy=fcfs"])
+    for i in range(1, 5):
+        e.alloc(i, 16, 1, float(i), jobspec(nslots=1))
+    out = {r.id: r.annotations["sched"]["resource_summary"] for r in e.schedule(0.0).responses}
+    assert out == {1: "rank0/core0", 2: "rank1/core0", 3: "rank0/core1", 4: "rank1/core1"}
+    # a multi-slot job fills the most-free node first, then the next
+    e = engine(nodes=3, cores=4, options=["policy=worstfit", "queue-policy=fcfs"])
+    for i, n in ((1, 1), (2, 6), (3, 1)):
+        e.alloc(i, 16, 1, float(i), jobspec(nslots=n))
+    out = {r.id: r.annotations["sched"]["resource_summary"] for r in e.schedule(0.0).responses}
+    assert out == {1: "rank0/core0", 2: "rank1/core[0-3] rank2/core[0-1]", 3: "rank0/core1"}

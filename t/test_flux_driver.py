@@ -454,12 +454,26 @@ def test_entry_file_defines_mod_main():
     assert "def mod_main(h, *args)" in src
 
 
-def test_opaque_R_scheduling_is_ignored_with_a_warning():
+def test_opaque_R_scheduling_is_ignored_with_a_warning_and_copied_into_job_R():
+    """As sched-simple does (flux-core t2300 'allocated R contains R.scheduling')."""
     R = dict(R2, scheduling={"test": "data"})
     d, t = make(R=R)
     assert any("ignoring R.scheduling" in text for _, text in t.logs)
     alloc(d, t, 1)
     assert replies(t, "alloc-1")[-1]["type"] == 0
+    assert t.kvs[kvs_key(1)]["scheduling"] == {"test": "data"}
+
+
+@pytest.mark.parametrize(
+    "scheduling",
+    [{"graph": {"nodes": [], "edges": []}}, {"blob": "x" * (65 * 1024)}, "not an object"],
+    ids=["jgf", "too-large", "not-an-object"],
+)
+def test_jgf_or_large_R_scheduling_is_not_copied_into_job_R(scheduling):
+    d, t = make(R=dict(R2, scheduling=scheduling))
+    alloc(d, t, 1)
+    assert replies(t, "alloc-1")[-1]["type"] == 0
+    assert "scheduling" not in t.kvs[kvs_key(1)]
 
 
 def test_resource_summary_is_in_flux_rlist_style():

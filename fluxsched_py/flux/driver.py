@@ -112,6 +112,30 @@ class Transport(Protocol):
         """Call :meth:`Driver.run_pass` after ``delay`` seconds (from the reactor)."""
 
 
+#: The largest instance ``R.scheduling`` copied into every job's R.
+JOB_SCHEDULING_MAX = 64 * 1024
+
+
+def job_scheduling(R: Any) -> Any:
+    """The instance ``R.scheduling`` to copy into each job's R, or None.
+
+    RFC 20 leaves ``scheduling`` opaque; flux-core's sched-simple copies it
+    into every allocation, and its t2300 checks that.  sched-py copies it
+    too, unless it is JGF (a ``graph`` key: the whole instance's graph, not
+    the job's) or larger than :data:`JOB_SCHEDULING_MAX` bytes of JSON.  Job
+    R is kept small on purpose: R carrying JGF made Fluxion's brokers grow to
+    160 GB (flux-sched issues 1009, 1039).
+    """
+    sched = R.get("scheduling") if isinstance(R, Mapping) else None
+    if not isinstance(sched, Mapping) or "graph" in sched:
+        return None
+    try:
+        size = len(json.dumps(sched, separators=(",", ":")))
+    except (TypeError, ValueError):
+        return None
+    return sched if size <= JOB_SCHEDULING_MAX else None
+
+
 def kvs_key(jobid: int, name: str = "R") -> str:
     """``job.<dothex id>.<name>``, the RFC 16 job schema key (``job.0000.000a.c800.0000.R``)."""
     j = int(jobid)
@@ -218,6 +242,7 @@ class Driver:
         self.clock = clock
         self.budget = budget
         self._graph_factory = graph_factory
+        self._job_scheduling: Any = None  # see job_scheduling()
         self._job_name = job_name or f58
         self.engine: Engine | None = None
         self.graph: Any = None
@@ -318,6 +343,7 @@ class Driver:
             except Exception as exc2:
                 raise ValueError(f"resource.acquire: cannot read the instance R: {exc2}") from exc2
         self.graph = g
+        self._job_scheduling = job_scheduling(payload["resources"])
         self.engine = Engine(g, self.options, job_name=self._job_name)
         # RFC 27 / resource.acquire: every target is down until it is up.
         g.set_down(g.ranks)
@@ -729,7 +755,8 @@ class Driver:
                     self.log(LOG_DEBUG, f"alloc: job {r.id} denied: {r.note}")
             self.transport.respond(msg, r.payload())
         if success:
-            puts = [(kvs_key(r.id, "R"), r.R) for r in success]
+            extra = self._job_scheduling
+            puts = [(kvs_key(r.id, "R"), r.R if extra is None else {**r.R, "scheduling": extra}) for r in success]
             self._committing += 1
             self.transport.commit(puts, lambda err, batch=success: self._committed(batch, err))
 

@@ -18,6 +18,13 @@ orders are total, so every policy is deterministic.
     does: it stops at the first match, exploring out-edges ordered by the
     available amount of the last pruning type (cores by default), then by
     descending ``uniq_id``.
+``worstfit``
+    children by most available cores in their subtree first, ties to the
+    lower vertex; lowest pool ids first.  This spreads jobs over the least
+    loaded nodes, as flux-core's sched-simple/sched-fifo do (their pool
+    sorts candidate nodes by free cores, descending, and takes the lowest
+    free core ids): successive 1-core jobs on two idle nodes land on
+    ``rank0/core0``, ``rank1/core0``, ``rank0/core1``, ...
 ``lonodex``, ``hinodex``, ``firstnodex``
     as ``low``/``high``/``first``, and node-exclusive: every node the job
     touches is given to it whole, and only wholly free nodes are used.
@@ -67,7 +74,7 @@ class MatchError(ResourceError):
 @dataclass(frozen=True, slots=True)
 class Policy:
     name: str
-    order: str  # "low", "high" or "first"
+    order: str  # "low", "high", "first" or "worst"
     node_exclusive: bool = False
     locality: bool = False
     #: "node" or "children" (see the module docstring)
@@ -78,7 +85,7 @@ class Policy:
     @property
     def high_ids(self) -> bool:
         """True when pool ids are taken highest first."""
-        return self.order != "low"
+        return self.order not in ("low", "worst")
 
 
 POLICIES: dict[str, Policy] = {
@@ -87,6 +94,7 @@ POLICIES: dict[str, Policy] = {
     "high": Policy("high", "high"),
     "hinode": Policy("hinode", "high"),
     "first": Policy("first", "first"),
+    "worstfit": Policy("worstfit", "worst"),
     "lonodex": Policy("lonodex", "low", node_exclusive=True),
     "hinodex": Policy("hinodex", "high", node_exclusive=True),
     "firstnodex": Policy("firstnodex", "first", node_exclusive=True),

@@ -181,6 +181,8 @@ class _Search:
         if order == "high":
             return reversed(children)
         units = self.units
+        if order == "worst":
+            return sorted(children, key=lambda c: (-units(c, "core"), c))
         return sorted(children, key=lambda c: (units(c, "core"), c), reverse=True)
 
     def kids(self, v: int, needs: dict[str, int]) -> Iterator[int]:

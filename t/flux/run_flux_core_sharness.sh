@@ -13,6 +13,10 @@
 # A test personality with its own rc1 file (t/rc/rc1-job.py) gets a twin
 # rc1-job-sched-py-PID.py for the duration of the run, also removed after.
 # Results go to stdout as "TEST: N passed, M failed" plus the failing titles.
+#
+# SCHED_PY_ARGS="policy=worstfit" adds module options to every load of
+# sched-py (by rc1 through the modprobe TOML, and by the tests' own
+# "module load/reload"); worstfit is sched-simple's placement.
 set -u
 SRC=${1:?usage: $0 FLUX_CORE_BUILD_DIR [TEST...]}
 shift
@@ -21,7 +25,11 @@ TESTS=${*:-"t2300-sched-simple t2302-sched-simple-up-down t2303-sched-hello t230
 WORK=$(mktemp -d)
 SUF=sched-py-$$
 mkdir -p "$WORK/modprobe.d"
+ARGS=${SCHED_PY_ARGS:-}
 sed -e 's/^priority = .*/priority = 1000/' "$REPO/fluxsched_py/flux/modprobe.d/sched-py.toml" > "$WORK/modprobe.d/sched-py.toml"
+if test -n "$ARGS"; then
+    echo "args = [$(printf '"%s",' $ARGS | sed 's/,$//')]" >> "$WORK/modprobe.d/sched-py.toml"
+fi
 SITE=$(python3 -c 'import sys; print(":".join(p for p in sys.path if p.endswith("site-packages")))')
 export FLUX_PYTHONPATH_PREPEND="$REPO:$SITE"
 export FLUX_MODULE_PATH_PREPEND="$REPO/fluxsched_py/flux/modules"
@@ -38,6 +46,9 @@ for t in $TESTS; do
     case $t in
     *backfill*) sed -i -e 's/\(module \(re\)*load\( -f\)* sched-py\)/\1 queue-policy=easy/g' "$copy" ;;
     esac
+    if test -n "$ARGS"; then
+        sed -i -e "s/\(module \(re\)*load\( -f\)* sched-py\)/\1 $ARGS/g" "$copy"
+    fi
     if test -n "$p" && test -f "rc/rc1-$p.py"; then
         psub=yes
         sed -e 's/context.rpc("sched-simple.debug".*/pass/' -e 's/sched-simple/sched-py/g' \
