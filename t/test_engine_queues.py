@@ -25,6 +25,7 @@ from fluxsched_py.replay.workload import Workload, WorkloadJob, node_request, re
 from fluxsched_py.resource import ResourceGraph
 
 from .test_engine_rfc27 import Checked, estimates, graph, jobspec
+from .test_policy_conservative import assert_no_start_after_first_estimate
 
 
 def qjob(queue=None, nnodes=1, duration=100.0, requires=None):
@@ -376,11 +377,7 @@ def _replay(nodes, jobs, options, same_queue=None):
 @given(queued_workloads(full_walltime=True))
 def test_conservative_queues_never_start_a_job_after_its_first_t_estimate(wl):
     nodes, jobs = wl
-    r = _replay(nodes, jobs, {"queue-policy": "conservative"})
-    for rec in r.records:
-        assert rec.start is not None
-        if rec.first_estimate is not None:
-            assert rec.start <= rec.first_estimate + 1e-9, (rec.job.id, rec.start, rec.first_estimate)
+    assert_no_start_after_first_estimate(_replay(nodes, jobs, {"queue-policy": "conservative"}).records)
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])

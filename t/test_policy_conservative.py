@@ -36,6 +36,14 @@ def workloads(draw, full_walltime=True):
     return nodes, jobs
 
 
+def assert_no_start_after_first_estimate(records) -> None:
+    """Every job ran, none later than the first ``t_estimate`` posted for it."""
+    for rec in records:
+        assert rec.start is not None
+        if rec.first_estimate is not None:
+            assert rec.start <= rec.first_estimate + 1e-9, (rec.job.id, rec.start, rec.first_estimate)
+
+
 def _replay(nodes, jobs, options):
     w = Workload([WorkloadJob(i, str(i), s, node_request(r, wl), wl, run, r) for i, s, r, wl, run in jobs], nodes)
     return replay(w, nodes_graph(nodes), options, check=check)
@@ -45,11 +53,7 @@ def _replay(nodes, jobs, options):
 @given(workloads(full_walltime=True))
 def test_conservative_no_job_starts_after_its_first_t_estimate(wl):
     nodes, jobs = wl
-    r = _replay(nodes, jobs, {"queue-policy": "conservative"})
-    for rec in r.records:
-        assert rec.start is not None
-        if rec.first_estimate is not None:
-            assert rec.start <= rec.first_estimate + 1e-9, (rec.job.id, rec.start, rec.first_estimate)
+    assert_no_start_after_first_estimate(_replay(nodes, jobs, {"queue-policy": "conservative"}).records)
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
