@@ -8,13 +8,16 @@ hold it to that on random availability, for every policy it is used for.
 
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from fluxsched_py.jobspec.request import Count, Request, ResourceRequest
 from fluxsched_py.match import match
-from fluxsched_py.planner import MatchCache
+from fluxsched_py.planner import MatchCache, Planner
 from fluxsched_py.planner.fastfit import slot_shape, unit_fields
 from fluxsched_py.planner.flat import FlatCodec
 from fluxsched_py.replay.platform import nodes_graph
@@ -117,3 +120,71 @@ def test_strided_whole_nodes_equals_the_node_by_node_test(nodes, cores):
             if avail & full == full:
                 want |= 1 << v
         assert codec.whole_nodes(avail) == want
+
+
+def random_planner(rng: random.Random, nnodes: int, ncores: int):
+    """A planner at now=10 with running jobs (started in the past, some
+    already overdue) and reservations, placed by the real matcher on what
+    the plan leaves free."""
+    g = nodes_graph(nnodes, ncores)
+    p = Planner(g, matcher=MatchCache(match, fast_paths=False))
+    shapes = [lambda: slots(rng.randrange(1, 4), rng.randrange(1, ncores + 1)), lambda: node_request(1, 10.0)]
+    jid = 0
+    for _ in range(rng.randrange(0, 3 * nnodes)):
+        jid += 1
+        start = float(rng.randrange(0, 10))
+        end = float(rng.choice([start + 1, 12, 15, 20, 30, 40, 60, math.inf]))  # start + 1: overdue at 10
+        rs = match(g, rng.choice(shapes)(), policy="low")  # running jobs hold the graph together
+        if rs is not None:
+            g.allocate(jid, rs)
+            p.add_running(jid, rs, start, end)
+    p.set_now(10.0)
+    for _ in range(rng.randrange(0, 6)):
+        jid += 1
+        t = float(rng.randrange(10, 50))
+        end = t + rng.randrange(1, 30)
+        rs = match(g, rng.choice(shapes)(), policy="low", available=p.available(t, end))
+        if rs is not None:
+            p.reserve(jid, rs, t, end)
+    return g, p
+
+
+def brute_earliest(g, p, req, policy, duration, start):
+    """The first candidate (``start``, then every span boundary after it)
+    whose available set the real matcher fits, and its placement."""
+    cands = sorted({start} | {t for s in p.spans() for t in (s.start, s.end) if start < t < math.inf})
+    for t in cands:
+        rs = match(g, req, policy=policy, available=p.available(t, t + duration))
+        if rs is not None:
+            return t, p.codec.encode(rs)
+    return None
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**32 - 1))
+def test_fast_earliest_equals_brute_force_on_random_small_planners(seed):
+    """earliest_bits (exact fit probes, one match where it settles; binary
+    search or sliding window) gives the time and the cores a brute-force
+    walk over every candidate with the real matcher gives."""
+    rng = random.Random(seed)
+    nnodes, ncores = rng.choice([(4, 1), (4, 2), (5, 4), (3, 8), (6, 3)])
+    g, p = random_planner(rng, nnodes, ncores)
+    fast = Planner(g)  # the same plan, through the default (fast-path) MatchCache
+    for s in p.spans():
+        (fast.add_running if s.running else fast.reserve)(s.jobid, s.resources, s.start, s.end)
+    fast.set_now(10.0)
+    policy = rng.choice(["first", "low", "high"])
+    kind = rng.randrange(3)
+    if kind == 0:
+        req = slots(rng.randrange(1, nnodes * ncores + 2), rng.randrange(1, ncores + 1))
+    elif kind == 1:
+        req = node_request(rng.randrange(1, nnodes + 1), 10.0)
+    else:  # no fast path: the matcher decides every probe
+        core = ResourceRequest("core", Count.fixed(rng.randrange(1, ncores + 1)))
+        slot = ResourceRequest("slot", Count.fixed(1), (core,), label="task")
+        req = Request((ResourceRequest("node", Count.fixed(rng.randrange(1, 3)), (slot,)),))
+    duration = float(rng.choice([1, 5, 20, 45]))
+    not_before = rng.choice([-math.inf, -math.inf, 12.0, 25.0, 40.0])
+    got = fast.earliest_bits(req, 10.0, duration, policy, not_before=not_before)
+    want = brute_earliest(g, p, req, policy, duration, max(10.0, not_before))
+    assert (None if got is None else (got[0], got[2])) == want
