@@ -67,7 +67,7 @@ def test_slot_fast_path_equals_the_matcher_on_random_availability(policy, nodes,
         assert fast.fit(codec, req, policy, avail) == (b is not None)
         assert slow.fit(codec, req, policy, avail) in (None, False)
         if a is not None:
-            assert a[1] == b[1] and codec.decode(a[1]) == b[0]
+            assert a[1] == b[1] and a[0] == b[0] and codec.decode(a[1]) == b[0]
     assert fast.fast > 0 and slow.fast == 0
 
 

@@ -229,22 +229,28 @@ class MatchCache:
         if nodes and self.fast_paths and codec.flat_nodes and policy in self.FAST_ORDER:
             self.fast += 1
             return self._take_nodes(codec, avail, nodes, self.FAST_ORDER[policy])
-        if slots is not None and self.fast_paths and policy in self.FAST_ORDER:
-            fields = codec.unit_fields("core")
-            if fields is not None:
-                self.fast += 1
-                order, high_ids = self.SLOT_ORDER[policy]
-                bits = take_slots(fields, avail, fields.counts(avail), slots[0], slots[1], order, high_ids)
-                return None if bits is None else (None, bits)
         key = (kid, policy, codec.spread(avail), avail)
         hit = self._cache.get(key, _MISS)
         if hit is not _MISS:
             self.hits += 1
             return hit
-        rs = self.matcher(g, request, policy=policy, available=None if live else codec.decode(avail))
-        out = None if rs is None else (rs, codec.encode(rs))
+        fields = codec.unit_fields("core") if slots is not None and self.fast_paths else None
+        if fields is not None and policy in self.FAST_ORDER:
+            self.fast += 1
+            order, high_ids = self.SLOT_ORDER[policy]
+            took = take_slots(fields, avail, fields.counts(avail), slots[0], slots[1], order, high_ids)
+            out = None if took is None else (self._resourceset(codec.topo, 0, took[1]), took[0])
+        else:
+            rs = self.matcher(g, request, policy=policy, available=None if live else codec.decode(avail))
+            out = None if rs is None else (rs, codec.encode(rs))
         self._cache[key] = out
         return out
+
+    @staticmethod
+    def _resourceset(topo: Any, cont: int, pools: dict[int, dict[str, int]]) -> Any:
+        from ..resource import ResourceSet
+
+        return ResourceSet(topo, cont, pools)
 
     def fit(self, codec: Any, request: Any, policy: str, avail: int) -> bool | None:
         """Whether :meth:`flat` would find a placement for ``request`` in

@@ -134,11 +134,15 @@ def slot_capacity(counts: bytes | list[int], c: int) -> int:
 
 def take_slots(
     fields: UnitFields, x: int, counts: bytes | list[int], k: int, c: int, order: str, high_ids: bool
-) -> int | None:
-    """The flat set of the cores the matcher picks for ``slot[k] > core[c]``
-    in ``x`` under a policy of node ``order`` (``low``, ``high``, ``first``)
-    taking ``high_ids`` first, or None when it does not fit (see the module
-    docstring for the matcher's rules this follows)."""
+) -> tuple[int, dict[int, dict[str, int]]] | None:
+    """The cores the matcher picks for ``slot[k] > core[c]`` in ``x`` under
+    a policy of node ``order`` (``low``, ``high``, ``first``) taking
+    ``high_ids`` first, or None when it does not fit (see the module
+    docstring for the matcher's rules this follows).
+
+    Returns ``(bits, pools)``: the flat set, and ``{node vertex: {"core":
+    id mask}}`` as a :class:`~fluxsched_py.resource.ResourceSet` holds it
+    (so the caller need not decode the flat set)."""
     if slot_capacity(counts, c) < k:
         return None
     n = len(counts)
@@ -149,6 +153,8 @@ def take_slots(
     else:  # "first": most free units first, ties by descending vertex
         nodes = sorted((i for i in range(n) if counts[i] >= c), key=lambda i: (counts[i], i), reverse=True)
     out = 0
+    pools: dict[int, dict[str, int]] = {}
+    vertices = fields.vertices
     left = k
     for i in nodes:
         m = min(counts[i] // c, left)
@@ -160,7 +166,8 @@ def take_slots(
             free ^= bit
             picked |= bit
         out |= picked << (fields.base + i * fields.stride)
+        pools[vertices[i]] = {"core": picked}
         left -= m
         if not left:
             break
-    return out
+    return out, pools
