@@ -269,11 +269,13 @@ class MatchCache:
         if not self.fast_paths or policy not in self.FAST_ORDER:
             return None
         if nodes and codec.flat_nodes:
-            return codec.whole_nodes(avail).bit_count() >= nodes
+            return codec.whole_count(avail) >= nodes
         if slots is not None:
             fields = codec.unit_fields("core")
             if fields is not None:
-                return slot_capacity(fields.counts(avail), slots[1]) >= slots[0]
+                # Slots of one core: every core is in some node's field, and
+                # the bounds above already counted k of them.
+                return slots[1] == 1 or slot_capacity(fields.counts(avail), slots[1]) >= slots[0]
         return None
 
     def whole_nodes(self, request: Any) -> int:
@@ -879,7 +881,7 @@ class Planner:
         the matcher (which would reject it), and recorded in ``trace``.
         The window union is :class:`_WindowUnion`, inlined."""
         n = trace.n
-        whole = self.codec.whole_nodes
+        whole_count = self.codec.whole_count
         ttimes, twhole = trace.times, trace.whole
         times, used = self._times, self._used
         nseg = len(times)
@@ -916,7 +918,7 @@ class Planner:
                 twhole.append(0)
                 continue
             if avail != last_failed:
-                w = whole(avail).bit_count()
+                w = whole_count(avail)
                 if w >= n:
                     found = self.match_bits(request, avail, policy)
                     if found is not None:

@@ -30,6 +30,7 @@ Everything here is a pure function of the codec's static layout
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 __all__ = ["UnitFields", "slot_shape", "slot_capacity", "take_slots", "unit_fields"]
@@ -38,6 +39,8 @@ __all__ = ["UnitFields", "slot_shape", "slot_capacity", "take_slots", "unit_fiel
 _POP8 = bytes(bin(i).count("1") for i in range(256))
 #: c -> table mapping a per-node count (a byte) to the slots of c it holds
 _DIV: dict[int, bytes] = {}
+#: c -> table mapping a per-node count to 1 when it is at least c, else 0
+_GE: dict[int, bytes] = {}
 
 
 def slot_shape(request: Any) -> tuple[int, int] | None:
@@ -85,7 +88,8 @@ class UnitFields:
             return y.to_bytes(n, "little").translate(_POP8)
         s, w = self.stride, self.width
         bits = format(y, f"0{n * s}b")[::-1]  # bits[j] is bit j of y
-        return [bits.count("1", i * s, i * s + w) for i in range(n)]
+        counts = [bits.count("1", i * s, i * s + w) for i in range(n)]
+        return bytes(counts) if w < 256 else counts
 
     def field(self, x: int, i: int) -> int:
         """Node ``i``'s id mask in ``x``."""
@@ -132,6 +136,42 @@ def slot_capacity(counts: bytes | list[int], c: int) -> int:
     return sum(n // c for n in counts)
 
 
+def _in_order(counts: bytes | list[int], c: int, order: str) -> Iterator[int]:
+    """Positions of the nodes with at least ``c`` free units, in the
+    matcher's order for ``order``; lazily, with C-speed searches of the
+    counts when they are bytes (a job usually needs the first few)."""
+    n = len(counts)
+    if not isinstance(counts, bytes):
+        if order == "low":
+            yield from (i for i in range(n) if counts[i] >= c)
+        elif order == "high":
+            yield from (i for i in range(n - 1, -1, -1) if counts[i] >= c)
+        else:
+            yield from sorted((i for i in range(n) if counts[i] >= c), key=lambda i: (counts[i], i), reverse=True)
+        return
+    if order == "first":  # most free units first, ties by descending vertex
+        for v in range(max(counts), c - 1, -1):
+            end = n
+            while (i := counts.rfind(v, 0, end)) >= 0:
+                yield i
+                end = i
+        return
+    tab = _GE.get(c)
+    if tab is None:
+        tab = _GE[c] = bytes(int(i >= c) for i in range(256))
+    ok = counts.translate(tab)
+    if order == "low":
+        i = ok.find(1)
+        while i >= 0:
+            yield i
+            i = ok.find(1, i + 1)
+    else:
+        end = n
+        while (i := ok.rfind(1, 0, end)) >= 0:
+            yield i
+            end = i
+
+
 def take_slots(
     fields: UnitFields, x: int, counts: bytes | list[int], k: int, c: int, order: str, high_ids: bool
 ) -> tuple[int, dict[int, dict[str, int]]] | None:
@@ -145,13 +185,7 @@ def take_slots(
     (so the caller need not decode the flat set)."""
     if slot_capacity(counts, c) < k:
         return None
-    n = len(counts)
-    if order == "low":
-        nodes = [i for i in range(n) if counts[i] >= c]
-    elif order == "high":
-        nodes = [i for i in range(n - 1, -1, -1) if counts[i] >= c]
-    else:  # "first": most free units first, ties by descending vertex
-        nodes = sorted((i for i in range(n) if counts[i] >= c), key=lambda i: (counts[i], i), reverse=True)
+    nodes = _in_order(counts, c, order)
     out = 0
     pools: dict[int, dict[str, int]] = {}
     vertices = fields.vertices
