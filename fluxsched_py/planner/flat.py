@@ -72,6 +72,7 @@ class FlatCodec:
         self.ranked_mask = 0
         for m in rank_masks.values():
             self.ranked_mask |= m
+        self._fields: dict[str, Any] = {}
         self._flat_nodes()
 
     def _flat_nodes(self) -> None:
@@ -110,6 +111,38 @@ class FlatCodec:
                 self.unit_shift = pools[0][0] - v0
                 self._unit_type = pools[0][1]
                 self._unit_rest = ~(self.cont_mask | (self.node_vertex_mask << self.unit_shift))
+        self._strided: tuple[int, int, int, int, int] | None = None
+        if self.flat_nodes and self.unit_shift is None and nodes == list(range(v0, v0 + len(nodes))):
+            self._strided = self._node_stride(nodes)
+
+    def _node_stride(self, nodes: list[int]) -> tuple[int, int, int, int, int] | None:
+        """``(base, stride, nodes, first vertex, low bits)`` when node ``i``
+        (vertex ``nodes[0] + i``, no children) owns exactly the bits
+        ``[base + i * stride, base + (i + 1) * stride)`` besides its vertex
+        bit, all of them ids of its pools: then "node ``i`` is wholly in
+        ``x``" is a test on a fixed-width field (see :meth:`whole_nodes`)."""
+        topo = self.topo
+        first = self.rank_masks[topo.rank[nodes[0]]] & ~self.cont_mask
+        base = (first & -first).bit_length() - 1
+        stride = first.bit_count()
+        one = (1 << stride) - 1
+        low = 0
+        for i, v in enumerate(nodes):
+            if topo.children[v] or self.rank_masks[topo.rank[v]] != (1 << v) | (one << (base + i * stride)):
+                return None
+            low |= 1 << (i * stride)
+        return base, stride, len(nodes), nodes[0], low
+
+    def unit_fields(self, rtype: str) -> Any:
+        """Where each node's ``rtype`` pool sits (a
+        :class:`~fluxsched_py.planner.fastfit.UnitFields`), or None when the
+        layout is not the simple one the slot fast path needs; remembered."""
+        cache = self._fields
+        if rtype not in cache:
+            from .fastfit import unit_fields
+
+            cache[rtype] = unit_fields(self, rtype)
+        return cache[rtype]
 
     def encode(self, rs: Any) -> int:
         x = rs.containers.mask
@@ -173,6 +206,21 @@ class FlatCodec:
         shift = self.unit_shift
         if shift is not None:
             return x & self.node_vertex_mask & (x >> shift)
+        strided = self._strided
+        if strided is not None:
+            # Bit j of t: every bit of [j, j + stride) is in x (doubling
+            # windows; overlapping them is harmless for an AND).  Node i is
+            # whole when that holds at j = i * stride and its vertex bit is
+            # set; the field bits are gathered with a stride-S string slice.
+            base, stride, n, v0, low = strided
+            t = x >> base
+            w = 1
+            while w < stride:
+                step = min(w, stride - w)
+                t &= t >> step
+                w += step
+            bits = format(t & low, f"0{n * stride}b")[::-1][::stride]
+            return (int(bits[::-1], 2) << v0) & x
         cache = self._whole_cache
         key = (self.spread(x), x)
         w = cache.get(key)
@@ -191,6 +239,35 @@ class FlatCodec:
                 cache.clear()
             cache[key] = w
         return w
+
+    def whole_count(self, x: int) -> int:
+        """``whole_nodes(x).bit_count()``, cheaper: with the strided layout
+        the count of full fields needs no gathering, and only nodes whose
+        vertex bit is missing from ``x`` (usually none or a few: a node's
+        vertex leaves a set with its whole rank) are looked at one by one."""
+        strided = self._strided
+        if strided is None:
+            return self.whole_nodes(x).bit_count()
+        base, stride, n, v0, low = strided
+        t = x >> base
+        w = 1
+        while w < stride:
+            step = min(w, stride - w)
+            t &= t >> step
+            w += step
+        full = t & low
+        missing = self.node_vertex_mask & ~x
+        if not missing:
+            return full.bit_count()
+        if missing.bit_count() > 32:
+            return self.whole_nodes(x).bit_count()
+        count = full.bit_count()
+        while missing:
+            bit = missing & -missing
+            missing ^= bit
+            if full >> ((bit.bit_length() - 1 - v0) * stride) & 1:
+                count -= 1
+        return count
 
     def nodes_touched(self, x: int) -> int:
         """How many node vertices have something of theirs in ``x`` (0 unless
