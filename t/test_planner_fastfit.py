@@ -47,7 +47,7 @@ def random_avail(rng: random.Random, codec: FlatCodec, nodes: int) -> int:
     return avail
 
 
-@pytest.mark.parametrize("policy", ["first", "low", "high", "lonode", "hinode"])
+@pytest.mark.parametrize("policy", ["first", "low", "high", "lonode", "hinode", "worstfit"])
 @pytest.mark.parametrize("nodes,cores", [(9, 1), (16, 8), (12, 6), (5, 4), (20, 3), (3, 260)])
 def test_slot_fast_path_equals_the_matcher_on_random_availability(policy, nodes, cores):
     rng = random.Random(nodes * 100 + cores)
@@ -174,7 +174,7 @@ def test_fast_earliest_equals_brute_force_on_random_small_planners(seed):
     for s in p.spans():
         (fast.add_running if s.running else fast.reserve)(s.jobid, s.resources, s.start, s.end)
     fast.set_now(10.0)
-    policy = rng.choice(["first", "low", "high"])
+    policy = rng.choice(["first", "low", "high", "worstfit"])
     kind = rng.randrange(3)
     if kind == 0:
         req = slots(rng.randrange(1, nnodes * ncores + 2), rng.randrange(1, ncores + 1))

@@ -158,6 +158,7 @@ class MatchCache:
         "high": ("high", True),
         "hinode": ("high", True),
         "first": ("first", True),
+        "worstfit": ("worst", False),
     }
 
     def __init__(self, matcher: Matcher, maxsize: int = 2048, fast_paths: bool = True) -> None:
@@ -235,7 +236,7 @@ class MatchCache:
             self.hits += 1
             return hit
         fields = codec.unit_fields("core") if slots is not None and self.fast_paths else None
-        if fields is not None and policy in self.FAST_ORDER:
+        if fields is not None and policy in self.SLOT_ORDER:
             self.fast += 1
             order, high_ids = self.SLOT_ORDER[policy]
             took = take_slots(fields, avail, fields.counts(avail), slots[0], slots[1], order, high_ids)
@@ -266,11 +267,11 @@ class MatchCache:
         for rtype, n in bounds:
             if codec.count(avail, rtype) < n:
                 return False
-        if not self.fast_paths or policy not in self.FAST_ORDER:
+        if not self.fast_paths:
             return None
-        if nodes and codec.flat_nodes:
+        if nodes and codec.flat_nodes and policy in self.FAST_ORDER:
             return codec.whole_count(avail) >= nodes
-        if slots is not None:
+        if slots is not None and policy in self.SLOT_ORDER:
             fields = codec.unit_fields("core")
             if fields is not None:
                 # Slots of one core: every core is in some node's field, and

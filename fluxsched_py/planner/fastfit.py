@@ -16,9 +16,10 @@ nodes hang directly off the root, each holding its cores as one pool, the
 matcher (:mod:`fluxsched_py.match.traverse`) does exactly this: it visits
 the nodes with at least ``c`` free cores in policy order (``low``: ascending
 vertex; ``high``: descending; ``first``: most free cores first, ties by
-descending vertex), and packs into each as many slots as fit
+descending vertex; ``worst``, the ``worstfit`` policy: most free cores
+first, ties by ascending vertex), and packs into each as many slots as fit
 (``free // c``) until it has ``k``, each slot taking the ``c`` lowest free
-core ids (``low``) or highest (``first``, ``high``).  So it succeeds exactly
+core ids (``low``, ``worst``) or highest (``first``, ``high``).  So it succeeds exactly
 when ``sum(free // c) >= k`` (:func:`slot_capacity`), and
 :func:`take_slots` reproduces its pick bit for bit.  The equivalence is
 checked against the real matcher on random availability in
@@ -146,8 +147,17 @@ def _in_order(counts: bytes | list[int], c: int, order: str) -> Iterator[int]:
             yield from (i for i in range(n) if counts[i] >= c)
         elif order == "high":
             yield from (i for i in range(n - 1, -1, -1) if counts[i] >= c)
+        elif order == "worst":
+            yield from sorted((i for i in range(n) if counts[i] >= c), key=lambda i: (-counts[i], i))
         else:
             yield from sorted((i for i in range(n) if counts[i] >= c), key=lambda i: (counts[i], i), reverse=True)
+        return
+    if order == "worst":  # most free units first, ties by ascending vertex
+        for v in range(max(counts), c - 1, -1):
+            i = counts.find(v)
+            while i >= 0:
+                yield i
+                i = counts.find(v, i + 1)
         return
     if order == "first":  # most free units first, ties by descending vertex
         for v in range(max(counts), c - 1, -1):
@@ -176,7 +186,7 @@ def take_slots(
     fields: UnitFields, x: int, counts: bytes | list[int], k: int, c: int, order: str, high_ids: bool
 ) -> tuple[int, dict[int, dict[str, int]]] | None:
     """The cores the matcher picks for ``slot[k] > core[c]`` in ``x`` under
-    a policy of node ``order`` (``low``, ``high``, ``first``) taking
+    a policy of node ``order`` (``low``, ``high``, ``first``, ``worst``) taking
     ``high_ids`` first, or None when it does not fit (see the module
     docstring for the matcher's rules this follows).
 
