@@ -208,18 +208,11 @@ class FlatCodec:
             return x & self.node_vertex_mask & (x >> shift)
         strided = self._strided
         if strided is not None:
-            # Bit j of t: every bit of [j, j + stride) is in x (doubling
-            # windows; overlapping them is harmless for an AND).  Node i is
-            # whole when that holds at j = i * stride and its vertex bit is
-            # set; the field bits are gathered with a stride-S string slice.
+            # Node i is whole when its field is full (_full_fields at bit
+            # i * stride) and its vertex bit is set; the field bits are
+            # gathered with a stride-S string slice.
             base, stride, n, v0, low = strided
-            t = x >> base
-            w = 1
-            while w < stride:
-                step = min(w, stride - w)
-                t &= t >> step
-                w += step
-            bits = format(t & low, f"0{n * stride}b")[::-1][::stride]
+            bits = format(_full_fields(x, base, stride) & low, f"0{n * stride}b")[::-1][::stride]
             return (int(bits[::-1], 2) << v0) & x
         cache = self._whole_cache
         key = (self.spread(x), x)
@@ -249,13 +242,7 @@ class FlatCodec:
         if strided is None:
             return self.whole_nodes(x).bit_count()
         base, stride, n, v0, low = strided
-        t = x >> base
-        w = 1
-        while w < stride:
-            step = min(w, stride - w)
-            t &= t >> step
-            w += step
-        full = t & low
+        full = _full_fields(x, base, stride) & low
         missing = self.node_vertex_mask & ~x
         if not missing:
             return full.bit_count()
@@ -301,3 +288,15 @@ class FlatCodec:
         for r in ranks:
             out |= rm.get(r, 0)
         return out
+
+
+def _full_fields(x: int, base: int, stride: int) -> int:
+    """Bit j set when every bit of ``[j, j + stride)`` of ``x >> base`` is:
+    AND-ing doubling windows (overlapping them is harmless for an AND)."""
+    t = x >> base
+    w = 1
+    while w < stride:
+        step = min(w, stride - w)
+        t &= t >> step
+        w += step
+    return t
