@@ -106,7 +106,7 @@ def test_no_slot_fast_path_where_cores_are_not_one_pool_per_node(recipe):
     assert MatchCache(match).fit(codec, slots(1, 1), "first", (1 << codec.width) - 1) is None
 
 
-@pytest.mark.parametrize("nodes,cores", [(16, 8), (12, 6), (5, 3), (7, 2)])
+@pytest.mark.parametrize("nodes,cores", [(16, 8), (48, 8), (12, 6), (5, 3), (7, 2)])
 def test_strided_whole_nodes_equals_the_node_by_node_test(nodes, cores):
     rng = random.Random(nodes + cores)
     codec = FlatCodec(nodes_graph(nodes, cores))

@@ -133,7 +133,18 @@ def slot_capacity(counts: bytes | list[int], c: int) -> int:
         tab = _DIV.get(c)
         if tab is None:
             tab = _DIV[c] = bytes(i // c for i in range(256))
-        return sum(counts.translate(tab))
+        slots = counts.translate(tab)
+        # Few distinct values (at most width // c): count each in C rather
+        # than summing a thousand bytes one by one.
+        left = len(slots) - slots.count(0)
+        total = 0
+        v = 1
+        while left:
+            m = slots.count(v)
+            total += v * m
+            left -= m
+            v += 1
+        return total
     return sum(n // c for n in counts)
 
 

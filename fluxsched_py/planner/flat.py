@@ -246,7 +246,14 @@ class FlatCodec:
         missing = self.node_vertex_mask & ~x
         if not missing:
             return full.bit_count()
-        if missing.bit_count() > 32:
+        nmissing = missing.bit_count()
+        if nmissing > 8 and stride == 8:
+            # One byte per node: spread the node vertex bits of ``x`` to
+            # bit 8 * i (node i's field bit) in C, through their binary
+            # string, instead of testing the missing nodes one by one.
+            present = format((x >> v0) & ((1 << n) - 1), f"0{n}b")[::-1].encode().translate(_BIT_BYTE)
+            return (full & int.from_bytes(present, "little")).bit_count()
+        if nmissing > 32:
             return self.whole_nodes(x).bit_count()
         count = full.bit_count()
         while missing:
@@ -288,6 +295,10 @@ class FlatCodec:
         for r in ranks:
             out |= rm.get(r, 0)
         return out
+
+
+#: ``b"0"`` -> 0, ``b"1"`` -> 1 (the rest unchanged), for binary strings
+_BIT_BYTE = bytes(range(0x30)) + b"\x00\x01" + bytes(range(0x32, 256))
 
 
 def _full_fields(x: int, base: int, stride: int) -> int:
