@@ -556,10 +556,12 @@ class Planner:
         limit = now + duration
         gains = self._gains
         found: list[tuple[float, float, int]] = []  # (a, b, nodes) that may help
+        gained = joined  # everything that may have made a node whole since
         for g in range(proof.seq - self._gains_base, len(gains)):
             a, b, bits, nodes, jid = gains[g]
             if b <= now or a >= horizon or jid == jobid:
                 continue
+            gained |= bits
             if nodes < 0:
                 nodes = self.codec.nodes_touched(bits)
                 gains[g] = (a, b, bits, nodes, jid)
@@ -592,11 +594,77 @@ class Planner:
                 first = bisect.bisect_right(times, a - duration) - 1
                 for i in range(first if first > 0 else 0, bisect.bisect_left(times, b)):
                     add[i] += nodes
-            whole = [w + x for w, x in zip(whole, add, strict=True)]
-            if whole and max(whole) >= proof.n:
-                return None
+            bound = [w + x for w, x in zip(whole, add, strict=True)]
+            if bound and max(bound) >= proof.n:
+                add = self._whole_again(gained, pool, times, proof.t, duration, now, own)
+                if add is None:
+                    return None
+                bound = [w + x for w, x in zip(whole, add, strict=True)]
+                if max(bound) >= proof.n:
+                    return None
+            whole = bound
         proof.now, proof.times, proof.whole, proof.pool = now, times, whole, pool
         return proof
+
+    #: :meth:`_whole_again` gives up beyond this many nodes (its cost is
+    #: one pass over the timeline per node).
+    WHOLE_AGAIN_NODES = 16
+
+    def _whole_again(
+        self, gained: int, pool: int, times: list[float], t: float, duration: float, now: float, own: int
+    ) -> list[int] | None:
+        """For each piece ``[times[i], times[i+1])`` of a proof (the last
+        ends at ``t``), how many of the nodes that ``gained`` touches are
+        wholly available, in the plan as it is now, over ``[s, s +
+        duration)`` for some start ``s`` in that piece (from ``now`` on); or
+        None when too many nodes are touched to look at each.
+
+        Why it bounds what :meth:`prove_none_before` needs: a node wholly
+        available now but not when the proof was made has something of it
+        in ``gained``, and it counts only where it is wholly available now.
+        A node is, over ``[s, s + duration)``, exactly when it is in the pool
+        and no segment of the step function that the window overlaps uses
+        any of it (``own``, the job's own span still in the plan, aside)."""
+        codec = self.codec
+        nodes = [full for full in codec.node_bits.values() if gained & full and pool & full == full]
+        if len(nodes) > self.WHOLE_AGAIN_NODES:
+            return None
+        add = [0] * len(times)
+        if not nodes:
+            return add
+        ptimes = self._times
+        k0 = bisect.bisect_right(ptimes, now) - 1
+        # a window starting before t ends by t + duration: later segments never matter
+        kend = max(bisect.bisect_left(ptimes, t + duration), k0 + 1)
+        starts = ptimes[k0:kend]
+        starts[0] = now
+        keep = ~own
+        fulls = [full & keep for full in nodes]
+        mask = 0
+        for full in fulls:
+            mask |= full
+        busy = [u & mask for u in self._used[k0:kend]]
+        last = len(times) - 1
+        for full in fulls:
+            # 1 where the node is unused, per segment; runs of 1s are the
+            # maximal [u, v) it is unused (to the horizon at least at the end)
+            free = bytes([not (x & full) for x in busy])
+            done = -1  # pieces already counted for this node
+            j = free.find(1)
+            while j >= 0:
+                e = free.find(0, j)
+                u = starts[j]
+                v = math.inf if e < 0 else starts[e]
+                if v - u >= duration:
+                    first = max(bisect.bisect_right(times, u) - 1, 0, done + 1)
+                    stop = last if v == math.inf else min(bisect.bisect_right(times, v - duration) - 1, last)
+                    for i in range(first, stop + 1):
+                        add[i] += 1
+                    done = max(done, stop)
+                if e < 0:
+                    break
+                j = free.find(1, e)
+        return add
 
     def span(self, jobid: int) -> Span | None:
         return self._spans.get(jobid)
