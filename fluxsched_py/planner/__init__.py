@@ -28,7 +28,9 @@ Conservative backfilling re-plans every reservation on every pass after a
 job ends early, and most of those searches find nothing.  A failed whole-node
 search leaves a :class:`NoEarlier` proof; the planner logs what becomes
 available, and :meth:`Planner.prove_none_before` shows from that log alone
-when the same search would fail again, so it is not made.
+when the same search would fail again, so it is not made (counting the nodes
+the log touches, and when that is not enough, looking at each of the few
+nodes touched in the plan as it is now).
 
 Internally every set is a flat integer (:mod:`.flat`), so the timeline's
 unions and differences are single big-integer operations; sets become
