@@ -65,7 +65,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--queue-policy", choices=POLICIES, default="easy", help="queue policy (default easy, as fluxsched-py replay)"
     )
     ap.add_argument("--policy", default="first", help="placement policy: first, low, high, ... (default first)")
-    ap.add_argument("--reserve-depth", metavar="N", help="reservations per pass (conservative, hybrid)")
+    ap.add_argument(
+        "--reserve-depth",
+        metavar="N",
+        help="jobs reserved or forecast per pass (fcfs, conservative, hybrid; N or unlimited)",
+    )
     ap.add_argument("--queue-depth", metavar="N", help="pending jobs considered per pass")
     ap.add_argument(
         "--timeout",
