@@ -47,7 +47,7 @@ def random_avail(rng: random.Random, codec: FlatCodec, nodes: int) -> int:
     return avail
 
 
-@pytest.mark.parametrize("policy", ["first", "low", "high", "lonode", "hinode", "worstfit"])
+@pytest.mark.parametrize("policy", ["first", "low", "high", "lonode", "hinode", "worstfit", "variation"])
 @pytest.mark.parametrize("nodes,cores", [(9, 1), (16, 8), (12, 6), (5, 4), (20, 3), (3, 260)])
 def test_slot_fast_path_equals_the_matcher_on_random_availability(policy, nodes, cores):
     rng = random.Random(nodes * 100 + cores)

@@ -59,6 +59,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..ids import IdSet
+from ..match.policy import POLICIES as MATCH_POLICIES
 from .fastfit import slot_capacity, slot_shape, take_slots
 
 __all__ = ["MatchCache", "NoEarlier", "Planner", "PlannerError", "Span", "lower_bounds"]
@@ -153,14 +154,13 @@ class MatchCache:
 
     #: Policies the whole-node fast path reproduces, and their node order.
     FAST_ORDER = {"low": False, "lonode": False, "high": True, "hinode": True, "first": True}
-    #: The same policies for the slot fast path: (node order, high ids first).
+    #: Policies the slot fast path reproduces: (node order, high ids first),
+    #: read from the matcher's own policy table.  Node-exclusive, locality
+    #: and slot-host/flexible variants place slots differently: left out.
     SLOT_ORDER = {
-        "low": ("low", False),
-        "lonode": ("low", False),
-        "high": ("high", True),
-        "hinode": ("high", True),
-        "first": ("first", True),
-        "worstfit": ("worst", False),
+        name: (p.order, p.high_ids)
+        for name, p in MATCH_POLICIES.items()
+        if not (p.node_exclusive or p.locality or p.flexible) and p.slot_host == "node"
     }
 
     def __init__(self, matcher: Matcher, maxsize: int = 2048, fast_paths: bool = True) -> None:
