@@ -535,7 +535,8 @@ class Engine:
                 rs = self._rs_from_R(R)
                 if h.get("free"):
                     rs = self._drop_ranks(rs, IdSet.parse(str(h["free"])))
-                self.graph.allocate(jobid, rs)
+                # It runs already: it keeps what it holds on ranks now down or drained.
+                self.graph.allocate(jobid, rs, running=True)
             except Exception as exc:  # a bad R must not kill the scheduler
                 log.error("hello: job %d: cannot mark its resources allocated: %s", jobid, exc)
                 continue
@@ -621,7 +622,9 @@ class Engine:
                 self._transition(job, "free")
                 part = self._rs_from_R(R) & job.resources if R is not None else None
                 if part:
-                    self.graph.release(jobid, part)
+                    # What the graph frees: on a rank where the job keeps no
+                    # core or GPU, its node and the rest go too.
+                    part = self.graph.release(jobid, part)
                     span = self.planner.remove(jobid)
                     job.resources = job.resources - part
                     if job.resources and span is not None:

@@ -326,7 +326,10 @@ _MISS = object()
 
 
 def _unusable_ranks(g: Any) -> Any:
-    """Ranks that are down or drained (graph API permitting), else None."""
+    """Ranks that are down, drained or shrunk (graph API permitting), else None.
+
+    Shrunk ranks count: what a job frees there never becomes free, and a
+    running job's end there frees nothing to plan with."""
     down = getattr(g, "down_ranks", None)
     if down is None:
         return None
@@ -336,6 +339,9 @@ def _unusable_ranks(g: Any) -> Any:
         d = drained()
         if d:
             bad = bad | IdSet(d)
+    shrunk = getattr(g, "shrunk_ranks", None)
+    if shrunk is not None:
+        bad = bad | shrunk()
     return bad
 
 

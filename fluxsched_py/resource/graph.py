@@ -163,6 +163,10 @@ class ResourceGraph:
     def down_ranks(self) -> IdSet:
         return IdSet.from_mask(self._down & ~self._shrunk)
 
+    def shrunk_ranks(self) -> IdSet:
+        """Ranks removed for good (RFC 28 shrink)."""
+        return IdSet.from_mask(self._shrunk)
+
     def drained_ranks(self) -> dict[int, str]:
         return dict(self._drain_reason)
 
@@ -247,22 +251,31 @@ class ResourceGraph:
             return f"{topo.type[v]} {topo.name[v]} on {where}"
         return f"{t} {i} on {where}"
 
-    def allocate(self, jobid: int, rs: ResourceSet) -> None:
+    def allocate(self, jobid: int, rs: ResourceSet, *, running: bool = False) -> None:
         """Give the items of ``rs`` to ``jobid``; raise :class:`ResourceError` unless all are free.
 
         Allocating again to a job that holds resources adds to its allocation.
+        With ``running`` (a job that already runs, learned at hello), the
+        items need only be held by no other job: a running job keeps what it
+        holds on ranks that went down, were drained or shrunk.
         """
         if rs.topology is not self.topo:
             raise ResourceError(f"job {jobid}: the resource set belongs to another graph")
-        av = self._avail
-        bad_cont = rs._cont & ~av.cont
+        if running:
+            bad_cont = rs._cont & self._alloc_cont
+        else:
+            bad_cont = rs._cont & ~self._avail.cont
         if bad_cont:
             v = IdSet.from_mask(bad_cont).first()
             raise ResourceError(f"job {jobid}: {self._describe_item(v, None, None)} is not free")
         for v, tm in rs._pools.items():
-            loc = av.loc[v]
-            for t, m in tm.items():
-                bad = m & ~loc.get(t, 0)
+            if running:
+                taken = self._alloc_pools.get(v) or {}
+                busy = {t: m & taken.get(t, 0) for t, m in tm.items()}
+            else:
+                loc = self._avail.loc[v]
+                busy = {t: m & ~loc.get(t, 0) for t, m in tm.items()}
+            for t, bad in busy.items():
                 if bad:
                     i = IdSet.from_mask(bad).first()
                     raise ResourceError(f"job {jobid}: {self._describe_item(v, t, i)} is not free")
