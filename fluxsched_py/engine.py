@@ -56,6 +56,7 @@ from typing import Any
 
 from cachetools import LRUCache
 
+from .errors import FluxschedError
 from .ids import IdSet
 from .planner import MatchCache, NoEarlier, Planner
 from .policy import POLICIES, QueuePolicy, make_policy, order_key
@@ -76,7 +77,7 @@ __all__ = [
 log = logging.getLogger("fluxsched_py.engine")
 
 
-class EngineError(Exception):
+class EngineError(FluxschedError):
     """A request the engine refuses: bad options, expiration of an unknown job."""
 
 
@@ -660,7 +661,12 @@ class Engine:
             raise EngineError(f"expiration {expiration} is before job {jobid} started")
         self._transition(job, "expiration")
         job.expiration = float(expiration)
-        self.planner.set_end(jobid, job.expiration)
+        for other in self.planner.set_end(jobid, job.expiration):
+            # Its reservation was in the way of the longer run: re-planned by the next pass.
+            pending = self._jobs.get(other)
+            if pending is not None:
+                pending.estimate = None
+                pending.proof = None
         self._changed()
 
     def resource_update(

@@ -622,3 +622,23 @@ def test_no_reservation_on_a_shrunk_rank():
     e.alloc(3, 16, 100, 2.0, jobspec(nnodes=1, duration=10))
     (ann,) = by_type(e.schedule(2.0).responses, ResponseType.ANNOTATE)
     assert ann.annotations["sched"]["t_estimate"] == 101.0  # after job 2 on rank 1, not job 1 on rank 0
+
+
+def test_expiration_into_a_reservation_keeps_the_running_job_in_the_plan(caplog):
+    """Found by t/test_engine_model.py: job 4 ran until 110, job 6 was
+    reserved at 110 on its cores; at 110 sched.expiration moved job 4's end
+    to 130.  The two spans overlapped in the plan, re-planning job 6 erased
+    job 4's hold, and the pass matched job 6 onto job 4's cores (the graph
+    refused the allocation)."""
+    e = engine(nodes=1, options=["queue-policy=conservative"])
+    e.alloc(4, 16, 100, 100.0, jobspec(cores=1, nslots=3, duration=10))
+    e.schedule(100.0)
+    e.alloc(6, 16, 100, 105.0, jobspec(cores=1, nslots=4))
+    (ann,) = e.schedule(105.0).responses
+    assert ann.annotations["sched"]["t_estimate"] == 110.0
+    e.expiration(4, 130.0)
+    with caplog.at_level("ERROR", logger="fluxsched_py"):
+        out = e.schedule(110.0).responses
+    assert not [r for r in caplog.records if r.levelname == "ERROR"]
+    assert not by_type(out, ResponseType.SUCCESS)
+    assert by_type(out, ResponseType.ANNOTATE)[0].annotations["sched"]["t_estimate"] == 130.0

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ..engine import EngineError, EngineOptions
+from ..errors import FluxschedError
 from ..policy import POLICIES
 from .driver import Driver
 from .errors import ProtocolError
@@ -37,7 +38,7 @@ log = logging.getLogger("fluxsched_py.batsim")
 DEFAULT_SOCKETS = {"v4": "tcp://*:28000", "batprotocol": "tcp://*:28000", "legacy": "/tmp/bat_socket"}
 
 
-class BatsimIOError(Exception):
+class BatsimIOError(FluxschedError):
     """The connection to Batsim failed: timeout, disconnect, truncated frame."""
 
 

@@ -58,6 +58,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from ..errors import FluxschedError
 from ..ids import IdSet
 from ..match.policy import POLICIES as MATCH_POLICIES
 from .fastfit import slot_capacity, slot_shape, take_slots
@@ -67,7 +68,7 @@ __all__ = ["MatchCache", "NoEarlier", "Planner", "PlannerError", "Span", "lower_
 Matcher = Callable[..., Any]
 
 
-class PlannerError(ValueError):
+class PlannerError(FluxschedError, ValueError):
     """A span that makes no sense (empty interval, unknown or duplicate job)."""
 
 
@@ -732,16 +733,29 @@ class Planner:
             for s in list(self._reserved.values()):
                 self.remove(s.jobid)
 
-    def set_end(self, jobid: int, end: float) -> None:
-        """Move a span's end (``sched.expiration``)."""
+    def set_end(self, jobid: int, end: float) -> list[int]:
+        """Move a span's end (``sched.expiration``); return the jobs whose
+        reservations it dropped.
+
+        A running job that now ends later may run into reservations made for
+        its old end.  Those are dropped (their jobs are re-planned by the
+        next pass): spans must never overlap on a resource, or removing one
+        would clear the other's hold from the plan."""
         span = self._spans.get(jobid)
         if span is None:
             raise PlannerError(f"job {jobid} has no span")
+        dropped: list[int] = []
+        if span.running and end > span.end:
+            for r in list(self._reserved.values()):
+                if r.bits & span.bits and r.start < end and r.end > span.end:
+                    self.remove(r.jobid)
+                    dropped.append(r.jobid)
         self.remove(jobid)
         if span.running:
             self.add_running(jobid, span._rs, span.start, end, span.bits)
         else:
             self.reserve(jobid, span._rs, span.start, end, span.bits)
+        return dropped
 
     # -- queries -----------------------------------------------------------
 

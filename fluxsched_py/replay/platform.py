@@ -20,12 +20,13 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
+from ..errors import FluxschedError
 from ..ids import Hostlist, IdSet
 
 __all__ = ["PlatformError", "load_platform", "nodes_graph", "nodes_R", "batsim_hosts"]
 
 
-class PlatformError(ValueError):
+class PlatformError(FluxschedError, ValueError):
     """A platform file that cannot be turned into a resource graph."""
 
 

@@ -36,12 +36,13 @@ from typing import Any
 
 import yaml
 
+from ..errors import FluxschedError
 from ..jobspec.request import Count, Request, ResourceRequest, TaskRequest
 
 __all__ = ["Workload", "WorkloadJob", "WorkloadError", "load_workload", "node_request"]
 
 
-class WorkloadError(ValueError):
+class WorkloadError(FluxschedError, ValueError):
     """A workload file that cannot be replayed; the message says where and why."""
 
 
@@ -132,40 +133,55 @@ def read_batsim(text: str | dict, name: str = "workload", source: str = "<batsim
     if not isinstance(data, dict) or not isinstance(data.get("jobs"), list):
         raise WorkloadError(f"{source}: a Batsim workload needs a 'jobs' list")
     profiles = data.get("profiles") or {}
+    if not isinstance(profiles, dict):
+        raise WorkloadError(f"{source}: 'profiles' must be an object")
     jobs: list[WorkloadJob] = []
     seen: set[int] = set()
+    top = -1  # the largest job number so far: a duplicate takes the next one
     for i, j in enumerate(data["jobs"]):
         where = f"{source}: jobs[{i}]"
         try:
-            raw_id, subtime, res = j["id"], float(j["subtime"]), int(j["res"])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise WorkloadError(f"{where}: needs id, subtime and res ({exc})") from None
-        wall = j.get("walltime")
-        walltime = float(wall) if wall is not None and float(wall) > 0 else math.inf
-        prof_name = j.get("profile")
-        prof = profiles.get(prof_name)
-        if prof is None:
-            raise WorkloadError(f"{where}: profile {prof_name!r} is not defined")
-        if prof.get("type") == "delay" and "delay" in prof:
-            runtime = float(prof["delay"])
-        elif "runtime" in prof:
-            runtime = float(prof["runtime"])
-        else:
-            raise WorkloadError(
-                f"{where}: profile {prof_name!r} has type {prof.get('type')!r}; the replay needs 'delay' "
-                "profiles (other types need Batsim's platform model)"
-            )
-        if res <= 0:
-            raise WorkloadError(f"{where}: res must be positive, got {res}")
-        number = _job_number(raw_id, i)
-        if number in seen:
-            number = max(seen) + 1
-        seen.add(number)
-        jobs.append(
-            WorkloadJob(number, str(raw_id), subtime, node_request(res, walltime), walltime, runtime, res, prof_name)
-        )
+            job = _batsim_job(j, i, where, profiles)
+        except (AttributeError, TypeError, ValueError, OverflowError) as exc:
+            if isinstance(exc, WorkloadError):
+                raise
+            raise WorkloadError(f"{where}: {exc}") from None
+        if job.id in seen:
+            job.id = top + 1
+        seen.add(job.id)
+        top = max(top, job.id)
+        jobs.append(job)
     nb = data.get("nb_res")
-    return Workload(jobs, int(nb) if nb else None, name)
+    try:
+        return Workload(jobs, int(nb) if nb else None, name)
+    except (TypeError, ValueError, OverflowError):
+        raise WorkloadError(f"{source}: nb_res must be an integer, got {json.dumps(nb)[:40]}") from None
+
+
+def _batsim_job(j: Any, i: int, where: str, profiles: dict) -> WorkloadJob:
+    try:
+        raw_id, subtime, res = j["id"], float(j["subtime"]), int(j["res"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise WorkloadError(f"{where}: needs id, subtime and res ({exc})") from None
+    wall = j.get("walltime")
+    walltime = float(wall) if wall is not None and float(wall) > 0 else math.inf
+    prof_name = j.get("profile")
+    prof = profiles.get(prof_name) if isinstance(prof_name, str) else None
+    if not isinstance(prof, dict):
+        raise WorkloadError(f"{where}: profile {prof_name!r} is not defined")
+    if prof.get("type") == "delay" and "delay" in prof:
+        runtime = float(prof["delay"])
+    elif "runtime" in prof:
+        runtime = float(prof["runtime"])
+    else:
+        raise WorkloadError(
+            f"{where}: profile {prof_name!r} has type {prof.get('type')!r}; the replay needs 'delay' "
+            "profiles (other types need Batsim's platform model)"
+        )
+    if res <= 0:
+        raise WorkloadError(f"{where}: res must be positive, got {res}")
+    number = _job_number(raw_id, i)
+    return WorkloadJob(number, str(raw_id), subtime, node_request(res, walltime), walltime, runtime, res, prof_name)
 
 
 # -- SWF -----------------------------------------------------------------------
