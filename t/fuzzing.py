@@ -313,7 +313,21 @@ class Target:
     inputs: Callable[[], st.SearchStrategy[Any]]
     #: exceptions besides FluxschedError that the entry point documents
     allowed: tuple[type[BaseException], ...] = ()
+    #: the seeds, and a 1 MB input when repeating the seeds does not make a fair one
+    seeds: list[bytes] = field(default_factory=list)
+    big: Callable[[], Any] | None = None
     stats: dict[str, int] = field(default_factory=lambda: {"inputs": 0, "ok": 0, "errors": 0})
+
+
+MEGABYTE = 1 << 20
+
+
+def one_megabyte(target: Target) -> Any:
+    """A 1 MB input for ``target``: its own, or its seeds repeated and cut at 1 MB."""
+    if target.big is not None:
+        return target.big()
+    data = b"\n".join(target.seeds) or b"0"
+    return (data * (MEGABYTE // len(data) + 1))[:MEGABYTE]
 
 
 class Bug(AssertionError):
@@ -370,7 +384,7 @@ def jobspec_target() -> Target:
         docs = [d for d in decode_all(seeds, yaml_ok=True) if isinstance(d, dict)]
         return st.one_of(mutate_bytes(seeds), mutate_doc(docs))
 
-    return Target("jobspec", run, inputs)
+    return Target("jobspec", run, inputs, seeds=seeds, big=lambda: _big_jobspec())
 
 
 @contextmanager
@@ -418,7 +432,7 @@ def graph_target(fmt: str) -> Target:
             strategies.append(mutate_doc(docs).map(to_text if fmt != "recipe" else _yaml_text))
         return st.one_of(*strategies)
 
-    return Target(f"graph-{fmt}", run, inputs)
+    return Target(f"graph-{fmt}", run, inputs, seeds=seeds[:1])
 
 
 def _yaml_text(doc: Any) -> bytes:
@@ -436,7 +450,8 @@ def idset_target() -> Target:
     def run(value: bytes) -> Any:
         return IdSet.parse(value.decode("utf-8", "replace"))
 
-    return Target("idset", run, lambda: st.one_of(mutate_bytes(seeds), st.binary(max_size=40)))
+    big = lambda: ",".join(str(2 * i) for i in range(150_000)).encode()[:MEGABYTE]  # noqa: E731
+    return Target("idset", run, lambda: st.one_of(mutate_bytes(seeds), st.binary(max_size=40)), seeds=seeds, big=big)
 
 
 def hostlist_target() -> Target:
@@ -448,7 +463,8 @@ def hostlist_target() -> Target:
         hl = Hostlist.parse(value.decode("utf-8", "replace"))
         return hl.encode()
 
-    return Target("hostlist", run, lambda: st.one_of(mutate_bytes(seeds), st.binary(max_size=40)))
+    big = lambda: ",".join(f"n{i}x{i}" for i in range(100_000)).encode()[:MEGABYTE]  # noqa: E731
+    return Target("hostlist", run, lambda: st.one_of(mutate_bytes(seeds), st.binary(max_size=40)), seeds=seeds, big=big)
 
 
 def swf_target() -> Target:
@@ -460,7 +476,7 @@ def swf_target() -> Target:
     def run(value: bytes) -> Any:
         return read_swf(value.decode("utf-8", "replace"))
 
-    return Target("swf", run, lambda: mutate_bytes(seeds))
+    return Target("swf", run, lambda: mutate_bytes(seeds), seeds=seeds)
 
 
 def batsim_workload_target() -> Target:
@@ -476,7 +492,7 @@ def batsim_workload_target() -> Target:
         docs = decode_all(seeds)
         return st.one_of(mutate_bytes(seeds), mutate_doc(docs), mutate_doc(docs).map(to_text))
 
-    return Target("batsim-workload", run, inputs)
+    return Target("batsim-workload", run, inputs, seeds=seeds, big=lambda: _big_workload(seeds))
 
 
 def _recorded(pattern: str, direction: str = "in") -> list[bytes]:
@@ -508,7 +524,7 @@ def batsim_v4_target() -> Target:
         docs = decode_all(seeds)
         return st.one_of(mutate_bytes(seeds), mutate_doc(docs).map(to_text))
 
-    return Target("batsim-v4", run, inputs)
+    return Target("batsim-v4", run, inputs, seeds=seeds, big=lambda: _big_envelope(seeds, "type", "data"))
 
 
 def batprotocol_target() -> Target:
@@ -525,7 +541,7 @@ def batprotocol_target() -> Target:
         docs = decode_all(seeds)
         return st.one_of(mutate_bytes(seeds), mutate_doc(docs).map(to_text), st.binary(max_size=32).map(b"I".__add__))
 
-    return Target("batprotocol", run, inputs)
+    return Target("batprotocol", run, inputs, seeds=seeds, big=lambda: _big_envelope(seeds, "event_type", "event"))
 
 
 def legacy_target() -> Target:
@@ -536,7 +552,7 @@ def legacy_target() -> Target:
     def run(value: bytes) -> Any:
         return legacy.parse_message(value.decode("utf-8", "replace"))
 
-    return Target("batsim-legacy", run, lambda: mutate_bytes(seeds))
+    return Target("batsim-legacy", run, lambda: mutate_bytes(seeds), seeds=seeds, big=_big_legacy)
 
 
 def match_target() -> Target:
@@ -560,7 +576,7 @@ def match_target() -> Target:
                 break
         return out.getvalue()
 
-    return Target("match", run, lambda: mutate_bytes(seeds))
+    return Target("match", run, lambda: mutate_bytes(seeds), seeds=seeds)
 
 
 SLOT4 = {"type": "slot", "count": 1, "label": "task", "with": [{"type": "core", "count": 4}]}
@@ -651,7 +667,45 @@ def driver_target() -> Target:
         garbage = st.tuples(st.sampled_from(topics), st.sampled_from(INTERESTING_VALUES + [bad_payload("not JSON")]))
         return st.one_of(mutated, garbage)
 
-    return Target("flux-driver", run, inputs)
+    return Target("flux-driver", run, inputs, big=_big_alloc)
+
+
+# -- 1 MB inputs -------------------------------------------------------------------
+
+
+def _big_jobspec() -> bytes:
+    """A valid jobspec of 1 MB, most of it its environment (as ``flux run`` sends it)."""
+    env = {f"VAR_{i}": "x" * 90 for i in range(MEGABYTE // 100)}
+    doc = {
+        "version": 1,
+        "resources": [{"type": "slot", "count": 1, "label": "task", "with": [{"type": "core", "count": 1}]}],
+        "tasks": [{"command": ["app"], "slot": "task", "count": {"per_slot": 1}}],
+        "attributes": {"system": {"duration": 10, "environment": env}},
+    }
+    return json.dumps(doc).encode()
+
+
+def _big_workload(seeds: list[bytes]) -> bytes:
+    job = {"id": 0, "subtime": 0, "walltime": 10, "res": 1, "profile": "p"}
+    n = MEGABYTE // len(json.dumps(job))
+    jobs = [{**job, "id": i, "subtime": i} for i in range(n)]
+    return json.dumps({"nb_res": 4, "profiles": {"p": {"type": "delay", "delay": 1}}, "jobs": jobs}).encode()
+
+
+def _big_envelope(seeds: list[bytes], type_key: str, payload_key: str) -> bytes:
+    ev = {"timestamp": 0.0, type_key: "REQUESTED_CALL" if type_key == "type" else "RequestedCallEvent", payload_key: {}}
+    n = MEGABYTE // len(json.dumps(ev))
+    return json.dumps({"now": 1.0, "events": [ev] * n}).encode()
+
+
+def _big_legacy() -> bytes:
+    n = MEGABYTE // 12
+    return ("2:1.000000" + "|0.000000:N" * n).encode()[:MEGABYTE]
+
+
+def _big_alloc() -> tuple[str, Any]:
+    spec = json.loads(_big_jobspec())
+    return "sched.alloc", {"id": 9, "priority": 16, "userid": 0, "t_submit": 1.0, "jobspec": spec}
 
 
 TARGETS: dict[str, Callable[[], Target]] = {

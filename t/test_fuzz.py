@@ -100,3 +100,108 @@ def test_batsim_workload_with_many_duplicate_ids_is_fast():
     w = read_batsim({"nb_res": 4, "profiles": {"p": {"type": "delay", "delay": 1}}, "jobs": jobs})
     assert time.perf_counter() - t0 < 5
     assert sorted(j.id for j in w.jobs) == list(range(50_000))
+
+
+def test_jobspec_of_a_megabyte_of_tasks_is_refused_fast():
+    """bench/fuzz.py 1 MB input: 14,000 tasks took 2.4 s (10 s traced) in schema validation."""
+    import json
+    import time
+
+    from fluxsched_py.jobspec import JobspecError, parse_jobspec
+
+    task = {"command": ["app"], "slot": "task", "count": {"per_slot": 1}}
+    doc = {
+        "version": 1,
+        "resources": [{"type": "slot", "count": 1, "label": "task", "with": [{"type": "core", "count": 1}]}],
+        "tasks": [task] * 14_000,
+        "attributes": {"system": {"duration": 10}},
+    }
+    t0 = time.perf_counter()
+    with pytest.raises(JobspecError, match="more than 4096 values"):
+        parse_jobspec(json.dumps(doc))
+    assert time.perf_counter() - t0 < 1
+
+
+@pytest.mark.parametrize("fmt", ["grug", "hwloc"])
+def test_xml_with_an_unknown_encoding_is_a_resource_error(tmp_path, fmt):
+    """graph-grug / graph-hwloc fuzz: ``encoding="TTF-8"`` raised LookupError."""
+    from fluxsched_py.resource.errors import ResourceError
+    from fluxsched_py.resource.load import load_graph
+
+    root = "<topology/>" if fmt == "hwloc" else '<graphml xmlns="http://graphml.graphdrawing.org/xmlns"/>'
+    p = tmp_path / "x.xml"
+    p.write_text(f'<?xml version="1.0" encoding="TTF-8"?>\n{root}\n')
+    with pytest.raises(ResourceError, match="TTF-8"):
+        load_graph(p, fmt)
+
+
+def test_json_string_given_as_R_is_a_resource_error(tmp_path):
+    """graph-rv1 fuzz: the JSON text ``"\\u0000"`` was taken for a path (ValueError: embedded null byte)."""
+    from fluxsched_py.resource.errors import ResourceError
+    from fluxsched_py.resource.load import load_graph
+
+    p = tmp_path / "R.json"
+    for text in ('"\\u0000"', '"/etc/passwd"', "[1]"):
+        p.write_text(text)
+        with pytest.raises(ResourceError, match="expected a JSON object"):
+            load_graph(p, "rv1")
+
+
+def test_jgf_edge_metadata_that_is_not_an_object_is_a_resource_error():
+    """graph-jgf fuzz: edge metadata ``1`` / ``"x"`` raised TypeError / AttributeError."""
+    from fluxsched_py.resource import ResourceGraph
+    from fluxsched_py.resource.errors import ResourceError
+
+    nodes = [
+        {"id": "0", "metadata": {"type": "cluster", "name": "c0", "id": 0}},
+        {"id": "1", "metadata": {"type": "node", "name": "n0", "id": 0, "rank": 0}},
+    ]
+    for md in (1, "x", [1], True):
+        jgf = {"graph": {"nodes": nodes, "edges": [{"source": "0", "target": "1", "metadata": md}]}}
+        with pytest.raises(ResourceError, match="metadata"):
+            ResourceGraph.from_jgf(jgf)
+
+
+def test_sparse_huge_leaf_ids_are_refused_before_taking_gigabytes():
+    """graph-rv1 / graph-jgf fuzz: a 4 KB R naming core 67108863-i on 100
+    ranks took 900 MB and 5.5 s (one 8 MB bitmask per rank); a JGF core
+    with id 10**5000 raised OverflowError (1 << id)."""
+    import resource as rlimit
+    import time
+
+    from fluxsched_py.resource import ResourceGraph
+    from fluxsched_py.resource.errors import ResourceError
+
+    R = {
+        "version": 1,
+        "execution": {"R_lite": [{"rank": str(i), "children": {"core": str(67108863 - i)}} for i in range(100)]},
+    }
+    before = rlimit.getrusage(rlimit.RUSAGE_SELF).ru_maxrss
+    t0 = time.perf_counter()
+    with pytest.raises(ResourceError, match="large or sparse"):
+        ResourceGraph.from_rv1(R)
+    assert time.perf_counter() - t0 < 2
+    assert rlimit.getrusage(rlimit.RUSAGE_SELF).ru_maxrss - before < 300 * 1024  # KB: well under the 900 MB it took
+    nodes = [
+        {"id": "0", "metadata": {"type": "node", "name": "n0", "id": 0, "rank": 0}},
+        {"id": "1", "metadata": {"type": "core", "name": "core", "id": 10**5000}},
+    ]
+    with pytest.raises(ResourceError, match="above"):
+        ResourceGraph.from_jgf({"graph": {"nodes": nodes, "edges": [{"source": "0", "target": "1"}]}})
+
+
+def test_recipe_with_odd_properties_or_huge_counts_is_a_resource_error():
+    """graph-recipe fuzz: ``properties: true`` raised AttributeError;
+    ``cores_per_socket: 10**12`` MemoryError and 10**5000 OverflowError (1 << count)."""
+    from fluxsched_py.resource import ResourceGraph
+    from fluxsched_py.resource.errors import ResourceError
+
+    base = {"nodes": 2, "sockets": 1, "cores_per_socket": 2}
+    for extra in (
+        {"properties": True},
+        {"cores_per_socket": 10**12},
+        {"gpus_per_socket": 10**5000},
+        {"memory_gb": 2**40},
+    ):
+        with pytest.raises(ResourceError):
+            ResourceGraph.from_recipe({"cluster": {**base, **extra}})

@@ -44,7 +44,7 @@ def _recipe(path: str) -> tuple[nx.DiGraph, str]:
         raw = nx.read_graphml(path)
     except FileNotFoundError:
         raise ResourceError("cannot read: no such file", source=path) from None
-    except (ParseError, nx.NetworkXError, ValueError, KeyError, TypeError) as e:
+    except (ParseError, nx.NetworkXError, ValueError, KeyError, TypeError, LookupError) as e:
         raise ResourceError(f"malformed GraphML: {e}", source=path) from None
     nd = raw.graph.get("node_default", {})
     ed = raw.graph.get("edge_default", {})

@@ -312,6 +312,8 @@ def parse_hwloc(data: bytes | str, source: str | None = None) -> HwlocTopology:
         line, col = e.position
         msg = str(e).split(":", 1)[0]
         raise ResourceError(f"malformed XML: {msg}", source=source, element=f"line {line} column {col}") from None
+    except LookupError as e:  # <?xml encoding="..."?> names no codec Python knows
+        raise ResourceError(f"malformed XML: {e}", source=source, element="line 1") from None
     tag = root.tag.rsplit("}", 1)[-1]  # without its namespace
     if tag != "topology":
         what = " (a SimGrid/Batsim platform: use the replay's --platform)" if tag == "platform" else ""

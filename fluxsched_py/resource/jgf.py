@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import networkx as nx
 
+from ..ids import MAX_ID
 from .errors import ResourceError
 from .resourceset import ResourceSet
 from .topology import TopologyBuilder
@@ -83,6 +84,8 @@ def builder_from_jgf(obj: Any, *, source: str | None = None, element: str = "") 
         if not isinstance(e, dict) or "source" not in e or "target" not in e:
             raise ResourceError("a JGF edge needs 'source' and 'target'", source=source, element=el)
         s, t = str(e["source"]), str(e["target"])
+        if e.get("metadata") is not None and not isinstance(e["metadata"], dict):
+            raise ResourceError("a JGF edge's 'metadata' must be an object", source=source, element=el)
         if not _containment(e):
             continue
         for end in (s, t):
@@ -146,6 +149,8 @@ def builder_from_jgf(obj: Any, *, source: str | None = None, element: str = "") 
             i = md.get("id", 0)
             if i < 0:
                 raise ResourceError(f"leaf {md['name']!r} has a negative id", source=source, element=nid)
+            if i > MAX_ID:  # checked before 1 << i allocates a mask that wide
+                raise ResourceError(f"leaf {md['name']!r} has an id above {MAX_ID}", source=source, element=nid)
             taken = b.pool_mask(parent, md["type"])
             if taken >> i & 1:  # duplicate leaf ids under one parent: give it the lowest unused id
                 i = (~taken & (taken + 1)).bit_length() - 1

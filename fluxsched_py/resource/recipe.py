@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from ..ids import Hostlist, HostlistError, IdSet, IdSetError
+from ..ids import MAX_ID, Hostlist, HostlistError, IdSet, IdSetError
 from .errors import ResourceError
-from .topology import TopologyBuilder
+from .topology import MAX_LEAF_BITS, TopologyBuilder
 
 if TYPE_CHECKING:
     from .graph import ResourceGraph
@@ -46,6 +46,9 @@ RECIPE_KEYS = (
 )
 
 
+_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def _load(recipe: Any) -> tuple[dict, str | None]:
     if isinstance(recipe, (str, Path)):
         source = str(recipe)
@@ -53,8 +56,11 @@ def _load(recipe: Any) -> tuple[dict, str | None]:
             text = Path(recipe).read_text()
         except OSError as e:
             raise ResourceError(f"cannot read: {e.strerror}", source=source) from None
+        except UnicodeDecodeError as e:
+            raise ResourceError(f"not UTF-8 text: {e.reason} at byte {e.start}", source=source) from None
         try:
-            return yaml.safe_load(text), source
+            # libyaml when PyYAML has it: the pure-Python parser takes seconds per MB.
+            return yaml.load(text, Loader=_SAFE_LOADER), source
         except yaml.YAMLError as e:
             raise ResourceError(f"invalid YAML: {e}", source=source) from None
     return recipe, None
@@ -97,6 +103,16 @@ def graph_from_recipe(recipe: dict | str | Path) -> ResourceGraph:
     mem = _count(c, "memory_gb", source, 0)
     if nnodes * sockets > 10_000_000:
         raise ResourceError("the recipe is too large", source=source, element="/cluster")
+    # Leaf ids are numbered per node: check their width before building masks that wide.
+    for key, per_socket in (("cores_per_socket", cps), ("gpus_per_socket", gps)):
+        if per_socket * sockets > MAX_ID:
+            raise ResourceError(f"'{key}' x sockets is above {MAX_ID}", source=source, element=f"/cluster/{key}")
+    if mem > MAX_ID:
+        raise ResourceError(f"'memory_gb' is above {MAX_ID}", source=source, element="/cluster/memory_gb")
+    if nnodes * (sockets * (cps + gps) + mem) > MAX_LEAF_BITS:
+        raise ResourceError(
+            f"the recipe has more than {MAX_LEAF_BITS} cores, GPUs and GB of memory", source=source, element="/cluster"
+        )
     hn = c.get("hostname", "node")
     if not isinstance(hn, str) or not hn:
         raise ResourceError("'hostname' must be a string", source=source, element="/cluster/hostname")
@@ -112,7 +128,10 @@ def graph_from_recipe(recipe: dict | str | Path) -> ResourceGraph:
     else:
         hosts = [f"{hn}{r}" for r in range(nnodes)]
     props: dict[int, set[str]] = {}
-    for name, ids in (c.get("properties") or {}).items():
+    properties = c.get("properties") or {}
+    if not isinstance(properties, dict):
+        raise ResourceError("properties map a name to an idset of ranks", source=source, element="/cluster/properties")
+    for name, ids in properties.items():
         el = f"/cluster/properties/{name}"
         try:
             ranks = IdSet.parse(ids) if isinstance(ids, str) else IdSet([ids]) if isinstance(ids, int) else None

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from ..ids import Hostlist, HostlistError, IdSet, IdSetError
 from .errors import ResourceError
 from .resourceset import ResourceSet
-from .topology import RLITE_TYPES, TopologyBuilder
+from .topology import MAX_LEAF_BITS, RLITE_TYPES, TopologyBuilder
 
 if TYPE_CHECKING:
     from .graph import ResourceGraph
@@ -72,6 +72,7 @@ def check_rv1(R: Any, source: str | None = None) -> list[tuple[IdSet, dict[str, 
         raise ResourceError("missing or invalid 'R_lite' array", source=source, element="/execution/R_lite")
     out = []
     seen = 0
+    width = 0
     for i, entry in enumerate(rl):
         el = f"/execution/R_lite/{i}"
         if not isinstance(entry, dict):
@@ -90,6 +91,14 @@ def check_rv1(R: Any, source: str | None = None) -> list[tuple[IdSet, dict[str, 
             if not isinstance(t, str) or not t:
                 raise ResourceError(f"invalid resource type {t!r}", source=source, element=el + "/children")
             children[t] = _idset(ids, source, f"{el}/children/{t}")
+            width += children[t].mask.bit_length()
+        width += ranks.mask.bit_length()
+        if width > MAX_LEAF_BITS:  # each idset is a bitmask as wide as its largest id
+            raise ResourceError(
+                f"ids this large or sparse are not supported (over {MAX_LEAF_BITS} bits of idsets)",
+                source=source,
+                element=el,
+            )
         out.append((ranks, children))
     for key in ("starttime", "expiration"):
         if key in ex and (not isinstance(ex[key], (int, float)) or isinstance(ex[key], bool)):

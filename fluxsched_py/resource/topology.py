@@ -29,6 +29,12 @@ __all__ = ["Topology", "TopologyBuilder", "RLITE_TYPES"]
 #: Leaf types R_lite always carries (others only when an R input carried them).
 RLITE_TYPES = ("core", "gpu")
 
+#: Leaf pools are bitmasks indexed by leaf id: the sum of their widths is
+#: bounded, so a few sparse ids (``core: "67108863"`` on every rank, a JGF
+#: core with id 10**9) are refused instead of taking gigabytes.  2**28 bits
+#: is 32 MB of masks: 16K nodes with ids up to 16K each.
+MAX_LEAF_BITS = 1 << 28
+
 
 @dataclass(slots=True)
 class _Proto:
@@ -51,6 +57,7 @@ class TopologyBuilder:
 
     def __init__(self, source: str | None = None) -> None:
         self.source = source
+        self._leaf_bits = 0
         self._protos: list[_Proto] = []
         self.hostnames: dict[int, str] = {}
         self.properties: dict[int, set[str]] = {}
@@ -92,6 +99,14 @@ class TopologyBuilder:
         element: str | None = None,
     ) -> None:
         """Add leaves of ``type`` with the id bitmask ``ids`` to the pool of ``parent``."""
+        self._leaf_bits += ids.bit_length()
+        if self._leaf_bits > MAX_LEAF_BITS:
+            raise ResourceError(
+                f"{type} ids up to {ids.bit_length() - 1}: leaf ids this large or sparse are not supported "
+                f"(their pools would exceed {MAX_LEAF_BITS} bits)",
+                source=self.source,
+                element=element,
+            )
         pools = self._protos[parent].pools
         if type in pools:
             pool = pools[type]
