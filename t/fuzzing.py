@@ -612,7 +612,10 @@ def driver_target() -> Target:
         "sched-py.stats-get",
     ]
     answered = {"sched.expiration", "sched.resource-status", "feasibility.check", "sched-py.stats-get"}
-    recorded: dict[str, list[Any]] = {t: [] for t in topics}
+    # The startup responses the driver handles too: resource.acquire updates
+    # (after the first) and a sched-hello response with the job's R.
+    startup = ["resource.acquire", "job-manager.sched-hello"]
+    recorded: dict[str, list[Any]] = {t: [] for t in topics + startup}
     for p in sorted(DATA.glob("flux/*.jsonl")):
         for rec in jsonl_payloads(p):
             if isinstance(rec, dict) and rec.get("dir") == "rx" and rec.get("topic") in recorded:
@@ -620,6 +623,9 @@ def driver_target() -> Target:
                     recorded[rec["topic"]].append(rec.get("payload"))
     docs = [{"topic": t, "payload": p} for t, ps in recorded.items() for p in ps]
     docs += [{"topic": t, "payload": {"id": 1}} for t in topics]
+    docs += [{"topic": "resource.acquire", "payload": {"up": "1", "down": "0", "expiration": 2000.0}}]
+    hello = {"id": 7, "priority": 16, "userid": 0, "t_submit": 1.0, "free": "1", "R": R}
+    docs += [{"topic": "job-manager.sched-hello", "payload": hello}]
 
     def run(value: Any) -> Any:
         topic, payload = value
@@ -643,7 +649,14 @@ def driver_target() -> Target:
             t.run_passes()
             before = len(t.sent)
             try:
-                d.handle(topic, "msg", payload)
+                if topic == "resource.acquire":
+                    d.acquire(payload)
+                elif topic == "job-manager.sched-hello":
+                    job_R = payload.get("R") if isinstance(payload, dict) else payload
+                    d.hello(payload, job_R)
+                    d.hello_done()
+                else:
+                    d.handle(topic, "msg", payload)
                 t.run_passes()
             except Exception as exc:
                 raise Bug(f"driver: {topic} raised {type(exc).__name__}: {exc}") from exc
@@ -656,6 +669,10 @@ def driver_target() -> Target:
                 finals = [p for p in mine if isinstance(p, dict) and p.get("type") in (0, 2, 3)]
                 if len(finals) > 1:
                     raise Bug(f"driver: alloc answered {len(finals)} times")
+                jobid = payload.get("id") if isinstance(payload, dict) else None
+                new = isinstance(jobid, int) and not isinstance(jobid, bool) and 3 < jobid < 1 << 63
+                if new and not finals and d.engine.job(jobid) is None:
+                    raise Bug(f"driver: alloc of job {jobid} neither answered nor queued")
             d.engine.check_invariants()
         finally:
             d.close()
@@ -668,7 +685,9 @@ def driver_target() -> Target:
             return isinstance(d, dict) and isinstance(d.get("topic"), str) and d["topic"] in recorded
 
         mutated = mutate_doc(docs).filter(known).map(split)
-        garbage = st.tuples(st.sampled_from(topics), st.sampled_from(INTERESTING_VALUES + [bad_payload("not JSON")]))
+        garbage = st.tuples(
+            st.sampled_from(topics + startup), st.sampled_from(INTERESTING_VALUES + [bad_payload("not JSON")])
+        )
         return st.one_of(mutated, garbage)
 
     return Target("flux-driver", run, inputs, big=_big_alloc)
