@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from t.conftest import CONFORMANCE
-from t.fuzzing import TARGETS, check
+from .conftest import CONFORMANCE
+from .fuzzing import TARGETS, check
 
 FUZZ_EXAMPLES = 60
 
@@ -205,3 +205,30 @@ def test_recipe_with_odd_properties_or_huge_counts_is_a_resource_error():
     ):
         with pytest.raises(ResourceError):
             ResourceGraph.from_recipe({"cluster": {**base, **extra}})
+
+
+def test_jgf_vertex_with_a_huge_rank_is_a_resource_error():
+    """graph-jgf fuzz (bench/fuzz.py): a node with rank 2**40 raised
+    MemoryError (ranks are bits of a mask); rank 10**9 took 125 MB."""
+    from fluxsched_py.resource import ResourceGraph
+    from fluxsched_py.resource.errors import ResourceError
+
+    for rank in (10**9, 2**40, 10**5000):
+        nodes = [
+            {"id": "0", "metadata": {"type": "cluster", "name": "c0", "id": 0}},
+            {"id": "1", "metadata": {"type": "node", "name": "n0", "id": 0, "rank": rank}},
+            {"id": "2", "metadata": {"type": "core", "name": "core0", "id": 0}},
+        ]
+        edges = [{"source": "0", "target": "1"}, {"source": "1", "target": "2"}]
+        with pytest.raises(ResourceError, match="rank above"):
+            ResourceGraph.from_jgf({"graph": {"nodes": nodes, "edges": edges}})
+
+
+def test_swf_with_an_infinite_processor_count_is_a_workload_error():
+    """swf fuzz (bench/fuzz.py): ``inf`` as allocated or requested processors
+    raised OverflowError (int(float("inf")))."""
+    from fluxsched_py.replay.workload import WorkloadError, read_swf
+
+    for fields in ("1 0 0 10 inf -1 -1 2 100", "1 0 0 10 2 -1 -1 -inf 100", "1 0 0 10 nan -1 -1 2 100"):
+        with pytest.raises(WorkloadError, match="fields must be numbers"):
+            read_swf(fields + " -1 1 1 1 -1 1 -1 -1 -1\n")

@@ -218,7 +218,7 @@ def read_swf(text: str, name: str = "workload") -> Workload:
             alloc = int(float(f[4]))
             req_procs = int(float(f[7]))
             req_time = float(f[8])
-        except ValueError:
+        except (ValueError, OverflowError):  # OverflowError: int(float("inf"))
             raise WorkloadError(f"{name}.swf:{lineno}: fields must be numbers: {s[:60]!r}") from None
         procs = req_procs if req_procs > 0 else alloc
         if runtime < 0 or procs <= 0:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 import networkx as nx
 
+from ..ids import MAX_ID
 from .errors import ResourceError
 
 __all__ = ["Topology", "TopologyBuilder", "RLITE_TYPES"]
@@ -79,6 +80,8 @@ class TopologyBuilder:
         """Add a container vertex under ``parent`` (-1 for the root); return its handle."""
         if parent == -1 and self._protos:
             raise ResourceError(f"a second root vertex {name!r}", source=self.source, element=name)
+        if rank > MAX_ID:  # ranks are bits of a mask: checked before one that wide is made
+            raise ResourceError(f"vertex {name!r} has a rank above {MAX_ID}", source=self.source, element=name)
         if parent >= 0 and rank < 0:
             rank = self._protos[parent].rank
         h = len(self._protos)
