@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from .conftest import CONFORMANCE
 from .fuzzing import TARGETS, check
 
-FUZZ_EXAMPLES = 60
+FUZZ_EXAMPLES = 100
 
 #: targets whose seeds all come from ../shared/conformance
 NEEDS_SHARED = {"jobspec", "graph-rv1", "graph-jgf", "graph-grug", "graph-hwloc", "swf", "match"}
