@@ -19,10 +19,12 @@ import io
 import lzma
 import os
 import sys
+from collections.abc import Iterator
 from typing import IO
 
 __all__ = [
     "MAX_INPUT_BYTES",
+    "MAX_STREAM_BYTES",
     "MAX_NODES",
     "MAX_PER_NODE",
     "MAX_JOBS",
@@ -31,16 +33,19 @@ __all__ = [
     "read_text",
     "open_stream",
     "CappedReader",
+    "bounded_lines",
 ]
 
-#: Largest input file read whole (workloads, platforms, graphs), after decompression.
-MAX_INPUT_BYTES = 256 * 1024 * 1024
+#: Largest input file read whole (JSON workloads, platforms, graphs), after decompression.
+MAX_INPUT_BYTES = 64 * 1024 * 1024
+#: Largest stream read line by line (SWF traces, after decompression): memory is bounded by MAX_JOBS.
+MAX_STREAM_BYTES = 1024 * 1024 * 1024
 #: Largest machine the replay builds (its graph costs about 4 KB per node).
 MAX_NODES = 100_000
 #: Largest count of one leaf type (cores, GPUs, memory units) on one node.
 MAX_PER_NODE = 65_536
 #: Most jobs one workload may hold.
-MAX_JOBS = 2_000_000
+MAX_JOBS = 1_000_000
 #: Largest time, in seconds, a workload may give (about 31,700 years): beyond it a
 #: float no longer resolves milliseconds, and sums of times could overflow to inf.
 MAX_SECONDS = 1e12
@@ -96,7 +101,7 @@ class CappedReader(io.RawIOBase):
 _MAGIC = ((b"\x1f\x8b", gzip.GzipFile), (b"BZh", bz2.BZ2File), (b"\xfd7zXZ\x00", lzma.LZMAFile))
 
 
-def open_stream(path: str | os.PathLike[str], limit: int = MAX_INPUT_BYTES) -> IO[bytes]:
+def open_stream(path: str | os.PathLike[str], limit: int = MAX_STREAM_BYTES) -> IO[bytes]:
     """A binary stream of ``path`` (``-`` is stdin), decompressed when it is gzip, bzip2 or xz.
 
     The format is told by the first bytes, not the name.  At most ``limit``
@@ -112,3 +117,20 @@ def open_stream(path: str | os.PathLike[str], limit: int = MAX_INPUT_BYTES) -> I
             raw = cls(raw)  # type: ignore[assignment]
             break
     return io.BufferedReader(CappedReader(raw, limit), _CHUNK)
+
+
+def bounded_lines(stream: IO[str], limit: int) -> Iterator[tuple[int, str]]:
+    """``(line number, line)`` of a text stream; :class:`ValueError` on a line longer than ``limit``.
+
+    ``readline(limit)`` never holds more than ``limit`` characters, so a
+    stream with no newline (``/dev/zero``) cannot grow memory.
+    """
+    lineno = 0
+    while True:
+        line = stream.readline(limit + 1)
+        if not line:
+            return
+        lineno += 1
+        if len(line) > limit:
+            raise ValueError(f"line {lineno} is longer than {limit} characters")
+        yield lineno, line

@@ -635,6 +635,9 @@ class V4Driver(Driver):
             from .intervals import parse_intervals
 
             ids = parse_intervals(res)
+            known = len(self.scheduler.hosts)
+            if ids and ids.last() >= known:
+                raise ProtocolError(f"NOTIFY {kind} names machine {ids.last()}, but the platform has {known} machines")
             if kind == "event_machine_unavailable":
                 self.scheduler.resources_down(ids)
             else:

@@ -46,7 +46,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..inputs import MAX_INPUT_BYTES, MAX_JOBS, MAX_NODES, MAX_SECONDS, open_stream
+from ..inputs import MAX_INPUT_BYTES, MAX_JOBS, MAX_NODES, MAX_SECONDS, bounded_lines, open_stream
+from ..jobspec.loader import MAX_BYTES
 from ..jobspec.request import Count, Request, ResourceRequest, TaskRequest
 
 __all__ = [
@@ -237,7 +238,12 @@ def load_workload(
             if suffix == ".swf":
                 lines = io.TextIOWrapper(stream, encoding="utf-8", newline=None)
                 return read_swf(lines, name=name, source=source, walltime=model, procs_per_node=procs_per_node)
-            text = _decode(stream.read(MAX_INPUT_BYTES + 1), source)
+            # YAML goes through the jobspec loader, whose cap is smaller.
+            limit = MAX_INPUT_BYTES if suffix == ".json" else MAX_BYTES
+            data = stream.read(limit + 1)
+            if len(data) > limit:
+                raise WorkloadError(f"{source}: larger than {limit} bytes (the limit for this format)")
+            text = _decode(data, source)
     except OSError as exc:
         raise WorkloadError(f"{source}: cannot read: {exc.strerror or exc}") from None
     except (EOFError, lzma.LZMAError) as exc:
@@ -338,6 +344,19 @@ def _model_name(model: tuple[str, float | None]) -> str:
 
 # -- SWF -----------------------------------------------------------------------
 
+#: An SWF line is 18 numbers; a longer line is not SWF (and is not held whole).
+MAX_SWF_LINE = 4096
+
+
+def _lines(stream: Iterable[str], source: str) -> Iterable[tuple[int, str]]:
+    if not hasattr(stream, "readline"):
+        yield from enumerate(stream, 1)
+        return
+    try:
+        yield from bounded_lines(stream, MAX_SWF_LINE)  # type: ignore[arg-type]
+    except ValueError as exc:
+        raise WorkloadError(f"{source}: {exc}: not SWF") from None
+
 
 def read_swf(
     text: str | Iterable[str],
@@ -349,14 +368,13 @@ def read_swf(
 ) -> Workload:
     """A Standard Workload Format trace (Feitelson's Parallel Workloads Archive), text or lines."""
     source = source or f"{name}.swf"
-    lines = text.splitlines() if isinstance(text, str) else text
+    lines: Iterable[tuple[int, str]]
+    lines = enumerate(text.splitlines(), 1) if isinstance(text, str) else _lines(text, source)
     jobs: list[WorkloadJob] = []
     seen: set[int] = set()
     header: dict[str, int] = {}
     skipped = filled = 0
-    for lineno, line in enumerate(lines, 1):
-        if len(line) > 4096:
-            raise WorkloadError(f"{source}:{lineno}: line longer than 4096 characters: not SWF")
+    for lineno, line in lines:
         s = line.strip()
         if not s:
             continue
@@ -387,7 +405,9 @@ def read_swf(
         seen.add(number)
         submit = _time(values[0], where, "submit time (field 2)")
         runtime = _number(values[2], where, "run time (field 4)")
-        alloc, req_procs, req_time = values[3], values[6], _number(values[7], where, "requested time (field 9)")
+        alloc = _number(values[3], where, "allocated processors (field 5)")
+        req_procs = _number(values[6], where, "requested processors (field 8)")
+        req_time = _number(values[7], where, "requested time (field 9)")
         procs = req_procs if req_procs > 0 else alloc
         if runtime < 0 or not procs > 0:  # -1: unknown; NaN fails the test too
             skipped += 1
