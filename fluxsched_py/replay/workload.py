@@ -283,7 +283,7 @@ def read_batsim(text: str | dict, name: str = "workload", source: str = "<batsim
     if len(data["jobs"]) > MAX_JOBS:
         raise WorkloadError(f"{source}: {len(data['jobs'])} jobs is more than the limit of {MAX_JOBS}")
     nb_res = _optional_nb_res(data.get("nb_res"), f"{source}: nb_res")
-    profiles = data.get("profiles") or {}
+    profiles = data.get("profiles", {})
     if not isinstance(profiles, dict):
         raise WorkloadError(f"{source}: profiles must be an object, got {type(profiles).__name__}")
     jobs: list[WorkloadJob] = []
@@ -354,6 +354,8 @@ def _lines(stream: Iterable[str], source: str) -> Iterable[tuple[int, str]]:
         return
     try:
         yield from bounded_lines(stream, MAX_SWF_LINE)  # type: ignore[arg-type]
+    except UnicodeDecodeError as exc:
+        raise WorkloadError(f"{source}: not UTF-8 text ({exc.reason}): not SWF") from None
     except ValueError as exc:
         raise WorkloadError(f"{source}: {exc}: not SWF") from None
 
