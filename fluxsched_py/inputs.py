@@ -19,7 +19,7 @@ import io
 import lzma
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import IO
 
 __all__ = [
@@ -98,7 +98,11 @@ class CappedReader(io.RawIOBase):
         return len(data)
 
 
-_MAGIC = ((b"\x1f\x8b", gzip.GzipFile), (b"BZh", bz2.BZ2File), (b"\xfd7zXZ\x00", lzma.LZMAFile))
+_MAGIC: tuple[tuple[bytes, Callable[[IO[bytes]], IO[bytes]]], ...] = (
+    (b"\x1f\x8b", lambda f: gzip.GzipFile(fileobj=f)),  # type: ignore[arg-type]
+    (b"BZh", bz2.BZ2File),  # type: ignore[arg-type]
+    (b"\xfd7zXZ\x00", lzma.LZMAFile),  # type: ignore[arg-type]
+)
 
 
 def open_stream(path: str | os.PathLike[str], limit: int = MAX_STREAM_BYTES) -> IO[bytes]:
@@ -114,7 +118,7 @@ def open_stream(path: str | os.PathLike[str], limit: int = MAX_STREAM_BYTES) -> 
         raw = io.BufferedReader(raw)  # type: ignore[arg-type]
     for magic, cls in _MAGIC:
         if head.startswith(magic):
-            raw = cls(raw)  # type: ignore[assignment]
+            raw = cls(raw)
             break
     return io.BufferedReader(CappedReader(raw, limit), _CHUNK)
 

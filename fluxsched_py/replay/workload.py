@@ -14,8 +14,9 @@ Batsim workload JSON (``rfcs/batsim-workload.md``)
 Standard Workload Format (``rfcs/swf.md``)
     18 whitespace-separated fields per line, ``;`` comments, read as a
     stream (gzip, bzip2 and xz files are decompressed on the fly); the
-    header's ``MaxNodes`` (else ``MaxProcs / procs_per_node``) gives
-    ``nb_res``.  A job becomes ``ceil(processors / procs_per_node)`` nodes,
+    header gives ``nb_res``: ``MaxProcs / procs_per_node`` when
+    ``procs_per_node`` is given (or there is no ``MaxNodes``), else
+    ``MaxNodes``.  A job becomes ``ceil(processors / procs_per_node)`` nodes,
     exclusive, where processors are the requested ones (field 8, else the
     allocated ones, field 5); walltime is the requested time (field 9, else
     the walltime model's choice); run time is field 4; user is field 12 and
@@ -430,13 +431,19 @@ def read_swf(
         if len(jobs) > MAX_JOBS:
             raise WorkloadError(f"{where}: more than {MAX_JOBS} jobs (the limit)")
     jobs.sort(key=lambda j: (j.submit, j.id))
+    # Jobs count processors: with procs_per_node, the machine is MaxProcs / procs_per_node nodes.
     nb_res = None
-    if header.get("maxnodes", 0) > 0:
-        nb_res = _count(header["maxnodes"], source, "MaxNodes")
-    elif header.get("maxprocs", 0) > 0:
-        maxprocs = _count(header["maxprocs"], source, "MaxProcs", MAX_NODES * procs_per_node)
-        nb_res = -(-maxprocs // procs_per_node)
+    maxnodes, maxprocs = header.get("maxnodes", 0), header.get("maxprocs", 0)
+    if maxprocs > 0 and (procs_per_node > 1 or maxnodes <= 0):
+        nb_res = -(-_count(maxprocs, source, "MaxProcs", MAX_NODES * procs_per_node) // procs_per_node)
+    elif maxnodes > 0:
+        nb_res = _count(maxnodes, source, "MaxNodes")
     w = Workload(jobs, nb_res, name, skipped, walltime_filled=filled, walltime_model=_model_name(walltime))
+    if procs_per_node == 1 and maxnodes > 0 and maxprocs > maxnodes:
+        w.notes.append(
+            f"MaxProcs is {maxprocs / maxnodes:g} x MaxNodes: jobs count processors; "
+            f"--procs-per-node {maxprocs // maxnodes} would map them to nodes"
+        )
     if skipped:
         w.notes.append(f"skipped {skipped} jobs with no run time or no processors")
     return w
