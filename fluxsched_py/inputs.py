@@ -113,9 +113,9 @@ def open_stream(path: str | os.PathLike[str], limit: int = MAX_STREAM_BYTES) -> 
     or an endless device fails with :class:`OSError` (EFBIG).
     """
     raw: IO[bytes] = sys.stdin.buffer if os.fspath(path) == "-" else open(path, "rb")  # noqa: SIM115
-    head = raw.peek(8)[:8] if hasattr(raw, "peek") else b""
-    if not hasattr(raw, "peek"):  # pragma: no cover - stdin and files are buffered
+    if not hasattr(raw, "peek"):  # a stream with no read-ahead (a test's BytesIO)
         raw = io.BufferedReader(raw)  # type: ignore[arg-type]
+    head = raw.peek(8)[:8]  # type: ignore[attr-defined]
     for magic, cls in _MAGIC:
         if head.startswith(magic):
             raw = cls(raw)
