@@ -40,8 +40,9 @@ __all__ = [
 MAX_INPUT_BYTES = 64 * 1024 * 1024
 #: Largest stream read line by line (SWF traces, after decompression): memory is bounded by MAX_JOBS.
 MAX_STREAM_BYTES = 1024 * 1024 * 1024
-#: Largest machine the replay builds (its graph costs about 4 KB per node).
-MAX_NODES = 100_000
+#: Largest machine the replay builds: its graph and the engine's planner cost about
+#: 15 KB per node, so 50,000 nodes (Mira had 49,152) peak near 0.75 GB, under 1 GiB.
+MAX_NODES = 50_000
 #: Largest count of one leaf type (cores, GPUs, memory units) on one node.
 MAX_PER_NODE = 65_536
 #: Most jobs one workload may hold.

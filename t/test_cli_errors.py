@@ -35,7 +35,9 @@ def _limit_memory() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (GIB, GIB))
 
 
-def run(args: list[str], stdin: bytes = b"", cwd: Path | None = None) -> subprocess.CompletedProcess:
+def run(
+    args: list[str], stdin: bytes = b"", cwd: Path | None = None, timeout: float = 10
+) -> subprocess.CompletedProcess:
     if not SCRIPT.exists():
         pytest.skip(f"the console script is not installed next to {sys.executable}")
     env = {**os.environ, "COLUMNS": "20"}
@@ -44,7 +46,7 @@ def run(args: list[str], stdin: bytes = b"", cwd: Path | None = None) -> subproc
         [str(SCRIPT), *args],
         input=stdin,
         capture_output=True,
-        timeout=10,
+        timeout=timeout,
         env=env,
         cwd=cwd,
         preexec_fn=_limit_memory,
@@ -368,3 +370,16 @@ def test_no_console_script_needed_for_python_dash_m(tmp_path):
     err = proc.stderr.decode()
     assert proc.returncode == 1 and err.count("\n") == 1
     assert f"{tmp_path / '[red]missing[/red].swf'}: cannot read" in err
+
+
+@pytest.mark.slow
+def test_largest_accepted_machine_fits_in_1_gib():
+    """The node limit is where a replay still fits: 50,000 nodes run under the 1 GiB cap, 50,001 are refused."""
+    from fluxsched_py.inputs import MAX_NODES
+
+    # a legitimate (if large) run, not hostile input: no 10 s bound on a shared machine
+    proc = run(["replay", "--nodes", str(MAX_NODES), "--queue-policy", "easy", "--json"], timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    proc = run(["replay", "--nodes", str(MAX_NODES + 1)])
+    one_line(proc, "replay")
+    assert proc.returncode == 2
