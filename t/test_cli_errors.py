@@ -109,6 +109,7 @@ REPLAY_FILES = {
     "nul-swf": ("w.swf", "1 0 -1 1\x00 1 -1 -1 1 1\n", 1, "w.swf"),
     "deep-yaml": ("w.yaml", "[" * 200_000, 1, "nested deeper"),
     "binary-yaml": ("w.yaml", bytes(range(256)) * 10, 1, "w.yaml"),
+    "device-jobspec-yaml": ("w.yaml", "jobs:\n  - {jobspec: /dev/zero, submit: 0, runtime: 1}\n", 1, "larger than"),
     "wrong-types-yaml": ("w.yaml", "jobs:\n  - {jobspec: 3, submit: x, runtime: 1}\n", 1, "invalid jobspec"),
     "alias-bomb-yaml": (
         "w.yaml",
@@ -317,10 +318,11 @@ def test_validate_binary_and_nul_input_one_line_each(tmp_path):
     nul.write_bytes(b"version: 1\0\n")
     binary = tmp_path / "bin[x].yaml"
     binary.write_bytes(bytes(range(256)))
-    proc = run(["validate", str(nul), str(binary), "-"], stdin=b"\0" * 1000)
+    proc = run(["validate", str(nul), str(binary), "-", "/dev/zero"], stdin=b"\0" * 1000)
     out = proc.stdout.decode().splitlines()
-    assert proc.returncode == 1 and len(out) == 3 and b"Traceback" not in proc.stderr
+    assert proc.returncode == 1 and len(out) == 4 and b"Traceback" not in proc.stderr
     assert out[0].startswith(f"{nul}: ") and out[1].startswith(f"{binary}: ") and out[2].startswith("-: ")
+    assert out[3].startswith("/dev/zero: ") and "larger than" in out[3]
     proc = run(["validate", "--bogus"])
     one_line(proc, "validate")
     assert proc.returncode == 2
