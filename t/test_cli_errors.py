@@ -388,8 +388,8 @@ def test_largest_accepted_machine_fits_in_1_gib():
 
 
 def test_workload_names_in_the_table_title_are_not_markup(tmp_path):
-    w = tmp_path / "[red]x[/red] [bold].swf"
+    w = tmp_path / "[red]x[bold].swf"
     w.write_text("; MaxNodes: 2\n" + SWF_LINE.format(submit=0, run=10, procs=1))
     proc = run(["replay", str(w), "--queue-policy", "easy"])
     assert proc.returncode == 0, proc.stderr
-    assert "[red]x[/red] [bold]: 1 jobs on 2 nodes" in proc.stdout.decode()
+    assert "[red]x[bold]: 1 jobs on 2 nodes" in proc.stdout.decode()
