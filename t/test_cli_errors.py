@@ -148,6 +148,7 @@ def test_replay_bad_workload_is_one_line_naming_the_file(tmp_path, case):
         (["--nodes", "100000000000000"], "--nodes: at most"),
         (["--cores-per-node", "0"], "--cores-per-node: must be at least 1"),
         (["--compare", "fcfs,sjf"], "unknown queue policy 'sjf'"),
+        (["--compare", "easy,fcfs,easy"], "named twice"),
         (["--queue-policy", "sjf"], "invalid choice"),
         (["--reserve-depth", "abc"], "reserve-depth"),
         (["--walltime", "default:-5"], "--walltime"),

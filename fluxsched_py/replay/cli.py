@@ -133,6 +133,8 @@ def _policies(args: argparse.Namespace) -> list[str]:
         for pol in policies:
             if pol not in POLICIES:
                 raise UsageError(f"--compare: unknown queue policy {pol!r} (choose from {', '.join(POLICIES)})")
+        if len(set(policies)) != len(policies):
+            raise UsageError(f"--compare: a queue policy is named twice in {args.compare!r}")
         if args.queue_policy is not None:
             raise UsageError("--compare and --queue-policy: give one or the other")
         return policies
