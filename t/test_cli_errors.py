@@ -13,6 +13,8 @@ library would take for markup or wrap.
 
 from __future__ import annotations
 
+import bz2
+import gzip
 import json
 import os
 import resource
@@ -122,6 +124,14 @@ REPLAY_FILES = {
         1,
         "alias",
     ),
+    "corrupt-gzip-swf": (
+        "w.swf.gz",
+        gzip.compress(b"1 0 -1 5 1 -1 -1 1 10\n" * 99)[:10] + b"garbage" * 9,
+        1,
+        "corrupt",
+    ),
+    "truncated-gzip-swf": ("w.swf.gz", gzip.compress(b"; x\n" * 10_000)[:40], 1, "corrupt"),
+    "bzip2-bomb-swf": ("w.swf.bz2", bz2.compress(b"\0" * (64 << 20)), 1, "longer than"),
     "brackets-in-name": ("we[/x]ird [bold]x[/bold]].swf", SWF_LINE.format(submit="nan", run=1, procs=1), 1, "finite"),
     "long-path": ("d" * 200 + ".swf", SWF_LINE.format(submit="nan", run=1, procs=1), 1, "finite"),
 }

@@ -42,6 +42,7 @@ import json
 import lzma
 import math
 import os
+import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -247,7 +248,7 @@ def load_workload(
             text = _decode(data, source)
     except OSError as exc:
         raise WorkloadError(f"{source}: cannot read: {exc.strerror or exc}") from None
-    except (EOFError, lzma.LZMAError) as exc:
+    except (EOFError, lzma.LZMAError, zlib.error) as exc:
         raise WorkloadError(f"{source}: cannot read: corrupt compressed data ({exc})") from None
     except UnicodeDecodeError as exc:
         raise WorkloadError(f"{source}: not UTF-8 text ({exc.reason} at byte {exc.start} of a block)") from None
