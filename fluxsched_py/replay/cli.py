@@ -55,6 +55,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("--output-dir", metavar="DIR", help="write DIR/jobs.csv (DIR/POLICY/jobs.csv with --compare)")
     ap.add_argument("--compare", metavar="P1,P2,...", help="replay under several queue policies, side by side")
+    ap.add_argument(
+        "--report",
+        metavar="DIR",
+        help="write figures (PNG and SVG) and DIR/index.html; needs the plot extra (matplotlib)",
+    )
     ap.add_argument("--json", action="store_true", help="print the summary as JSON instead of a table")
     ap.add_argument("--no-progress", action="store_true", help="no progress bar even on a terminal")
     return ap
@@ -108,6 +113,15 @@ def main(argv: list[str] | None = None) -> int:
     for note in workload.notes:
         err.print(f"note: {note}", highlight=False)
 
+    if args.report:
+        from ..report import ReportError, require_matplotlib
+
+        try:
+            require_matplotlib()
+        except ReportError as exc:
+            print(f"fluxsched-py replay: {exc}", file=sys.stderr)
+            return 1
+
     show = sys.stderr.isatty() and not args.no_progress and not args.json
     summaries, results = [], []
     for o in opts:
@@ -138,8 +152,14 @@ def main(argv: list[str] | None = None) -> int:
             path = write_jobs_csv(result, d / o.queue_policy / "jobs.csv" if len(opts) > 1 else d / "jobs.csv")
             err.print(f"wrote {path}", highlight=False)
     nodes = results[0].nb_nodes if results else 0
+    title = f"{workload.name}: {len(workload.jobs)} jobs on {nodes} nodes"
     if args.json:
         print(json.dumps([s.as_dict() for s in summaries], indent=1))
     else:
-        print_summary(summaries, f"{workload.name}: {len(workload.jobs)} jobs on {nodes} nodes", out)
+        print_summary(summaries, title, out)
+    if args.report:
+        from ..report.replay import report_replay
+
+        page = report_replay(results, summaries, args.report, title, progress=not args.no_progress)
+        err.print(f"wrote {page}", highlight=False)
     return 0
