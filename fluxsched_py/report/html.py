@@ -62,7 +62,7 @@ def _figure(caption: str, png: str, svg: str) -> str:
     c = html.escape(caption)
     return (
         f'<figure><a href="{html.escape(svg)}"><img src="{html.escape(png)}" alt="{c}"></a>'
-        f"<figcaption>{c} (<a href=\"{html.escape(svg)}\">SVG</a>)</figcaption></figure>"
+        f'<figcaption>{c} (<a href="{html.escape(svg)}">SVG</a>)</figcaption></figure>'
     )
 
 

@@ -63,9 +63,7 @@ class ProgressBar:
         print(f"{self.label}: {self.done}/{self.total} ({time.monotonic() - self._t0:.0f} s){tail}", file=self.stream)
         self.stream.flush()
 
-    def __exit__(
-        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
         if self._rich is not None:
             self._rich.__exit__(et, ev, tb)
         elif self.enabled and et is None and self._printed not in (-1, self.done):
