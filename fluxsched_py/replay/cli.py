@@ -161,5 +161,5 @@ def main(argv: list[str] | None = None) -> int:
         from ..report.replay import report_replay
 
         page = report_replay(results, summaries, args.report, title, progress=not args.no_progress)
-        err.print(f"wrote {page}", highlight=False)
+        print(f"wrote {page}", file=sys.stderr)
     return 0
