@@ -17,7 +17,8 @@ from .deps import require_matplotlib
 __all__ = ["FIGSIZE", "time_unit", "gantt", "utilization", "queue", "distribution", "overlay_steps", "overlay_cdf"]
 
 FIGSIZE = (7.2, 4.0)
-GRID = 1200  # time bins of every time series and of the Gantt
+GRID = 1200  # time bins of every per-run time series and of the Gantt
+OVERLAY_GRID = 300  # coarser when several runs share one axis, so the lines stay apart
 MAX_CATEGORIES = 12  # the rest share "other"
 
 
@@ -89,11 +90,11 @@ def gantt(run: RunData) -> Any:
     return fig
 
 
-def _edges(run: RunData) -> tuple[Any, float, float]:
+def _edges(run: RunData, bins: int = GRID) -> tuple[Any, float, float]:
     import numpy as np
 
     t0, t1 = series.time_span(run)
-    return np.linspace(t0, t1, GRID + 1), t0, t1
+    return np.linspace(t0, t1, bins + 1), t0, t1
 
 
 def _step_plot(ax: Any, edges: Any, values: Any, t0: float, scale: float, **kw: Any) -> None:
@@ -164,7 +165,7 @@ def overlay_steps(runs: Sequence[RunData], what: str) -> Any:
     span = max((series.time_span(r)[1] - series.time_span(r)[0] for r in runs), default=1.0)
     scale, unit = time_unit(span)
     for r in runs:
-        edges, t0, _ = _edges(r)
+        edges, t0, _ = _edges(r, OVERLAY_GRID)
         v = 100 * series.utilization(r, edges) if what == "utilization" else series.queue_length(r, edges)
         _step_plot(ax, edges, v, t0, scale, label=r.label, linewidth=1.0)
     ax.set_xlim(0, span / scale)

@@ -17,6 +17,7 @@ __all__ = ["write_index", "format_cell"]
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 1.5em; color: #222; }
+.tablewrap { overflow-x: auto; }
 table { border-collapse: collapse; font-size: 0.85em; margin-bottom: 1.5em; }
 th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; white-space: nowrap; }
 th { background: #f0f0f0; } td.text { text-align: left; }
@@ -46,7 +47,7 @@ def _table(rows: Sequence[Mapping[str, Any]]) -> str:
     cols: list[str] = []
     for r in rows:
         cols += [k for k in r if k not in cols]
-    out = ["<table>", "<tr>" + "".join(f"<th>{html.escape(c)}</th>" for c in cols) + "</tr>"]
+    out = ['<div class="tablewrap"><table>', "<tr>" + "".join(f"<th>{html.escape(c)}</th>" for c in cols) + "</tr>"]
     for r in rows:
         cells = []
         for c in cols:
@@ -54,7 +55,7 @@ def _table(rows: Sequence[Mapping[str, Any]]) -> str:
             cls = ' class="text"' if is_text else ""
             cells.append(f"<td{cls}>{html.escape(text)}</td>")
         out.append("<tr>" + "".join(cells) + "</tr>")
-    out.append("</table>")
+    out.append("</table></div>")
     return "\n".join(out)
 
 
