@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -160,6 +161,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.report:
         from ..report.replay import report_replay
 
-        page = report_replay(results, summaries, args.report, title, progress=not args.no_progress)
+        page = report_replay(
+            results, summaries, args.report, title, progress=not args.no_progress, jobs=os.cpu_count() or 1
+        )
         print(f"wrote {page}", file=sys.stderr)
     return 0

@@ -20,8 +20,9 @@ def report_replay(
     title: str,
     *,
     progress: bool = True,
+    jobs: int = 1,
 ) -> Path:
     """``results`` are ReplayResults, ``summaries`` their Summaries, in the same order."""
     runs = [run_from_result(r) for r in results]
     rows = [s.as_dict() for s in summaries]
-    return write_report(runs, rows, outdir, title, progress=progress)
+    return write_report(runs, rows, outdir, title, progress=progress, jobs=jobs)

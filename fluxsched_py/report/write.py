@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,25 @@ def _save(fig: Any, outdir: Path, stem: str) -> tuple[str, str]:
     return png, svg
 
 
+def _draw_run(run: RunData, outdir: str, stem: str) -> list[tuple[str, str, str]]:
+    """Every per-run figure of one run: [(kind, png, svg)] (runs in a worker process too)."""
+    out = Path(outdir)
+    return [(kind, *_save(draw(run), out, f"{kind}-{stem}")) for kind, _, draw in PER_RUN]
+
+
+def _draw_runs(
+    runs: Sequence[RunData], out: Path, stems: Mapping[str, str], jobs: int
+) -> Iterator[tuple[RunData, list[tuple[str, str, str]]]]:
+    if jobs <= 1 or len(runs) <= 1:
+        for r in runs:
+            yield r, _draw_run(r, str(out), stems[r.label])
+        return
+    with ProcessPoolExecutor(max_workers=min(jobs, len(runs))) as pool:
+        futures = [pool.submit(_draw_run, r, str(out), stems[r.label]) for r in runs]
+        for r, fut in zip(runs, futures, strict=True):
+            yield r, fut.result()
+
+
 def write_report(
     runs: Sequence[RunData],
     rows: Sequence[Mapping[str, Any]],
@@ -55,11 +75,13 @@ def write_report(
     title: str = "fluxsched-py report",
     *,
     progress: bool = True,
+    jobs: int = 1,
 ) -> Path:
     """Write ``outdir/index.html`` and its figures; returns the page's path.
 
     ``rows`` is the summary table, one mapping per run (its keys are the
-    columns).  Raises :class:`~fluxsched_py.report.deps.ReportError` when
+    columns).  With ``jobs > 1`` the runs' figures are drawn in that many
+    processes (matplotlib is single-threaded).  Raises :class:`~fluxsched_py.report.deps.ReportError` when
     matplotlib is missing.
     """
     require_matplotlib()
@@ -81,11 +103,10 @@ def write_report(
             png, svg = _save(draw(runs), out, stem)
             shared.append((heading, png, svg))
             bar.advance(note=stem)
-        for r in runs:
-            for kind, _, draw in PER_RUN:
-                png, svg = _save(draw(r), out, f"{kind}-{stems[r.label]}")
+        for r, drawn in _draw_runs(runs, out, stems, jobs):
+            for kind, png, svg in drawn:
                 per_run[kind].append((r.label, png, svg))
-                bar.advance(note=f"{kind} {r.label}")
+            bar.advance(len(drawn), note=r.label)
     headings = {kind: heading for kind, heading, _ in PER_RUN}
     return write_index(
         out / "index.html",

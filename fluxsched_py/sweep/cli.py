@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"failed: {params}: {row.get('error')}", file=err)
     print(f"wrote {csv_path} and {json_path}", file=err)
     if report:
-        page = write_sweep_report(rows, out / "report", title, progress=show)
+        page = write_sweep_report(rows, out / "report", title, progress=show, jobs=jobs)
         if page is not None:
             print(f"wrote {page}", file=err)
     return 1 if failed else 0

@@ -63,7 +63,12 @@ def comparison_table(rows: Sequence[dict[str, Any]], params: Sequence[str], titl
 
 
 def write_sweep_report(
-    rows: Sequence[dict[str, Any]], outdir: str | os.PathLike[str], title: str, *, progress: bool = True
+    rows: Sequence[dict[str, Any]],
+    outdir: str | os.PathLike[str],
+    title: str,
+    *,
+    progress: bool = True,
+    jobs: int = 1,
 ) -> Path | None:
     """The report over every run that succeeded, from their ``jobs.csv``; None if none did."""
     from ..report import run_from_jobs_csv, write_report
@@ -75,4 +80,4 @@ def write_sweep_report(
     keep = ("label", "status", "jobs", "started", "killed", "rejected", "makespan", "mean_wait", "median_wait")
     keep += ("max_wait", "mean_bsld", "utilization", "wall_s")
     table = [{k: r.get(k) for k in keep} for r in rows]
-    return write_report(runs, table, Path(outdir), title, progress=progress)
+    return write_report(runs, table, Path(outdir), title, progress=progress, jobs=jobs)
