@@ -24,6 +24,30 @@ TABLE_COLUMNS = (
 )
 
 
+#: Row keys that are results, not parameters.
+_METRIC_KEYS = (
+    "jobs",
+    "started",
+    "killed",
+    "rejected",
+    "makespan",
+    "mean_wait",
+    "median_wait",
+    "max_wait",
+    "mean_bsld",
+    "utilization",
+    "estimated",
+    "estimate_mae",
+    "estimate_kept",
+    "elapsed",
+    "nb_nodes",
+    "jobs_csv",
+    "status",
+    "error",
+    "wall_s",
+)
+
+
 def _columns(rows: Sequence[dict[str, Any]]) -> list[str]:
     cols: list[str] = []
     for r in rows:
@@ -62,6 +86,26 @@ def comparison_table(rows: Sequence[dict[str, Any]], params: Sequence[str], titl
     return t
 
 
+def short_labels(rows: Sequence[dict[str, Any]]) -> dict[str, str]:
+    """Each run's label with only the parameters that vary across the sweep (legends stay short)."""
+    fixed = {"label", *_METRIC_KEYS}
+    params = [k for k in _columns(rows) if k not in fixed]
+    varying = [k for k in params if len({str(r.get(k)) for r in rows}) > 1]
+    out = {}
+    for r in rows:
+        parts = []
+        for k in varying:
+            v = str(r.get(k, ""))
+            if k == "workload":
+                parts.append(Path(v).name.split(".")[0])
+            elif k in ("queue_policy", "policy"):
+                parts.append(v)
+            else:
+                parts.append(f"{k}={v}")
+        out[r["label"]] = " ".join(parts) or r["label"]
+    return out
+
+
 def write_sweep_report(
     rows: Sequence[dict[str, Any]],
     outdir: str | os.PathLike[str],
@@ -76,8 +120,9 @@ def write_sweep_report(
     ok = [r for r in rows if r.get("status") == "ok" and r.get("jobs_csv")]
     if not ok:
         return None
-    runs = [run_from_jobs_csv(r["jobs_csv"], r["label"], int(r["nb_nodes"])) for r in ok]
+    names = short_labels(rows)
+    runs = [run_from_jobs_csv(r["jobs_csv"], names[r["label"]], int(r["nb_nodes"])) for r in ok]
     keep = ("label", "status", "jobs", "started", "killed", "rejected", "makespan", "mean_wait", "median_wait")
     keep += ("max_wait", "mean_bsld", "utilization", "wall_s")
-    table = [{k: r.get(k) for k in keep} for r in rows]
+    table = [{**{k: r.get(k) for k in keep}, "label": names[r["label"]]} for r in rows]
     return write_report(runs, table, Path(outdir), title, progress=progress, jobs=jobs)
