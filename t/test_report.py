@@ -37,7 +37,7 @@ def _random_run(seed: int, n: int = 200, nodes: int = 16) -> RunData:
     return RunData("r", nodes, submit, start, finish, ranks, ["u"] * n)
 
 
-def _sampled_mean(fn, a: float, b: float, k: int = 4000) -> float:
+def _sampled_mean(fn, a: float, b: float, k: int = 1000) -> float:
     """The oracle: the step function evaluated at many points of [a, b), averaged."""
     ts = a + (np.arange(k) + 0.5) * (b - a) / k
     return float(np.mean([fn(t) for t in ts]))
@@ -125,6 +125,28 @@ def test_user_attribute_colours_the_gantt():
             pytest.skip("WorkloadJob has no user field in this build")
     run = run_from_result(result)
     assert run.category_kind == "user" and set(run.category) == {"user0", "user1", "user2"}
+
+
+def test_category_columns_in_jobs_csv(tmp_path):
+    """A ``user`` column wins over ``best_effort``, which wins over ``queue``; without any, size classes."""
+    head = "job_id,submission_time,starting_time,finish_time,allocated_resources,requested_number_of_resources"
+    rows = ["1,0,0,10,0-1,2", "2,0,0,10,2,1", "3,5,10,20,0-3,4"]
+
+    def load(extra_head: str, extra: list[str]) -> RunData:
+        p = tmp_path / "jobs.csv"
+        lines = [head + extra_head] + [r + e for r, e in zip(rows, extra, strict=True)]
+        p.write_text("\n".join(lines) + "\n")
+        return run_from_jobs_csv(p, "x")
+
+    run = load(",best_effort,queue", [",1,batch", ",false,debug", ",,batch"])
+    assert run.category_kind == "best-effort" and run.category == ["best-effort", "regular", "regular"]
+    run = load(",user,best_effort", [",ann,1", ",bob,0", ",ann,0"])
+    assert run.category_kind == "user" and run.category == ["ann", "bob", "ann"]
+    run = load(",best_effort,queue", [",0,batch", ",0,debug", ",0,batch"])  # no job is best-effort
+    assert run.category_kind == "queue" and run.category == ["batch", "debug", "batch"]
+    run = load("", ["", "", ""])
+    assert run.category_kind == "size" and run.category == ["2-3 nodes", "1 node", "4-7 nodes"]
+    assert run.nb_nodes == 4
 
 
 def test_progress_prints_plain_lines_when_not_a_terminal(tmp_path):

@@ -2,10 +2,11 @@
 
 The figures read only this: per job its submit, start and finish times, the
 node ranks it ran on, and a category for the Gantt's colours.  The category
-is the first of ``user``, ``campaign``, ``queue`` that the jobs carry (a
-workload reader may set these on its jobs; a ``jobs.csv`` may have such a
-column after Batsim's); when none does, jobs are coloured by size class
-(1 node, 2-3, 4-7, ...), so the chart still tells jobs apart.
+is the first of ``user``, ``campaign``, ``best_effort``, ``queue`` that the
+jobs carry (a workload reader may set these on its jobs; a ``jobs.csv`` may
+have such a column after Batsim's); ``best_effort`` is a flag, shown as
+``best-effort`` or ``regular``.  When none is carried, jobs are coloured by
+size class (1 node, 2-3, 4-7, ...), so the chart still tells jobs apart.
 """
 
 from __future__ import annotations
@@ -20,7 +21,16 @@ from typing import Any
 __all__ = ["RunData", "run_from_result", "run_from_jobs_csv", "CATEGORY_FIELDS"]
 
 #: Job attributes (or jobs.csv columns) that colour the Gantt, first found wins.
-CATEGORY_FIELDS = ("user", "campaign", "queue")
+CATEGORY_FIELDS = ("user", "campaign", "best_effort", "queue")
+
+_FALSE = ("", "0", "false", "no", "none")
+
+
+def _flag(v: str | None) -> str | None:
+    """``best_effort`` values: a true flag is ``best-effort``, anything else ``regular``."""
+    if v is None:
+        return None
+    return "regular" if v.strip().lower() in _FALSE else "best-effort"
 
 
 @dataclass(slots=True)
@@ -53,6 +63,11 @@ def size_class(n: int) -> str:
 def _pick(jobs_attrs: dict[str, list[str | None]], sizes: list[int]) -> tuple[list[str], str]:
     for name in CATEGORY_FIELDS:
         vals = jobs_attrs.get(name)
+        if name == "best_effort" and vals:
+            vals = [_flag(v) for v in vals]
+            if "best-effort" not in vals:
+                continue
+            return [v or "regular" for v in vals], "best-effort"
         if vals and any(vals):
             return [str(v) if v not in (None, "") else "?" for v in vals], name
     return [size_class(n) for n in sizes], "size"
