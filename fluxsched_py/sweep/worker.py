@@ -61,7 +61,7 @@ def run_one(spec: RunSpec, outdir: str | os.PathLike[str]) -> dict[str, Any]:
     t0 = time.perf_counter()
     row: dict[str, Any] = {"label": spec.label, **spec.params()}
     try:
-        d = run_dir(outdir, spec)
+        d = run_dir(Path(outdir).resolve(), spec)  # an absolute jobs_csv in the row, wherever it is read
         d.mkdir(parents=True, exist_ok=True)
         row.update(_replay(spec, d))
         row["status"], row["error"] = "ok", ""
