@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -111,6 +112,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("--output-dir", metavar="DIR", help="write DIR/jobs.csv (DIR/POLICY/jobs.csv with several)")
     ap.add_argument("--compare", metavar="P1,P2,...", help="replay under these queue policies, side by side")
+    ap.add_argument(
+        "--report",
+        metavar="DIR",
+        help="write figures (PNG and SVG) and DIR/index.html; needs the plot extra (matplotlib)",
+    )
     ap.add_argument("--json", action="store_true", help="print the summary as JSON instead of a table")
     ap.add_argument("--no-progress", action="store_true", help="no progress bar or progress lines")
     return ap
@@ -210,6 +216,15 @@ def main(argv: list[str] | None = None) -> int:
     for note in workload.notes:
         print(f"{PROG}: note: {note}", file=sys.stderr)
 
+    if args.report:
+        from ..report import ReportError, require_matplotlib
+
+        try:
+            require_matplotlib()
+        except ReportError as exc:
+            raise CLIError(str(exc)) from None
+        check_output_dir(args.report, "--report")
+
     bar = sys.stderr.isatty() and not args.no_progress and not args.json
     plain = not sys.stderr.isatty() and not args.no_progress
     summaries, results = [], []
@@ -244,11 +259,18 @@ def main(argv: list[str] | None = None) -> int:
             )
             print(f"wrote {path}", file=sys.stderr)
     nodes = results[0].nb_nodes if results else 0
+    title = f"{workload.name}: {len(workload.jobs)} jobs on {nodes} nodes"
+    if workload.walltime_filled:
+        title += f", walltime={workload.walltime_model} ({workload.walltime_filled} jobs)"
     if args.json:
         print(json.dumps(_finite([s.as_dict() for s in summaries]), indent=1, allow_nan=False))
     else:
-        title = f"{workload.name}: {len(workload.jobs)} jobs on {nodes} nodes"
-        if workload.walltime_filled:
-            title += f", walltime={workload.walltime_model} ({workload.walltime_filled} jobs)"
         print_summary(summaries, title, out)
+    if args.report:
+        from ..report.replay import report_replay
+
+        page = report_replay(
+            results, summaries, args.report, title, progress=not args.no_progress, jobs=os.cpu_count() or 1
+        )
+        print(f"wrote {page}", file=sys.stderr)
     return 0
