@@ -79,12 +79,12 @@ def test_sweep_cli_pool_outputs_and_failed_runs(tmp_path):
     assert not (out / "report" / "gantt-missing_fcfs.png").exists()
 
 
-def test_sweep_rejects_an_unknown_policy_in_one_line(tmp_path):
+def test_sweep_rejects_an_unknown_policy_in_one_line_status_2(tmp_path):
     p = subprocess.run(
         [sys.executable, "-m", "fluxsched_py", "sweep", "--queue-policy", "fcfs,nope", "-o", str(tmp_path / "o")],
         capture_output=True,
         text=True,
         timeout=120,
     )
-    assert p.returncode == 1 and p.stderr.count("\n") == 1 and "'nope'" in p.stderr
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and "'nope'" in p.stderr
     assert not (tmp_path / "o").exists()

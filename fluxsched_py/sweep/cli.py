@@ -6,10 +6,10 @@ import argparse
 import os
 import sys
 import time
-from pathlib import Path
 
 from rich.console import Console
 
+from ..cliutil import ArgumentParser, CLIError, UsageError, boundary, check_output_dir
 from ..policy import POLICIES
 from ..report.progress import ProgressBar
 from .grid import OPTION_AXES, expand
@@ -18,14 +18,16 @@ from .output import comparison_table, write_rows, write_sweep_report
 
 __all__ = ["main", "build_parser"]
 
+PROG = "fluxsched-py sweep"
+
 
 def _list(text: str) -> list[str]:
     return [x.strip() for x in text.split(",") if x.strip()]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
-        prog="fluxsched-py sweep",
+    ap = ArgumentParser(
+        prog=PROG,
         description="Replay every combination of workloads x queue policies x placement policies x options, "
         "in a process pool (or as jobs of the enclosing Flux instance with --flux).  Writes OUT/sweep.csv, "
         "OUT/sweep.json, OUT/runs/*/jobs.csv and the report OUT/report/index.html (with the plot extra), and "
@@ -45,11 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
-def _fail(msg: str) -> int:
-    print(f"fluxsched-py sweep: {msg}", file=sys.stderr)
-    return 1
-
-
+@boundary(PROG)
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     workloads = list(args.workloads)
@@ -58,19 +56,19 @@ def main(argv: list[str] | None = None) -> int:
 
         p = example_path()
         if p is None:
-            return _fail("no WORKLOAD given and the bundled example is not installed")
+            raise UsageError("no WORKLOAD given and the bundled example is not installed")
         workloads = [str(p)]
     queue_policies = _list(args.queue_policy)
     bad = [q for q in queue_policies if q not in POLICIES]
     if bad or not queue_policies:
-        return _fail(f"unknown queue policy {bad[0] if bad else '(none)'!r} (choose from {', '.join(POLICIES)})")
+        raise UsageError(f"unknown queue policy {bad[0] if bad else '(none)'!r} (choose from {', '.join(POLICIES)})")
     if args.jobs < 0:
-        return _fail(f"-j must be 0 (all cores) or positive, got {args.jobs}")
+        raise UsageError(f"-j must be 0 (all cores) or positive, got {args.jobs}")
     axes = {n: _list(getattr(args, n.replace("-", "_"))) for n in OPTION_AXES if getattr(args, n.replace("-", "_"))}
     if "nodes" in axes and args.platform:
-        return _fail("--nodes and --platform exclude each other")
+        raise UsageError("--nodes and --platform exclude each other")
     specs = expand(workloads, queue_policies, _list(args.policy) or ["first"], axes, args.platform)
-    out = Path(args.output_dir)
+    out = check_output_dir(args.output_dir, "--output-dir")
     report = not args.no_report
     if report:
         from ..report import ReportError, require_matplotlib
@@ -97,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 rows = run_flux(specs, out, done)
             except FluxUnavailable as exc:
-                return _fail(str(exc))
+                raise CLIError(str(exc)) from None
         else:
             rows = run_local(specs, out, jobs, done)
     elapsed = time.perf_counter() - t0
