@@ -135,7 +135,7 @@ def make_driver(
 
         hosts = None
         if platform:
-            from ..replay.platform import batsim_hosts
+            from .platform import batsim_hosts
 
             hosts = [Host(i, name, {}, cores) for i, (name, cores) in enumerate(batsim_hosts(platform))]
         elif nodes:

@@ -42,6 +42,7 @@ from typing import Any
 
 from ..engine import Engine, EngineOptions, ResponseType
 from ..ids import Hostlist, IdSet
+from ..jobspec.request import node_request as _node_request
 from .errors import ProtocolError
 
 __all__ = [
@@ -155,8 +156,6 @@ def hosts_R(hosts: Sequence[Host]) -> dict:
 
 def node_request(nnodes: int, walltime: float | None) -> Any:
     """The engine request for a Batsim job: the replay's, so decisions match."""
-    from ..replay.workload import node_request as _node_request
-
     return _node_request(nnodes, math.inf if walltime is None else float(walltime))
 
 
@@ -265,7 +264,7 @@ class BatsimScheduler:
             "simulation begins: %d compute hosts, queue-policy=%s policy=%s",
             len(hosts),
             self.options.queue_policy,
-            self.options.policy,
+            self.options.placement,
         )
 
     def _engine(self) -> Engine:
@@ -459,7 +458,7 @@ class BatsimScheduler:
             return -1.0
         duration = math.inf if walltime is None or walltime <= 0 else float(walltime)
         v = max(self.vnow, now - self.lag)  # Batsim's now, in workload time
-        found = engine.planner.earliest(req, v, duration, self.options.policy)
+        found = engine.planner.earliest(req, v, duration, self.options.placement)
         if found is None:
             return -1.0
         return max(0.0, found[0] - v)

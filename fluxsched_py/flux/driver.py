@@ -7,7 +7,7 @@ through a :class:`Transport` (respond, respond with an error, commit to the
 KVS, log, raise a job exception, arm the pass timer).
 :mod:`fluxsched_py.flux.module` implements the transport on a real
 ``flux.Flux`` handle; the tests implement it with lists
-(:class:`RecordingTransport`) and replay traffic recorded from flux-core.
+(``t/recording_transport.py``) and replay traffic recorded from flux-core.
 
 What the driver adds to the engine
     * the startup sequence: the first ``resource.acquire`` response builds the
@@ -53,14 +53,15 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
-from ..engine import Engine, EngineError, EngineOptions, Response, ResponseType, rlist_summary
+from ..engine import Engine, EngineError, EngineOptions, Response, ResponseType
+from ..engine.options import LOG_LEVELS
 from ..ids import IdSet
 from ..resource import ResourceSet
+from ..resource.rlist import rlist_summary
 
 __all__ = [
     "Driver",
     "Transport",
-    "RecordingTransport",
     "parse_module_args",
     "kvs_key",
     "f58",
@@ -266,8 +267,10 @@ class Driver:
             "hello_errors": 0,
         }
         self._log_bridge = _LogBridge(self)
+        # The module owns its process's logging: the engine never sets a level.
         logger = logging.getLogger("fluxsched_py")
         logger.addHandler(self._log_bridge)
+        logger.setLevel(LOG_LEVELS[self.options.log_level])
         logger.propagate = False
 
     def close(self) -> None:
@@ -459,7 +462,7 @@ class Driver:
         """The ``job-manager.sched-ready`` response ``{count}``."""
         count = payload.get("count") if isinstance(payload, Mapping) else None
         o = self.options
-        depth = self.engine.policy.reserve_depth if self.engine is not None else o.reserve_depth
+        depth = self.engine.queue_policy.reserve_depth if self.engine is not None else o.reserve_depth
         try:
             rl = self.graph.all().to_rv1(self.graph)["execution"]["R_lite"]
             res = rlist_summary(rl) or "(no resources)"
@@ -470,7 +473,7 @@ class Driver:
             LOG_INFO,
             f"ready: queue-depth={o.queue_depth or 'unlimited'} queue-policy={o.queue_policy} "
             + (f"queue-policy-per-queue={per_queue} " if per_queue else "")
-            + f"policy={o.policy} reserve-depth={depth or 'unlimited'} count={count} {res}",
+            + f"policy={o.placement} reserve-depth={depth or 'unlimited'} count={count} {res}",
         )
         self._changed()
 
@@ -682,15 +685,7 @@ class Driver:
         if e:
             s["engine"] = dict(e.stats)
             o = e.options
-            s["options"] = {
-                "queue-policy": o.queue_policy,
-                "queue-policy-per-queue": dict(o.queue_policy_per_queue),
-                "policy": o.policy,
-                "queue-depth": o.queue_depth,
-                "reserve-depth": o.reserve_depth,
-                "annotate-depth": o.annotate_depth,
-                "log-level": o.log_level,
-            }
+            s["options"] = o.as_dict()
         return s
 
     # ------------------------------------------------------------------
@@ -821,69 +816,3 @@ def _int(v: Any, default: int) -> int:
 
 def _float(v: Any, default: float) -> float:
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else default
-
-
-class RecordingTransport:
-    """A :class:`Transport` that records everything (tests, replay).
-
-    ``sent`` holds ``(kind, msg, payload)`` tuples in order: kind is
-    ``respond``, ``error`` (payload ``(errnum, text)``), ``commit`` (payload:
-    the puts), ``exception`` or ``log``.  Commits complete at once unless
-    ``defer_commits`` is set (then :meth:`complete_commits` finishes them);
-    passes run when the test calls :meth:`run_passes`.
-    """
-
-    def __init__(self, *, defer_commits: bool = False, commit_error: str | None = None) -> None:
-        self.sent: list[tuple[str, Any, Any]] = []
-        self.logs: list[tuple[int, str]] = []
-        self.kvs: dict[str, Any] = {}
-        self.defer_commits = defer_commits
-        self.commit_error = commit_error
-        self._deferred: list[tuple[list[tuple[str, Any]], Callable[[str | None], None]]] = []
-        self.pass_requests = 0
-        self.driver: Driver | None = None
-
-    def respond(self, msg: Any, payload: Any) -> None:
-        self.sent.append(("respond", msg, payload))
-
-    def respond_error(self, msg: Any, errnum: int, text: str) -> None:
-        self.sent.append(("error", msg, (errnum, text)))
-
-    def commit(self, puts: list[tuple[str, Any]], done: Callable[[str | None], None]) -> None:
-        self.sent.append(("commit", None, [k for k, _ in puts]))
-        if self.defer_commits:
-            self._deferred.append((puts, done))
-        else:
-            self._finish(puts, done)
-
-    def _finish(self, puts: list[tuple[str, Any]], done: Callable[[str | None], None]) -> None:
-        if self.commit_error is None:
-            for k, v in puts:
-                self.kvs[k] = json.loads(json.dumps(v))
-        done(self.commit_error)
-
-    def complete_commits(self) -> None:
-        todo, self._deferred = self._deferred, []
-        for puts, done in todo:
-            self._finish(puts, done)
-
-    def log(self, level: int, text: str) -> None:
-        self.logs.append((level, text))
-
-    def raise_exception(self, jobid: int, type: str, severity: int, note: str) -> None:
-        self.sent.append(("exception", None, {"id": jobid, "type": type, "severity": severity, "note": note}))
-
-    def request_pass(self, delay: float) -> None:
-        self.pass_requests += 1
-
-    def run_passes(self, limit: int = 10000) -> None:
-        assert self.driver is not None
-        for _ in range(limit):
-            if not self.driver.run_pass():
-                return
-
-    def responses(self, kind: str = "respond") -> list[Any]:
-        return [p for k, _, p in self.sent if k == kind]
-
-    def errors(self) -> list[tuple[int, str]]:
-        return [text for level, text in self.logs if level <= LOG_ERR]

@@ -16,17 +16,13 @@ from __future__ import annotations
 
 import json
 import os
-import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
+from ..batsim.platform import PlatformError, batsim_hosts
 from ..ids import Hostlist, IdSet
 
 __all__ = ["PlatformError", "load_platform", "nodes_graph", "nodes_R", "batsim_hosts"]
-
-
-class PlatformError(ValueError):
-    """A platform file that cannot be turned into a resource graph."""
 
 
 def _graph_cls() -> Any:
@@ -64,52 +60,6 @@ def nodes_graph(n: int, cores: int = 1, prefix: str = "node") -> Any:
     if n <= 0:
         raise PlatformError(f"--nodes must be positive, got {n}")
     return _graph_cls().from_rv1(nodes_R([f"{prefix}{i}" for i in range(n)], cores))
-
-
-def _expand_radical(radical: str) -> list[int]:
-    out: list[int] = []
-    for part in radical.split(","):
-        part = part.strip()
-        if "-" in part:
-            lo, hi = part.split("-", 1)
-            out.extend(range(int(lo), int(hi) + 1))
-        elif part:
-            out.append(int(part))
-    return out
-
-
-def _role(el: ET.Element) -> str | None:
-    for prop in el.findall("prop"):
-        if prop.get("id") == "role":
-            return prop.get("value")
-    return None
-
-
-def batsim_hosts(path: str | os.PathLike[str]) -> list[tuple[str, int]]:
-    """``(hostname, cores)`` of the compute hosts of a SimGrid platform XML."""
-    try:
-        # lstrip: some Batsim platforms start with a blank line before <?xml.
-        root = ET.fromstring(Path(path).read_text().lstrip())
-    except (ET.ParseError, OSError, UnicodeDecodeError) as exc:
-        raise PlatformError(f"{path}: not a readable platform XML: {exc}") from None
-    hosts: list[tuple[str, int]] = []
-    for el in root.iter():
-        tag = el.tag.rsplit("}", 1)[-1]
-        if tag == "host":
-            name = el.get("id") or ""
-            if _role(el) in ("master", "storage") or name == "master_host":
-                continue
-            hosts.append((name, int(el.get("core", "1"))))
-        elif tag in ("cluster", "cabinet"):
-            if _role(el) in ("master", "storage"):
-                continue
-            prefix, suffix = el.get("prefix", ""), el.get("suffix", "")
-            cores = int(el.get("core", "1"))
-            for i in _expand_radical(el.get("radical", "")):
-                hosts.append((f"{prefix}{i}{suffix}", cores))
-    if not hosts:
-        raise PlatformError(f"{path}: no compute hosts found")
-    return hosts
 
 
 def _xml_root(p: Path) -> str | None:

@@ -36,7 +36,7 @@ from typing import Any
 
 import yaml
 
-from ..jobspec.request import Count, Request, ResourceRequest, TaskRequest
+from ..jobspec.request import Request, node_request
 
 __all__ = ["Workload", "WorkloadJob", "WorkloadError", "load_workload", "node_request"]
 
@@ -66,28 +66,6 @@ class Workload:
     name: str = "workload"
     skipped: int = 0
     notes: list[str] = field(default_factory=list)
-
-
-_NODE_REQUESTS: dict[tuple[int, float], Request] = {}
-
-
-def node_request(nnodes: int, walltime: float) -> Request:
-    """``nnodes`` whole nodes, exclusive, for ``walltime`` seconds (inf = unlimited).
-
-    The jobspec equivalent is ``node[N] exclusive > slot[1] > core[1]`` with
-    ``attributes.system.duration = walltime``.  Requests are interned, so a
-    trace with a few shapes holds a few objects.
-    """
-    key = (nnodes, walltime)
-    req = _NODE_REQUESTS.get(key)
-    if req is None:
-        core = ResourceRequest("core", Count.fixed(1))
-        slot = ResourceRequest("slot", Count.fixed(1), (core,), label="task")
-        node = ResourceRequest("node", Count.fixed(nnodes), (slot,), exclusive=True)
-        task = TaskRequest(("true",), "task", (("per_slot", 1),))
-        req = Request((node,), (task,), duration=0.0 if walltime == math.inf else float(walltime))
-        _NODE_REQUESTS[key] = req
-    return req
 
 
 def load_workload(path: str | os.PathLike[str]) -> Workload:
