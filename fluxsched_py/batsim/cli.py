@@ -122,7 +122,7 @@ def make_driver(
 ) -> Driver:
     """The sans-I/O driver for ``protocol``."""
     if protocol == "v4":
-        from .driver import V4Driver
+        from .v4driver import V4Driver
 
         return V4Driver(options)
     if protocol == "batprotocol":
