@@ -80,3 +80,46 @@ def test_hybrid_every_job_runs_and_invariants_hold(wl, depth):
     nodes, jobs = wl
     r = _replay(nodes, jobs, {"queue-policy": "hybrid", "reserve-depth": depth})
     assert all(rec.start is not None for rec in r.records)
+
+
+def _without_proofs(*args, **kwargs):
+    """An engine that re-plans every reservation by searching (no NoEarlier proofs)."""
+    from fluxsched_py.engine import Engine
+
+    e = Engine(*args, **kwargs)
+    e.planner.whole_node_request = lambda request, policy: 0
+    e.planner.keep_if_none_before = lambda *a: False
+    return e
+
+
+@st.composite
+def busy_workloads(draw):
+    """Bigger and busier than :func:`workloads`: queues long enough that
+    reservations cascade when jobs end early."""
+    nodes = draw(st.integers(4, 24))
+    n = draw(st.integers(10, 60))
+    jobs = []
+    for i in range(n):
+        submit = draw(st.integers(0, 200))
+        res = draw(st.integers(1, nodes))
+        wall = draw(st.integers(5, 120))
+        run = draw(st.integers(1, wall))
+        jobs.append((i, float(submit), res, float(wall), float(run)))
+    return nodes, jobs
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(busy_workloads(), st.sampled_from([None, 1, 3]))
+def test_proofs_change_no_decision(wl, depth):
+    """Skipping searches proven fruitless (planner.NoEarlier) gives the same
+    starts, placements and estimates as searching every time."""
+    nodes, jobs = wl
+    opts = {"queue-policy": "conservative" if depth is None else "hybrid"}
+    if depth is not None:
+        opts["reserve-depth"] = depth
+    w = Workload([WorkloadJob(i, str(i), s, node_request(r, wl), wl, run, r) for i, s, r, wl, run in jobs], nodes)
+    fast = replay(w, nodes_graph(nodes), opts, check=check)
+    slow = replay(w, nodes_graph(nodes), opts, engine_factory=_without_proofs)
+    assert [(r.start, r.ranks, r.first_estimate) for r in fast.records] == [
+        (r.start, r.ranks, r.first_estimate) for r in slow.records
+    ]

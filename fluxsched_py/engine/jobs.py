@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..planner import NoEarlier
 from ..policy import QueuePolicy, order_key
 from .states import JobState
 
@@ -31,6 +32,7 @@ class Job:
         "sent",
         "estimate",
         "first_estimate",
+        "proof",
         "queue",
     )
 
@@ -57,6 +59,8 @@ class Job:
         self.sent: dict[str, Any] = {}  # sched.* annotations the job-manager holds
         self.estimate: float | None = None
         self.first_estimate: float | None = None
+        #: That it cannot start before its reservation (see :mod:`.noearlier`).
+        self.proof: NoEarlier | None = None
         #: The queue it waits in (set by the engine while it is pending).
         self.queue: JobQueue | None = None
 

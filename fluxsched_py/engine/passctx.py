@@ -5,7 +5,8 @@ the engine: a policy walks its queue's jobs, asks the planner where and when
 each fits (around what runs and every queue's reservations), and starts or
 reserves through it.  It also remembers, for one pass, what failed (so equal
 or bigger jobs are not matched again) and why jobs were passed over (for
-``reason_pending``).
+``reason_pending``).  Proofs that a search would fail are
+:mod:`fluxsched_py.planner.noearlier`'s.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import math
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from ..planner import NoEarlier
 from .jobs import Job, JobQueue
 from .states import JobState, Response
 
@@ -52,6 +54,7 @@ class Pass:
         self._failed_shapes: set[Any] = set()
         self._failed_nodes: list[tuple[int, float]] = []
         self.whole_free: int | None = None
+        self._proof: tuple[Job, NoEarlier] | None = None  # from the last search, for reserve()
         #: The first job the policy visited and left pending: a job started
         #: after it is backfilled around it (the ``backfill`` annotation).
         self.passed_over: Job | None = None
@@ -149,14 +152,59 @@ class Pass:
     def earliest(
         self, job: Job, before: float = math.inf, not_before: float = -math.inf
     ) -> tuple[float, tuple[Any, int]] | None:
-        """The planner's earliest placement, from ``not_before`` on when given,
-        and only earlier than ``before``."""
+        """The planner's earliest placement, from ``not_before`` on when given;
+        a search that is proven to find nothing before ``before`` is not made.
+
+        A whole-node job's search leaves a proof that it fits nowhere before
+        its reservation (:class:`~fluxsched_py.planner.NoEarlier`).
+        Conservative backfilling asks every reserved job for an earlier
+        place on every pass after a job ends early, and most such searches
+        fail: when the proof still holds for the plan as it is now (what was
+        freed since cannot make ``n`` whole nodes), the answer is None,
+        exactly what the search would return."""
         e = self.e
         e.stats["matches"] += 1
-        found = e.planner.earliest_bits(
-            job.request, self.now, job.duration, e.options.placement, before, not_before=not_before
-        )
+        planner = e.planner
+        policy = e.options.placement
+        self._proof = None
+        if not_before > self.now:  # no proofs for a search that does not start now
+            found = planner.earliest_bits(job.request, self.now, job.duration, policy, before, not_before=not_before)
+            return None if found is None else (found[0], (found[1], found[2]))
+        n = planner.whole_node_request(job.request, policy) if job.whole_nodes else 0
+        trace = None
+        if n:
+            proof = job.proof
+            if proof is not None and proof.t == before and proof.n == n:
+                proof = planner.prove_none_before(proof, job.id, job.duration, self.now)
+                if proof is not None:
+                    planner.proofs += 1
+                    self._proof = (job, proof)
+                    return None
+            trace = NoEarlier(n, self.now)
+        found = planner.earliest_bits(job.request, self.now, job.duration, policy, before, trace)
+        if trace is not None:
+            trace.t = before if found is None else found[0]
+            self._proof = (job, trace)
         return None if found is None else (found[0], (found[1], found[2]))
+
+    def keeps_reservation(self, job: Job) -> bool:
+        """Re-plan ``job``'s reservation in the cheap case: when taking it out,
+        finding its place still free, searching for an earlier one and
+        putting it back is provably what would happen (see
+        :meth:`Planner.keep_if_none_before`), do only the bookkeeping."""
+        proof = job.proof
+        if proof is None:
+            return False
+        planner = self.e.planner
+        kept = planner.keep_if_none_before(job.id, proof, job.duration, self.now)
+        if kept is None:  # the proof no longer holds: search
+            job.proof = None
+            return False
+        if not kept:
+            return False
+        self.e.stats["matches"] += 1  # the search it stands for
+        planner.proofs += 1
+        return True
 
     def reserve(self, job: Job, t: float, placement: tuple[Any, int]) -> None:
         planner = self.e.planner
@@ -164,6 +212,13 @@ class Pass:
         job.estimate = t
         if job.first_estimate is None:
             job.first_estimate = t
+        proof = self._proof
+        self._proof = None
+        if proof is not None and proof[0] is job and proof[1].t == t:
+            proof[1].seq = planner.certify()
+            job.proof = proof[1]
+        else:
+            job.proof = None
 
     def still_free(self, job: Job, t: float, placement: tuple[Any, int]) -> bool:
         bits = placement[1]

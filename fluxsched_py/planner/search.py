@@ -16,7 +16,8 @@ import bisect
 import math
 from typing import Any
 
-from .timeline import Timeline
+from .noearlier import NoEarlier
+from .timeline import PlannerError, Timeline
 
 __all__ = ["Planner"]
 
@@ -80,6 +81,7 @@ class Planner(Timeline):
         duration: float,
         policy: str = "first",
         before: float = math.inf,
+        trace: NoEarlier | None = None,
         not_before: float = -math.inf,
     ) -> tuple[float, Any, int] | None:
         """Like :meth:`earliest`, with the flat set: ``(t, rs, bits)``.
@@ -87,23 +89,36 @@ class Planner(Timeline):
         With ``before``, only start times earlier than it are tried (the
         caller already holds a place at ``before``).  With ``not_before``,
         only start times from it on are (a job that cannot start before the
-        one ahead of it); ``now`` stays the present, for overdue jobs."""
+        one ahead of it); ``now`` stays the present, for overdue jobs.  With
+        ``trace`` (for a :meth:`whole_node_request` of ``trace.n`` nodes,
+        searched from ``now``), the failed candidates are recorded in it: it
+        becomes the proof that nothing fits before the answer (or
+        ``before``), once ``trace.t`` and ``trace.seq`` are set."""
         if not duration or duration <= 0:
             duration = math.inf
         self.set_now(now)
+        if trace is not None and not_before > now:
+            raise PlannerError("a proof (trace) is only made for a search from now")
         start = max(now, not_before)
         pool = self.pool_bits()
+        if trace is not None:
+            trace.pool = pool
         times = self._times
         cands = [start] + times[bisect.bisect_right(times, start) : bisect.bisect_left(times, before)]
         if before <= start:
             return None
         if self._nreserved == 0 and self._max_running_start <= now:
             # Only running jobs: availability grows with t, binary search it.
+            if trace is not None:  # not measured: at most n - 1 anywhere
+                trace.times.append(now)
+                trace.whole.append(trace.n - 1)
             return self._earliest_monotone(request, cands, pool, policy)
         if start > now and self._max_running_start <= start and self._latest_reserved_start() <= start:
             # Every span has started by ``start`` (a queue planned in order):
             # from there on, too, availability only grows.
             return self._earliest_monotone(request, cands, pool, policy)
+        if trace is not None:
+            return self._earliest_whole(request, now, duration, policy, cands, pool, trace)
 
         match = self.match_bits
         fit, codec = self.matcher.fit, self.codec
@@ -134,6 +149,62 @@ class Planner(Timeline):
             if found is not None:
                 return t, found[0], found[1]
             last_failed = avail
+        return None
+
+    def _earliest_whole(
+        self, request: Any, now: float, duration: float, policy: str, cands: list[float], pool: int, trace: NoEarlier
+    ) -> tuple[float, Any, int] | None:
+        """:meth:`earliest_bits` for a :meth:`whole_node_request`: the same
+        candidates in the same order, and the same answer, but a candidate
+        that has fewer than ``n`` whole nodes is rejected without calling
+        the matcher (which would reject it), and recorded in ``trace``.
+        The window union is :class:`_WindowUnion`, inlined."""
+        n = trace.n
+        whole_count = self.codec.whole_count
+        ttimes, twhole = trace.times, trace.whole
+        times, used = self._times, self._used
+        nseg = len(times)
+        back: list[int] = []
+        back_agg = 0
+        front: list[int] = []  # suffix unions, front of the window last
+        lo = self._index(now)  # first segment in the window
+        hi = lo  # first segment not yet pushed
+        last_failed = -1
+        w = 0
+        for t in cands:
+            while lo < nseg - 1 and times[lo + 1] <= t:
+                if lo < hi:
+                    if not front:
+                        agg = 0
+                        for item in reversed(back):
+                            agg |= item
+                            front.append(agg)
+                        back.clear()
+                        back_agg = 0
+                    front.pop()
+                else:
+                    hi += 1
+                lo += 1
+            end = t + duration
+            while hi < nseg and times[hi] < end:
+                x = used[hi]
+                back.append(x)
+                back_agg |= x
+                hi += 1
+            avail = pool & ~((front[-1] | back_agg) if front else back_agg)
+            ttimes.append(t)
+            if not avail:
+                twhole.append(0)
+                continue
+            if avail != last_failed:
+                w = whole_count(avail)
+                if w >= n:
+                    found = self.match_bits(request, avail, policy)
+                    if found is not None:
+                        ttimes.pop()
+                        return t, found[0], found[1]
+                last_failed = avail
+            twhole.append(w)
         return None
 
     def _earliest_monotone(

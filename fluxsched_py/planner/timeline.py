@@ -28,6 +28,7 @@ from typing import Any
 from ..ids import IdSet
 from .flat import FlatCodec
 from .matchcache import MatchCache, Matcher, default_matcher
+from .noearlier import ProofLog
 
 __all__ = ["PlannerError", "Span", "Timeline"]
 
@@ -75,7 +76,7 @@ def _unusable_ranks(g: Any) -> Any:
     return bad
 
 
-class Timeline:
+class Timeline(ProofLog):
     """Spans of running and reserved jobs over a resource graph, and what is
     available when.  The searches are :class:`~fluxsched_py.planner.search.Planner`'s.
 
@@ -108,6 +109,10 @@ class Timeline:
         self._free_cache: tuple[Any, int] | None = None
         self._running_union = 0  # every running span's bits
         self._max_running_start = -math.inf  # an upper bound (never lowered)
+        self._init_log()
+        # Set for good once two spans overlapped on a resource (sched.expiration
+        # can do that): the step function no longer mirrors the spans exactly.
+        self._overlapped = False
         # Caches, dropped by whatever changes what they hold (see _dirty_*):
         # reserved_during() answers and the latest reservation start, until
         # a reservation comes or goes; the pool, per (graph version, now),
@@ -150,6 +155,7 @@ class Timeline:
             self._nreserved -= 1
             self._dirty_reserved()
             del self._reserved[jobid]
+        self._log_gain(span.start, span.end, span.bits, jobid)
         lo = self._index(span.start)
         hi = self._index(span.end) if span.end != math.inf else len(self._times)
         keep = ~span.bits
@@ -371,7 +377,12 @@ class Timeline:
             return
         self._refs[k] -= 1
         if self._refs[k] == 0 and k > 0:
-            del self._times[k], self._used[k], self._refs[k]
+            used = self._used
+            freed = used[k] & ~used[k - 1]
+            if freed:  # only when spans overlapped: the merge frees something
+                end = self._times[k + 1] if k + 1 < len(self._times) else math.inf
+                self._log_gain(self._times[k], end, freed, -2)
+            del self._times[k], used[k], self._refs[k]
 
     def _add(self, span: Span) -> None:
         if span.jobid in self._spans:
@@ -383,7 +394,10 @@ class Timeline:
         b = span.bits
         used = self._used
         for k in range(lo, hi):
+            if used[k] & b:
+                self._overlapped = True
             used[k] |= b
         self._spans[span.jobid] = span
         if not span.running:
             self._reserved[span.jobid] = span
+        self._net_gain(span)

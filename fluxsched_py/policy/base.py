@@ -68,6 +68,10 @@ class PassContext(Protocol):
     def reservation(self, job: Any) -> tuple[float, Any] | None:
         """``job``'s current reservation as ``(t, rs)``, or None."""
 
+    def keeps_reservation(self, job: Any) -> bool:
+        """Re-plan ``job``'s reservation when that provably keeps it as it is
+        (its place is still free and there is no earlier one); True if so."""
+
     def unreserve(self, job: Any) -> tuple[float, Any] | None:
         """Take ``job``'s reservation out of the plan; return it as ``(t, rs)``."""
 

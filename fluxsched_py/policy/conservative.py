@@ -68,6 +68,11 @@ class ConservativePolicy(QueuePolicy):
                     reserved += 1
                     yield
                     continue
+            if (depth is None or reserved < depth) and ctx.keeps_reservation(job):
+                # Provably what the re-planning below would conclude.
+                reserved += 1
+                yield
+                continue
             old = ctx.unreserve(job)
             if depth is not None and reserved >= depth:
                 # Beyond the reservation depth: start now or wait, never plan.
