@@ -9,8 +9,26 @@ not made (counting the nodes the log touches, and when that is not enough,
 looking at each of the few nodes touched in the plan as it is now).  A proof
 never changes a decision: it answers None exactly where the search would.
 
-Measured (same run, 2 shared cores; decisions identical either way):
-BENCHMARK_FIGURES
+The switch is :data:`PROOFS` (or ``Planner(graph, proofs=False)``): off,
+no proof is made or used and nothing is logged, and every search is made.
+Decisions are the same either way (``t/test_policy_conservative.py``
+``test_proofs_change_no_decision``).  Why it stays on, measured on 2 shared,
+loaded cores, alternating runs, identical decision digests in every run:
+
+``bench/bench_forecast.py`` (1000 x 8, 8000 running, backlog 64; median ms
+per pass of 15), conservative: with proofs 559, 580, 558, 673; without 739,
+717, 689, 764, 748 -- proofs make the pass about 1.25x faster.  fcfs and
+easy: within noise (fcfs 6.8 to 12.7 ms either way, easy 10 to 16 ms).
+
+The 100k-style synthetic SWF replay (30,000 jobs, 256 nodes; CPU seconds,
+process time), conservative: with proofs 15.2, 15.5; without 12.3 -- proofs
+cost about 20 % there (the log and the bookkeeping cost more than the few
+searches they save when jobs are short and frees make room).  easy 7.5,
+8.1 against 7.2; fcfs 9.6, 10.1 against 8.9.
+
+On, because a full machine with a deep backlog (the forecast case) is where
+a pass's latency matters to a live broker; a replay that wants the 20 % back
+sets ``PROOFS = False`` before it builds its engine.
 """
 
 from __future__ import annotations
@@ -22,7 +40,10 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .timeline import Span
 
-__all__ = ["NoEarlier", "ProofLog"]
+__all__ = ["NoEarlier", "PROOFS", "ProofLog"]
+
+#: The one switch: make and use NoEarlier proofs (the default for a Planner).
+PROOFS = True
 
 
 class NoEarlier:
@@ -59,8 +80,11 @@ class ProofLog:
     _gains_base: int
     _gains_mark: int
     proofs: int
+    use_proofs: bool
 
-    def _init_log(self) -> None:
+    def _init_log(self, use_proofs: bool) -> None:
+        #: See :data:`PROOFS`.
+        self.use_proofs = use_proofs
         # Everything that became available, in order: (start, end, bits,
         # nodes touched or -1 until a proof asks, jobid) for a removed span
         # (or a timeline merge, jobid -2); _gains[0] is entry number _gains_base.  A span removed
@@ -83,9 +107,10 @@ class ProofLog:
     def whole_node_request(self, request: Any, policy: str) -> int:
         """N when ``request`` fits a set exactly when N whole nodes of it are
         available (the matcher's whole-node fast path), else 0.  Such a fit
-        is monotone: a set that fits keeps fitting when it grows."""
+        is monotone: a set that fits keeps fitting when it grows.  0 (so
+        no proof is made) when proofs are switched off."""
         m = self.matcher
-        if not (m.fast_paths and self.codec.flat_nodes and policy in m.FAST_ORDER):
+        if not (self.use_proofs and m.fast_paths and self.codec.flat_nodes and policy in m.FAST_ORDER):
             return 0
         return m.whole_nodes(request)
 
@@ -260,7 +285,7 @@ class ProofLog:
         return add
 
     def _log_gain(self, start: float, end: float, bits: int, jobid: int) -> None:
-        if start < end and bits:
+        if start < end and bits and self.use_proofs:
             gains = self._gains
             gains.append((start, end, bits, -1, jobid))
             if len(gains) > 8192:

@@ -26,6 +26,7 @@ import math
 from typing import Any
 
 from ..ids import IdSet
+from . import noearlier
 from .flat import FlatCodec
 from .matchcache import MatchCache, Matcher, default_matcher
 from .noearlier import ProofLog
@@ -88,9 +89,12 @@ class Timeline(ProofLog):
     matcher:
         ``match(graph, request, *, policy, available)`` or a
         :class:`MatchCache`; defaults to :func:`fluxsched_py.match.match`.
+    proofs:
+        make and use :class:`~.noearlier.NoEarlier` proofs; None:
+        :data:`~.noearlier.PROOFS`.
     """
 
-    def __init__(self, graph: Any, *, matcher: Matcher | None = None) -> None:
+    def __init__(self, graph: Any, *, matcher: Matcher | None = None, proofs: bool | None = None) -> None:
         self.graph = graph
         m = matcher if matcher is not None else default_matcher()
         self.matcher = m if isinstance(m, MatchCache) else MatchCache(m)
@@ -109,7 +113,7 @@ class Timeline(ProofLog):
         self._free_cache: tuple[Any, int] | None = None
         self._running_union = 0  # every running span's bits
         self._max_running_start = -math.inf  # an upper bound (never lowered)
-        self._init_log()
+        self._init_log(noearlier.PROOFS if proofs is None else proofs)
         # Set for good once two spans overlapped on a resource (sched.expiration
         # can do that): the step function no longer mirrors the spans exactly.
         self._overlapped = False
