@@ -59,7 +59,7 @@ class Job:
         self.sent: dict[str, Any] = {}  # sched.* annotations the job-manager holds
         self.estimate: float | None = None
         self.first_estimate: float | None = None
-        #: That it cannot start before its reservation (see :mod:`.noearlier`).
+        #: That it cannot start before its reservation (:mod:`fluxsched_py.planner.noearlier`).
         self.proof: NoEarlier | None = None
         #: The queue it waits in (set by the engine while it is pending).
         self.queue: JobQueue | None = None
