@@ -1,5 +1,9 @@
 """The RFC 27 state machine: job states, the transitions table, responses.
 
+Rules: which state a message takes a job to is decided here and nowhere
+else (:data:`TRANSITIONS`, applied by :func:`next_state`); this module does
+not know which driver sent the message, nor anything about resources.
+
 A job the engine knows is PENDING (``sched.alloc`` received, not answered) or
 RUNNING (SUCCESS sent, or learned at ``hello``: it holds resources).
 :data:`TRANSITIONS` is the whole machine::
