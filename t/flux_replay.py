@@ -17,7 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fluxsched_py.flux.driver import Driver, RecordingTransport, bad_payload, kvs_key
+from fluxsched_py.flux.driver import Driver, bad_payload, kvs_key
+
+from .recording_transport import RecordingTransport
 
 DATA = Path(__file__).resolve().parent / "data" / "flux"
 

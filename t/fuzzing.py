@@ -36,8 +36,8 @@ from hypothesis import strategies as st
 
 from fluxsched_py.errors import FluxschedError
 
-REPO = Path(__file__).resolve().parents[1]
-CONFORMANCE = REPO.parent / "shared" / "conformance"
+from .shared import CONFORMANCE, REPO  # ../shared, or the folder FLUXSCHED_SHARED names
+
 DATA = REPO / "t" / "data"
 
 #: CPU seconds one input may take (CPU, not wall: the machine may be shared);
@@ -590,7 +590,9 @@ def driver_target() -> Target:
     """The Flux driver's handlers: recorded requests with mutated payloads,
     for every topic.  ``handle`` must never raise, and every request that
     expects an answer gets one."""
-    from fluxsched_py.flux.driver import Driver, RecordingTransport, bad_payload
+    from fluxsched_py.flux.driver import Driver, bad_payload
+
+    from .recording_transport import RecordingTransport
 
     R = {
         "version": 1,

@@ -13,8 +13,9 @@ import math
 
 import pytest
 
-from fluxsched_py.batsim.driver import BatsimScheduler, CallMeLater, Host, V4Driver, hosts_R, property_names
+from fluxsched_py.batsim.driver import BatsimScheduler, CallMeLater, Host, hosts_R, property_names
 from fluxsched_py.batsim.errors import ProtocolError
+from fluxsched_py.batsim.v4driver import V4Driver
 from fluxsched_py.ids import IdSet
 
 

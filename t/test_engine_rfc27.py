@@ -264,7 +264,7 @@ def test_bad_options_raise_the_engine_error_with_a_clear_message(args, text):
 
 def test_options_parse():
     o = EngineOptions.parse(["queue-policy=hybrid", "reserve-depth=4", "queue-depth=unlimited", "policy=high"])
-    assert (o.queue_policy, o.reserve_depth, o.queue_depth, o.policy) == ("hybrid", 4, None, "high")
+    assert (o.queue_policy, o.reserve_depth, o.queue_depth, o.placement) == ("hybrid", 4, None, "high")
 
 
 def test_sched_simple_mode_spellings_select_the_ready_mode():

@@ -14,7 +14,9 @@ import sys
 import pytest
 
 from fluxsched_py.flux import paths
-from fluxsched_py.flux.driver import Driver, RecordingTransport, f58, kvs_key, parse_module_args
+from fluxsched_py.flux.driver import Driver, f58, kvs_key, parse_module_args
+
+from .recording_transport import RecordingTransport
 
 R2 = {
     "version": 1,
@@ -76,7 +78,7 @@ def replies(t, msg):
 
 def test_module_arguments_are_engine_options():
     o = parse_module_args(["queue-policy=conservative", "reserve-depth=4", "queue-depth=8", "policy=low"])
-    assert (o.queue_policy, o.reserve_depth, o.queue_depth, o.policy) == ("conservative", 4, 8, "low")
+    assert (o.queue_policy, o.reserve_depth, o.queue_depth, o.placement) == ("conservative", 4, 8, "low")
 
 
 @pytest.mark.parametrize(

@@ -87,8 +87,7 @@ def _without_proofs(*args, **kwargs):
     from fluxsched_py.engine import Engine
 
     e = Engine(*args, **kwargs)
-    e.planner.whole_node_request = lambda request, policy: 0
-    e.planner.keep_if_none_before = lambda *a: False
+    e.planner.use_proofs = False  # the switch (planner.noearlier.PROOFS)
     return e
 
 

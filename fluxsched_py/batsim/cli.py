@@ -137,7 +137,7 @@ def make_driver(
 ) -> Driver:
     """The sans-I/O driver for ``protocol``."""
     if protocol == "v4":
-        from .driver import V4Driver
+        from .v4driver import V4Driver
 
         return V4Driver(options)
     if protocol == "batprotocol":
@@ -150,7 +150,7 @@ def make_driver(
 
         hosts = None
         if platform:
-            from ..replay.platform import batsim_hosts
+            from .platform import batsim_hosts
 
             hosts = [Host(i, name, {}, cores) for i, (name, cores) in enumerate(batsim_hosts(platform))]
         elif nodes:

@@ -42,12 +42,12 @@ from typing import Any
 
 from ..engine import Engine, EngineOptions, ResponseType
 from ..ids import Hostlist, IdSet
+from ..jobspec.request import node_request as _node_request
 from .errors import ProtocolError
 
 __all__ = [
     "BatsimScheduler",
     "Driver",
-    "V4Driver",
     "CallMeLater",
     "Decision",
     "Execute",
@@ -155,8 +155,6 @@ def hosts_R(hosts: Sequence[Host]) -> dict:
 
 def node_request(nnodes: int, walltime: float | None) -> Any:
     """The engine request for a Batsim job: the replay's, so decisions match."""
-    from ..replay.workload import node_request as _node_request
-
     return _node_request(nnodes, math.inf if walltime is None else float(walltime))
 
 
@@ -265,7 +263,7 @@ class BatsimScheduler:
             "simulation begins: %d compute hosts, queue-policy=%s policy=%s",
             len(hosts),
             self.options.queue_policy,
-            self.options.policy,
+            self.options.placement,
         )
 
     def _engine(self) -> Engine:
@@ -466,7 +464,7 @@ class BatsimScheduler:
             return -1.0
         duration = math.inf if walltime is None or walltime <= 0 else float(walltime)
         v = max(self.vnow, now - self.lag)  # Batsim's now, in workload time
-        found = engine.planner.earliest(req, v, duration, self.options.policy)
+        found = engine.planner.earliest(req, v, duration, self.options.placement)
         if found is None:
             return -1.0
         return max(0.0, found[0] - v)
@@ -498,157 +496,3 @@ class Driver:
 
     def handle(self, raw: bytes) -> bytes | None:  # pragma: no cover - interface
         raise NotImplementedError
-
-
-class V4Driver(Driver):
-    """Batsim 3/4 JSON protocol (``seeds/000``) on :class:`BatsimScheduler`."""
-
-    def __init__(self, options: EngineOptions | Iterable[str] | Mapping[str, Any] | None = None) -> None:
-        from . import v4
-
-        self._v4 = v4
-        self.decoder = v4.MessageDecoder()
-        self.scheduler = BatsimScheduler(options)
-        self.finished = False
-        self.config: dict[str, Any] = {}
-        self.workloads: dict[str, Any] = {}
-        self.profiles: dict[str, dict[str, Any]] = {}
-
-    def handle(self, raw: bytes) -> bytes:
-        v4 = self._v4
-        if self.finished:
-            raise ProtocolError("message received after SIMULATION_ENDS")
-        now, events = self.decoder.decode(raw)
-        sched = self.scheduler
-        out: list[dict[str, Any]] = []
-        ends = False
-        for ev in events:
-            if ends:
-                raise ProtocolError(f"{ev.type} event after SIMULATION_ENDS in the same message")
-            handler = getattr(self, "_on_" + ev.type.lower(), None)
-            if handler is None:  # pragma: no cover - the decoder only lets known types through
-                raise ProtocolError(f"unsupported event type {ev.type}")
-            if ev.type != "SIMULATION_BEGINS" and not sched.started:
-                raise ProtocolError(f"{ev.type} event before SIMULATION_BEGINS")
-            if ev.type == "SIMULATION_ENDS":
-                ends = True
-                continue
-            out.extend(handler(ev, now))
-        if ends:
-            self.finished = True
-            left = sched.unfinished()
-            if left:
-                log.warning("simulation ended with %d jobs not finished: %s", len(left), ", ".join(left[:10]))
-            log.info("simulation ends at %.6f: %s", now, sched.summary())
-            return v4.encode_message(now, [])
-        if sched.started:
-            for d in sched.decide(now):
-                if isinstance(d, Execute):
-                    out.append(v4.execute_job(now, d.job_id, d.alloc))
-                elif isinstance(d, Reject):
-                    out.append(v4.reject_job(now, d.job_id))
-                else:
-                    out.append(v4.call_me_later(now, d.when))
-        return v4.encode_message(now, out)
-
-    # -- one method per event type; each returns events for the reply --------
-
-    def _on_simulation_begins(self, ev: Any, now: float) -> list[dict[str, Any]]:
-        data = ev.data
-        config = data.get("config")
-        self.config = config if isinstance(config, dict) else {}
-        wl = data.get("workloads")
-        self.workloads = wl if isinstance(wl, dict) else {}
-        profiles = data.get("profiles")
-        self.profiles = {k: v for k, v in profiles.items() if isinstance(v, dict)} if isinstance(profiles, dict) else {}
-        if self.config.get("redis-enabled"):
-            raise ProtocolError(
-                "Batsim runs with Redis enabled: job descriptions are not in the protocol (run batsim without "
-                "--enable-redis)"
-            )
-        if self.config.get("dynamic-jobs-enabled"):
-            log.warning("dynamic job registration is enabled in Batsim; this scheduler registers no jobs")
-        hosts = [Host(h["id"], h["name"], h["properties"]) for h in self._v4.parse_hosts(ev)]
-        self.scheduler.begin(hosts)
-        return []
-
-    def _on_job_submitted(self, ev: Any, now: float) -> list[dict[str, Any]]:
-        job = self._v4.parse_job(ev)
-        profile = ev.data.get("profile")  # present when Batsim forwards profiles on submission
-        if not isinstance(profile, dict) and job.profile is not None:
-            profile = (self.profiles.get(job.id.split("!", 1)[0]) or {}).get(job.profile)
-        self.scheduler.submit(job.id, job.res, job.walltime, job.subtime, profile_runtime(profile))
-        return []
-
-    def _job_id(self, ev: Any) -> str:
-        job_id = ev.data.get("job_id")
-        if not isinstance(job_id, str) or not job_id:
-            raise ProtocolError(f"{ev.type} has no 'job_id' string")
-        return job_id
-
-    def _on_job_completed(self, ev: Any, now: float) -> list[dict[str, Any]]:
-        self.scheduler.complete(self._job_id(ev), ev.timestamp, ev.data.get("job_state"))
-        return []
-
-    def _on_job_killed(self, ev: Any, now: float) -> list[dict[str, Any]]:
-        ids = ev.data.get("job_ids")
-        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
-            raise ProtocolError("JOB_KILLED has no 'job_ids' list of strings")
-        self.scheduler.killed(ids, ev.timestamp)
-        return []
-
-    def _on_resource_state_changed(self, ev: Any, now: float) -> list[dict[str, Any]]:
-        log.info("resources %s changed to state %s (ignored)", ev.data.get("resources"), ev.data.get("state"))
-        return []
-
-    def _on_requested_call(self, ev: Any, now: float) -> list[dict[str, Any]]:
-        self.scheduler.requested_call(ev.timestamp)
-        return []
-
-    def _on_query(self, ev: Any, now: float) -> list[dict[str, Any]]:
-        requests = ev.data.get("requests")
-        if not isinstance(requests, dict) or not requests:
-            raise ProtocolError("QUERY has no 'requests' object")
-        answers: dict[str, Any] = {}
-        for kind, arg in requests.items():
-            if kind != "estimate_waiting_time":
-                raise ProtocolError(f"QUERY {kind!r} is not supported (only estimate_waiting_time)")
-            if not isinstance(arg, dict) or not isinstance(arg.get("job"), dict):
-                raise ProtocolError("QUERY estimate_waiting_time has no 'job' object")
-            job_id = str(arg.get("job_id", ""))
-            fake = self._v4.Event(ev.timestamp, "JOB_SUBMITTED", {"job_id": job_id or "query", "job": arg["job"]})
-            job = self._v4.parse_job(fake)
-            wait = self.scheduler.estimate_waiting_time(job.res, job.walltime, now)
-            answers[kind] = {"job_id": job_id, "estimated_waiting_time": wait}
-        return [self._v4.answer(now, answers)]
-
-    def _on_answer(self, ev: Any, now: float) -> list[dict[str, Any]]:
-        log.info("ANSWER from Batsim (no QUERY was sent): %s", ev.data)
-        return []
-
-    def _on_notify(self, ev: Any, now: float) -> list[dict[str, Any]]:
-        kind = ev.data.get("type")
-        if not isinstance(kind, str):
-            raise ProtocolError("NOTIFY has no 'type' string")
-        if kind == "no_more_static_job_to_submit":
-            self.scheduler.no_more_static_jobs = True
-            log.info("no more static jobs to submit (t=%.6f)", ev.timestamp)
-        elif kind == "no_more_external_event_to_occur":
-            log.info("no more external events (t=%.6f)", ev.timestamp)
-        elif kind in ("event_machine_unavailable", "event_machine_available"):
-            res = ev.data.get("resources")
-            if not isinstance(res, str):
-                raise ProtocolError(f"NOTIFY {kind} has no 'resources' interval set")
-            from .intervals import parse_intervals
-
-            ids = parse_intervals(res)
-            if kind == "event_machine_unavailable":
-                self.scheduler.resources_down(ids)
-            else:
-                self.scheduler.resources_up(ids)
-        else:
-            log.warning("NOTIFY %r ignored", kind)
-        return []
-
-    def _on_simulation_ends(self, ev: Any, now: float) -> list[dict[str, Any]]:  # pragma: no cover
-        return []

@@ -7,7 +7,7 @@ through a :class:`Transport` (respond, respond with an error, commit to the
 KVS, log, raise a job exception, arm the pass timer).
 :mod:`fluxsched_py.flux.module` implements the transport on a real
 ``flux.Flux`` handle; the tests implement it with lists
-(:class:`RecordingTransport`) and replay traffic recorded from flux-core.
+(``t/recording_transport.py``) and replay traffic recorded from flux-core.
 
 What the driver adds to the engine
     * the startup sequence: the first ``resource.acquire`` response builds the
@@ -46,21 +46,37 @@ R that cannot be read at hello
 from __future__ import annotations
 
 import errno
-import json
 import logging
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Protocol
+from typing import Any
 
-from ..engine import Engine, EngineError, EngineOptions, Response, ResponseType, rlist_summary
-from ..ids import IdSet
-from ..resource import ResourceSet
+from ..engine import Engine, EngineError, EngineOptions, Response, ResponseType
+from ..engine.options import LOG_LEVELS
+from .startup import Startup
+from .wire import (
+    _NOTE_PREFIXES,
+    LOG_DEBUG,
+    LOG_ERR,
+    LOG_INFO,
+    LOG_WARNING,
+    MAX_DELAY,
+    PASS_BUDGET,
+    Transport,
+    _jobid,
+    _LogBridge,
+    _v1_duration_problem,
+    bad_payload,
+    f58,
+    kvs_key,
+    parse_module_args,
+)
 
 __all__ = [
     "Driver",
+    "bad_payload",
     "Transport",
-    "RecordingTransport",
     "parse_module_args",
     "kvs_key",
     "f58",
@@ -70,139 +86,8 @@ __all__ = [
     "LOG_DEBUG",
 ]
 
-# syslog levels, as flux_log() takes them
-LOG_ERR = 3
-LOG_WARNING = 4
-LOG_NOTICE = 5
-LOG_INFO = 6
-LOG_DEBUG = 7
 
-_SYSLOG = {
-    logging.CRITICAL: 2,
-    logging.ERROR: LOG_ERR,
-    logging.WARNING: LOG_WARNING,
-    logging.INFO: LOG_INFO,
-    logging.DEBUG: LOG_DEBUG,
-}
-
-#: placement policy when the module arguments name none
-FLUX_DEFAULT_POLICY = "low"
-#: time budget of one engine.schedule() call: the reactor is not blocked longer
-PASS_BUDGET = 0.05
-#: upper bound of the coalescing delay of a pass during an alloc burst
-MAX_DELAY = 0.5
-
-
-class Transport(Protocol):
-    """What the driver needs from the broker (see :mod:`fluxsched_py.flux.module`)."""
-
-    def respond(self, msg: Any, payload: Mapping[str, Any] | None) -> None: ...
-
-    def respond_error(self, msg: Any, errnum: int, text: str) -> None: ...
-
-    def commit(self, puts: list[tuple[str, Any]], done: Callable[[str | None], None]) -> None:
-        """Commit ``(key, value)`` pairs in one KVS transaction; call ``done(None)``
-        once committed, or ``done(error text)``."""
-
-    def log(self, level: int, text: str) -> None: ...
-
-    def raise_exception(self, jobid: int, type: str, severity: int, note: str) -> None: ...
-
-    def request_pass(self, delay: float) -> None:
-        """Call :meth:`Driver.run_pass` after ``delay`` seconds (from the reactor)."""
-
-
-#: The largest instance ``R.scheduling`` copied into every job's R.
-JOB_SCHEDULING_MAX = 64 * 1024
-
-
-def job_scheduling(R: Any) -> Any:
-    """The instance ``R.scheduling`` to copy into each job's R, or None.
-
-    RFC 20 leaves ``scheduling`` opaque; flux-core's sched-simple copies it
-    into every allocation, and its t2300 checks that.  sched-py copies it
-    too, unless it is JGF (a ``graph`` key: the whole instance's graph, not
-    the job's) or larger than :data:`JOB_SCHEDULING_MAX` bytes of JSON.  Job
-    R is kept small on purpose: R carrying JGF made Fluxion's brokers grow to
-    160 GB (flux-sched issues 1009, 1039).
-    """
-    sched = R.get("scheduling") if isinstance(R, Mapping) else None
-    if not isinstance(sched, Mapping) or "graph" in sched:
-        return None
-    try:
-        size = len(json.dumps(sched, separators=(",", ":")))
-    except (TypeError, ValueError):
-        return None
-    return sched if size <= JOB_SCHEDULING_MAX else None
-
-
-def kvs_key(jobid: int, name: str = "R") -> str:
-    """``job.<dothex id>.<name>``, the RFC 16 job schema key (``job.0000.000a.c800.0000.R``)."""
-    j = int(jobid)
-    if j < 0 or j >= 1 << 64:
-        raise ValueError(f"job id {jobid} out of range")
-    return f"job.{j >> 48:04x}.{(j >> 32) & 0xFFFF:04x}.{(j >> 16) & 0xFFFF:04x}.{j & 0xFFFF:04x}.{name}"
-
-
-def parse_module_args(args: Iterable[str]) -> EngineOptions:
-    """Module arguments -> :class:`EngineOptions`; ValueError with a clear message.
-
-    The engine's options (``queue-policy=``, ``reserve-depth=``,
-    ``queue-depth=`` or sched-simple's ``mode=``, ``policy=``,
-    ``log-level=``, ``annotate-depth=``).  Under Flux the placement
-    ``policy`` defaults to :data:`FLUX_DEFAULT_POLICY` (``low``) rather than
-    the engine's ``first``.
-    """
-    out = [str(a) for a in args]
-    if not any(a.partition("=")[0].strip() == "policy" for a in out):
-        # Under Flux, place lowest ranks and ids first, as flux-core's own
-        # schedulers do (rank0/core0 first); policy= changes it.
-        out.append(f"policy={FLUX_DEFAULT_POLICY}")
-    try:
-        return EngineOptions.parse(out)
-    except EngineError as exc:
-        raise ValueError(str(exc)) from None
-
-
-class _LogBridge(logging.Handler):
-    """Engine (``fluxsched_py.*``) log records -> the transport's log."""
-
-    def __init__(self, driver: Driver) -> None:
-        super().__init__()
-        self.driver = driver
-
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            level = _SYSLOG.get(record.levelno, LOG_INFO)
-            self.driver.transport.log(level, record.getMessage())
-        except Exception:  # never let logging break a handler
-            pass
-
-
-class _BadPayload:
-    """Stands for a request payload that could not be decoded."""
-
-    def __init__(self, error: str) -> None:
-        self.error = error
-
-    def __repr__(self) -> str:
-        return f"<bad payload: {self.error}>"
-
-
-def bad_payload(error: str) -> _BadPayload:
-    return _BadPayload(error)
-
-
-def _jobid(p: Any) -> int | None:
-    if not isinstance(p, Mapping):
-        return None
-    v = p.get("id")
-    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-        return None
-    return v
-
-
-class Driver:
+class Driver(Startup):
     """The sans-flux RFC 27 driver.  See the module docstring.
 
     Parameters
@@ -266,8 +151,10 @@ class Driver:
             "hello_errors": 0,
         }
         self._log_bridge = _LogBridge(self)
+        # The module owns its process's logging: the engine never sets a level.
         logger = logging.getLogger("fluxsched_py")
         logger.addHandler(self._log_bridge)
+        logger.setLevel(LOG_LEVELS[self.options.log_level])
         logger.propagate = False
 
     def close(self) -> None:
@@ -285,194 +172,6 @@ class Driver:
 
     def error(self, text: str) -> None:
         self.log(LOG_ERR, text)
-
-    # ------------------------------------------------------------------
-    # startup: resource.acquire, hello, ready
-    # ------------------------------------------------------------------
-
-    def acquire(self, payload: Any) -> None:
-        """A ``resource.acquire`` response.  The first builds the graph and
-        the engine (raises ValueError if its R is unusable); later ones are
-        up/down/shrink/expiration updates (errors are logged)."""
-        if self.engine is None:
-            self._acquire_first(payload)
-            return
-        try:
-            if not isinstance(payload, Mapping):
-                raise ValueError(f"expected an object, got {payload!r}")
-            up, down, shrink = payload.get("up"), payload.get("down"), payload.get("shrink")
-            exp = payload.get("expiration")
-            if exp is not None and (not isinstance(exp, int | float) or isinstance(exp, bool) or exp < 0):
-                raise ValueError(f"bad expiration {exp!r}")
-            for key, val in (("up", up), ("down", down), ("shrink", shrink)):
-                if val is not None:
-                    self._check_ranks(key, val)
-            self.engine.resource_update(up=up or None, down=down or None, shrink=shrink or None, expiration=exp)
-            parts = [f"{k}={v}" for k, v in (("up", up), ("down", down), ("shrink", shrink)) if v]
-            if exp is not None:
-                parts.append(f"expiration={exp:.2f}")
-            self.log(LOG_DEBUG, "resource update: " + " ".join(parts))
-        except Exception as exc:
-            self.error(f"resource.acquire: ignoring bad update {payload!r}: {exc}")
-            return
-        self._changed()
-
-    def _check_ranks(self, key: str, val: Any) -> IdSet:
-        ids = IdSet.parse(val) if isinstance(val, str) else IdSet(val)
-        topo = getattr(self.graph, "topo", None)
-        unknown = ids - IdSet.from_mask(topo.ranks_mask) if topo is not None else None
-        if unknown:
-            raise ValueError(f"{key}: ranks {unknown} are unknown")
-        return ids
-
-    def _acquire_first(self, payload: Any) -> None:
-        if not isinstance(payload, Mapping) or "resources" not in payload:
-            raise ValueError(f"resource.acquire: first response has no 'resources': {payload!r}")
-        R = payload["resources"]
-        try:
-            g = self._read_graph(R)
-        except Exception as exc:
-            if not (isinstance(R, Mapping) and "scheduling" in R):
-                raise ValueError(f"resource.acquire: cannot read the instance R: {exc}") from exc
-            # R.scheduling is opaque to RFC 20 (another scheduler's data, or
-            # JGF we cannot use): schedule from R_lite alone.
-            self.log(LOG_WARNING, f"resource.acquire: ignoring R.scheduling ({exc})")
-            R = {k: v for k, v in R.items() if k != "scheduling"}
-            try:
-                g = self._read_graph(R)
-            except Exception as exc2:
-                raise ValueError(f"resource.acquire: cannot read the instance R: {exc2}") from exc2
-        self.graph = g
-        self._job_scheduling = job_scheduling(payload["resources"])
-        self.engine = Engine(g, self.options, job_name=self._job_name)
-        # RFC 27 / resource.acquire: every target is down until it is up.
-        g.set_down(g.ranks)
-        up = payload.get("up") or None
-        exp = ((R.get("execution") or {}).get("expiration") or 0) if isinstance(R, Mapping) else 0
-        self.engine.resource_update(up=up, expiration=float(exp) if exp else None)
-        all_ = g.all()
-        self.log(
-            LOG_INFO,
-            f"resources: {len(g.ranks)} ranks, {all_.count('core')} cores, {all_.count('gpu')} gpus; up={up or ''}",
-        )
-
-    def _read_graph(self, R: Any) -> Any:
-        if self._graph_factory is not None:
-            return self._graph_factory(R)
-        from ..resource import ResourceGraph
-
-        return ResourceGraph.from_rv1(R)
-
-    def hello_payload(self) -> dict:
-        """The ``job-manager.sched-hello`` request payload."""
-        return {"partial-ok": True}
-
-    def hello(self, payload: Any, R: Any) -> None:
-        """One ``sched-hello`` response, with the job's R as read from the KVS
-        (a dict, JSON text, or an exception if the lookup failed)."""
-        jobid = _jobid(payload)
-        if jobid is None:
-            self.error(f"hello: response without a valid job id: {payload!r}")
-            return
-        assert self.engine is not None and self.graph is not None
-        self.stats["hello_jobs"] += 1
-        try:
-            if isinstance(R, BaseException):
-                raise ValueError(f"cannot read {kvs_key(jobid)}: {R}")
-            if isinstance(R, bytes | bytearray):
-                R = R.decode()
-            if isinstance(R, str):
-                R = json.loads(R)
-            if not isinstance(R, Mapping):
-                raise ValueError(f"R is not an object: {R!r:.80}")
-            ResourceSet.from_rv1(self.graph, R)  # readable? (the engine reads it again, and applies ``free``)
-            free = payload.get("free")
-            if free:
-                IdSet.parse(str(free))
-        except Exception as exc:
-            self.stats["hello_errors"] += 1
-            self._hello_unreadable(jobid, payload, R, exc)
-            return
-        self._engine_hello(jobid, payload, R)
-        if self.engine.job(jobid) is None:
-            self.stats["hello_errors"] += 1
-            self.error(f"hello: job {jobid}: its R could not be marked allocated (see above)")
-
-    def _engine_hello(self, jobid: int, payload: Mapping[str, Any], R: Mapping[str, Any]) -> None:
-        assert self.engine is not None
-        h = {
-            "id": jobid,
-            "priority": _int(payload.get("priority"), 0),
-            "userid": _int(payload.get("userid"), 0),
-            "t_submit": _float(payload.get("t_submit"), 0.0),
-            "R": R,
-        }
-        if payload.get("free"):
-            h["free"] = str(payload["free"])
-        self.engine.hello([h])
-        self._hello_count += 1
-
-    def _hello_unreadable(self, jobid: int, payload: Mapping[str, Any], R: Any, exc: Exception) -> None:
-        g = self.graph
-        ranks = None
-        try:
-            lite = (R.get("execution") or {}).get("R_lite") if isinstance(R, Mapping) else None
-            ranks = IdSet()
-            for item in lite or ():
-                ranks = ranks | IdSet.parse(str(item["rank"]))
-            ranks = ranks & g.ranks
-        except Exception:
-            ranks = None
-        if ranks:
-            free = payload.get("free")
-            try:
-                if free:
-                    ranks = ranks - IdSet.parse(str(free))
-            except Exception:
-                pass
-            hold = g.all().restrict(ranks) - g.allocated()
-            self.error(
-                f"hello: job {jobid}: unreadable R ({exc}); holding every free resource of ranks {ranks} "
-                "for it until its final free"
-            )
-            self._engine_hello(jobid, payload, hold.to_rv1(g))
-            return
-        self.error(f"hello: job {jobid}: unreadable R ({exc}); raising a fatal exception on the job")
-        try:
-            self.transport.raise_exception(
-                jobid, "scheduler-restart", 0, "failed to reallocate R for running job: unreadable R"
-            )
-        except Exception as e:
-            self.error(f"hello: job {jobid}: raising the exception failed: {e}")
-
-    def hello_done(self) -> None:
-        """The hello stream ended (ENODATA)."""
-        self.log(LOG_DEBUG, f"hello: {self._hello_count} running jobs recovered")
-        self._changed()
-
-    def ready_payload(self) -> dict:
-        """The ``job-manager.sched-ready`` request payload (limited/unlimited from queue-depth=)."""
-        assert self.engine is not None
-        return self.engine.ready_mode()
-
-    def ready(self, payload: Any) -> None:
-        """The ``job-manager.sched-ready`` response ``{count}``."""
-        count = payload.get("count") if isinstance(payload, Mapping) else None
-        o = self.options
-        depth = self.engine.policy.reserve_depth if self.engine is not None else o.reserve_depth
-        try:
-            rl = self.graph.all().to_rv1(self.graph)["execution"]["R_lite"]
-            res = rlist_summary(rl) or "(no resources)"
-        except Exception:
-            res = "?"
-        per_queue = ",".join(f"{q}:{p}" for q, p in o.queue_policy_per_queue)
-        self.log(
-            LOG_INFO,
-            f"ready: queue-depth={o.queue_depth or 'unlimited'} queue-policy={o.queue_policy} "
-            + (f"queue-policy-per-queue={per_queue} " if per_queue else "")
-            + f"policy={o.policy} reserve-depth={depth or 'unlimited'} count={count} {res}",
-        )
-        self._changed()
 
     # ------------------------------------------------------------------
     # requests
@@ -682,15 +381,7 @@ class Driver:
         if e:
             s["engine"] = dict(e.stats)
             o = e.options
-            s["options"] = {
-                "queue-policy": o.queue_policy,
-                "queue-policy-per-queue": dict(o.queue_policy_per_queue),
-                "policy": o.policy,
-                "queue-depth": o.queue_depth,
-                "reserve-depth": o.reserve_depth,
-                "annotate-depth": o.annotate_depth,
-                "log-level": o.log_level,
-            }
+            s["options"] = o.as_dict()
         return s
 
     # ------------------------------------------------------------------
@@ -781,109 +472,3 @@ class Driver:
                 deny = Response(r.id, ResponseType.DENY, note=f"scheduler could not commit R to the KVS: {err}")
                 self.transport.respond(msg, deny.payload())
         self._changed()
-
-
-_NOTE_PREFIXES = ("invalid jobspec", "malformed", "unsatisfiable", "scheduler could not", "job already")
-
-
-def _v1_duration_problem(jobspec: Mapping[str, Any]) -> str | None:
-    """RFC 25 (jobspec V1, what flux-core submits) requires
-    ``attributes.system.duration``; flux-core's own parser rejects a job
-    without it, so the scheduler denies it too (with flux-core's wording)."""
-    if jobspec.get("version") != 1:
-        return None
-    node: Any = jobspec
-    for key in ("attributes", "system", "duration"):
-        if not isinstance(node, Mapping) or key not in node:
-            return f"invalid jobspec: getting duration: Object item not found: {key}"
-        node = node[key]
-    return None
-
-
-_F58 = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
-
-
-def f58(jobid: int) -> str:
-    """A job id as flux-core shows it (``ƒLqTPgb``, RFC 19 FLUID base58)."""
-    n = int(jobid)
-    if n == 0:
-        return "ƒ1"
-    out = []
-    while n:
-        n, r = divmod(n, 58)
-        out.append(_F58[r])
-    return "ƒ" + "".join(reversed(out))
-
-
-def _int(v: Any, default: int) -> int:
-    return v if isinstance(v, int) and not isinstance(v, bool) else default
-
-
-def _float(v: Any, default: float) -> float:
-    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else default
-
-
-class RecordingTransport:
-    """A :class:`Transport` that records everything (tests, replay).
-
-    ``sent`` holds ``(kind, msg, payload)`` tuples in order: kind is
-    ``respond``, ``error`` (payload ``(errnum, text)``), ``commit`` (payload:
-    the puts), ``exception`` or ``log``.  Commits complete at once unless
-    ``defer_commits`` is set (then :meth:`complete_commits` finishes them);
-    passes run when the test calls :meth:`run_passes`.
-    """
-
-    def __init__(self, *, defer_commits: bool = False, commit_error: str | None = None) -> None:
-        self.sent: list[tuple[str, Any, Any]] = []
-        self.logs: list[tuple[int, str]] = []
-        self.kvs: dict[str, Any] = {}
-        self.defer_commits = defer_commits
-        self.commit_error = commit_error
-        self._deferred: list[tuple[list[tuple[str, Any]], Callable[[str | None], None]]] = []
-        self.pass_requests = 0
-        self.driver: Driver | None = None
-
-    def respond(self, msg: Any, payload: Any) -> None:
-        self.sent.append(("respond", msg, payload))
-
-    def respond_error(self, msg: Any, errnum: int, text: str) -> None:
-        self.sent.append(("error", msg, (errnum, text)))
-
-    def commit(self, puts: list[tuple[str, Any]], done: Callable[[str | None], None]) -> None:
-        self.sent.append(("commit", None, [k for k, _ in puts]))
-        if self.defer_commits:
-            self._deferred.append((puts, done))
-        else:
-            self._finish(puts, done)
-
-    def _finish(self, puts: list[tuple[str, Any]], done: Callable[[str | None], None]) -> None:
-        if self.commit_error is None:
-            for k, v in puts:
-                self.kvs[k] = json.loads(json.dumps(v))
-        done(self.commit_error)
-
-    def complete_commits(self) -> None:
-        todo, self._deferred = self._deferred, []
-        for puts, done in todo:
-            self._finish(puts, done)
-
-    def log(self, level: int, text: str) -> None:
-        self.logs.append((level, text))
-
-    def raise_exception(self, jobid: int, type: str, severity: int, note: str) -> None:
-        self.sent.append(("exception", None, {"id": jobid, "type": type, "severity": severity, "note": note}))
-
-    def request_pass(self, delay: float) -> None:
-        self.pass_requests += 1
-
-    def run_passes(self, limit: int = 10000) -> None:
-        assert self.driver is not None
-        for _ in range(limit):
-            if not self.driver.run_pass():
-                return
-
-    def responses(self, kind: str = "respond") -> list[Any]:
-        return [p for k, _, p in self.sent if k == kind]
-
-    def errors(self) -> list[tuple[int, str]]:
-        return [text for level, text in self.logs if level <= LOG_ERR]

@@ -22,7 +22,6 @@ evaluates it for one node.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,9 +75,6 @@ class Constraint:
         if op == "not":
             return not all(c.matches(rank, hostname, properties) for c in self.args)
         raise AssertionError(op)
-
-    def predicate(self) -> Callable[[int, str | None, frozenset[str]], bool]:
-        return self.matches
 
     def describe(self) -> str:
         """A short human form, e.g. ``properties=^login`` or ``ranks=0-3``."""

@@ -46,19 +46,9 @@ _GE: dict[int, bytes] = {}
 
 def slot_shape(request: Any) -> tuple[int, int] | None:
     """``(k, c)`` when ``request`` is exactly ``slot[k] > core[c]`` with fixed
-    counts, nothing else and no constraint; else None."""
-    if request.constraints is not None or len(request.resources) != 1:
-        return None
-    slot = request.resources[0]
-    if slot.type != "slot" or not slot.count.is_fixed or len(slot.with_) != 1:
-        return None
-    core = slot.with_[0]
-    if core.type != "core" or not core.count.is_fixed or core.with_:
-        return None
-    k, c = slot.count.min, core.count.min
-    if k < 1 or c < 1:
-        return None
-    return k, c
+    counts, nothing else and no constraint; else None (computed once, by the
+    request: :attr:`~fluxsched_py.jobspec.Request.slot_shape`)."""
+    return request.slot_shape
 
 
 class UnitFields:

@@ -30,117 +30,38 @@ A policy needs no code of its own for this.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any, Protocol
+from .base import POLICY_DEFAULT, PassContext, PolicyDefault, QueuePolicy, order_key
+from .conservative import ConservativePolicy
+from .easy import EasyPolicy
+from .fcfs import FCFSPolicy
+from .hybrid import HybridPolicy
 
-__all__ = ["PassContext", "QueuePolicy", "POLICIES", "make_policy", "order_key"]
+__all__ = [
+    "POLICIES",
+    "POLICY_DEFAULT",
+    "PassContext",
+    "PolicyDefault",
+    "QueuePolicy",
+    "REGISTRY",
+    "make_policy",
+    "order_key",
+]
 
+#: Every queue policy by name, in the order help texts list them.  A new
+#: policy is a module with a :class:`QueuePolicy` subclass, added here.
+REGISTRY: dict[str, type[QueuePolicy]] = {
+    cls.name: cls for cls in (FCFSPolicy, EasyPolicy, ConservativePolicy, HybridPolicy)
+}
 
-def order_key(priority: int, t_submit: float, jobid: int) -> tuple[int, float, int]:
-    """The queue order every policy uses: higher priority, earlier submit, lower id."""
-    return (-priority, t_submit, jobid)
-
-
-class PassContext(Protocol):
-    """What a policy may do during a pass (implemented by the engine)."""
-
-    now: float
-    #: False when nothing was freed, cancelled or re-prioritized since the
-    #: last pass (only new jobs arrived): kept reservations cannot improve.
-    compress: bool
-
-    def jobs(self) -> Iterator[Any]:
-        """This queue's pending jobs in order (those among the first
-        ``queue-depth`` pending jobs of all queues)."""
-
-    def fits_now(self, job: Any) -> Any:
-        """Resources ``job`` could start on now without touching any reservation (of any queue), or None."""
-
-    def fits_now_ignoring(self, job: Any, reserved: Any) -> Any:
-        """Resources ``job`` could start on now if ``reserved``'s reservation moved, or None."""
-
-    def start(self, job: Any, rs: Any) -> None:
-        """Allocate ``rs`` to ``job`` now."""
-
-    def earliest(self, job: Any, before: float = ..., not_before: float = ...) -> tuple[float, Any] | None:
-        """Earliest ``(t, rs)`` for ``job`` around what is running and reserved
-        (only times earlier than ``before`` and from ``not_before`` on, when given)."""
-
-    def reserve(self, job: Any, t: float, rs: Any) -> None:
-        """Hold ``rs`` for ``job`` from ``t`` (until the next pass, or longer
-        with :attr:`QueuePolicy.persistent_reservations`)."""
-
-    def still_free(self, job: Any, t: float, placement: Any) -> bool:
-        """True when ``placement`` is still free for ``job`` from ``t``."""
-
-    def clear_reservations(self) -> None:
-        """Drop every reservation of this queue (a policy that re-plans from
-        scratch); other queues' reservations stay."""
-
-    def reservation(self, job: Any) -> tuple[float, Any] | None:
-        """``job``'s current reservation as ``(t, rs)``, or None."""
-
-    def keeps_reservation(self, job: Any) -> bool:
-        """Re-plan ``job``'s reservation when that provably keeps it as it is
-        (its place is still free and there is no earlier one); True if so."""
-
-    def unreserve(self, job: Any) -> tuple[float, Any] | None:
-        """Take ``job``'s reservation out of the plan; return it as ``(t, rs)``."""
-
-    def try_move(self, job: Any, blocker_rs: Any, blocker_end: float) -> bool:
-        """Re-plan ``job``'s reservation at the same time around a new allocation."""
-
-    def hopeless(self, job: Any) -> bool:
-        """True when a job of the same shape, or (whole nodes) one at least as
-        big and as long, already failed to start now in this pass."""
-
-    def failed(self, job: Any) -> None:
-        """Record that ``job`` could not start now, for :meth:`hopeless`."""
-
-    def hold(self, job: Any, why: str) -> None:
-        """Record why ``job`` was passed over (for ``reason_pending``)."""
-
-    def nothing_free(self) -> bool:
-        """True when no resource is free now (nothing could start)."""
+#: The names ``queue-policy=`` accepts.
+POLICIES: tuple[str, ...] = tuple(REGISTRY)
 
 
-class QueuePolicy:
-    """Base class: a named policy with a reservation depth."""
-
-    name = "base"
-    #: Reservations the policy makes per pass (None = unlimited).
-    default_reserve_depth: int | None = 0
-    #: Keep reservations from one pass to the next (else each pass re-plans).
-    persistent_reservations = False
-
-    def __init__(self, reserve_depth: int | None = None) -> None:
-        self.reserve_depth = self.default_reserve_depth if reserve_depth is None else reserve_depth
-
-    def run(self, ctx: PassContext) -> Iterator[None]:  # pragma: no cover - abstract
-        raise NotImplementedError
-        yield
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(reserve_depth={self.reserve_depth})"
-
-
-def _registry() -> dict[str, type[QueuePolicy]]:
-    from .conservative import ConservativePolicy
-    from .easy import EasyPolicy
-    from .fcfs import FCFSPolicy
-    from .hybrid import HybridPolicy
-
-    return {p.name: p for p in (FCFSPolicy, EasyPolicy, ConservativePolicy, HybridPolicy)}
-
-
-POLICIES = ("fcfs", "easy", "conservative", "hybrid")
-
-
-def make_policy(name: str, reserve_depth: int | None = None) -> QueuePolicy:
-    """Instantiate a queue policy by name; ``KeyError`` names the known ones."""
-    reg = _registry()
+def make_policy(name: str, reserve_depth: int | None | PolicyDefault = POLICY_DEFAULT) -> QueuePolicy:
+    """Instantiate a queue policy by name (``reserve_depth`` None: unlimited);
+    ``KeyError`` names the known ones."""
     try:
-        cls = reg[name]
+        cls = REGISTRY[name]
     except KeyError:
         raise KeyError(f"unknown queue policy {name!r} (choose from {', '.join(POLICIES)})") from None
     return cls(reserve_depth)

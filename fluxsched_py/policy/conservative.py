@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from . import PassContext, QueuePolicy
+from .base import PassContext, QueuePolicy
 
 
 class ConservativePolicy(QueuePolicy):

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from . import PassContext, QueuePolicy
+from .base import PassContext, QueuePolicy
 
 
 class FCFSPolicy(QueuePolicy):

@@ -51,7 +51,7 @@ from typing import Any
 from ..errors import FluxschedError
 from ..inputs import MAX_INPUT_BYTES, MAX_JOBS, MAX_NODES, MAX_SECONDS, bounded_lines, open_stream
 from ..jobspec.loader import MAX_BYTES
-from ..jobspec.request import Count, Request, ResourceRequest, TaskRequest
+from ..jobspec.request import Request, node_request
 
 __all__ = [
     "Workload",
@@ -97,28 +97,6 @@ class Workload:
     #: how many jobs had no requested time, and the walltime model that gave them one
     walltime_filled: int = 0
     walltime_model: str = "runtime"
-
-
-_NODE_REQUESTS: dict[tuple[int, float], Request] = {}
-
-
-def node_request(nnodes: int, walltime: float) -> Request:
-    """``nnodes`` whole nodes, exclusive, for ``walltime`` seconds (inf = unlimited).
-
-    The jobspec equivalent is ``node[N] exclusive > slot[1] > core[1]`` with
-    ``attributes.system.duration = walltime``.  Requests are interned, so a
-    trace with a few shapes holds a few objects.
-    """
-    key = (nnodes, walltime)
-    req = _NODE_REQUESTS.get(key)
-    if req is None:
-        core = ResourceRequest("core", Count.fixed(1))
-        slot = ResourceRequest("slot", Count.fixed(1), (core,), label="task")
-        node = ResourceRequest("node", Count.fixed(nnodes), (slot,), exclusive=True)
-        task = TaskRequest(("true",), "task", (("per_slot", 1),))
-        req = Request((node,), (task,), duration=0.0 if walltime == math.inf else float(walltime))
-        _NODE_REQUESTS[key] = req
-    return req
 
 
 # -- numbers, checked as read ---------------------------------------------------

@@ -52,6 +52,14 @@ class RunData:
         return len(self.submit)
 
 
+def _known(v: Any) -> str | None:
+    """A job attribute as text, or None when absent (SWF writes -1 for an unknown user or queue)."""
+    text = "" if v is None else str(v)
+    if not text or (text.startswith("-") and text[1:].isdigit()):
+        return None
+    return text
+
+
 def size_class(n: int) -> str:
     """``1 node``, ``2-3 nodes``, ``4-7 nodes``...: powers of two."""
     if n <= 1:
@@ -88,8 +96,7 @@ def run_from_result(result: Any, label: str | None = None) -> RunData:
         ranks.append(runs)
         sizes.append(sum(hi - lo + 1 for lo, hi in runs) or j.nodes or 1)
         for k in CATEGORY_FIELDS:
-            v = getattr(j, k, None)
-            attrs[k].append(str(v) if v not in (None, "") else None)
+            attrs[k].append(_known(getattr(j, k, None)))
     cats, kind = _pick(attrs, sizes)
     return RunData(label or result.policy, result.nb_nodes, submit, start, finish, ranks, cats, kind)
 
@@ -130,7 +137,7 @@ def run_from_jobs_csv(path: str | os.PathLike[str], label: str, nb_nodes: int | 
             req = row.get("requested_number_of_resources") or "1"
             sizes.append(sum(hi - lo + 1 for lo, hi in runs) or int(float(req)))
             for k in CATEGORY_FIELDS:
-                attrs[k].append(row.get(k) or None)
+                attrs[k].append(_known(row.get(k)))
     if nb_nodes is None:
         nb_nodes = 1 + max((hi for runs in ranks for _, hi in runs), default=0)
     cats, kind = _pick(attrs, sizes)

@@ -163,6 +163,3 @@ class Availability:
                 hp[t] = hp.get(t, 0) ^ 1 << pos[a]
                 a = p
                 p = parent[a]
-
-    def is_whole(self, v: int) -> bool:
-        return self.busy[v] == 0

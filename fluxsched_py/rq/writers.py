@@ -5,7 +5,7 @@ with the depth as indentation (``simple``), or reversed with the modes spelled
 out (``pretty_simple``).  The project's graph pools identical leaves on their
 parent, so a leaf is printed as ``<basename><id>`` under its parent's path,
 exactly the name Fluxion gives that vertex.  What a match names (as opposed to
-everything it holds) comes from :func:`fluxsched_py.match.traverse.shown`.
+everything it holds) comes from :func:`fluxsched_py.match.shown.shown`.
 
 ``jgf`` and ``rv1``/``rv1_nosched``/``rlite`` are written from the job's
 :class:`~fluxsched_py.resource.ResourceSet` with the project's own writers.
@@ -18,7 +18,7 @@ import json
 from ..ids import IdSet
 from ..match import MatchResult
 from ..match.policy import Policy
-from ..match.traverse import shown
+from ..match.shown import shown
 from ..resource import ResourceGraph, ResourceSet
 from ..resource.topology import Topology
 

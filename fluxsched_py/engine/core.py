@@ -1,0 +1,568 @@
+"""The engine: the sans-I/O scheduler drivers call (see :mod:`fluxsched_py.engine`)."""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import json
+import logging
+import math
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
+
+from cachetools import LRUCache
+
+from ..ids import IdSet
+from ..planner import MatchCache, Planner
+from ..policy import QueuePolicy, make_policy, order_key
+from .annotations import end_pass, fmt_clock, resource_summary
+from .jobs import Job, JobQueue
+from .options import EngineOptions
+from .passctx import Pass
+from .states import EngineError, JobState, PassResult, Response, ResponseType, next_state
+
+__all__ = ["Engine"]
+
+log = logging.getLogger("fluxsched_py.engine")
+
+_ALL = object()  # Engine.pending(): every queue
+
+
+def _idset(value: Any) -> IdSet:
+    if isinstance(value, IdSet):
+        return value
+    if isinstance(value, str):
+        return IdSet.parse(value)
+    return IdSet(value)
+
+
+class Engine:
+    """The sans-I/O scheduler.  See the module docstring.
+
+    Parameters
+    ----------
+    graph:
+        the :class:`~fluxsched_py.resource.ResourceGraph`; the engine
+        allocates and releases its jobs in it.
+    options:
+        :class:`EngineOptions`, or ``key=value`` strings / a mapping for
+        :meth:`EngineOptions.parse`.
+    matcher, feasibility:
+        the placement functions; default to :mod:`fluxsched_py.match`.
+    build_R:
+        put RFC 20 R in SUCCESS responses (drivers that only need the
+        ResourceSet, like the replay, turn it off).
+    stopwatch:
+        measures pass work for ``budget``; never used for decisions.
+    time_format:
+        how ``reason_pending`` shows an absolute time (default ``HH:MM``).
+    job_name:
+        how annotations show a job id to users (default the decimal id; the
+        Flux driver passes f58, ``ƒLqTPgb``, as ``flux jobs`` shows it).
+    """
+
+    def __init__(
+        self,
+        graph: Any,
+        options: EngineOptions | Iterable[str] | Mapping[str, Any] | None = None,
+        *,
+        matcher: Callable[..., Any] | None = None,
+        feasibility: Callable[[Any, Any], str | None] | None = None,
+        build_R: bool = True,
+        stopwatch: Callable[[], float] = time.perf_counter,
+        time_format: Callable[[float], str] = fmt_clock,
+        job_name: Callable[[int], str] = str,
+    ) -> None:
+        self.options = options if isinstance(options, EngineOptions) else EngineOptions.parse(options)
+        if matcher is None or feasibility is None:
+            from .. import match as _match_mod
+
+            matcher = matcher or _match_mod.match
+            feasibility = feasibility or _match_mod.feasibility
+        self.graph = graph
+        self._match = MatchCache(matcher)
+        self._feasibility = feasibility
+        self.planner = Planner(graph, matcher=self._match)
+        #: The queue policy of every queue not named in ``queue-policy-per-queue``.
+        self.queue_policy: QueuePolicy = make_policy(self.options.queue_policy, self.options.reserve_depth)
+        self._policies: dict[str, QueuePolicy] = {
+            name: make_policy(pol, self.options.reserve_depth) for name, pol in self.options.queue_policy_per_queue
+        }
+        self.build_R = build_R
+        self._stopwatch = stopwatch
+        self._time_format = time_format
+        self._job_name = job_name
+        self.instance_expiration: float = 0.0  # 0 = none
+
+        self._jobs: dict[int, Job] = {}
+        #: Queues with pending jobs, by name (None: the anonymous queue).
+        self._queues: dict[str | None, JobQueue] = {}
+        self._npending = 0
+        self._annotated: set[int] = set()  # pending jobs holding annotations
+        self._parse_cache: LRUCache = LRUCache(maxsize=4096)
+        #: (request key, walltime) -> [shape id, pending jobs of that shape]:
+        #: only shapes of pending jobs are kept; ids are never reused.
+        self._shapes: dict[tuple[Any, float], list[int]] = {}
+        self._next_shape = 0
+        self._feasible_cache: LRUCache = LRUCache(maxsize=4096)
+        self._pass: Pass | None = None
+        self._pass_gen: Iterator[None] | None = None
+        self._dirty = True  # something changed since the last complete pass
+        self._restart = False  # ... in a way that invalidates a pass in progress
+        self._compress = True  # ... in a way that may let reservations move earlier
+        self.stats = {"passes": 0, "matches": 0, "started": 0, "denied": 0, "canceled": 0}
+
+    # ------------------------------------------------------------------
+    # Queries
+    # ------------------------------------------------------------------
+
+    def job(self, jobid: int) -> Job | None:
+        return self._jobs.get(jobid)
+
+    @property
+    def pending_count(self) -> int:
+        return self._npending
+
+    @property
+    def running(self) -> list[Job]:
+        return [j for j in self._jobs.values() if j.state is JobState.RUNNING]
+
+    def pending(self, queue: str | None | object = _ALL) -> list[Job]:
+        """Pending jobs in order (a copy; never disturbs a pass in progress):
+        of every queue, or of ``queue`` only (None: the anonymous queue)."""
+        qs = self._queues.values() if queue is _ALL else [q for q in self._queues.values() if q.name == queue]
+        return sorted((j for q in qs for j in q.jobs if self._live(j)), key=lambda j: j.sortkey)
+
+    def policy_for(self, queue: str | None) -> QueuePolicy:
+        """The policy that schedules ``queue``'s jobs (``queue-policy-per-queue``, else ``queue-policy``)."""
+        return self.queue_policy if queue is None else self._policies.get(queue, self.queue_policy)
+
+    def ready_mode(self) -> dict:
+        """The ``job-manager.sched-ready`` request payload for these options."""
+        if self.options.queue_depth:
+            return {"mode": "limited", "limit": self.options.queue_depth}
+        return {"mode": "unlimited"}
+
+    def resource_status(self) -> dict:
+        """``sched.resource-status``: ``{all, allocated, down}`` as R objects."""
+        return self.graph.status_rv1()
+
+    def check_invariants(self) -> None:
+        """Raise AssertionError unless free + allocated + down == all, the
+        three are disjoint, and no two running jobs share a resource."""
+        g = self.graph
+        free, alloc, down, every = g.free(), g.allocated(), g.down(), g.all()
+        assert (free | alloc | down) == every, "free + allocated + down != all"
+        assert not (free & alloc), "a resource is both free and allocated"
+        assert not (free & down), "a resource is both free and down"
+        seen = every - every
+        for j in self._jobs.values():
+            if j.state is JobState.RUNNING and j.resources is not None:
+                assert not (seen & j.resources), f"job {j.id} shares resources with another job"
+                seen = seen | j.resources
+
+    # ------------------------------------------------------------------
+    # Inputs
+    # ------------------------------------------------------------------
+
+    def hello(self, jobs: Iterable[Mapping[str, Any]]) -> list[Response]:
+        """Jobs that hold resources at startup: ``{id, priority, userid,
+        t_submit, R, free?}`` (R from the KVS; ``free`` an idset of ranks
+        already released).  Marks their resources allocated."""
+        for h in jobs:
+            jobid = int(h["id"])
+            if jobid in self._jobs:
+                log.warning("hello: job %d reported twice; ignored", jobid)
+                continue
+            R = h.get("R")
+            try:
+                rs = self._rs_from_R(R)
+                if h.get("free"):
+                    rs = self._drop_ranks(rs, IdSet.parse(str(h["free"])))
+                # It runs already: it keeps what it holds on ranks now down or drained.
+                self.graph.allocate(jobid, rs, running=True)
+            except Exception as exc:  # a bad R must not kill the scheduler
+                log.error("hello: job %d: cannot mark its resources allocated: %s", jobid, exc)
+                continue
+            job = Job(jobid, int(h.get("priority", 0)), int(h.get("userid", 0)), float(h.get("t_submit", 0)), None)
+            self._transition(job, "hello")
+            job.resources = rs
+            ex = ((R or {}).get("execution") or {}).get("expiration") or 0
+            st = ((R or {}).get("execution") or {}).get("starttime") or 0
+            job.expiration = float(ex) if ex else math.inf
+            job.t_start = float(st)
+            self._jobs[jobid] = job
+            self.planner.add_running(jobid, rs, job.t_start, max(job.expiration, job.t_start + 1e-9))
+        self._changed()
+        return []
+
+    def alloc(
+        self, jobid: int, priority: int, userid: int, t_submit: float, jobspec: Mapping[str, Any] | Any
+    ) -> list[Response]:
+        """``sched.alloc``: queue the job, or deny it if it can never run.
+
+        ``jobspec`` is the RFC 14 object, or an already parsed
+        :class:`~fluxsched_py.jobspec.Request`.
+        """
+        old = self._jobs.get(jobid)
+        if old is not None:
+            return self._duplicate_alloc(old)
+        try:
+            request = self._parse(jobspec)
+        except Exception as exc:
+            self.stats["denied"] += 1
+            return [Response(jobid, ResponseType.DENY, note=f"invalid jobspec: {exc}")]
+        reason = self._feasible(request)
+        if reason is not None:
+            self.stats["denied"] += 1
+            return [Response(jobid, ResponseType.DENY, note=reason)]
+        job = Job(jobid, priority, userid, t_submit, request)
+        job.shape_id = self._take_shape(job)
+        self._transition(job, "alloc")
+        self._jobs[jobid] = job
+        self._npending += 1
+        name = request.queue or None
+        queue = self._queues.get(name)
+        if queue is None:
+            queue = self._queues[name] = JobQueue(name, self.policy_for(name))
+        job.queue = queue
+        queue.npending += 1
+        q = queue.jobs
+        if q and queue.sorted and job.sortkey < q[-1].sortkey:
+            # It goes ahead of queued jobs: re-plan their reservations too.
+            queue.sorted = False
+            self._restart = True
+            self._compress = True
+        q.append(job)
+        self._dirty = True
+        return []
+
+    def cancel(self, jobid: int) -> list[Response]:
+        """``sched.cancel``: answer the pending alloc with CANCEL, else ignore."""
+        job = self._jobs.get(jobid)
+        if job is None or job.state is not JobState.PENDING:
+            log.debug("cancel: job %d has no pending alloc; ignored", jobid)
+            return []
+        self._forget_pending(job, "cancel")
+        self.stats["canceled"] += 1
+        return [Response(jobid, ResponseType.CANCEL)]
+
+    def free(self, jobid: int, R: Mapping[str, Any] | None = None, final: bool = True) -> list[Response]:
+        """``sched.free``: release all (``final``) or part (ranks in ``R``) of a job's resources."""
+        job = self._jobs.get(jobid)
+        if job is None or job.state is not JobState.RUNNING:
+            log.warning("free: job %d holds no resources; ignored", jobid)
+            return []
+        try:
+            if final:
+                self._transition(job, "free-final")
+                version = getattr(self.graph, "version", None)
+                self.graph.release(jobid)
+                span = self.planner.remove(jobid)
+                self.planner.graph_changed(version, given=span.bits if span is not None else None)
+                del self._jobs[jobid]
+            else:
+                self._transition(job, "free")
+                part = self._rs_from_R(R) & job.resources if R is not None else None
+                if part:
+                    # What the graph frees: on a rank where the job keeps no
+                    # core or GPU, its node and the rest go too.
+                    part = self.graph.release(jobid, part)
+                    span = self.planner.remove(jobid)
+                    job.resources = job.resources - part
+                    if job.resources and span is not None:
+                        self.planner.add_running(jobid, job.resources, span.start, span.end)
+        except Exception as exc:  # never crash on free: log it and carry on
+            log.error("free: job %d: %s", jobid, exc)
+        self._changed()
+        return []
+
+    def prioritize(self, jobs: Iterable[tuple[int, int] | list[int]]) -> list[Response]:
+        """``sched.prioritize``: new priorities for pending jobs; unknown ids ignored."""
+        changed = False
+        for jobid, prio in jobs:
+            job = self._jobs.get(int(jobid))
+            if job is None or job.state is not JobState.PENDING:
+                continue
+            self._transition(job, "prioritize")
+            if job.priority != prio:
+                job.priority = int(prio)
+                job.sortkey = order_key(job.priority, job.t_submit, job.id)
+                job.queue.sorted = False
+                changed = True
+        if changed:
+            self._changed()
+        return []
+
+    def expiration(self, jobid: int, expiration: float) -> None:
+        """``sched.expiration``: move a running job's end; raises EngineError if it holds nothing."""
+        job = self._jobs.get(jobid)
+        if job is None or job.state is not JobState.RUNNING:
+            raise EngineError(f"job {jobid} does not currently have an allocation")
+        if expiration <= (job.t_start or 0):
+            raise EngineError(f"expiration {expiration} is before job {jobid} started")
+        self._transition(job, "expiration")
+        job.expiration = float(expiration)
+        for other in self.planner.set_end(jobid, job.expiration):
+            # Its reservation was in the way of the longer run: re-planned by the next pass.
+            pending = self._jobs.get(other)
+            if pending is not None:
+                pending.estimate = None
+                pending.proof = None
+        self._changed()
+
+    def resource_update(
+        self,
+        up: Any = None,
+        down: Any = None,
+        shrink: Any = None,
+        expiration: float | None = None,
+    ) -> list[Response]:
+        """A ``resource.acquire`` update: ranks up/down/shrunk, or a new instance expiration."""
+        g = self.graph
+        if up:
+            g.set_up(_idset(up))
+        if down:
+            g.set_down(_idset(down))
+        if shrink:
+            g.shrink(_idset(shrink))
+        if expiration is not None:
+            self.instance_expiration = float(expiration)
+        self._feasible_cache.clear()
+        self._changed()
+        return []
+
+    def feasibility(self, jobspec: Mapping[str, Any] | Any) -> str | None:
+        """``feasibility.check``: None if the job could ever run, else the reason."""
+        try:
+            request = self._parse(jobspec)
+        except Exception as exc:
+            return f"invalid jobspec: {exc}"
+        return self._feasible(request)
+
+    def schedule(self, now: float, budget: float | None = None) -> PassResult:
+        """Run (or resume) a scheduling pass at time ``now``.
+
+        With a ``budget`` (seconds of work), the pass stops when the budget is
+        spent and ``more`` is True: call again to resume it.  A pass resumes
+        where it stopped unless something changed that invalidates it (a free,
+        cancel, re-prioritization or resource change), in which case it
+        restarts.  Without changes since the last complete pass, it does
+        nothing.
+        """
+        out: list[Response] = []
+        if self._pass is not None and (self._restart or now < self._pass.now):
+            self._pass = self._pass_gen = None
+        if self._pass is None:
+            if not self._dirty:
+                return PassResult(out)
+            self._begin_pass(now)
+        p = self._pass
+        assert p is not None and self._pass_gen is not None
+        p.now = max(p.now, now)
+        self.planner.set_now(p.now)
+        p.out = out
+        t0 = self._stopwatch()
+        gen = self._pass_gen
+        for _ in gen:
+            if budget is not None and self._stopwatch() - t0 >= budget:
+                return PassResult(out, more=True)
+        end_pass(self, p)
+        self._pass = self._pass_gen = None
+        return PassResult(out)
+
+    # ------------------------------------------------------------------
+    # Special cases and helpers
+    # ------------------------------------------------------------------
+
+    def _transition(self, job: Job, event: str) -> None:
+        new = next_state(job.state if job.id in self._jobs else None, event, job.id)
+        if new is not None:
+            job.state = new
+
+    def _take_shape(self, job: Job) -> int:
+        """The shape id of a job that starts pending (see :attr:`Job.shape_id`)."""
+        key = (job.request.key, job.duration)
+        entry = self._shapes.get(key)
+        if entry is None:
+            entry = self._shapes[key] = [self._next_shape, 0]
+            self._next_shape += 1
+        entry[1] += 1
+        return entry[0]
+
+    def _drop_shape(self, job: Job) -> None:
+        """``job`` is no longer pending: forget its shape with its last job."""
+        key = (job.request.key, job.duration)
+        entry = self._shapes[key]
+        entry[1] -= 1
+        if not entry[1]:
+            del self._shapes[key]
+
+    def _duplicate_alloc(self, job: Job) -> list[Response]:
+        if job.state is JobState.PENDING:
+            log.warning("alloc: job %d already has an alloc in flight; ignored", job.id)
+            return []
+        log.warning("alloc: job %d already holds resources; denied", job.id)
+        return [Response(job.id, ResponseType.DENY, note="job already holds resources")]
+
+    def _changed(self) -> None:
+        self._dirty = True
+        self._restart = True
+        self._compress = True
+
+    def _live(self, job: Job) -> bool:
+        return job.state is JobState.PENDING and self._jobs.get(job.id) is job
+
+    def _forget_pending(self, job: Job, event: str) -> None:
+        self._transition(job, event)
+        self._drop_shape(job)
+        del self._jobs[job.id]
+        self._npending -= 1
+        job.queue.npending -= 1
+        self._annotated.discard(job.id)
+        if job.id in self.planner:
+            self.planner.remove(job.id)
+        self._changed()
+
+    def _sort_queue(self, queue: JobQueue) -> None:
+        q = queue.jobs
+        if not queue.sorted or len(q) - queue.head > 2 * queue.npending + 64:
+            queue.jobs = sorted((j for j in q[queue.head :] if self._live(j)), key=lambda j: j.sortkey)
+            queue.sorted = True
+            queue.head = 0
+            return
+        # Jobs start mostly from the front: skip the stale prefix for good.
+        h, n = queue.head, len(q)
+        while h < n and not self._live(q[h]):
+            h += 1
+        if h > 4096 and h > n // 2:
+            del q[:h]
+            h = 0
+        queue.head = h
+
+    def _parse(self, jobspec: Any) -> Any:
+        if hasattr(jobspec, "resources") and hasattr(jobspec, "key"):
+            return jobspec  # already a Request
+        key = json.dumps(jobspec, sort_keys=True, separators=(",", ":"))
+        request = self._parse_cache.get(key)
+        if request is None:
+            from ..jobspec import parse_jobspec  # type: ignore[attr-defined]
+
+            request = parse_jobspec(jobspec)
+            self._parse_cache[key] = request
+        return request
+
+    def _feasible(self, request: Any) -> str | None:
+        key = request.key
+        try:
+            return self._feasible_cache[key]
+        except KeyError:
+            pass
+        try:
+            reason = self._feasibility(self.graph, request)
+        except Exception as exc:
+            reason = f"unsatisfiable request: {exc}"
+        self._feasible_cache[key] = reason
+        return reason
+
+    def _rs_from_R(self, R: Any) -> Any:
+        from ..resource import ResourceSet
+
+        return ResourceSet.from_rv1(self.graph, R)
+
+    def _drop_ranks(self, rs: Any, ranks: IdSet) -> Any:
+        return rs - rs.restrict(ranks)
+
+    def _begin_pass(self, now: float) -> None:
+        queues = []
+        for name, queue in list(self._queues.items()):
+            if not queue.npending:
+                del self._queues[name]  # it holds no job and no reservation
+                continue
+            self._sort_queue(queue)
+            queues.append(queue)
+        # The queue whose head comes first in (priority, t_submit, id) order
+        # picks first; each leaves the others' reservations alone.
+        queues.sort(key=lambda q: q.jobs[q.head].sortkey)
+        self._dirty = False
+        self._restart = False
+        self.stats["passes"] += 1
+        self.planner.set_now(now)
+        p = self._pass = Pass(self, now, self._compress, multi=len(queues) > 1)
+        self._compress = False
+        limits = self._depth_limits(queues)
+        for queue in queues:
+            if not queue.policy.persistent_reservations:
+                p.enter(queue)
+                p.clear_reservations()
+        if len(queues) == 1:
+            p.enter(queues[0], limits[0])
+            self._pass_gen = queues[0].policy.run(p)
+        else:
+            self._pass_gen = self._run_queues(p, queues, limits)
+
+    def _depth_limits(self, queues: list[JobQueue]) -> list[int | None]:
+        """How many jobs of each queue a pass considers: with ``queue-depth=N``,
+        the first N pending jobs in (priority, t_submit, id) order over all
+        queues (the same jobs as with one queue), each queue taking its own."""
+        depth = self.options.queue_depth
+        if not depth or len(queues) < 2:
+            return [depth] * len(queues)
+        live = self._live
+
+        def keys(i: int, q: JobQueue) -> Iterator[tuple[tuple[int, float, int], int]]:
+            return ((j.sortkey, i) for j in itertools.islice(q.jobs, q.head, None) if live(j))
+
+        counts = [0] * len(queues)
+        for _, i in itertools.islice(heapq.merge(*(keys(i, q) for i, q in enumerate(queues))), depth):
+            counts[i] += 1
+        return counts  # type: ignore[return-value]
+
+    @staticmethod
+    def _run_queues(p: Pass, queues: list[JobQueue], limits: list[int | None]) -> Iterator[None]:
+        """One pass over several queues: each queue's policy over its own jobs, in turn."""
+        for queue, limit in zip(queues, limits, strict=True):
+            if limit == 0:
+                continue  # none of its jobs is within queue-depth
+            p.enter(queue, limit)
+            yield from queue.policy.run(p)
+
+    def _start(self, p: Pass, job: Job, placement: tuple[Any, int]) -> None:
+        bits = placement[1]
+        rs = self.planner.resolve(placement)
+        now = p.now
+        end = now + job.duration
+        if end == math.inf and self.instance_expiration:
+            end = max(self.instance_expiration, now + 1e-9)
+        try:
+            version = getattr(self.graph, "version", None)
+            self.graph.allocate(job.id, rs)
+            self.planner.graph_changed(version, taken=bits)
+        except Exception as exc:  # a matcher bug must not crash the scheduler
+            log.error("job %d: allocation of matched resources failed: %s", job.id, exc)
+            p.held[job.id] = "error"
+            return
+        self._transition(job, "start")
+        self._drop_shape(job)
+        self._npending -= 1
+        job.queue.npending -= 1
+        self.stats["started"] += 1
+        job.resources = rs
+        job.t_start = now
+        job.expiration = end
+        self.planner.add_running(job.id, rs, now, end, bits)
+        R = None
+        if self.build_R:
+            R = rs.to_rv1(self.graph, now, 0.0 if end == math.inf else end, job.request.nslots or 1)
+        ann: dict[str, Any] = {k: None for k in job.sent if k != "resource_summary"}
+        ann["resource_summary"] = resource_summary(R, rs)
+        ahead = p.passed_over
+        if ahead is not None and self._live(ahead):
+            # It starts while a job ahead of it waits (as sched-backfill annotates).
+            ann["backfill"] = self._job_name(ahead.id)
+        job.sent = {}
+        self._annotated.discard(job.id)
+        p.out.append(
+            Response(job.id, ResponseType.SUCCESS, {"sched": ann}, R=R, resources=rs, start=now, expiration=end)
+        )

@@ -1,0 +1,297 @@
+"""The pass context: what a queue policy may do during a scheduling pass.
+
+:class:`Pass` implements :class:`~fluxsched_py.policy.base.PassContext` for
+the engine: a policy walks its queue's jobs, asks the planner where and when
+each fits (around what runs and every queue's reservations), and starts or
+reserves through it.  It also remembers, for one pass, what failed (so equal
+or bigger jobs are not matched again) and why jobs were passed over (for
+``reason_pending``).  Proofs that a search would fail are
+:mod:`fluxsched_py.planner.noearlier`'s.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from ..planner import NoEarlier
+from .jobs import Job, JobQueue
+from .states import JobState, Response
+
+if TYPE_CHECKING:
+    from .core import Engine
+
+__all__ = ["Pass"]
+
+
+class Pass:
+    """One scheduling pass: the :class:`~fluxsched_py.policy.PassContext`.
+
+    A pass visits the queues one after the other (:meth:`enter`): what a
+    policy sees of the queue (:meth:`jobs`, :meth:`clear_reservations`,
+    :meth:`hopeless`, the job it backfills around) is the current queue's;
+    what is free now and the planner, with every queue's reservations, are
+    shared by all of them."""
+
+    _SENTINEL = -1  # planner id for a tentative allocation (EASY rule 2)
+
+    def __init__(self, engine: Engine, now: float, compress: bool = True, multi: bool = False) -> None:
+        self.e = engine
+        self.now = now
+        self.compress = compress
+        #: More than one queue has pending jobs: reservations are not all the current queue's.
+        self.multi = multi
+        self.queue: JobQueue | None = None
+        self.depth: int | None = None
+        self.out: list[Response] = []
+        self.held: dict[int, str] = {}
+        self.held_ok: set[int] = set()  # jobs the policy passed over that do not block others
+        self._free: Any = None
+        self._constraint_cache: dict[Any, bool] = {}
+        self.need_text: dict[int, tuple[Any, str]] = {}
+        self._failed_shapes: set[Any] = set()
+        self._failed_nodes: list[tuple[int, float]] = []
+        self.whole_free: int | None = None
+        self._proof: tuple[Job, NoEarlier] | None = None  # from the last search, for reserve()
+        #: The first job the policy visited and left pending: a job started
+        #: after it is backfilled around it (the ``backfill`` annotation).
+        self.passed_over: Job | None = None
+
+    def enter(self, queue: JobQueue, depth: int | None = None) -> None:
+        """Start on ``queue``'s jobs (at most ``depth`` of them)."""
+        self.queue = queue
+        self.depth = depth
+        self.passed_over = None
+        if self._failed_shapes or self._failed_nodes:
+            # What failed in another queue may fit here: this queue's
+            # reservations, not that one's, are the ones it may move.
+            self._failed_shapes = set()
+            self._failed_nodes = []
+
+    # -- PassContext ---------------------------------------------------------
+
+    def jobs(self) -> Iterator[Job]:
+        e = self.e
+        depth = self.depth
+        queue = self.queue
+        assert queue is not None
+        n = 0
+        i = queue.head
+        prev = None
+        q = queue.jobs
+        while i < len(q):
+            job = q[i]
+            i += 1
+            if job.state is not JobState.PENDING or e._jobs.get(job.id) is not job:
+                continue
+            n += 1
+            if depth and n > depth:
+                return
+            if prev is not None and self.passed_over is None and prev.state is JobState.PENDING:
+                self.passed_over = prev  # the policy is done with it, and it waits
+            prev = job
+            yield job
+
+    # A placement handed to policies is an opaque (ResourceSet, flat bits) pair.
+
+    def free(self) -> int:
+        """What is free now, flat, minus what this pass started."""
+        if self._free is None:
+            self._free = self.e.planner.free_bits()
+        return self._free
+
+    def nothing_free(self) -> bool:
+        codec = self.e.planner.codec
+        return not (self.free() & (codec.leaf_mask or codec.ranked_mask))
+
+    def _match(self, job: Job, avail: int) -> tuple[Any, int] | None:
+        self.e.stats["matches"] += 1
+        return self.e.planner.match_bits(job.request, avail, self.e.options.placement)
+
+    def fits_now(self, job: Job) -> tuple[Any, int] | None:
+        # Running jobs hold what is not free; only reservations can take more.
+        planner = self.e.planner
+        avail = self.free()
+        if planner.nreserved:
+            avail &= ~planner.reserved_during(self.now, self.now + job.duration)
+        return self._match(job, avail)
+
+    def fits_now_ignoring(self, job: Job, reserved: Job) -> tuple[Any, int] | None:
+        planner = self.e.planner
+        avail = self.free()
+        if planner.nreserved > 1:
+            avail &= ~planner.reserved_during(self.now, self.now + job.duration, exclude=reserved.id)
+        return self._match(job, avail)
+
+    def try_move(self, job: Job, blocker: tuple[Any, int], blocker_end: float) -> bool:
+        planner = self.e.planner
+        span = planner.remove(job.id)
+        if span is None:
+            return True
+        planner.reserve(self._SENTINEL, blocker[0], self.now, blocker_end, blocker[1])
+        try:
+            found = self._match(job, planner.available_bits(span.start, span.end))
+        finally:
+            planner.remove(self._SENTINEL)
+        if found is None:
+            planner.reserve(job.id, span.resources, span.start, span.end, span.bits)
+            return False
+        planner.reserve(job.id, found[0], span.start, span.end, found[1])
+        return True
+
+    def start(self, job: Job, placement: tuple[Any, int]) -> None:
+        if job.id in self.e.planner:
+            self.e.planner.remove(job.id)
+        job.estimate = None
+        self.e._start(self, job, placement)
+        if self._free is not None and job.state is JobState.RUNNING:
+            self._free &= ~placement[1]
+
+    def earliest(
+        self, job: Job, before: float = math.inf, not_before: float = -math.inf
+    ) -> tuple[float, tuple[Any, int]] | None:
+        """The planner's earliest placement, from ``not_before`` on when given;
+        a search that is proven to find nothing before ``before`` is not made.
+
+        A whole-node job's search leaves a proof that it fits nowhere before
+        its reservation (:class:`~fluxsched_py.planner.NoEarlier`).
+        Conservative backfilling asks every reserved job for an earlier
+        place on every pass after a job ends early, and most such searches
+        fail: when the proof still holds for the plan as it is now (what was
+        freed since cannot make ``n`` whole nodes), the answer is None,
+        exactly what the search would return."""
+        e = self.e
+        e.stats["matches"] += 1
+        planner = e.planner
+        policy = e.options.placement
+        self._proof = None
+        if not_before > self.now:  # no proofs for a search that does not start now
+            found = planner.earliest_bits(job.request, self.now, job.duration, policy, before, not_before=not_before)
+            return None if found is None else (found[0], (found[1], found[2]))
+        n = planner.whole_node_request(job.request, policy) if job.whole_nodes else 0
+        trace = None
+        if n:
+            proof = job.proof
+            if proof is not None and proof.t == before and proof.n == n:
+                proof = planner.prove_none_before(proof, job.id, job.duration, self.now)
+                if proof is not None:
+                    planner.proofs += 1
+                    self._proof = (job, proof)
+                    return None
+            trace = NoEarlier(n, self.now)
+        found = planner.earliest_bits(job.request, self.now, job.duration, policy, before, trace)
+        if trace is not None:
+            trace.t = before if found is None else found[0]
+            self._proof = (job, trace)
+        return None if found is None else (found[0], (found[1], found[2]))
+
+    def keeps_reservation(self, job: Job) -> bool:
+        """Re-plan ``job``'s reservation in the cheap case: when taking it out,
+        finding its place still free, searching for an earlier one and
+        putting it back is provably what would happen (see
+        :meth:`Planner.keep_if_none_before`), do only the bookkeeping."""
+        proof = job.proof
+        if proof is None:
+            return False
+        planner = self.e.planner
+        kept = planner.keep_if_none_before(job.id, proof, job.duration, self.now)
+        if kept is None:  # the proof no longer holds: search
+            job.proof = None
+            return False
+        if not kept:
+            return False
+        self.e.stats["matches"] += 1  # the search it stands for
+        planner.proofs += 1
+        return True
+
+    def reserve(self, job: Job, t: float, placement: tuple[Any, int]) -> None:
+        planner = self.e.planner
+        planner.reserve(job.id, placement[0], t, t + job.duration, placement[1])
+        job.estimate = t
+        if job.first_estimate is None:
+            job.first_estimate = t
+        proof = self._proof
+        self._proof = None
+        if proof is not None and proof[0] is job and proof[1].t == t:
+            proof[1].seq = planner.certify()
+            job.proof = proof[1]
+        else:
+            job.proof = None
+
+    def still_free(self, job: Job, t: float, placement: tuple[Any, int]) -> bool:
+        bits = placement[1]
+        return self.e.planner.available_bits(t, t + job.duration) & bits == bits
+
+    def clear_reservations(self) -> None:
+        """Drop the current queue's reservations (another queue's stay)."""
+        planner = self.e.planner
+        jobs = self.e._jobs
+        queue = self.queue
+        for span in planner.reserved():
+            job = jobs.get(span.jobid)
+            if self.multi and (job is None or job.queue is not queue):
+                continue
+            planner.remove(span.jobid)
+            if job is not None:
+                job.estimate = None
+
+    # Placements are (ResourceSet or None when not decoded yet, bits): see Planner.resolve.
+
+    def reservation(self, job: Job) -> tuple[float, tuple[Any, int]] | None:
+        span = self.e.planner.span(job.id)
+        return None if span is None or span.running else (span.start, (span._rs, span.bits))
+
+    def unreserve(self, job: Job) -> tuple[float, tuple[Any, int]] | None:
+        span = self.e.planner.remove(job.id)
+        job.estimate = None
+        return None if span is None else (span.start, (span._rs, span.bits))
+
+    def hopeless(self, job: Job) -> bool:
+        """True when a job at least as big and as long already failed to
+        start now in this pass (nothing a pass does frees resources)."""
+        if job.shape_id in self._failed_shapes:
+            return True
+        n = job.whole_nodes
+        if n:
+            d = job.duration
+            for fn, fd in self._failed_nodes:
+                if fn <= n and fd <= d:
+                    return True
+        return False
+
+    def failed(self, job: Job) -> None:
+        """Record that ``job`` could not start now (see :meth:`hopeless`)."""
+        self._failed_shapes.add(job.shape_id)
+        n = job.whole_nodes
+        if n:
+            self._failed_nodes.append((n, job.duration))
+
+    def hold(self, job: Job, why: str) -> None:
+        self.held[job.id] = why
+        if why in ("backfill", "depth"):
+            self.held_ok.add(job.id)
+
+    # -- annotations ---------------------------------------------------------
+
+    def constraint_blocks(self, job: Job) -> bool:
+        """True when ``job`` would fit now but for its constraint."""
+        key = job.shape_id
+        if key in self._constraint_cache:
+            return self._constraint_cache[key]
+        e = self.e
+        g = e.graph
+        free = g.free()
+        blocked = False
+        if free:
+            unconstrained = dataclasses.replace(job.request, constraints=None)
+            with_c = e._match(g, job.request, policy=e.options.placement, available=free)
+            if with_c is None:
+                blocked = e._match(g, unconstrained, policy=e.options.placement, available=free) is not None
+        if not blocked and job.request.constraints is not None:
+            # Or: the constraint leaves too few resources ever to run.
+            unconstrained = dataclasses.replace(job.request, constraints=None)
+            blocked = e._feasible(job.request) is not None and e._feasible(unconstrained) is None
+        self._constraint_cache[key] = blocked
+        return blocked

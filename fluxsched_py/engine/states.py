@@ -1,0 +1,126 @@
+"""The RFC 27 state machine: job states, the transitions table, responses.
+
+Rules: which state a message takes a job to is decided here and nowhere
+else (:data:`TRANSITIONS`, applied by :func:`next_state`); this module does
+not know which driver sent the message, nor anything about resources.
+
+A job the engine knows is PENDING (``sched.alloc`` received, not answered) or
+RUNNING (SUCCESS sent, or learned at ``hello``: it holds resources).
+:data:`TRANSITIONS` is the whole machine::
+
+    (new) --alloc--> PENDING --schedule: start--> RUNNING --free(final)--> (gone)
+                     PENDING --alloc denied / infeasible--> (gone)    DENY
+                     PENDING --cancel--> (gone)                       CANCEL
+    (new) --hello--> RUNNING --free(partial)--> RUNNING
+                     RUNNING --expiration--> RUNNING
+
+Messages that do not fit the table are special cases with named handlers in
+:class:`~fluxsched_py.engine.core.Engine`: a second alloc for a pending job
+is ignored (RFC 27 allows one in flight); an alloc for a job that holds
+resources is denied; cancel, prioritize and free for unknown jobs are
+ignored; expiration for an unknown job raises :class:`EngineError` (the
+driver answers it with an error).  An alloc after a CANCEL is a new request
+(the job-manager re-sends allocs it cancelled).  Alloc and free never raise:
+RFC 27 forbids error responses to them.
+
+:class:`EngineError` is the only exception the engine raises on purpose.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import FluxschedError
+
+__all__ = [
+    "EngineError",
+    "JobState",
+    "PassResult",
+    "Response",
+    "ResponseType",
+    "TRANSITIONS",
+    "next_state",
+]
+
+
+class EngineError(FluxschedError):
+    """A request the engine refuses: bad options, expiration of an unknown job."""
+
+
+class JobState(enum.Enum):
+    PENDING = "pending"  # sched.alloc received, not answered yet
+    RUNNING = "running"  # SUCCESS sent (or learned at hello): holds resources
+
+
+class ResponseType(enum.IntEnum):
+    """RFC 27 sched.alloc response types."""
+
+    SUCCESS = 0
+    ANNOTATE = 1
+    DENY = 2
+    CANCEL = 3
+
+
+#: (state or None for an unknown job, event) -> new state, None meaning the
+#: engine forgets the job.  Everything else is a special case (module docstring).
+TRANSITIONS: dict[tuple[JobState | None, str], JobState | None] = {
+    (None, "alloc"): JobState.PENDING,
+    (None, "hello"): JobState.RUNNING,
+    (JobState.PENDING, "start"): JobState.RUNNING,
+    (JobState.PENDING, "deny"): None,
+    (JobState.PENDING, "cancel"): None,
+    (JobState.PENDING, "prioritize"): JobState.PENDING,
+    (JobState.RUNNING, "free"): JobState.RUNNING,
+    (JobState.RUNNING, "free-final"): None,
+    (JobState.RUNNING, "expiration"): JobState.RUNNING,
+}
+
+
+@dataclass(slots=True)
+class Response:
+    """One sched.alloc response the driver must send.
+
+    :meth:`payload` is the RFC 27 message body.  ``resources`` is the
+    allocated :class:`~fluxsched_py.resource.ResourceSet` (for drivers that
+    need more than R, like the replay); it is not part of the payload.
+    """
+
+    id: int
+    type: ResponseType
+    annotations: dict | None = None
+    note: str | None = None
+    R: dict | None = None
+    resources: Any = None
+    start: float | None = None
+    expiration: float | None = None
+
+    def payload(self) -> dict:
+        p: dict[str, Any] = {"id": self.id, "type": int(self.type)}
+        if self.type is ResponseType.SUCCESS and self.R is not None:
+            p["R"] = self.R
+        if self.annotations is not None and self.type in (ResponseType.SUCCESS, ResponseType.ANNOTATE):
+            p["annotations"] = self.annotations
+        if self.type is ResponseType.DENY and self.note is not None:
+            p["note"] = self.note
+        return p
+
+
+@dataclass(slots=True)
+class PassResult:
+    """What :meth:`Engine.schedule` did: responses to send, and whether the
+    pass stopped early because its budget ran out (call again soon)."""
+
+    responses: list[Response]
+    more: bool = False
+
+
+def next_state(state: JobState | None, event: str, jobid: int) -> JobState | None:
+    """The state ``event`` takes a job in ``state`` (None: unknown) to, per
+    :data:`TRANSITIONS`; None means the engine forgets the job.  Raises
+    EngineError for an event the table does not allow."""
+    key = (state, event)
+    if key not in TRANSITIONS:
+        raise EngineError(f"job {jobid}: {event} is not valid in state {state}")
+    return TRANSITIONS[key]

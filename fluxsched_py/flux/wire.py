@@ -1,0 +1,186 @@
+"""The Flux module's wire details, apart from the driver's logic: syslog
+levels, the :class:`Transport` interface, module arguments, KVS keys, R's
+``scheduling`` key, payload checks and job ids as ``flux jobs`` prints them."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ..engine import EngineError, EngineOptions
+
+if TYPE_CHECKING:
+    from .driver import Driver
+
+# syslog levels, as flux_log() takes them
+LOG_ERR = 3
+LOG_WARNING = 4
+LOG_NOTICE = 5
+LOG_INFO = 6
+LOG_DEBUG = 7
+
+_SYSLOG = {
+    logging.CRITICAL: 2,
+    logging.ERROR: LOG_ERR,
+    logging.WARNING: LOG_WARNING,
+    logging.INFO: LOG_INFO,
+    logging.DEBUG: LOG_DEBUG,
+}
+
+#: placement policy when the module arguments name none
+FLUX_DEFAULT_POLICY = "low"
+#: time budget of one engine.schedule() call: the reactor is not blocked longer
+PASS_BUDGET = 0.05
+#: upper bound of the coalescing delay of a pass during an alloc burst
+MAX_DELAY = 0.5
+
+
+class Transport(Protocol):
+    """What the driver needs from the broker (see :mod:`fluxsched_py.flux.module`)."""
+
+    def respond(self, msg: Any, payload: Mapping[str, Any] | None) -> None: ...
+
+    def respond_error(self, msg: Any, errnum: int, text: str) -> None: ...
+
+    def commit(self, puts: list[tuple[str, Any]], done: Callable[[str | None], None]) -> None:
+        """Commit ``(key, value)`` pairs in one KVS transaction; call ``done(None)``
+        once committed, or ``done(error text)``."""
+
+    def log(self, level: int, text: str) -> None: ...
+
+    def raise_exception(self, jobid: int, type: str, severity: int, note: str) -> None: ...
+
+    def request_pass(self, delay: float) -> None:
+        """Call :meth:`Driver.run_pass` after ``delay`` seconds (from the reactor)."""
+
+
+#: The largest instance ``R.scheduling`` copied into every job's R.
+JOB_SCHEDULING_MAX = 64 * 1024
+
+
+def job_scheduling(R: Any) -> Any:
+    """The instance ``R.scheduling`` to copy into each job's R, or None.
+
+    RFC 20 leaves ``scheduling`` opaque; flux-core's sched-simple copies it
+    into every allocation, and its t2300 checks that.  sched-py copies it
+    too, unless it is JGF (a ``graph`` key: the whole instance's graph, not
+    the job's) or larger than :data:`JOB_SCHEDULING_MAX` bytes of JSON.  Job
+    R is kept small on purpose: R carrying JGF made Fluxion's brokers grow to
+    160 GB (flux-sched issues 1009, 1039).
+    """
+    sched = R.get("scheduling") if isinstance(R, Mapping) else None
+    if not isinstance(sched, Mapping) or "graph" in sched:
+        return None
+    try:
+        size = len(json.dumps(sched, separators=(",", ":")))
+    except (TypeError, ValueError):
+        return None
+    return sched if size <= JOB_SCHEDULING_MAX else None
+
+
+def kvs_key(jobid: int, name: str = "R") -> str:
+    """``job.<dothex id>.<name>``, the RFC 16 job schema key (``job.0000.000a.c800.0000.R``)."""
+    j = int(jobid)
+    if j < 0 or j >= 1 << 64:
+        raise ValueError(f"job id {jobid} out of range")
+    return f"job.{j >> 48:04x}.{(j >> 32) & 0xFFFF:04x}.{(j >> 16) & 0xFFFF:04x}.{j & 0xFFFF:04x}.{name}"
+
+
+def parse_module_args(args: Iterable[str]) -> EngineOptions:
+    """Module arguments -> :class:`EngineOptions`; ValueError with a clear message.
+
+    The engine's options (``queue-policy=``, ``reserve-depth=``,
+    ``queue-depth=`` or sched-simple's ``mode=``, ``policy=``,
+    ``log-level=``, ``annotate-depth=``).  Under Flux the placement
+    ``policy`` defaults to :data:`FLUX_DEFAULT_POLICY` (``low``) rather than
+    the engine's ``first``.
+    """
+    out = [str(a) for a in args]
+    if not any(a.partition("=")[0].strip() == "policy" for a in out):
+        # Under Flux, place lowest ranks and ids first, as flux-core's own
+        # schedulers do (rank0/core0 first); policy= changes it.
+        out.append(f"policy={FLUX_DEFAULT_POLICY}")
+    try:
+        return EngineOptions.parse(out)
+    except EngineError as exc:
+        raise ValueError(str(exc)) from None
+
+
+class _LogBridge(logging.Handler):
+    """Engine (``fluxsched_py.*``) log records -> the transport's log."""
+
+    def __init__(self, driver: Driver) -> None:
+        super().__init__()
+        self.driver = driver
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            level = _SYSLOG.get(record.levelno, LOG_INFO)
+            self.driver.transport.log(level, record.getMessage())
+        except Exception:  # never let logging break a handler
+            pass
+
+
+class _BadPayload:
+    """Stands for a request payload that could not be decoded."""
+
+    def __init__(self, error: str) -> None:
+        self.error = error
+
+    def __repr__(self) -> str:
+        return f"<bad payload: {self.error}>"
+
+
+def bad_payload(error: str) -> _BadPayload:
+    return _BadPayload(error)
+
+
+def _jobid(p: Any) -> int | None:
+    if not isinstance(p, Mapping):
+        return None
+    v = p.get("id")
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        return None
+    return v
+
+
+_NOTE_PREFIXES = ("invalid jobspec", "malformed", "unsatisfiable", "scheduler could not", "job already")
+
+
+def _v1_duration_problem(jobspec: Mapping[str, Any]) -> str | None:
+    """RFC 25 (jobspec V1, what flux-core submits) requires
+    ``attributes.system.duration``; flux-core's own parser rejects a job
+    without it, so the scheduler denies it too (with flux-core's wording)."""
+    if jobspec.get("version") != 1:
+        return None
+    node: Any = jobspec
+    for key in ("attributes", "system", "duration"):
+        if not isinstance(node, Mapping) or key not in node:
+            return f"invalid jobspec: getting duration: Object item not found: {key}"
+        node = node[key]
+    return None
+
+
+_F58 = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
+
+
+def f58(jobid: int) -> str:
+    """A job id as flux-core shows it (``ƒLqTPgb``, RFC 19 FLUID base58)."""
+    n = int(jobid)
+    if n == 0:
+        return "ƒ1"
+    out = []
+    while n:
+        n, r = divmod(n, 58)
+        out.append(_F58[r])
+    return "ƒ" + "".join(reversed(out))
+
+
+def _int(v: Any, default: int) -> int:
+    return v if isinstance(v, int) and not isinstance(v, bool) else default
+
+
+def _float(v: Any, default: float) -> float:
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else default

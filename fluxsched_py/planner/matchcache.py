@@ -1,0 +1,168 @@
+"""The match cache: the matcher, memoized on flat sets, with exact fast paths.
+
+A search over candidate start times asks "does this request fit in that
+set?" many times; :class:`MatchCache` answers from counts when that is exact
+(:mod:`.fastfit`), remembers matcher answers per (request shape, placement
+policy, set), and rejects sets below the request's lower bounds without a
+traversal.  Request facts (whole nodes, bounds, slot shape, the interned
+key) are the request's own, computed once (:class:`~fluxsched_py.jobspec.Request`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..match.policy import POLICIES as MATCH_POLICIES
+from .fastfit import slot_capacity, take_slots
+
+__all__ = ["MatchCache", "Matcher", "default_matcher", "lower_bounds"]
+
+Matcher = Callable[..., Any]
+
+_MISS = object()
+
+
+def default_matcher() -> Matcher:
+    from ..match import match
+
+    return match
+
+
+def lower_bounds(request: Any) -> tuple[tuple[str, int], ...]:
+    """Counts any placement of ``request`` needs at least (see
+    :attr:`~fluxsched_py.jobspec.Request.lower_bounds`)."""
+    return request.lower_bounds
+
+
+class MatchCache:
+    """Memoize a pure matcher on ``(request shape, policy, available set)``.
+
+    ``match`` only reads the set it is given (and the graph's static topology),
+    so equal inputs give equal answers.  Lower bounds per request shape reject
+    sets that are obviously too small without a traversal.
+    """
+
+    #: Policies the whole-node fast path reproduces, and their node order.
+    FAST_ORDER = {"low": False, "lonode": False, "high": True, "hinode": True, "first": True}
+    #: Policies the slot fast path reproduces: (node order, high ids first),
+    #: read from the matcher's own policy table.  Node-exclusive, locality
+    #: and slot-host/flexible variants place slots differently: left out.
+    SLOT_ORDER = {
+        name: (p.order, p.high_ids)
+        for name, p in MATCH_POLICIES.items()
+        if not (p.node_exclusive or p.locality or p.flexible) and p.slot_host == "node"
+    }
+
+    def __init__(self, matcher: Matcher, maxsize: int = 2048, fast_paths: bool = True) -> None:
+        from cachetools import LRUCache
+
+        self.matcher = matcher
+        self.fast_paths = fast_paths
+        self.fast = 0
+        self._cache: LRUCache = LRUCache(maxsize=maxsize)
+        self.calls = 0
+        self.hits = 0
+        self.rejects = 0
+
+    @staticmethod
+    def _facts(request: Any) -> tuple[Any, tuple[tuple[str, int], ...], int, tuple[int, int] | None]:
+        """``(key, lower bounds, whole nodes, slot shape)``: the request's own
+        facts, computed when it was made (the key is hashed once)."""
+        return request.key, request.lower_bounds, request.whole_nodes, request.slot_shape
+
+    def __call__(self, g: Any, request: Any, *, policy: str = "first", available: Any = None) -> Any:
+        """The matcher's own signature, on ResourceSets (no memo)."""
+        self.calls += 1
+        return self.matcher(g, request, policy=policy, available=available)
+
+    def flat(
+        self, g: Any, codec: Any, request: Any, policy: str, avail: int, live: bool = False
+    ) -> tuple[Any, int] | None:
+        """Match on a flat available set; ``(rs, rs_bits)`` or None, memoized.
+
+        ``live`` says ``avail`` is exactly the graph's free set: the matcher
+        then reads the graph's own availability instead of rebuilding one."""
+        self.calls += 1
+        if not avail:
+            return None
+        key, bounds, nodes, slots = self._facts(request)
+        for rtype, n in bounds:
+            if codec.count(avail, rtype) < n:
+                self.rejects += 1
+                return None
+        if nodes and self.fast_paths and codec.flat_nodes and policy in self.FAST_ORDER:
+            self.fast += 1
+            return self._take_nodes(codec, avail, nodes, self.FAST_ORDER[policy])
+        key = (key, policy, codec.spread(avail), avail)
+        hit = self._cache.get(key, _MISS)
+        if hit is not _MISS:
+            self.hits += 1
+            return hit
+        fields = codec.unit_fields("core") if slots is not None and self.fast_paths else None
+        if fields is not None and policy in self.SLOT_ORDER:
+            self.fast += 1
+            order, high_ids = self.SLOT_ORDER[policy]
+            took = take_slots(fields, avail, fields.counts(avail), slots[0], slots[1], order, high_ids)
+            out = None if took is None else (self._resourceset(codec.topo, 0, took[1]), took[0])
+        else:
+            rs = self.matcher(g, request, policy=policy, available=None if live else codec.decode(avail))
+            out = None if rs is None else (rs, codec.encode(rs))
+        self._cache[key] = out
+        return out
+
+    @staticmethod
+    def _resourceset(topo: Any, cont: int, pools: dict[int, dict[str, int]]) -> Any:
+        from ..resource import ResourceSet
+
+        return ResourceSet(topo, cont, pools)
+
+    def fit(self, codec: Any, request: Any, policy: str, avail: int) -> bool | None:
+        """Whether :meth:`flat` would find a placement for ``request`` in
+        ``avail``, when that can be told exactly without matching (a lower
+        bound not met, or a whole-node or slot fast path: a count of whole
+        nodes or of slots); None when only the matcher can tell.
+
+        Why: a search over candidate start times needs the placement only at
+        the time it settles on; everywhere else a yes or no will do."""
+        if not avail:
+            return False
+        _, bounds, nodes, slots = self._facts(request)
+        for rtype, n in bounds:
+            if codec.count(avail, rtype) < n:
+                return False
+        if not self.fast_paths:
+            return None
+        if nodes and codec.flat_nodes and policy in self.FAST_ORDER:
+            return codec.whole_count(avail) >= nodes
+        if slots is not None and policy in self.SLOT_ORDER:
+            fields = codec.unit_fields("core")
+            if fields is not None:
+                # Slots of one core: every core is in some node's field, and
+                # the bounds above already counted k of them.
+                return slots[1] == 1 or slot_capacity(fields.counts(avail), slots[1]) >= slots[0]
+        return None
+
+    def whole_nodes(self, request: Any) -> int:
+        """N when ``request`` is exactly ``node[N] exclusive > slot[1] > core[1]``
+        with no constraint (how the replay models Batsim and SWF jobs), else 0."""
+        return request.whole_nodes
+
+    @staticmethod
+    def _take_nodes(codec: Any, avail: int, n: int, high_first: bool) -> tuple[Any, int] | None:
+        """The ``n`` wholly available nodes the matcher would pick, in one pass
+        over the node vertices (the matcher's order: by vertex, ascending for
+        ``low``; descending for ``high``, and for ``first`` since all nodes are
+        alike and wholly free ones tie on available cores)."""
+        whole = codec.whole_nodes(avail)
+        if whole.bit_count() < n:
+            return None
+        picked = 0
+        for _ in range(n):
+            if high_first:
+                bit = 1 << (whole.bit_length() - 1)
+            else:
+                bit = whole & -whole
+            whole ^= bit
+            picked |= bit
+        return None, codec.nodes_bits(picked)

@@ -1,0 +1,427 @@
+"""The timeline: the step function of future availability.
+
+Spans, one per job, each a set of resources held over ``[start, end)``: a
+*running* span belongs to a job that holds its resources in the graph now
+(``end`` is its expiration, ``math.inf`` when unlimited); a *reserved* span
+is a promise made to a pending job.  Spans of different jobs that overlap in
+time must use disjoint resources; the planner trusts its callers on that,
+exactly as the graph refuses double allocation.
+
+The step function: sorted boundary times, and for each segment between two
+boundaries the union of the resources used during it.  Adding or removing a
+span touches only the segments it covers.  :meth:`Timeline.available_bits`
+intersects over a window.  Every set is a flat integer (:mod:`.flat`).
+
+What "up" means comes from the graph: a resource is in the pool at time
+``t0`` if it is free in the graph now, or held by a running job that is
+expected to end after ``t0``.  A running job past its expected end (still
+holding its resources, end unknown) keeps them out of the pool until it is
+removed.  Down or drained resources are never in the pool.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from typing import Any
+
+from ..errors import FluxschedError
+from ..ids import IdSet
+from . import noearlier
+from .flat import FlatCodec
+from .matchcache import MatchCache, Matcher, default_matcher
+from .noearlier import ProofLog
+
+__all__ = ["PlannerError", "Span", "Timeline"]
+
+
+class PlannerError(FluxschedError, ValueError):
+    """A span that makes no sense (empty interval, unknown or duplicate job)."""
+
+
+class Span:
+    """A job's hold on ``resources`` over ``[start, end)``.
+
+    ``bits`` is the same set, flat (see :mod:`.flat`); ``resources`` is
+    decoded from it on first use when the span was made from bits alone.
+    """
+
+    __slots__ = ("jobid", "start", "end", "running", "bits", "_rs", "_codec")
+
+    def __init__(self, jobid: int, rs: Any, start: float, end: float, running: bool, bits: int, codec: Any) -> None:
+        self.jobid, self.start, self.end, self.running, self.bits = jobid, start, end, running, bits
+        self._rs = rs
+        self._codec = codec
+
+    @property
+    def resources(self) -> Any:
+        if self._rs is None:
+            self._rs = self._codec.decode(self.bits)
+        return self._rs
+
+    def __repr__(self) -> str:
+        kind = "running" if self.running else "reserved"
+        return f"Span({self.jobid}, {kind}, [{self.start}, {self.end}))"
+
+
+def _unusable_ranks(g: Any) -> Any:
+    """Ranks that are down, drained or shrunk (graph API permitting), else None.
+
+    Shrunk ranks count: what a job frees there never becomes free, and a
+    running job's end there frees nothing to plan with."""
+    down = getattr(g, "down_ranks", None)
+    if down is None:
+        return None
+    bad = down()
+    drained = getattr(g, "drained_ranks", None)
+    if drained is not None:
+        d = drained()
+        if d:
+            bad = bad | IdSet(d)
+    shrunk = getattr(g, "shrunk_ranks", None)
+    if shrunk is not None:
+        bad = bad | shrunk()
+    return bad
+
+
+class Timeline(ProofLog):
+    """Spans of running and reserved jobs over a resource graph, and what is
+    available when.  The searches are :class:`~fluxsched_py.planner.search.Planner`'s.
+
+    Parameters
+    ----------
+    graph:
+        a :class:`~fluxsched_py.resource.ResourceGraph`; the planner reads its
+        ``free()`` and down/drained ranks and never modifies it.
+    matcher:
+        ``match(graph, request, *, policy, available)`` or a
+        :class:`MatchCache`; defaults to :func:`fluxsched_py.match.match`.
+    proofs:
+        make and use :class:`~.noearlier.NoEarlier` proofs; None:
+        :data:`~.noearlier.PROOFS`.
+    """
+
+    def __init__(self, graph: Any, *, matcher: Matcher | None = None, proofs: bool | None = None) -> None:
+        self.graph = graph
+        m = matcher if matcher is not None else default_matcher()
+        self.matcher = m if isinstance(m, MatchCache) else MatchCache(m)
+        self.codec = FlatCodec(graph)
+        self._spans: dict[int, Span] = {}
+        self._reserved: dict[int, Span] = {}  # the reserved spans, in _spans' order
+        # The step function: _used[k] is busy during [_times[k], _times[k+1]).
+        self._times: list[float] = [-math.inf]
+        self._used: list[int] = [0]
+        self._refs: list[int] = [1]  # spans starting or ending at _times[k]
+        # Boundaries at or before _floor are folded into the first segment
+        # (see _forget_past): it stands for [_floor, _times[1]).
+        self._floor = -math.inf
+        self._running_ends: list[tuple[float, int]] = []  # sorted (end, jobid)
+        self._nreserved = 0
+        self._free_cache: tuple[Any, int] | None = None
+        self._running_union = 0  # every running span's bits
+        self._max_running_start = -math.inf  # an upper bound (never lowered)
+        self._init_log(noearlier.PROOFS if proofs is None else proofs)
+        # Set for good once two spans overlapped on a resource (sched.expiration
+        # can do that): the step function no longer mirrors the spans exactly.
+        self._overlapped = False
+        # Caches, dropped by whatever changes what they hold (see _dirty_*):
+        # reserved_during() answers and the latest reservation start, until
+        # a reservation comes or goes; the pool, per (graph version, now),
+        # until a running span comes or goes.
+        self._reserved_cache: dict[tuple[float, float, int | None], int] = {}
+        self._last_reserved_start: float | None = None
+        self._pool_cache: tuple[tuple, int] | None = None
+        #: The latest time the planner was told about (``earliest(now=...)``
+        #: or :meth:`set_now`): running jobs expected to end before it are
+        #: overdue and keep their resources until removed.
+        self.now = -math.inf
+
+    def add_running(self, jobid: int, rs: Any, start: float, end: float = math.inf, bits: int | None = None) -> None:
+        """Record that ``jobid`` holds ``rs`` from ``start`` until ``end``."""
+        b = self.codec.encode(rs) if bits is None else bits
+        self._add(Span(jobid, rs, float(start), float(end), True, b, self.codec))
+        self._pool_cache = None
+        bisect.insort(self._running_ends, (float(end), jobid))
+        self._running_union |= b
+        self._max_running_start = max(self._max_running_start, float(start))
+
+    def reserve(self, jobid: int, rs: Any, start: float, end: float = math.inf, bits: int | None = None) -> None:
+        """Promise ``rs`` to the pending job ``jobid`` over ``[start, end)``."""
+        b = self.codec.encode(rs) if bits is None else bits
+        self._add(Span(jobid, rs, float(start), float(end), False, b, self.codec))
+        self._nreserved += 1
+        self._dirty_reserved()
+
+    def remove(self, jobid: int) -> Span | None:
+        """Forget ``jobid``'s span (it ended, was cancelled or is re-planned)."""
+        span = self._spans.pop(jobid, None)
+        if span is None:
+            return None
+        if span.running:
+            self._pool_cache = None
+            i = bisect.bisect_left(self._running_ends, (span.end, jobid))
+            del self._running_ends[i]
+            self._running_union &= ~span.bits  # spans of running jobs are disjoint
+        else:
+            self._nreserved -= 1
+            self._dirty_reserved()
+            del self._reserved[jobid]
+        self._log_gain(span.start, span.end, span.bits, jobid)
+        lo = self._index(span.start)
+        hi = self._index(span.end) if span.end != math.inf else len(self._times)
+        keep = ~span.bits
+        used = self._used
+        for k in range(lo, hi):
+            used[k] &= keep
+        floor = self._floor
+        if span.end > floor:  # else its boundary was folded away
+            self._unref(hi)
+        if span.start > floor:
+            self._unref(lo)
+        return span
+
+    def span(self, jobid: int) -> Span | None:
+        return self._spans.get(jobid)
+
+    def __contains__(self, jobid: object) -> bool:
+        return jobid in self._spans
+
+    def __len__(self) -> int:
+        return len(self._spans)
+
+    def spans(self) -> list[Span]:
+        return list(self._spans.values())
+
+    def reserved(self) -> list[Span]:
+        return list(self._reserved.values())
+
+    @property
+    def nreserved(self) -> int:
+        return self._nreserved
+
+    def reserved_during(self, t0: float, t1: float, exclude: int | None = None) -> int:
+        """Flat union of the reservations that overlap ``[t0, t1)`` (but ``exclude``'s).
+
+        Remembered until a reservation changes: a pass asks it for every job
+        beyond the reservation depth, with a few distinct walltimes."""
+        key = (t0, t1, exclude)
+        c = self._reserved_cache
+        hit = c.get(key)
+        if hit is not None:
+            return hit
+        out = 0
+        if self._nreserved:
+            for s in self._reserved.values():
+                if s.start < t1 and s.end > t0 and s.jobid != exclude:
+                    out |= s.bits
+        if len(c) < 64:
+            c[key] = out
+        return out
+
+    def _latest_reserved_start(self) -> float:
+        """The latest start of a reservation (remembered until one changes)."""
+        latest = self._last_reserved_start
+        if latest is None:
+            latest = -math.inf
+            for s in self._reserved.values():
+                if s.start > latest:
+                    latest = s.start
+            self._last_reserved_start = latest
+        return latest
+
+    def _dirty_reserved(self) -> None:
+        """A reservation came or went: drop what was computed from them."""
+        self._reserved_cache = {}
+        self._last_reserved_start = None
+
+    def clear_reservations(self) -> None:
+        """Drop every reserved span (a pass re-plans them from scratch)."""
+        if self._nreserved:
+            for s in list(self._reserved.values()):
+                self.remove(s.jobid)
+
+    def set_end(self, jobid: int, end: float) -> list[int]:
+        """Move a span's end (``sched.expiration``); return the jobs whose
+        reservations it dropped.
+
+        A running job that now ends later may run into reservations made for
+        its old end.  Those are dropped (their jobs are re-planned by the
+        next pass): spans must never overlap on a resource, or removing one
+        would clear the other's hold from the plan."""
+        span = self._spans.get(jobid)
+        if span is None:
+            raise PlannerError(f"job {jobid} has no span")
+        dropped: list[int] = []
+        if span.running and end > span.end:
+            for r in list(self._reserved.values()):
+                if r.bits & span.bits and r.start < end and r.end > span.end:
+                    self.remove(r.jobid)
+                    dropped.append(r.jobid)
+        self.remove(jobid)
+        if span.running:
+            self.add_running(jobid, span._rs, span.start, end, span.bits)
+        else:
+            self.reserve(jobid, span._rs, span.start, end, span.bits)
+        return dropped
+
+    def set_now(self, now: float) -> None:
+        """Tell the planner the current time (see :attr:`now`)."""
+        self.now = max(self.now, float(now))
+        times = self._times
+        if len(times) > 1 and times[1] <= self.now:
+            self._forget_past()
+
+    def _forget_past(self) -> None:
+        """Fold every boundary at or before :attr:`now` into the first segment.
+
+        Nothing asks about the plan before now (every question is about a
+        window from now on), and a running job's start boundary is in the
+        past for as long as it runs: without this, thousands of running jobs
+        started at distinct times make thousands of segments that every
+        span change walks.  The first segment takes the value of the one
+        that holds now, so every window from now on sees what it saw.  A
+        span that starts (or ends) at or before the floor takes no boundary
+        there, and gives none back when it is removed.
+        """
+        times, used, refs = self._times, self._used, self._refs
+        k = bisect.bisect_right(times, self.now) - 1  # the segment holding now
+        used[0] = used[k]
+        del times[1 : k + 1], used[1 : k + 1], refs[1 : k + 1]
+        self._floor = self.now
+
+    def free_bits(self) -> int:
+        """``graph.free()``, flat (cached on the graph's version counter)."""
+        g = self.graph
+        version = getattr(g, "version", None)
+        c = self._free_cache
+        if c is not None and version is not None and c[0] == version:
+            return c[1]
+        bits = self.codec.encode(g.free())
+        self._free_cache = (version, bits)
+        return bits
+
+    def graph_changed(self, version_before: Any, taken: int = 0, given: int | None = 0) -> None:
+        """The caller just allocated ``taken`` or released ``given`` in the graph.
+
+        Keeps the cached free set in step without re-reading the graph, when
+        the cache was current before the change and nothing is down or
+        drained (a release on a down rank does not make anything free).
+        ``given=None`` means "unknown": the cache is dropped.
+        """
+        c = self._free_cache
+        g = self.graph
+        if c is None or version_before is None or c[0] != version_before or given is None:
+            self._free_cache = None
+            return
+        if given and _unusable_ranks(g):
+            self._free_cache = None
+            return
+        self._free_cache = (g.version, (c[1] & ~taken) | given)
+
+    def pool_bits(self) -> int:
+        """Up resources, free now or held by a running job that is not overdue."""
+        version = getattr(self.graph, "version", None)
+        key = (version, self.now)
+        c = self._pool_cache
+        if version is not None and c is not None and c[0] == key:
+            return c[1]
+        pool = self._pool_bits()
+        self._pool_cache = (key, pool)
+        return pool
+
+    def _pool_bits(self) -> int:
+        free = self.free_bits()
+        held = self._running_union
+        i = bisect.bisect_right(self._running_ends, (self.now, math.inf))
+        if i:  # overdue jobs (few): their end is unknown, keep them out
+            spans = self._spans
+            for _, jobid in self._running_ends[:i]:
+                held &= ~spans[jobid].bits
+        if held:
+            bad = _unusable_ranks(self.graph)
+            if bad:
+                held &= ~self.codec.ranks_mask(bad)
+            free |= held
+        return free
+
+    def pool(self) -> Any:
+        return self.codec.decode(self.pool_bits())
+
+    def available_bits(self, t0: float, t1: float) -> int:
+        if t1 <= t0:
+            t1 = t0 + 1e-9
+        lo = self._index(t0)
+        hi = bisect.bisect_left(self._times, t1)
+        busy = 0
+        used = self._used
+        for k in range(lo, hi):
+            busy |= used[k]
+        return self.pool_bits() & ~busy
+
+    def available(self, t0: float, t1: float) -> Any:
+        """Up resources free throughout ``[t0, t1)``."""
+        return self.codec.decode(self.available_bits(t0, t1))
+
+    def match_bits(self, request: Any, avail: int, policy: str = "first") -> tuple[Any, int] | None:
+        """Match ``request`` on a flat available set: ``(rs, bits)`` or None.
+
+        ``rs`` may be None (not decoded yet): see :meth:`resolve`."""
+        live = (
+            self._free_cache is not None
+            and avail == self._free_cache[1]
+            and self._free_cache[0] == getattr(self.graph, "version", None)
+        )
+        return self.matcher.flat(self.graph, self.codec, request, policy, avail, live)
+
+    def resolve(self, placement: tuple[Any, int]) -> Any:
+        """The ResourceSet of a ``(rs or None, bits)`` placement."""
+        rs, bits = placement
+        return rs if rs is not None else self.codec.decode(bits)
+
+    def _index(self, t: float) -> int:
+        """Index of the segment containing ``t``."""
+        return bisect.bisect_right(self._times, t) - 1
+
+    def _split(self, t: float) -> int:
+        """Make ``t`` a boundary; return its index and take a reference on it
+        (none at or before the floor: the first segment stands for it)."""
+        if t <= self._floor:
+            return 0
+        k = self._index(t)
+        if self._times[k] != t:
+            k += 1
+            self._times.insert(k, t)
+            self._used.insert(k, self._used[k - 1])
+            self._refs.insert(k, 0)
+        self._refs[k] += 1
+        return k
+
+    def _unref(self, k: int) -> None:
+        if k >= len(self._times):
+            return
+        self._refs[k] -= 1
+        if self._refs[k] == 0 and k > 0:
+            used = self._used
+            freed = used[k] & ~used[k - 1]
+            if freed:  # only when spans overlapped: the merge frees something
+                end = self._times[k + 1] if k + 1 < len(self._times) else math.inf
+                self._log_gain(self._times[k], end, freed, -2)
+            del self._times[k], used[k], self._refs[k]
+
+    def _add(self, span: Span) -> None:
+        if span.jobid in self._spans:
+            raise PlannerError(f"job {span.jobid} already has a span")
+        if not span.end > span.start:
+            raise PlannerError(f"job {span.jobid}: empty span [{span.start}, {span.end})")
+        lo = self._split(span.start)
+        hi = self._split(span.end) if span.end != math.inf else len(self._times)
+        b = span.bits
+        used = self._used
+        for k in range(lo, hi):
+            if used[k] & b:
+                self._overlapped = True
+            used[k] |= b
+        self._spans[span.jobid] = span
+        if not span.running:
+            self._reserved[span.jobid] = span
+        self._net_gain(span)

@@ -1,0 +1,113 @@
+"""The types every queue policy shares: the queue order, the pass context a
+policy calls (implemented by the engine) and the :class:`QueuePolicy` base
+class.  The registry of policies by name is in :mod:`fluxsched_py.policy`."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterator
+from typing import Any, Protocol
+
+__all__ = ["POLICY_DEFAULT", "PassContext", "PolicyDefault", "QueuePolicy", "order_key"]
+
+
+class PolicyDefault(enum.Enum):
+    """A ``reserve-depth`` that was not given: each policy uses its own."""
+
+    DEPTH = "default"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+#: See :class:`PolicyDefault`.
+POLICY_DEFAULT = PolicyDefault.DEPTH
+
+
+def order_key(priority: int, t_submit: float, jobid: int) -> tuple[int, float, int]:
+    """The queue order every policy uses: higher priority, earlier submit, lower id."""
+    return (-priority, t_submit, jobid)
+
+
+class PassContext(Protocol):
+    """What a policy may do during a pass (implemented by the engine)."""
+
+    now: float
+    #: False when nothing was freed, cancelled or re-prioritized since the
+    #: last pass (only new jobs arrived): kept reservations cannot improve.
+    compress: bool
+
+    def jobs(self) -> Iterator[Any]:
+        """This queue's pending jobs in order (those among the first
+        ``queue-depth`` pending jobs of all queues)."""
+
+    def fits_now(self, job: Any) -> Any:
+        """Resources ``job`` could start on now without touching any reservation (of any queue), or None."""
+
+    def fits_now_ignoring(self, job: Any, reserved: Any) -> Any:
+        """Resources ``job`` could start on now if ``reserved``'s reservation moved, or None."""
+
+    def start(self, job: Any, rs: Any) -> None:
+        """Allocate ``rs`` to ``job`` now."""
+
+    def earliest(self, job: Any, before: float = ..., not_before: float = ...) -> tuple[float, Any] | None:
+        """Earliest ``(t, rs)`` for ``job`` around what is running and reserved
+        (only times earlier than ``before`` and from ``not_before`` on, when given)."""
+
+    def reserve(self, job: Any, t: float, rs: Any) -> None:
+        """Hold ``rs`` for ``job`` from ``t`` (until the next pass, or longer
+        with :attr:`QueuePolicy.persistent_reservations`)."""
+
+    def still_free(self, job: Any, t: float, placement: Any) -> bool:
+        """True when ``placement`` is still free for ``job`` from ``t``."""
+
+    def clear_reservations(self) -> None:
+        """Drop every reservation of this queue (a policy that re-plans from
+        scratch); other queues' reservations stay."""
+
+    def reservation(self, job: Any) -> tuple[float, Any] | None:
+        """``job``'s current reservation as ``(t, rs)``, or None."""
+
+    def keeps_reservation(self, job: Any) -> bool:
+        """Re-plan ``job``'s reservation when that provably keeps it as it is
+        (its place is still free and there is no earlier one); True if so."""
+
+    def unreserve(self, job: Any) -> tuple[float, Any] | None:
+        """Take ``job``'s reservation out of the plan; return it as ``(t, rs)``."""
+
+    def try_move(self, job: Any, blocker_rs: Any, blocker_end: float) -> bool:
+        """Re-plan ``job``'s reservation at the same time around a new allocation."""
+
+    def hopeless(self, job: Any) -> bool:
+        """True when a job of the same shape, or (whole nodes) one at least as
+        big and as long, already failed to start now in this pass."""
+
+    def failed(self, job: Any) -> None:
+        """Record that ``job`` could not start now, for :meth:`hopeless`."""
+
+    def hold(self, job: Any, why: str) -> None:
+        """Record why ``job`` was passed over (for ``reason_pending``)."""
+
+    def nothing_free(self) -> bool:
+        """True when no resource is free now (nothing could start)."""
+
+
+class QueuePolicy:
+    """Base class: a named policy with a reservation depth."""
+
+    name = "base"
+    #: Reservations the policy makes per pass (None = unlimited).
+    default_reserve_depth: int | None = None
+    #: Keep reservations from one pass to the next (else each pass re-plans).
+    persistent_reservations = False
+
+    def __init__(self, reserve_depth: int | None | PolicyDefault = POLICY_DEFAULT) -> None:
+        #: None is unlimited.
+        self.reserve_depth = self.default_reserve_depth if reserve_depth is POLICY_DEFAULT else reserve_depth
+
+    def run(self, ctx: PassContext) -> Iterator[None]:  # pragma: no cover - abstract
+        raise NotImplementedError
+        yield
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(reserve_depth={self.reserve_depth})"

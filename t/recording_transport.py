@@ -1,0 +1,75 @@
+"""A Flux driver transport that records everything, for tests and replays."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from fluxsched_py.flux.driver import LOG_ERR, Driver
+
+
+class RecordingTransport:
+    """A :class:`Transport` that records everything (tests, replay).
+
+    ``sent`` holds ``(kind, msg, payload)`` tuples in order: kind is
+    ``respond``, ``error`` (payload ``(errnum, text)``), ``commit`` (payload:
+    the puts), ``exception`` or ``log``.  Commits complete at once unless
+    ``defer_commits`` is set (then :meth:`complete_commits` finishes them);
+    passes run when the test calls :meth:`run_passes`.
+    """
+
+    def __init__(self, *, defer_commits: bool = False, commit_error: str | None = None) -> None:
+        self.sent: list[tuple[str, Any, Any]] = []
+        self.logs: list[tuple[int, str]] = []
+        self.kvs: dict[str, Any] = {}
+        self.defer_commits = defer_commits
+        self.commit_error = commit_error
+        self._deferred: list[tuple[list[tuple[str, Any]], Callable[[str | None], None]]] = []
+        self.pass_requests = 0
+        self.driver: Driver | None = None
+
+    def respond(self, msg: Any, payload: Any) -> None:
+        self.sent.append(("respond", msg, payload))
+
+    def respond_error(self, msg: Any, errnum: int, text: str) -> None:
+        self.sent.append(("error", msg, (errnum, text)))
+
+    def commit(self, puts: list[tuple[str, Any]], done: Callable[[str | None], None]) -> None:
+        self.sent.append(("commit", None, [k for k, _ in puts]))
+        if self.defer_commits:
+            self._deferred.append((puts, done))
+        else:
+            self._finish(puts, done)
+
+    def _finish(self, puts: list[tuple[str, Any]], done: Callable[[str | None], None]) -> None:
+        if self.commit_error is None:
+            for k, v in puts:
+                self.kvs[k] = json.loads(json.dumps(v))
+        done(self.commit_error)
+
+    def complete_commits(self) -> None:
+        todo, self._deferred = self._deferred, []
+        for puts, done in todo:
+            self._finish(puts, done)
+
+    def log(self, level: int, text: str) -> None:
+        self.logs.append((level, text))
+
+    def raise_exception(self, jobid: int, type: str, severity: int, note: str) -> None:
+        self.sent.append(("exception", None, {"id": jobid, "type": type, "severity": severity, "note": note}))
+
+    def request_pass(self, delay: float) -> None:
+        self.pass_requests += 1
+
+    def run_passes(self, limit: int = 10000) -> None:
+        assert self.driver is not None
+        for _ in range(limit):
+            if not self.driver.run_pass():
+                return
+
+    def responses(self, kind: str = "respond") -> list[Any]:
+        return [p for k, _, p in self.sent if k == kind]
+
+    def errors(self) -> list[tuple[int, str]]:
+        return [text for level, text in self.logs if level <= LOG_ERR]
