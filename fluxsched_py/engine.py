@@ -660,6 +660,30 @@ class Engine:
         self.planner.set_end(jobid, job.expiration)
         self._changed()
 
+    def reconfigure(self, options: EngineOptions | Iterable[str] | Mapping[str, Any]) -> None:
+        """Change the options of a running engine (``flux config reload``).
+
+        Every queue takes its new policy, every reservation is dropped and
+        the next pass re-plans from scratch; jobs, allocations and the
+        annotations already sent are kept (the next pass sends what
+        changed).  Raises EngineError on a bad option, leaving the engine
+        as it was.  ``queue_depth`` is also the RFC 27 ready mode, which
+        the driver announced at startup: the driver decides whether it may
+        change."""
+        new = options if isinstance(options, EngineOptions) else EngineOptions.parse(options)
+        self.options = new
+        log.setLevel(_LOG_LEVELS[new.log_level])
+        self.policy = make_policy(new.queue_policy, new.reserve_depth)
+        self._policies = {name: make_policy(pol, new.reserve_depth) for name, pol in new.queue_policy_per_queue}
+        for name, queue in self._queues.items():
+            queue.policy = self.policy_for(name)
+        for span in list(self.planner.reserved()):
+            self.planner.remove(span.jobid)
+            job = self._jobs.get(span.jobid)
+            if job is not None:
+                job.estimate = job.proof = None
+        self._changed()
+
     def resource_update(
         self,
         up: Any = None,
