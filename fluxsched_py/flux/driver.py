@@ -17,7 +17,9 @@ What the driver adds to the engine
       payload;
     * the wire format of every request: ``sched.alloc``, ``sched.free``,
       ``sched.cancel``, ``sched.prioritize``, ``sched.expiration``,
-      ``sched.resource-status``, ``feasibility.check``, ``<name>.stats-get``;
+      ``sched.resource-status``, ``feasibility.check``, ``<name>.stats-get``,
+      ``<name>.config-reload`` (the ``[<name>]`` table of the instance config,
+      :mod:`~fluxsched_py.flux.siteconf`);
     * R is committed to the KVS (``job.<dothex id>.R``) before SUCCESS is
       sent: the SUCCESS responses of one pass go into one transaction;
     * passes are coalesced: any change arms one pass; a pass that runs out
@@ -45,6 +47,7 @@ R that cannot be read at hello
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import json
 import logging
@@ -164,6 +167,17 @@ def parse_module_args(args: Iterable[str]) -> EngineOptions:
         raise ValueError(str(exc)) from None
 
 
+def options_text(o: EngineOptions) -> str:
+    """The options as module arguments, for the log."""
+    per_queue = ",".join(f"{q}:{p}" for q, p in o.queue_policy_per_queue)
+    depth = "default" if o.reserve_depth is None else o.reserve_depth or "unlimited"
+    return (
+        f"queue-policy={o.queue_policy} "
+        + (f"queue-policy-per-queue={per_queue} " if per_queue else "")
+        + f"reserve-depth={depth} queue-depth={o.queue_depth or 'unlimited'} policy={o.policy}"
+    )
+
+
 class _LogBridge(logging.Handler):
     """Engine (``fluxsched_py.*``) log records -> the transport's log."""
 
@@ -223,6 +237,9 @@ class Driver:
         how annotations write a job id (default :func:`f58`); the module
         passes flux-core's own encoder, which, like ``flux job id``, writes
         ``f`` rather than ``ƒ`` in a locale that is not UTF-8.
+    module_args:
+        the module arguments, which override the config table on every
+        ``config-reload`` (default: ``options`` when it is arguments).
     """
 
     def __init__(
@@ -235,8 +252,12 @@ class Driver:
         budget: float | None = PASS_BUDGET,
         graph_factory: Callable[[Any], Any] | None = None,
         job_name: Callable[[int], str] | None = None,
+        module_args: Iterable[str] | None = None,
     ) -> None:
         self.transport = transport
+        if module_args is None and options is not None and not isinstance(options, EngineOptions):
+            module_args = options = list(options)
+        self.module_args = [str(a) for a in module_args or ()]
         self.options = options if isinstance(options, EngineOptions) else parse_module_args(options or [])
         self.name = name
         self.clock = clock
@@ -264,6 +285,7 @@ class Driver:
             "bad_requests": 0,
             "hello_jobs": 0,
             "hello_errors": 0,
+            "config_reloads": 0,
         }
         self._log_bridge = _LogBridge(self)
         logger = logging.getLogger("fluxsched_py")
@@ -489,12 +511,16 @@ class Driver:
             "sched.resource-status",
             "feasibility.check",
             f"{self.name}.stats-get",
+            f"{self.name}.config-reload",
         ]
 
     def handle(self, topic: str, msg: Any, payload: Any) -> None:
         """Dispatch one request.  ``payload`` is the decoded JSON (None when
         empty) or :func:`bad_payload`.  Never raises."""
         try:
+            if topic == f"{self.name}.config-reload":
+                self.on_config_reload(msg, payload)
+                return
             if self.engine is None and not topic.endswith(".stats-get"):
                 # Only possible before the first resource.acquire response
                 # (the job-manager sends nothing before sched-ready).
@@ -525,7 +551,7 @@ class Driver:
             self.stats["bad_requests"] += 1
             self.error(f"{topic}: internal error handling {payload!r:.200}: {exc!r}")
             if topic in ("sched.expiration", "sched.resource-status", "feasibility.check") or topic.endswith(
-                ".stats-get"
+                (".stats-get", ".config-reload")
             ):
                 self._respond_error(msg, errno.EINVAL, f"internal error: {exc}")
 
@@ -668,6 +694,45 @@ class Driver:
             self._respond_error(msg, errno.EINVAL, reason)
         else:
             self._respond_error(msg, errno.EOVERFLOW, reason)
+
+    def on_config_reload(self, msg: Any, p: Any) -> None:
+        """``<name>.config-reload`` (``flux config reload``): the payload is the
+        whole new instance config.  Its ``[<name>]`` table, overridden by the
+        module arguments, replaces the options and the next pass re-plans.
+        A bad table gets an error response (flux-core then reverts every
+        module and the command fails) and the old options stay."""
+        from .siteconf import config_options
+
+        try:
+            if isinstance(p, _BadPayload):
+                raise ValueError(f"malformed config-reload request: {p.error}")
+            new = config_options(p, self.name, self.module_args)
+        except ValueError as exc:
+            self.error(f"config reload refused: {exc}")
+            self._respond_error(msg, errno.EINVAL, f"{self.name}: {exc}")
+            return
+        old = self.options
+        if new.queue_depth != old.queue_depth:
+            # The RFC 27 ready mode was sent once, at startup.
+            self.log(
+                LOG_WARNING,
+                f"config reload: queue-depth={new.queue_depth or 'unlimited'} takes effect when the module is "
+                f"reloaded; keeping queue-depth={old.queue_depth or 'unlimited'}",
+            )
+            new = dataclasses.replace(new, queue_depth=old.queue_depth)
+        if new != old:
+            if self.engine is not None:
+                try:
+                    self.engine.reconfigure(new)
+                except EngineError as exc:  # pragma: no cover - config_options checked it
+                    self._respond_error(msg, errno.EINVAL, f"{self.name}: {exc}")
+                    return
+            self.options = new
+            self.stats["config_reloads"] += 1
+            self.log(LOG_INFO, f"config reload: {options_text(new)}")
+            if self.engine is not None:
+                self._changed()
+        self.transport.respond(msg, None)
 
     def stats_get(self) -> dict:
         e = self.engine

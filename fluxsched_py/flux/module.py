@@ -9,8 +9,10 @@ the Python broker module loader itself.
 
 Startup, in order:
 
-1. parse the module arguments (a bad one raises ValueError: the load fails
-   with the message) and import what the handshake needs;
+1. read the ``[<name>]`` table of the instance config (``config.get``) and
+   the module arguments, which override it (a bad value raises ValueError:
+   the load fails with a one-line message), and import what the handshake
+   needs;
 2. register the ``sched`` and ``feasibility`` services and the request
    handlers, and report running (``flux_module_set_running()``);
 3. ``resource.acquire`` (streaming): the first response synchronously, the
@@ -35,7 +37,8 @@ import flux  # noqa: F401  (the broker's bindings)
 import flux.constants
 import flux.kvs
 
-from .driver import LOG_ERR, LOG_INFO, Driver, bad_payload, kvs_key, parse_module_args
+from .driver import LOG_ERR, LOG_INFO, Driver, bad_payload, kvs_key
+from .siteconf import config_options
 
 
 def _f58(jobid: int) -> str:
@@ -79,9 +82,13 @@ class FluxBinding:
     def __init__(self, h: Any, args: tuple[str, ...]) -> None:
         self.h = h
         self.name = _module_name(h)
-        options = parse_module_args(args)  # ValueError -> the load fails
+        try:
+            conf = h.conf_get(update=True)  # the config module answers config.get
+        except OSError as exc:
+            raise OSError(exc.errno, f"cannot read the instance config (config.get): {exc.strerror}") from exc
+        options = config_options(conf, self.name, args)  # ValueError -> the load fails
         _warm_imports()
-        self.driver = Driver(self, options, name=self.name, job_name=_f58)
+        self.driver = Driver(self, options, name=self.name, job_name=_f58, module_args=args)
         self._watchers: list[Any] = []
         self._timer = h.timer_watcher_create(0.0, self._on_timer)
         self._acquire_f: Any = None
@@ -288,7 +295,7 @@ def mod_main(h: Any, *args: str) -> None:
     try:
         binding = FluxBinding(h, args)
     except ValueError as exc:
-        msg = f"sched-py: bad module argument: {exc}"
+        msg = f"{_module_name(h)}: {exc}"
         try:
             h.log(LOG_ERR, msg)
         except Exception:
