@@ -737,9 +737,12 @@ class Engine:
         p.out = out
         t0 = self._stopwatch()
         gen = self._pass_gen
-        for _ in gen:
-            if budget is not None and self._stopwatch() - t0 >= budget:
-                return PassResult(out, more=True)
+        try:
+            for _ in gen:
+                if budget is not None and self._stopwatch() - t0 >= budget:
+                    return PassResult(out, more=True)
+        except Exception as exc:  # a policy bug: deny the job it was on, keep the rest
+            return self._policy_failed(p, exc)
         self._end_pass(p)
         self._pass = self._pass_gen = None
         return PassResult(out)
@@ -747,6 +750,22 @@ class Engine:
     # ------------------------------------------------------------------
     # Special cases and helpers
     # ------------------------------------------------------------------
+
+    def _policy_failed(self, p: _Pass, exc: Exception) -> PassResult:
+        """A policy raised during a pass.  What the pass started stands (its
+        SUCCESS responses are returned); the job the policy was on is denied
+        with the error, and the pass is dropped (``more``: re-plan at once).
+        With no job to blame nothing is denied and the next change retries."""
+        self._pass = self._pass_gen = None
+        self._changed()
+        job = p.current
+        log.error("scheduling pass: %s policy raised %r on job %s", p.queue.policy.name if p.queue else "?", exc, job)
+        if job is None or not self._live(job):
+            return PassResult(p.out)
+        self._forget_pending(job, "deny")
+        self.stats["denied"] += 1
+        note = f"scheduler error: {type(exc).__name__}: {exc}"
+        return PassResult([*p.out, Response(job.id, ResponseType.DENY, note=note)], more=True)
 
     def _transition(self, job: Job, event: str) -> None:
         key = (job.state if job.id in self._jobs else None, event)
@@ -1110,6 +1129,8 @@ class _Pass:
         #: The first job the policy visited and left pending: a job started
         #: after it is backfilled around it (the ``backfill`` annotation).
         self.passed_over: Job | None = None
+        #: The job :meth:`jobs` yielded last (denied if the policy raises).
+        self.current: Job | None = None
 
     def enter(self, queue: _Queue, depth: int | None = None) -> None:
         """Start on ``queue``'s jobs (at most ``depth`` of them)."""
@@ -1143,7 +1164,7 @@ class _Pass:
                 return
             if prev is not None and self.passed_over is None and prev.state is JobState.PENDING:
                 self.passed_over = prev  # the policy is done with it, and it waits
-            prev = job
+            prev = self.current = job
             yield job
 
     # A placement handed to policies is an opaque (ResourceSet, flat bits) pair.
