@@ -848,7 +848,14 @@ class Driver:
         self._changed()
 
 
-_NOTE_PREFIXES = ("invalid jobspec", "malformed", "unsatisfiable", "scheduler could not", "job already")
+_NOTE_PREFIXES = (
+    "invalid jobspec",
+    "malformed",
+    "unsatisfiable",
+    "scheduler could not",
+    "scheduler error",
+    "job already",
+)
 
 
 def _v1_duration_problem(jobspec: Mapping[str, Any]) -> str | None:
