@@ -24,6 +24,7 @@ DELEGATED = {
     "batsim": ("fluxsched_py.batsim.cli", "run as a Batsim decision process"),
     "module-path": ("fluxsched_py.flux.paths", "print the folder to add to FLUX_MODULE_PATH_PREPEND"),
     "modprobe-path": ("fluxsched_py.flux.paths", "print the folder to add to FLUX_MODPROBE_PATH_APPEND"),
+    "xdg-path": ("fluxsched_py.flux.paths", "print the folder to add to XDG_CONFIG_DIRS (flux jobs --format=sched-py)"),
 }
 
 
@@ -84,7 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return validate(rest)
         if command in DELEGATED:
             module = importlib.import_module(DELEGATED[command][0])
-            if command in ("module-path", "modprobe-path"):
+            if command in ("module-path", "modprobe-path", "xdg-path"):
                 return module.main([command, *rest])
             return module.main(rest)
     except ModuleNotFoundError as e:

@@ -8,6 +8,7 @@ real flux-core.
 from __future__ import annotations
 
 import errno
+from pathlib import Path
 
 import pytest
 
@@ -149,3 +150,20 @@ def test_a_malformed_reload_request_gets_an_error_never_an_exception(payload):
         return
     errnum, text = reload(d, t, payload)
     assert errnum == errno.EINVAL and "bad config" in text
+
+
+# -- the named flux jobs format ------------------------------------------------------
+
+
+def test_xdg_path_holds_the_named_flux_jobs_format(capsys):
+    import tomllib
+
+    from fluxsched_py.cli import main
+
+    assert main(["xdg-path"]) == 0
+    folder = capsys.readouterr().out.strip()
+    conf = tomllib.loads((Path(folder) / "flux" / "flux-jobs.toml").read_text())
+    fmt = conf["formats"]["sched-py"]
+    assert fmt["description"]
+    for field in ("{queue", "{annotations.sched.t_estimate", "{annotations.sched.reason_pending}"):
+        assert field in fmt["format"]
