@@ -85,7 +85,8 @@ def test_a_guest_reaches_no_service_of_sched_py(inst):
     for key in ("allocs", "frees", "bad_requests", "config_reloads", "pending_jobs", "running_jobs"):
         assert after[key] == before[key], key
     # the owner does reach it (the probe is not refused for another reason)
-    owner = probe(inst, "sched-py", guest=False, topics=["sched.resource-status", "feasibility.check", "MODULE.stats-get"])
+    topics = ["sched.resource-status", "feasibility.check", "MODULE.stats-get"]
+    owner = probe(inst, "sched-py", guest=False, topics=topics)
     assert set(owner.values()) == {"ok"}
 
 
