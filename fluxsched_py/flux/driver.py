@@ -286,6 +286,10 @@ class Driver:
             "hello_jobs": 0,
             "hello_errors": 0,
             "config_reloads": 0,
+            # filled in by the broker binding (fluxsched_py.flux.module)
+            "callback_max_ms": 0.0,
+            "callback_max_cpu_ms": 0.0,
+            "callbacks_over_100ms_cpu": 0,
         }
         self._log_bridge = _LogBridge(self)
         logger = logging.getLogger("fluxsched_py")

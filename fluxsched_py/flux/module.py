@@ -31,6 +31,8 @@ import errno
 import json
 import os
 import sys
+import time
+from collections.abc import Callable
 from typing import Any
 
 import flux  # noqa: F401  (the broker's bindings)
@@ -90,7 +92,7 @@ class FluxBinding:
         _warm_imports()
         self.driver = Driver(self, options, name=self.name, job_name=_f58, module_args=args)
         self._watchers: list[Any] = []
-        self._timer = h.timer_watcher_create(0.0, self._on_timer)
+        self._timer = h.timer_watcher_create(0.0, self._timed(self._on_timer))
         self._acquire_f: Any = None
         self._failed = False
 
@@ -130,7 +132,7 @@ class FluxBinding:
                 del txn_ref[:]
 
         txn_ref = [txn]  # keep the transaction alive until the commit completes
-        f.then(cont)
+        f.then(self._timed(cont))
 
     def log(self, level: int, text: str) -> None:
         self.h.log(level, text)
@@ -155,6 +157,29 @@ class FluxBinding:
         self._timer.start()
 
     # -- watchers --------------------------------------------------------
+
+    def _timed(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """``fn`` as a reactor callback that records, in the module's stats,
+        the longest time one callback kept the reactor (wall and CPU ms)
+        and how many took more than 100 ms of CPU: how long sched-py ever
+        made a request wait behind its own work (bench/bench_flux_load.py)."""
+        stats = self.driver.stats
+        perf, cpu = time.perf_counter, time.thread_time
+
+        def timed(*args: Any) -> Any:
+            t0, c0 = perf(), cpu()
+            try:
+                return fn(*args)
+            finally:
+                wall, used = 1e3 * (perf() - t0), 1e3 * (cpu() - c0)
+                if wall > stats["callback_max_ms"]:
+                    stats["callback_max_ms"] = wall
+                if used > stats["callback_max_cpu_ms"]:
+                    stats["callback_max_cpu_ms"] = used
+                if used > 100.0:
+                    stats["callbacks_over_100ms_cpu"] += 1
+
+        return timed
 
     def _on_timer(self, *_args: Any) -> None:
         try:
@@ -182,7 +207,7 @@ class FluxBinding:
                 payload = bad_payload(str(exc))
             handle(topic, msg, payload)
 
-        return cb
+        return self._timed(cb)
 
     def _register(self) -> None:
         for service in ("sched", "feasibility"):
@@ -209,7 +234,7 @@ class FluxBinding:
         self.driver.acquire(first)
         f.reset()
         self._acquire_f = f
-        f.then(self._on_acquire)
+        f.then(self._timed(self._on_acquire))
 
     def _on_acquire(self, future: Any, _arg: Any = None) -> None:
         try:
