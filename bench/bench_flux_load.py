@@ -63,7 +63,7 @@ n, batch = int(sys.argv[1]), 2048
 h = flux.Flux()
 js = JobspecV1.from_command(["true"], num_tasks=1, cores_per_task=1)
 js.setattr("system.exec.test.run_duration", sys.argv[2])
-js.duration = 0
+js.duration = float(sys.argv[3])
 spec = js.dumps()
 t0 = time.time()
 for start in range(0, n, batch):
@@ -148,7 +148,9 @@ def one_run(a: argparse.Namespace, inst: Any, name: str, script: Path) -> dict:
         )
         probes[target] = (p, log)
     try:
-        out = json.loads(inst.run("python", str(script), str(a.njobs), f"{a.run_duration}s", timeout=7200))
+        out = json.loads(
+            inst.run("python", str(script), str(a.njobs), f"{a.run_duration}s", str(a.duration), timeout=7200)
+        )
         inst.run("queue", "drain", timeout=7200)
         t_drained = time.time()
         inst.run("ping", "-c1", name, timeout=3600)
@@ -165,11 +167,12 @@ def one_run(a: argparse.Namespace, inst: Any, name: str, script: Path) -> dict:
     st = inst.json("module", "stats", name)
     lat = {t: percentiles([float(x) for x in _TIME.findall((inst.dir / f"ping-{t}.log").read_text())]) for t in probes}
     keys = ("allocs", "frees", "commits", "commit_errors", "sched_passes")
-    keys += ("callback_max_ms", "callback_max_cpu_ms", "callbacks_over_100ms_cpu")
+    keys += ("callback_max_ms", "callback_max_cpu_ms", "callbacks_over_100ms_cpu", "pass_deferrals")
     return {
         "scheduler": name,
         "njobs": a.njobs,
         "resources": f"{a.nodes} nodes x {a.cores} cores",
+        "duration": a.duration,
         "args": a.sched_py_args if name == "sched-py" else [],
         "submit_s": round(out["submitted"] - out["t0"], 1),
         "drained_s": round(t_drained - out["t0"], 1),
@@ -193,8 +196,9 @@ def engine_run(a: argparse.Namespace) -> dict:
     t0 = time.perf_counter()
     g = ResourceGraph.from_rv1(nodes_R([f"node{i}" for i in range(a.nodes)], a.cores))
     e = Engine(g, [*a.sched_py_args, "policy=low"])
+    spec = {**JOBSPEC, "attributes": {"system": {"duration": a.duration}}}
     for jobid in range(1, a.njobs + 1):
-        e.alloc(jobid, 16, 1, float(jobid), JOBSPEC)
+        e.alloc(jobid, 16, 1, float(jobid), spec)
     done = 0
     now = 0.0
     while done < a.njobs:
@@ -209,6 +213,7 @@ def engine_run(a: argparse.Namespace) -> dict:
     return {
         "njobs": a.njobs,
         "resources": f"{a.nodes} nodes x {a.cores} cores",
+        "duration": a.duration,
         "engine_s": round(time.perf_counter() - t0, 1),
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "rss_before_mib": round(rss0 / 1024, 1),
@@ -221,6 +226,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--nodes", type=int, default=10)
     ap.add_argument("--cores", type=int, default=64)
     ap.add_argument("--run-duration", type=float, default=0.001, help="mock execution seconds per job")
+    ap.add_argument(
+        "--duration", type=float, default=60.0, help="each job's time limit (jobspec duration; 0: unlimited)"
+    )
     ap.add_argument("--interval", type=float, default=0.05, help="seconds between pings of each probe")
     ap.add_argument("--sched-py-args", nargs="*", default=["queue-policy=easy"], metavar="ARG")
     ap.add_argument("--engine-only", action="store_true", help="no Flux: the engine alone, for its peak RSS")

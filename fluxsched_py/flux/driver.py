@@ -290,6 +290,7 @@ class Driver:
             "callback_max_ms": 0.0,
             "callback_max_cpu_ms": 0.0,
             "callbacks_over_100ms_cpu": 0,
+            "pass_deferrals": 0,
         }
         self._log_bridge = _LogBridge(self)
         logger = logging.getLogger("fluxsched_py")

@@ -57,6 +57,10 @@ except ImportError:  # pragma: no cover - very old bindings
 
 __all__ = ["mod_main", "FluxBinding"]
 
+#: How long a pass that has more to do waits for the requests queued on the
+#: handle before it resumes anyway (seconds); see FluxBinding._on_timer.
+DEFER_MAX = 0.1
+
 
 def _module_name(h: Any, default: str = "sched-py") -> str:
     if lib is None:
@@ -95,6 +99,7 @@ class FluxBinding:
         self._timer = h.timer_watcher_create(0.0, self._timed(self._on_timer))
         self._acquire_f: Any = None
         self._failed = False
+        self._deferred_since: float | None = None
 
     # -- Transport -------------------------------------------------------
 
@@ -182,6 +187,20 @@ class FluxBinding:
         return timed
 
     def _on_timer(self, *_args: Any) -> None:
+        # libflux dispatches ONE message per reactor loop iteration.  Were a
+        # pass slice (up to 50 ms) run at every iteration, the n-th queued
+        # request (an alloc burst, a ping, stats-get) would wait n slices.
+        # So while requests are queued, the pass waits (1 ms re-arms, each
+        # loop iteration serving one request), at most DEFER_MAX in a row.
+        if lib is not None and lib.flux_pollevents(self.h.handle) & lib.FLUX_POLLIN:
+            now = time.monotonic()
+            if self._deferred_since is None:
+                self._deferred_since = now
+            if now - self._deferred_since < DEFER_MAX:
+                self.driver.stats["pass_deferrals"] += 1
+                self.request_pass(0.001)
+                return
+        self._deferred_since = None
         try:
             self.driver.run_pass()
         except Exception as exc:  # pragma: no cover - driver.run_pass never raises
