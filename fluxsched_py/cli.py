@@ -30,6 +30,7 @@ DELEGATED = {
     "batsim": ("fluxsched_py.batsim.cli", "run as a Batsim decision process"),
     "module-path": ("fluxsched_py.flux.paths", "print the folder to add to FLUX_MODULE_PATH_PREPEND"),
     "modprobe-path": ("fluxsched_py.flux.paths", "print the folder to add to FLUX_MODPROBE_PATH_APPEND"),
+    "xdg-path": ("fluxsched_py.flux.paths", "print the folder to add to XDG_CONFIG_DIRS (flux jobs --format=sched-py)"),
 }
 
 
@@ -106,7 +107,7 @@ def _delegate(command: str, rest: list[str]) -> int:
         except ModuleNotFoundError as e:
             report(f"fluxsched-py {command}", f"not available: {e}")
             return 1
-        if command in ("module-path", "modprobe-path"):
+        if command in ("module-path", "modprobe-path", "xdg-path"):
             return module.main([command, *rest])
         return module.main(rest)
 

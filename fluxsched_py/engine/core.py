@@ -304,6 +304,26 @@ class Engine:
         self.planner.set_end(jobid, job.expiration)
         self._changed()
 
+    def reconfigure(self, options: EngineOptions | Iterable[str] | Mapping[str, Any]) -> None:
+        """Change the options of a running engine (``flux config reload``).
+
+        Every queue takes its new policy and every reservation is dropped, so
+        the next pass re-plans; jobs and allocations are kept.  A bad option
+        raises EngineError before anything changes.  ``queue_depth`` is also
+        the RFC 27 ready mode: the driver decides whether it may change."""
+        new = options if isinstance(options, EngineOptions) else EngineOptions.parse(options)
+        self.options = new
+        self.queue_policy = make_policy(new.queue_policy, new.reserve_depth)
+        self._policies = {name: make_policy(pol, new.reserve_depth) for name, pol in new.queue_policy_per_queue}
+        for name, queue in self._queues.items():
+            queue.policy = self.policy_for(name)
+        for span in list(self.planner.reserved()):
+            self.planner.remove(span.jobid)
+            job = self._jobs.get(span.jobid)
+            if job is not None:
+                job.estimate = job.proof = None
+        self._changed()
+
     def resource_update(
         self,
         up: Any = None,
@@ -357,9 +377,12 @@ class Engine:
         p.out = out
         t0 = self._stopwatch()
         gen = self._pass_gen
-        for _ in gen:
-            if budget is not None and self._stopwatch() - t0 >= budget:
-                return PassResult(out, more=True)
+        try:
+            for _ in gen:
+                if budget is not None and self._stopwatch() - t0 >= budget:
+                    return PassResult(out, more=True)
+        except Exception as exc:  # a policy bug: deny the job it was on, keep the rest
+            return self._policy_failed(p, exc)
         end_pass(self, p)
         self._pass = self._pass_gen = None
         return PassResult(out)
@@ -367,6 +390,20 @@ class Engine:
     # ------------------------------------------------------------------
     # Special cases and helpers
     # ------------------------------------------------------------------
+
+    def _policy_failed(self, p: Pass, exc: Exception) -> PassResult:
+        """A policy raised: what the pass started stands, the job it was on is
+        denied with the error, and the pass is dropped (``more``: re-plan now)."""
+        self._pass = self._pass_gen = None
+        self._changed()
+        job = p.current
+        log.error("scheduling pass: %s policy raised %r on job %s", p.queue.policy.name if p.queue else "?", exc, job)
+        if job is None or not self._live(job):
+            return PassResult(p.out)
+        self._forget_pending(job, "deny")
+        self.stats["denied"] += 1
+        note = f"scheduler error: {type(exc).__name__}: {exc}"
+        return PassResult([*p.out, Response(job.id, ResponseType.DENY, note=note)], more=True)
 
     def _transition(self, job: Job, event: str) -> None:
         new = next_state(job.state if job.id in self._jobs else None, event, job.id)

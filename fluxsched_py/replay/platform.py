@@ -26,7 +26,6 @@ from ..inputs import MAX_NODES, MAX_PER_NODE, read_bytes
 __all__ = ["PlatformError", "load_platform", "nodes_graph", "nodes_R", "batsim_hosts"]
 
 
-
 def _graph_cls() -> Any:
     from ..resource import ResourceGraph
 
@@ -64,7 +63,6 @@ def nodes_graph(n: int, cores: int = 1, prefix: str = "node") -> Any:
     if not 1 <= cores <= MAX_PER_NODE:
         raise PlatformError(f"a node has 1..{MAX_PER_NODE} cores, not {cores}")
     return _graph_cls().from_rv1(nodes_R([f"{prefix}{i}" for i in range(n)], cores))
-
 
 
 def _xml_root(p: Path) -> str | None:
