@@ -22,19 +22,15 @@ other subsystems (power, network...) are ignored.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 from xml.etree.ElementTree import ParseError
 
 import networkx as nx
 
+from .builder import ModelBuilder
 from .errors import ResourceError
 from .jgf import NEVER_POOLED
-from .topology import TopologyBuilder
 
-if TYPE_CHECKING:
-    from .graph import ResourceGraph
-
-__all__ = ["graph_from_grug"]
+__all__ = ["model_from_grug"]
 
 _EDGE_INTS = ("id_scope", "id_start", "id_stride", "multi_scale")
 
@@ -94,13 +90,11 @@ def _recipe(path: str) -> tuple[nx.DiGraph, str]:
     return g, roots[0]
 
 
-def graph_from_grug(path: str | Path) -> ResourceGraph:
-    """Expand a GRUG recipe into a :class:`ResourceGraph` (see the module docstring)."""
-    from .graph import ResourceGraph
-
+def model_from_grug(path: str | Path) -> nx.DiGraph:
+    """Expand a GRUG recipe into the networkx model (see the module docstring)."""
     path = str(path)
     recipe, root = _recipe(path)
-    b = TopologyBuilder(path)
+    b = ModelBuilder(path)
     ra = recipe.nodes[root]
     instances: dict[str, list[int]] = {
         root: [b.add_vertex(ra["type"], f"{ra['basename']}0", 0, basename=ra["basename"])]
@@ -168,4 +162,4 @@ def graph_from_grug(path: str | Path) -> ResourceGraph:
         instances[w] = out
         stack.append((w, [scale, *scales], iter(list(recipe.out_edges(w, data=True)))))
     b.hostnames = hostnames
-    return ResourceGraph(b.finish())
+    return b.finish()

@@ -21,14 +21,14 @@ from typing import TYPE_CHECKING, Any
 
 import networkx as nx
 
+from .builder import ModelBuilder
 from .errors import ResourceError
 from .resourceset import ResourceSet
-from .topology import TopologyBuilder
 
 if TYPE_CHECKING:
     from .graph import ResourceGraph
 
-__all__ = ["graph_from_jgf", "builder_from_jgf", "resourceset_to_jgf", "NEVER_POOLED"]
+__all__ = ["model_from_jgf", "builder_from_jgf", "resourceset_to_jgf", "NEVER_POOLED"]
 
 #: Types that stay vertices even when they have no children.
 NEVER_POOLED = frozenset({"cluster", "rack", "node"})
@@ -46,8 +46,8 @@ def _containment(edge: dict) -> bool:
     return True
 
 
-def builder_from_jgf(obj: Any, *, source: str | None = None, element: str = "") -> TopologyBuilder:
-    """Check JGF and collect it into a :class:`TopologyBuilder` (see the module docstring)."""
+def builder_from_jgf(obj: Any, *, source: str | None = None, element: str = "") -> ModelBuilder:
+    """Check JGF and collect it into a :class:`ModelBuilder` (see the module docstring)."""
     if not isinstance(obj, dict) or not isinstance(obj.get("graph"), dict):
         raise ResourceError("JGF must be an object with a 'graph' object", source=source, element=element or "/")
     graph = obj["graph"]
@@ -111,7 +111,7 @@ def builder_from_jgf(obj: Any, *, source: str | None = None, element: str = "") 
             source=source,
             element=f"{element}/graph",
         )
-    b = TopologyBuilder(source)
+    b = ModelBuilder(source)
     hostnames: dict[int, str] = {}
     props: dict[int, set[str]] = {}
 
@@ -165,10 +165,8 @@ def builder_from_jgf(obj: Any, *, source: str | None = None, element: str = "") 
     return b
 
 
-def graph_from_jgf(obj: dict | str | Path, *, source: str | None = None) -> ResourceGraph:
-    """Build a :class:`ResourceGraph` from JGF (a dict, or a path to a JSON file)."""
-    from .graph import ResourceGraph
-
+def model_from_jgf(obj: dict | str | Path, *, source: str | None = None) -> nx.DiGraph:
+    """The networkx model of JGF (a dict, or a path to a JSON file)."""
     if isinstance(obj, (str, Path)):
         source = str(obj)
         try:
@@ -177,7 +175,7 @@ def graph_from_jgf(obj: dict | str | Path, *, source: str | None = None) -> Reso
             raise ResourceError(f"cannot read: {e.strerror}", source=source) from None
         except json.JSONDecodeError as e:
             raise ResourceError(f"invalid JSON: {e.msg} at line {e.lineno} column {e.colno}", source=source) from None
-    return ResourceGraph(builder_from_jgf(obj, source=source).finish())
+    return builder_from_jgf(obj, source=source).finish()
 
 
 def resourceset_to_jgf(g: ResourceGraph, rs: ResourceSet) -> dict:

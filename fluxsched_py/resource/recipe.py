@@ -19,18 +19,16 @@ numbered per node (socket 1's cores follow socket 0's), as hwloc and R do.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import networkx as nx
 import yaml
 
 from ..ids import Hostlist, HostlistError, IdSet, IdSetError
+from .builder import ModelBuilder
 from .errors import ResourceError
-from .topology import TopologyBuilder
 
-if TYPE_CHECKING:
-    from .graph import ResourceGraph
-
-__all__ = ["graph_from_recipe", "RECIPE_KEYS"]
+__all__ = ["model_from_recipe", "RECIPE_KEYS"]
 
 RECIPE_KEYS = (
     "racks",
@@ -71,10 +69,8 @@ def _count(c: dict, key: str, source: str | None, default: int | None = None, mi
     return v
 
 
-def graph_from_recipe(recipe: dict | str | Path) -> ResourceGraph:
-    """Build a :class:`ResourceGraph` from a recipe dict or YAML file (see the module docstring)."""
-    from .graph import ResourceGraph
-
+def model_from_recipe(recipe: dict | str | Path) -> nx.DiGraph:
+    """The networkx model of a recipe dict or YAML file (see the module docstring)."""
     data, source = _load(recipe)
     if not isinstance(data, dict) or not isinstance(data.get("cluster"), dict) or len(data) != 1:
         raise ResourceError("a recipe is an object with one key, 'cluster'", source=source, element="/")
@@ -122,7 +118,7 @@ def graph_from_recipe(recipe: dict | str | Path) -> ResourceGraph:
             raise ResourceError("properties map a name to an idset of existing ranks", source=source, element=el)
         for r in ranks:
             props.setdefault(r, set()).add(name)
-    b = TopologyBuilder(source)
+    b = ModelBuilder(source)
     cname = str(c.get("name", "cluster"))
     root = b.add_vertex("cluster", f"{cname}0", 0, basename=cname)
     core_m = (1 << cps) - 1
@@ -147,4 +143,4 @@ def graph_from_recipe(recipe: dict | str | Path) -> ResourceGraph:
             rank += 1
     b.hostnames = dict(enumerate(hosts))
     b.properties = props
-    return ResourceGraph(b.finish())
+    return b.finish()
