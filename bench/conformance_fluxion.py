@@ -136,7 +136,7 @@ def run_case(args: tuple[Case, str]) -> Result:
     ns = build_parser().parse_args(argv)
     out, err = io.StringIO(), io.StringIO()
     try:
-        graph = load_graph(str(cdir / ns.load_file), ns.load_format)
+        graph = load_graph(str(cdir / ns.load_file), ns.load_format, ns.match_subsystems)
         session = Session(
             graph,
             parse_policy(ns.match_policy, flexible=ns.traverser_policy == "flexible"),

@@ -46,10 +46,11 @@ from dataclasses import dataclass, replace
 
 from ..ids import IdSet
 from ..jobspec.request import Request, ResourceRequest
-from ..resource import ResourceSet
+from ..resource.resourceset import ResourceSet, with_twins
 from ..resource.state import Availability
 from ..resource.topology import Topology
 from .policy import Policy
+from .slotrank import ranked_counts
 
 __all__ = ["search", "MatchResult", "request_needs"]
 
@@ -97,6 +98,7 @@ class _Search:
         self.av = av
         self.policy = policy
         self.constraint = request.constraints
+        self.top_requests = request.resources
         self.hostnames = hostnames
         self.properties = properties
         self.tpool: dict[tuple[int, str], int] = {}
@@ -289,7 +291,7 @@ class _Search:
         t = r.type
         topo = self.topo
         if t == "slot":
-            return self.sat_slot(scope, r)
+            return self.sat_slot(scope, r, top)
         if t in topo.pool_types and (t not in topo.container_types or self.units(scope, t) > 0):
             return self.sat_pool(scope, r)
         if t in topo.container_types:
@@ -332,24 +334,57 @@ class _Search:
             return iter((scope,))
         return self.containers(scope, "node", False, needs, True)
 
-    def sat_slot(self, scope: int, r: ResourceRequest) -> bool:
+    def sat_slot(self, scope: int, r: ResourceRequest, top: bool = False) -> bool:
         start = len(self.log)
         maxn = r.count.max if r.count.values is None else max(r.count.values)
         needs = self.needs(r.with_)
         marks: list[int] = []
-        hosts = self.hosts_for(scope, (r,), needs)
-        for h in hosts:
-            while maxn is None or len(marks) < maxn:
+        ranked = (
+            top
+            and maxn is not None
+            and self.policy.slot_host == "children"
+            and self.policy.order in ("high", "low")
+            and any(r is x for x in self.top_requests)
+        )
+        per_host: list[tuple[int, list[int], int]] = []
+        for h in self.hosts_for(scope, (r,), needs):
+            mine: list[int] = []
+            while maxn is None or len(mine) < maxn and (ranked or len(marks) < maxn):
                 mark = len(self.log)
                 if not self.place_slot(h, r.with_):
                     break
-                marks.append(mark)
-            if maxn is not None and len(marks) >= maxn:
+                mine.append(mark)
+            marks.extend(mine)
+            if mine and self.topo.node_of[h] < 0:
+                per_host.append((h, mine, len(self.log)))
+            elif mine:
+                ranked = False  # hosts at or inside nodes: filled one by one, as Fluxion's node-level slots are
+            if maxn is not None and len(marks) >= maxn and not ranked:
                 break
+        if ranked and len(per_host) > 1:
+            marks = self._rerank(start, per_host, maxn, r)
         if not self._choose(r, marks, start):
             return False
         self.add_slots(next(r.count.candidates(len(marks))))
         return True
+
+    def _rerank(self, start: int, per_host: list, maxn: int, r: ResourceRequest) -> list[int]:
+        """Keep the best ``maxn`` slots across hosts (:mod:`.slotrank`); the marks of the slots kept."""
+        counts = ranked_counts(self, per_host, maxn)
+        if counts is None:
+            every = [m for _, mine, _ in per_host for m in mine]
+            if len(every) > maxn:
+                self.rollback(every[maxn])
+            return every[:maxn]
+        self.rollback(start)
+        marks: list[int] = []
+        for (h, _, _), k in zip(per_host, counts, strict=True):
+            for _ in range(k):
+                mark = len(self.log)
+                if not self.place_slot(h, r.with_):
+                    break
+                marks.append(mark)
+        return marks
 
     def sat_or_slots(self, scope: int, alts: tuple[ResourceRequest, ...]) -> bool:
         """Slots of any of the shapes ``alts`` (``Policy.flexible``), as many as the last one's count."""
@@ -539,7 +574,7 @@ class _Search:
                 u = pv[i]
                 pools[u] = dict(self.av.loc[u])
                 i += 1
-        return ResourceSet(topo, cont & self.av.cont, {v: d for v, d in pools.items() if d})
+        return with_twins(ResourceSet(topo, cont & self.av.cont, {v: d for v, d in pools.items() if d}))
 
     def wholes(self) -> tuple[tuple[int, tuple[ResourceRequest, ...]], ...]:
         out = dict(self.dead)

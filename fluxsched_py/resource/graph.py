@@ -30,7 +30,7 @@ import networkx as nx
 from ..ids import IdSet
 from .builder import CONTAINMENT
 from .errors import ResourceError
-from .resourceset import ResourceSet
+from .resourceset import ResourceSet, with_twins
 from .state import Availability
 from .topology import Topology
 
@@ -291,6 +291,7 @@ class ResourceGraph:
         """
         if rs.topology is not self.topo:
             raise ResourceError(f"job {jobid}: the resource set belongs to another graph")
+        rs = with_twins(rs)
         av = self._avail
         bad_cont = rs._cont & ~av.cont
         if bad_cont:
@@ -331,6 +332,7 @@ class ResourceGraph:
         else:
             if rs.topology is not self.topo:
                 raise ResourceError(f"job {jobid}: the resource set belongs to another graph")
+            rs = with_twins(rs)
             extra = rs - held
             if extra:
                 raise ResourceError(f"job {jobid}: cannot release resources it does not hold: {extra!r}")

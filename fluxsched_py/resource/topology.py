@@ -137,6 +137,9 @@ class Topology:
         for group in twins.values():
             for v in group:
                 self.twins[v] = tuple(u for u in group if u != v)
+        self.twin_mask = 0
+        for v in self.twins:
+            self.twin_mask |= 1 << v
         self.rlite_types = tuple(dict.fromkeys(gattr.get("rlite_types") or RLITE_TYPES))
         self._check_no_nested_ranks()
         self._index(gattr)

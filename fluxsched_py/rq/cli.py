@@ -35,6 +35,25 @@ SUBSYSTEMS = (
 )
 
 
+#: resource-query's subsystem letters (``-S``; the first one is the tree a match walks)
+SUBSYSTEM_NAMES = {
+    "C": "containment",
+    "P": "power",
+    "IB": "ibnet",
+    "IBB": "ibnetbw",
+    "PFS1B": "pfs1bw",
+    "V": "virtual1",
+}
+
+
+def dominant_subsystem(spec: str) -> str:
+    """The subsystem a match walks for ``-S spec``: ``CA`` -> containment, ``PA`` / ``P+...`` -> power."""
+    first = spec.upper().split("+")[0]
+    if first == "ALL":
+        return "containment"
+    return SUBSYSTEM_NAMES.get(first[:-1] if first.endswith("A") else first, "containment")
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str):  # one line, exit status 2, like getopt users expect
         self.exit(2, f"ERROR: {message}\n")
@@ -66,8 +85,19 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def load_graph(path: str, fmt: str = "grug") -> ResourceGraph:
-    """Load ``path`` in resource-query's ``-f`` format; :class:`ResourceError` if it cannot be."""
+def load_graph(path: str, fmt: str = "grug", subsystems: str = "CA") -> ResourceGraph:
+    """Load ``path`` in resource-query's ``-f`` format, matched on the dominant subsystem of ``-S subsystems``.
+
+    Raises :class:`ResourceError` if it cannot be loaded or has no tree of that subsystem.
+    """
+    graph = _load(path, fmt)
+    sub = dominant_subsystem(subsystems)
+    if sub != graph.topo.subsystem:
+        graph = ResourceGraph(graph.nx, subsystem=sub)
+    return graph
+
+
+def _load(path: str, fmt: str) -> ResourceGraph:
     if fmt == "hwloc":
         return ResourceGraph.from_hwloc(path)
     if fmt in ("rv1exec", "rv1exec_force"):
@@ -100,7 +130,7 @@ def main(argv: list[str]) -> int:
         print(f"ERROR: {e}", file=sys.stderr)
         return 2
     try:
-        graph = load_graph(args.load_file, args.load_format)
+        graph = load_graph(args.load_file, args.load_format, args.match_subsystems)
     except ResourceError as e:
         print(f"ERROR: {e}", file=sys.stderr)
         return 1
