@@ -168,17 +168,24 @@ class ModelBuilder:
             rank_properties={r: set(p) for r, p in self.properties.items()},
             rlite_types=list(dict.fromkeys(self.rlite_types)),
         )
-        G.add_nodes_from(enumerate(self._attrs))
-        seen: set[tuple[int, int]] = set()
-        for p, c, _s in self._edges:
-            if (p, c) in seen:
+        # Filled through networkx's own dicts: add_nodes_from/add_edges_from
+        # copy every attribute dict, which doubles the load time of a
+        # 200,000-node machine.  The result is an ordinary DiGraph.
+        n = len(self._attrs)
+        G._node.update(enumerate(self._attrs))
+        succ, pred = G._succ, G._pred
+        for i in range(n):
+            succ[i] = {}
+            pred[i] = {}
+        for p, c, s in self._edges:
+            kids = succ[p]
+            if c in kids:
                 raise ResourceError(
                     f"two edges {self._attrs[p]['name']!r} -> {self._attrs[c]['name']!r}",
                     source=self.source,
                     element=self._attrs[c]["name"],
                 )
-            seen.add((p, c))
-        G.add_edges_from((p, c, {"subsystem": s}) for p, c, s in self._edges)
+            kids[c] = pred[c][p] = {"subsystem": s}
         return G
 
 

@@ -197,9 +197,15 @@ class Topology:
         self.pool_types = frozenset(t for p in self.pools for t in p)
         self.types = self.container_types | self.pool_types
         #: types a vertex holds directly: its pools and its children's types
-        self.child_types: list[frozenset[str]] = [
-            frozenset(self.pools[v]) | frozenset(self.type[c] for c in self.children[v]) for v in range(n)
-        ]
+        interned: dict[tuple, frozenset[str]] = {}
+        child_types: list[frozenset[str]] = []
+        for v in range(n):
+            key = (tuple(self.pools[v]), tuple(self.type[c] for c in self.children[v]))
+            ct = interned.get(key)
+            if ct is None:
+                ct = interned[key] = frozenset(key[0]) | frozenset(key[1])
+            child_types.append(ct)
+        self.child_types = child_types
         #: vertices that own at least one pool
         self.pool_vertices = [v for v in range(n) if self.pools[v]]
 
