@@ -121,9 +121,9 @@ def _summarize(block: list[str]) -> tuple:
 
 def run_case(args: tuple[Case, str]) -> Result:
     case, corpus = args
-    from fluxsched_py.rq.cli import build_parser, load_graph
-    from fluxsched_py.rq.compat import parse_policy
-    from fluxsched_py.rq.session import Session
+    from fluxsched_py.matchcli.cli import build_parser, load_graph
+    from fluxsched_py.matchcli.compat import parse_policy
+    from fluxsched_py.matchcli.session import Session
 
     t0 = time.perf_counter()
     cdir = Path(corpus)

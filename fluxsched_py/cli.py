@@ -20,7 +20,7 @@ __all__ = ["main"]
 #: Subcommands implemented by other modules as ``main(argv) -> int``.
 DELEGATED = {
     "replay": ("fluxsched_py.replay.cli", "replay a workload trace through the scheduler (no Flux needed)"),
-    "match": ("fluxsched_py.rq.cli", "match jobspecs on a resource graph, speaking resource-query's commands"),
+    "match": ("fluxsched_py.matchcli.cli", "match jobspecs on a resource graph, speaking resource-query's commands"),
     "batsim": ("fluxsched_py.batsim.cli", "run as a Batsim decision process"),
     "module-path": ("fluxsched_py.flux.paths", "print the folder to add to FLUX_MODULE_PATH_PREPEND"),
     "modprobe-path": ("fluxsched_py.flux.paths", "print the folder to add to FLUX_MODPROBE_PATH_APPEND"),

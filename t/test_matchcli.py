@@ -13,10 +13,10 @@ import pytest
 
 from fluxsched_py.ids import IdSet
 from fluxsched_py.jobspec import JobspecError
+from fluxsched_py.matchcli.cli import load_graph, main
+from fluxsched_py.matchcli.compat import parse_policy, read_jobspec
+from fluxsched_py.matchcli.session import SYSTEM_MAX_DURATION, Session
 from fluxsched_py.resource import ResourceError
-from fluxsched_py.rq.cli import load_graph, main
-from fluxsched_py.rq.compat import parse_policy, read_jobspec
-from fluxsched_py.rq.session import SYSTEM_MAX_DURATION, Session
 
 GRUG = """<?xml version="1.0" encoding="UTF-8"?>
 <graphml xmlns="http://graphml.graphdrawing.org/xmlns">

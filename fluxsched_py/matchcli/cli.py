@@ -1,7 +1,7 @@
 """``fluxsched-py match``: a resource-query compatible command line.
 
 Options follow Fluxion's resource-query; commands are read from stdin, one
-per line (see :mod:`fluxsched_py.rq.session`).  Example::
+per line (see :mod:`fluxsched_py.matchcli.session`).  Example::
 
     fluxsched-py match -L tiny.graphml -P high -t out.txt < cmds.in
 """
