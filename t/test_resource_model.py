@@ -117,7 +117,7 @@ def test_readers_build_a_model_with_pools_on_containers(load):
     G = g.nx
     assert g.topo.model is G
     assert all(s == "containment" for _, _, s in G.edges(data="subsystem"))
-    core_ids = sum(len(p["core"]["ids"]) for _, p in G.nodes(data="pools") if "core" in p)
+    core_ids = sum(len(p["core"].ids) for _, p in G.nodes(data="pools") if "core" in p)
     assert core_ids == 8 == g.all().count("core")
     nodes = [a for _, a in G.nodes(data=True) if a["type"] == "node"]
     assert sorted(a["rank"] for a in nodes) == [0, 1]

@@ -7,9 +7,10 @@ The model is an ``nx.DiGraph``:
   ``rank`` (-1 above the nodes), ``basename``, ``size``, ``unit``,
   ``properties`` (a dict) and ``pools``;
 * ``pools`` holds the identical leaves a container owns (cores, GPUs,
-  memory...): ``{type: {"ids": IdSet, "size": int, "unit": str, "basename":
-  str, "subsystem": str, "pos": int}}`` (``pos``: how many children came
-  before the pool in the input, for printing in input order);
+  memory...): ``{type: Pool(ids, size, unit, basename, subsystem, pos)}``
+  (a :class:`Pool` named tuple; ``ids`` is an :class:`~fluxsched_py.ids.IdSet`,
+  ``pos`` how many children came before the pool in the input, for printing
+  in input order);
 * every edge goes from parent to child and carries ``subsystem``
   (``containment``, ``power``, ``network``, ``ibnet``, or any name the input
   gives).  A vertex may have parents in several subsystems (a node fed by a
@@ -26,17 +27,31 @@ matcher's index is compiled from the model by
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import networkx as nx
 
 from ..ids import IdSet
 from .errors import ResourceError
 
-__all__ = ["ModelBuilder", "CONTAINMENT", "RLITE_TYPES"]
+__all__ = ["ModelBuilder", "Pool", "CONTAINMENT", "RLITE_TYPES"]
 
 CONTAINMENT = "containment"
 
 #: Leaf types R_lite always carries (others only when an R input carried them).
 RLITE_TYPES = ("core", "gpu")
+
+
+class Pool(NamedTuple):
+    """Identical leaves pooled on a container (a tuple: a dict per pool costs
+    three times the memory on a machine of 100,000 pools)."""
+
+    ids: IdSet
+    size: int = 1
+    unit: str = ""
+    basename: str = ""
+    subsystem: str = CONTAINMENT
+    pos: int = 0
 
 
 class ModelBuilder:
@@ -120,34 +135,28 @@ class ModelBuilder:
         pools = self._attrs[parent]["pools"]
         pool = pools.get(type)
         if pool is not None:
-            if pool["mask"] & ids:
-                dup = (pool["mask"] & ids).bit_length() - 1
+            have = pool.ids.mask
+            if have & ids:
+                dup = (have & ids).bit_length() - 1
                 raise ResourceError(
                     f"duplicate {type} id {dup} under {self._attrs[parent]['name']!r}",
                     source=self.source,
                     element=element,
                 )
-            if pool["size"] != size:
+            if pool.size != size:
                 raise ResourceError(
-                    f"{type} leaves of different sizes ({pool['size']}, {size}) under one parent are not supported",
+                    f"{type} leaves of different sizes ({pool.size}, {size}) under one parent are not supported",
                     source=self.source,
                     element=element,
                 )
-            pool["mask"] |= ids
+            pools[type] = pool._replace(ids=IdSet.from_mask(have | ids))
         else:
-            pools[type] = {
-                "mask": ids,
-                "size": size,
-                "unit": unit,
-                "basename": basename or type,
-                "subsystem": subsystem,
-                "pos": self._nkids[parent],
-            }
+            pools[type] = Pool(IdSet.from_mask(ids), size, unit, basename or type, subsystem, self._nkids[parent])
 
     def pool_mask(self, parent: int, type: str) -> int:
         """Ids already in ``parent``'s pool of ``type``."""
         pool = self._attrs[parent]["pools"].get(type)
-        return pool["mask"] if pool else 0
+        return pool.ids.mask if pool else 0
 
     def vertex(self, h: int) -> dict:
         """The attributes of vertex ``h`` so far (live; readers may read them)."""
@@ -159,8 +168,6 @@ class ModelBuilder:
             raise ResourceError("the resource graph is empty", source=self.source)
         if CONTAINMENT not in self._roots:
             raise ResourceError("the resource graph has no containment root", source=self.source)
-        for a in self._attrs:
-            a["pools"] = {t: _pool_out(p) for t, p in a["pools"].items()}
         G = nx.DiGraph(
             source=self.source,
             roots=dict(self._roots),
@@ -187,14 +194,3 @@ class ModelBuilder:
                 )
             kids[c] = pred[c][p] = {"subsystem": s}
         return G
-
-
-def _pool_out(p: dict) -> dict:
-    return {
-        "ids": IdSet.from_mask(p["mask"]),
-        "size": p["size"],
-        "unit": p["unit"],
-        "basename": p["basename"],
-        "subsystem": p["subsystem"],
-        "pos": p["pos"],
-    }

@@ -5,9 +5,10 @@ may leave out what has an obvious default: ``name`` (basename + id),
 ``basename`` (the type), ``id`` (0), ``rank`` (-1, or the parent's),
 ``size`` (1), ``unit`` (""), ``properties`` ({}), ``pools`` ({}), an edge's
 ``subsystem`` (containment) and ``G.graph["roots"]`` (found from the edges).
-A pool may be given as an :class:`~fluxsched_py.ids.IdSet`, an idset string
-(``"0-31"``), a list of ids, or a dict with ``ids`` and optional ``size``,
-``unit``, ``basename``, ``subsystem``.
+A pool may be given as a :class:`~fluxsched_py.resource.builder.Pool`, an
+:class:`~fluxsched_py.ids.IdSet`, an idset string (``"0-31"``), a list of
+ids, or a dict with ``ids`` and optional ``size``, ``unit``, ``basename``,
+``subsystem``; it becomes a ``Pool``.
 
 Defaults are filled in place, so the graph handed over is the model.  A
 ``MultiDiGraph`` is converted to a ``DiGraph`` whose edges keep their
@@ -21,7 +22,7 @@ from typing import Any
 import networkx as nx
 
 from ..ids import IdSet, IdSetError
-from .builder import CONTAINMENT, RLITE_TYPES
+from .builder import CONTAINMENT, RLITE_TYPES, Pool
 from .errors import ResourceError
 
 __all__ = ["validate"]
@@ -46,7 +47,9 @@ def _ids(spec: Any, v: Any, t: str) -> IdSet:
     raise _err(f"pool {t!r}: ids must be an IdSet, an idset string or a list of integers", v)
 
 
-def _pool(spec: Any, v: Any, t: str, pos: int) -> dict:
+def _pool(spec: Any, v: Any, t: str, pos: int) -> Pool:
+    if isinstance(spec, Pool):
+        spec = spec._asdict()
     d = spec if isinstance(spec, dict) else {"ids": spec}
     if "ids" not in d:
         raise _err(f"pool {t!r} has no 'ids'", v)
@@ -56,14 +59,14 @@ def _pool(spec: Any, v: Any, t: str, pos: int) -> dict:
     ids = _ids(d["ids"], v, t)
     if not ids:
         raise _err(f"pool {t!r} is empty", v)
-    return {
-        "ids": ids,
-        "size": size,
-        "unit": str(d.get("unit", "")),
-        "basename": str(d.get("basename") or t),
-        "subsystem": str(d.get("subsystem", CONTAINMENT)),
-        "pos": int(d.get("pos", pos)),
-    }
+    return Pool(
+        ids,
+        size,
+        str(d.get("unit", "")),
+        str(d.get("basename") or t),
+        str(d.get("subsystem", CONTAINMENT)),
+        int(d.get("pos", pos)),
+    )
 
 
 def _as_digraph(G: Any) -> nx.DiGraph:

@@ -21,6 +21,7 @@ allocation state lives in :mod:`fluxsched_py.resource.state`.
 
 from __future__ import annotations
 
+from operator import itemgetter
 from typing import Any
 
 import networkx as nx
@@ -64,8 +65,8 @@ class Topology:
         while stack:
             k, p = pop()
             a = nodes[k]
-            r = a.get("rank", -1)
-            if r is None or r < 0:
+            r = a["rank"]
+            if r < 0:
                 r = protos[p][2] if p >= 0 else -1
             i = len(protos)
             f = first.setdefault(k, i)
@@ -74,7 +75,7 @@ class Topology:
                 checked = True
             alias_of.append(f)
             append((k, p, r, a))
-            kids = [c for c, e in succ[k].items() if e.get("subsystem", CONTAINMENT) == subsystem]
+            kids = [c for c, e in succ[k].items() if e["subsystem"] == subsystem]
             for c in reversed(kids):
                 push((c, i))
         topo = cls(protos, alias_of, gattr, subsystem)
@@ -92,13 +93,14 @@ class Topology:
         self.key: list[Any] = [p[0] for p in protos]
         self.alias_of = alias_of
         attrs = [p[3] for p in protos]
-        self.type: list[str] = [a["type"] for a in attrs]
-        self.name: list[str] = [a.get("name") or f"{a.get('basename') or a['type']}{a.get('id', 0)}" for a in attrs]
-        self.id: list[int] = [a.get("id", 0) for a in attrs]
-        self.basename: list[str] = [a.get("basename") or a["type"] for a in attrs]
-        self.size: list[int] = [a.get("size", 1) for a in attrs]
-        self.unit: list[str] = [a.get("unit", "") for a in attrs]
-        self.vprops: list[dict] = [a.get("properties") or {} for a in attrs]
+        # every key is there: the builder and model.validate fill them all
+        self.type: list[str] = list(map(itemgetter("type"), attrs))
+        self.name: list[str] = list(map(itemgetter("name"), attrs))
+        self.id: list[int] = list(map(itemgetter("id"), attrs))
+        self.basename: list[str] = list(map(itemgetter("basename"), attrs))
+        self.size: list[int] = list(map(itemgetter("size"), attrs))
+        self.unit: list[str] = list(map(itemgetter("unit"), attrs))
+        self.vprops: list[dict] = list(map(itemgetter("properties"), attrs))
         self.rank: list[int] = [p[2] for p in protos]
         self.parent: list[int] = [p[1] for p in protos]
         children: list[list[int]] = [[] for _ in range(n)]
@@ -117,15 +119,21 @@ class Topology:
         #: (v, type) -> (size, unit, basename) for every pool
         self.pool_info: dict[tuple[int, str], tuple[int, str, str]] = {}
         info = self.pool_info
+        empty: dict = {}
         for v, a in enumerate(attrs):
+            pools = a["pools"]
+            if not pools:
+                self.pools.append(empty)
+                self.pool_pos.append(empty)
+                continue
             pm: dict[str, int] = {}
             pp: dict[str, int] = {}
-            for t, pool in (a.get("pools") or {}).items():
-                if pool.get("subsystem", CONTAINMENT) != subsystem:
+            for t, pool in pools.items():
+                if pool.subsystem != subsystem:
                     continue
-                pm[t] = pool["ids"].mask
-                pp[t] = pool.get("pos", 0)
-                info[(v, t)] = (pool.get("size", 1), pool.get("unit", ""), pool.get("basename") or t)
+                pm[t] = pool.ids.mask
+                pp[t] = pool.pos
+                info[(v, t)] = (pool.size, pool.unit, pool.basename)
             self.pools.append(pm)
             self.pool_pos.append(pp)
         #: vertex -> its other copies, for vertices with more than one parent
