@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["ranked_counts"]
+__all__ = ["ranked_counts", "rerank"]
 
 
 def _ids_sum(mask: int) -> int:
@@ -65,3 +65,23 @@ def ranked_counts(search: Any, hosts: list[tuple[int, list[int], int]], maxn: in
         greedy.append(k)
         left -= k
     return None if counts == greedy else counts
+
+
+def rerank(search: Any, start: int, per_host: list[tuple[int, list[int], int]], maxn: int, shape: tuple) -> list[int]:
+    """Keep the best ``maxn`` slots of ``per_host`` (all placed since log mark
+    ``start``), placing them again when ranking moves any; return their marks."""
+    counts = ranked_counts(search, per_host, maxn)
+    if counts is None:
+        every = [m for _, mine, _ in per_host for m in mine]
+        if len(every) > maxn:
+            search.rollback(every[maxn])
+        return every[:maxn]
+    search.rollback(start)
+    marks: list[int] = []
+    for (h, _, _), k in zip(per_host, counts, strict=True):
+        for _ in range(k):
+            mark = len(search.log)
+            if not search.place_slot(h, shape):
+                break
+            marks.append(mark)
+    return marks

@@ -34,15 +34,16 @@ slot hosts and alternatives
     with ``Policy.slot_host="children"`` a slot lies within the top-most
     vertex holding its types directly (:meth:`_Search.slot_hosts`); with
     ``Policy.flexible`` sibling slots are alternatives
-    (:meth:`_Search.sat_or_slots`).  Both are Fluxion's semantics, used by
-    ``fluxsched-py match``; see :mod:`fluxsched_py.match.policy`.
+    (:meth:`_Search.sat_or_slots`); top-level slots above the nodes are
+    ranked across hosts (:mod:`.slotrank`).  These are Fluxion's semantics,
+    used by ``fluxsched-py match`` (which prints what :mod:`.shown` names).
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from ..ids import IdSet
 from ..jobspec.request import Request, ResourceRequest
@@ -50,13 +51,11 @@ from ..resource.resourceset import ResourceSet, with_twins
 from ..resource.state import Availability
 from ..resource.topology import Topology
 from .policy import Policy
-from .slotrank import ranked_counts
+from .slotrank import rerank
 
 __all__ = ["search", "MatchResult", "request_needs"]
 
-#: Vertices with at least this many children are walked through
-#: :attr:`Availability.have` (see :meth:`_Search.kids`); fewer are walked in full.
-INDEX_FANOUT = 8
+INDEX_FANOUT = 8  #: children counts from which :attr:`Availability.have` is walked (:meth:`_Search.kids`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -362,29 +361,11 @@ class _Search:
             if maxn is not None and len(marks) >= maxn and not ranked:
                 break
         if ranked and len(per_host) > 1:
-            marks = self._rerank(start, per_host, maxn, r)
+            marks = rerank(self, start, per_host, maxn, r.with_)
         if not self._choose(r, marks, start):
             return False
         self.add_slots(next(r.count.candidates(len(marks))))
         return True
-
-    def _rerank(self, start: int, per_host: list, maxn: int, r: ResourceRequest) -> list[int]:
-        """Keep the best ``maxn`` slots across hosts (:mod:`.slotrank`); the marks of the slots kept."""
-        counts = ranked_counts(self, per_host, maxn)
-        if counts is None:
-            every = [m for _, mine, _ in per_host for m in mine]
-            if len(every) > maxn:
-                self.rollback(every[maxn])
-            return every[:maxn]
-        self.rollback(start)
-        marks: list[int] = []
-        for (h, _, _), k in zip(per_host, counts, strict=True):
-            for _ in range(k):
-                mark = len(self.log)
-                if not self.place_slot(h, r.with_):
-                    break
-                marks.append(mark)
-        return marks
 
     def sat_or_slots(self, scope: int, alts: tuple[ResourceRequest, ...]) -> bool:
         """Slots of any of the shapes ``alts`` (``Policy.flexible``), as many as the last one's count."""
@@ -617,44 +598,3 @@ def search(
     if not s.sat_list(0, request.resources, False, top=True):
         return None
     return MatchResult(s.result(), s.nslots, s.wholes(), s.explicit_leaves())
-
-
-def shown(topo: Topology, policy: Policy, result: MatchResult) -> tuple[set[int], dict[int, dict[str, int]]]:
-    """What a match *names*, for printing it the way resource-query does.
-
-    Returns the containers given whole to the job and the leaves it names:
-    the leaves matched explicitly, the children matched inside each container
-    taken whole (matched again inside it, which the match itself memoizes
-    away), and every item of a container taken whole with nothing asked
-    inside it (a bare ``node``, or a node under a ``*nodex`` policy).
-    """
-    from ..resource.state import Availability
-
-    xc: set[int] = set()
-    leaves: dict[int, dict[str, int]] = {v: dict(d) for v, d in (result.leaves or {}).items()}
-
-    def add_leaves(v: int, t: str, m: int) -> None:
-        d = leaves.setdefault(v, {})
-        d[t] = d.get(t, 0) | m
-
-    stack = list(result.wholes)
-    while stack:
-        c, with_ = stack.pop()
-        xc.add(c)
-        if not with_:
-            for u in range(c, topo.end[c]):
-                xc.add(u)
-                for t, m in topo.pools[u].items():
-                    add_leaves(u, t, m)
-            continue
-        loc: list[dict[str, int]] = [{} for _ in range(topo.n)]
-        for u in range(c, topo.end[c]):
-            loc[u] = dict(topo.pools[u])
-        av = Availability(topo, topo.subtree_mask(c), loc)
-        s = _Search(topo, av, replace(policy, node_exclusive=False), Request(with_), {}, {})
-        if not s.sat_list(c, with_, True):  # pragma: no cover - the match found it once
-            continue
-        for (v, t), m in s.tpool.items():
-            add_leaves(v, t, m)
-        stack.extend(s.dead.items())
-    return xc, leaves

@@ -18,7 +18,7 @@ import json
 from ..ids import IdSet
 from ..match import MatchResult
 from ..match.policy import Policy
-from ..match.traverse import shown
+from ..match.shown import shown
 from ..resource import ResourceGraph, ResourceSet
 from ..resource.topology import Topology
 

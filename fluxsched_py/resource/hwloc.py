@@ -115,11 +115,6 @@ class HwlocTopology:
     def ngpus(self) -> int:
         return len(self.gpus) + sum(len(s.gpus) for s in self.sockets)
 
-    @property
-    def total_memory(self) -> int:
-        """Bytes of CPU-attached NUMA memory on the machine."""
-        return self.memory + sum(s.memory for s in self.sockets)
-
 
 # -- XML helpers -----------------------------------------------------------------
 
