@@ -312,6 +312,7 @@ def test_main_reads_stdin_and_writes_test_output(env, monkeypatch, capsys):
         (["-L", "{grug}", "-P", "sideways"], "ERROR: unknown match policy 'sideways'"),
         (["-L", "{grug}", "-f", "hwloc"], "ERROR: {grug}: /graphml: not an hwloc topology"),
         (["-L", "{grug}", "-S", "XYZ"], "ERROR: unknown match subsystems 'XYZ'"),
+        (["-L", "{grug}", "-S", "PA"], "ERROR: {grug}: the resource graph has no power root"),
     ],
 )
 def test_main_errors_are_one_line(env, capsys, argv, message):
@@ -378,3 +379,13 @@ def test_jobspecs_go_through_the_project_parser(env):
         read_jobspec(flex)
     labels = [r.label for r in read_jobspec(flex, flexible=True).resources]
     assert labels == ["default", "default#2"]
+
+
+@pytest.mark.parametrize(
+    "spec,dominant",
+    [("CA", "containment"), ("PA", "power"), ("C+PA", "containment"), ("IBBA", "ibnetbw"), ("ALL", "containment")],
+)
+def test_the_first_subsystem_of_s_is_the_tree_matched(spec, dominant):
+    from fluxsched_py.matchcli.cli import dominant_subsystem
+
+    assert dominant_subsystem(spec) == dominant
