@@ -206,3 +206,42 @@ def test_a_cycle_through_a_second_parent_is_an_error():
     G.add_edge("st", "p")
     with pytest.raises(ResourceError, match="cycle"):
         ResourceGraph.from_networkx(G)
+
+
+def node_request(n: int) -> Request:
+    core = ResourceRequest("core", Count.fixed(1))
+    return Request((ResourceRequest("node", Count.fixed(n), (core,), exclusive=True),))
+
+
+def test_recipe_switches_form_a_network_subsystem():
+    g = ResourceGraph.from_recipe(
+        {"cluster": {"nodes": 10, "sockets": 1, "cores_per_socket": 1, "nodes_per_switch": 4}}
+    )
+    G = g.nx
+    under = {}
+    for u, v, s in G.edges(data="subsystem"):
+        if s == "network" and G.nodes[v]["type"] == "node":
+            under.setdefault(G.nodes[u]["name"], []).append(G.nodes[v]["rank"])
+    assert under == {"switch0": [0, 1, 2, 3], "switch1": [4, 5, 6, 7], "switch2": [8, 9]}
+    assert G.graph["roots"]["network"] != G.graph["roots"]["containment"]
+
+
+def test_network_policy_keeps_a_job_under_one_switch_when_one_fits():
+    from fluxsched_py.match.network import switch_count
+
+    g = ResourceGraph.from_recipe({"cluster": {"nodes": 8, "sockets": 1, "cores_per_socket": 1, "nodes_per_switch": 4}})
+    g.allocate(1, match(g, node_request(1), policy="low"))  # rank 0: switch0 keeps 3 free nodes
+    low = match(g, node_request(4), policy="low")
+    net = match(g, node_request(4), policy="network")
+    assert str(low.ranks) == "1-4" and switch_count(g, low) == 2
+    assert str(net.ranks) == "4-7" and switch_count(g, net) == 1
+    # best fit: a 3-node job goes where exactly 3 are free, keeping switch1 whole
+    assert str(match(g, node_request(3), policy="network").ranks) == "1-3"
+    # too big for any one switch: the fewest switches
+    assert switch_count(g, match(g, node_request(6), policy="network")) == 2
+
+
+def test_network_policy_without_a_network_is_low():
+    g = ResourceGraph.from_recipe({"cluster": {"nodes": 4, "sockets": 1, "cores_per_socket": 2}})
+    for n in (1, 3):
+        assert match(g, node_request(n), policy="network") == match(g, node_request(n), policy="low")

@@ -11,8 +11,11 @@
       memory_gb: 256      # optional, per node, split evenly across sockets, 1 GB units
       hostname: node      # optional host name prefix (node0, node1...), or a hostlist
       properties: {batch: "0-63", debug: "64-127"}   # optional, rank idsets
+      nodes_per_switch: 16  # optional: a network subsystem, fabric0 -> switchK -> 16 nodes each
 
-Node ``k`` (in rack order) has rank ``k``.  Cores, GPUs and memory units are
+Node ``k`` (in rack order) has rank ``k``.  With ``nodes_per_switch``, leaf
+switch ``k`` links nodes ``k * n .. (k + 1) * n - 1`` in the ``network``
+subsystem (a two-level fat tree), which ``policy=network`` packs jobs into.  Cores, GPUs and memory units are
 numbered per node (socket 1's cores follow socket 0's), as hwloc and R do.
 """
 
@@ -41,6 +44,7 @@ RECIPE_KEYS = (
     "hostname",
     "properties",
     "name",
+    "nodes_per_switch",
 )
 
 
@@ -125,10 +129,12 @@ def model_from_recipe(recipe: dict | str | Path) -> nx.DiGraph:
     gpu_m = (1 << gps) - 1
     mem_ps, mem_extra = divmod(mem, sockets)
     rank = 0
+    nodes: list[int] = []
     for k in range(racks or 1):
         parent = b.add_vertex("rack", f"rack{k}", k, root, basename="rack") if racks else root
         for _ in range(per_rack):
             node = b.add_vertex("node", hosts[rank], rank, parent, rank=rank, basename="node")
+            nodes.append(node)
             mem_next = 0
             for s in range(sockets):
                 sock = b.add_vertex("socket", f"socket{s}", s, node, basename="socket")
@@ -141,6 +147,14 @@ def model_from_recipe(recipe: dict | str | Path) -> nx.DiGraph:
                     b.add_leaves(sock, "memory", ((1 << m) - 1) << mem_next, unit="GB")
                     mem_next += m
             rank += 1
+    per_switch = _count(c, "nodes_per_switch", source, 0)
+    if per_switch:
+        # a two-level fat tree in the ``network`` subsystem: fabric0 -> switchK -> its nodes
+        fabric = b.add_vertex("switch", "fabric0", 0, basename="fabric", subsystem="network")
+        for k, first in enumerate(range(0, rank, per_switch)):
+            sw = b.add_vertex("switch", f"switch{k}", k, fabric, basename="switch", subsystem="network")
+            for r in range(first, min(first + per_switch, rank)):
+                b.link(sw, nodes[r], "network")
     b.hostnames = dict(enumerate(hosts))
     b.properties = props
     return b.finish()
