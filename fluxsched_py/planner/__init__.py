@@ -160,7 +160,7 @@ class MatchCache:
     SLOT_ORDER = {
         name: (p.order, p.high_ids)
         for name, p in MATCH_POLICIES.items()
-        if not (p.node_exclusive or p.locality or p.flexible) and p.slot_host == "node"
+        if not (p.node_exclusive or p.locality or p.flexible or p.network) and p.slot_host == "node"
     }
 
     def __init__(self, matcher: Matcher, maxsize: int = 2048, fast_paths: bool = True) -> None:
