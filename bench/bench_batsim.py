@@ -39,7 +39,6 @@ import argparse
 import csv
 import json
 import logging
-import os
 import shutil
 import socket
 import statistics
@@ -58,9 +57,8 @@ from fluxsched_py.replay import load_workload, replay  # noqa: E402
 from fluxsched_py.replay.platform import nodes_graph  # noqa: E402
 
 DATA = ROOT / "t" / "data" / "batsim"
-SHARED = Path(os.environ.get("FLUXSCHED_SHARED", ROOT.parent / "shared"))
-if not (SHARED / "conformance").exists():
-    SHARED = Path("/work/shared")
+from t.shared import SHARED  # noqa: E402 - the one place that finds ../shared
+
 PLATFORM = SHARED / "conformance" / "batsim" / "platforms" / "cluster512.xml"
 WORKLOAD = SHARED / "conformance" / "batsim" / "workloads" / "example_workload_hpc_seed1_jobs250.json"
 TOLERANCE = 0.1

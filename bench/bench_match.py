@@ -37,8 +37,9 @@ sys.path.insert(0, str(ROOT))
 from fluxsched_py.jobspec import load_jobspec  # noqa: E402
 from fluxsched_py.match import match  # noqa: E402
 from fluxsched_py.resource import ResourceGraph  # noqa: E402
+from t.shared import SHARED as _SHARED  # noqa: E402 - the one place that finds ../shared
 
-SHARED = ROOT / ".." / "shared" / "bench"
+SHARED = _SHARED / "bench"
 JOBSPECS = ("core1.yaml", "node1x.yaml", "node1024x.yaml")
 FLUXION_REF = (
     "Fluxion 0.54 reference (this machine, nodes16384.graphml): load 18 s, 4.0 GiB RSS, ~7 ms 1-core, ~15 ms 1-node-x"
@@ -104,6 +105,16 @@ def bench_ours(label: str, load, requests: dict, reps: int, policy: str) -> list
     return cells
 
 
+#: resource-query -e prints ``INFO: ELAPSE=<seconds>`` (std::to_string: 6 decimals) for every match
+#: (print_schedule_info in resource/utilities/command.cpp).
+ELAPSE = re.compile(r"^INFO: ELAPSE=([0-9.]+(?:[eE][-+]?[0-9]+)?)$", re.MULTILINE)
+
+
+def parse_elapse(stdout: str) -> list[float]:
+    """The per-match times, in seconds, of a ``resource-query -e`` session's output."""
+    return [float(x) for x in ELAPSE.findall(stdout)]
+
+
 def bench_fluxion(grug: Path, reps: int) -> list[str]:
     rq = shutil.which("resource-query")
     if rq is None:
@@ -118,18 +129,21 @@ def bench_fluxion(grug: Path, reps: int) -> list[str]:
         t0 = time.perf_counter()
         p = (
             subprocess.run(
-                ["/usr/bin/time", "-v", rq, "-L", str(grug), "-P", "first", "-e"],
+                ["/usr/bin/time", "-v", rq, "-L", str(grug), "-P", "first", "-F", "simple", "-e"],
                 stdin=cmds.open(),
                 capture_output=True,
                 text=True,
             )
             if shutil.which("/usr/bin/time")
             else subprocess.run(
-                [rq, "-L", str(grug), "-P", "first", "-e"], stdin=cmds.open(), capture_output=True, text=True
+                [rq, "-L", str(grug), "-P", "first", "-F", "simple", "-e"],
+                stdin=cmds.open(),
+                capture_output=True,
+                text=True,
             )
         )
         total = time.perf_counter() - t0
-        elapsed = [float(x) for x in re.findall(r"Elapsed=([0-9.]+)", p.stdout)]
+        elapsed = parse_elapse(p.stdout)
         m = re.search(r"Maximum resident set size \(kbytes\): (\d+)", p.stderr)
         cells[2] = f"{total:.1f} s total"
         cells[3] = f"{int(m.group(1)) / (1 << 20):.2f} GiB" if m else "?"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -20,13 +21,14 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from fluxsched_py.replay import load_workload, replay, summarize
-from fluxsched_py.replay.platform import nodes_graph
-from fluxsched_py.replay.synthetic import write_synthetic_swf
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-SEED1 = (
-    Path(__file__).resolve().parents[2] / "shared/conformance/batsim/workloads/example_workload_hpc_seed1_jobs250.json"
-)
+from fluxsched_py.replay import load_workload, replay, summarize  # noqa: E402
+from fluxsched_py.replay.platform import nodes_graph  # noqa: E402
+from fluxsched_py.replay.synthetic import write_synthetic_swf  # noqa: E402
+from t.shared import CONFORMANCE  # noqa: E402 - the one place that finds ../shared
+
+SEED1 = CONFORMANCE / "batsim" / "workloads" / "example_workload_hpc_seed1_jobs250.json"
 
 
 def timed(workload, nodes, policy, repeat):

@@ -32,9 +32,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-DEFAULT_CORPUS = HERE.parent.parent / "shared" / "conformance" / "fluxion-resource"
-if not DEFAULT_CORPUS.exists():
-    DEFAULT_CORPUS = Path("/work/shared/conformance/fluxion-resource")
+sys.path.insert(0, str(HERE.parent))
+from t.shared import CONFORMANCE  # noqa: E402 - the one place that finds ../shared
+
+DEFAULT_CORPUS = CONFORMANCE / "fluxion-resource"
 PREFIX = "@TEST_SRCDIR@/data/resource/"
 SHELL_VARS = {
     "t3033-resource-nodex.t": {"pol": "hinodex", "prefix": "00"},

@@ -2,25 +2,31 @@
 
 Subcommands are thin: each parses its own options and calls into the
 library.  Drivers whose dependencies are optional (Batsim needs pyzmq) are
-imported only when their subcommand runs.
+imported only when their subcommand runs.  Every subcommand reports errors
+through :mod:`fluxsched_py.cliutil`: one plain line on stderr, exit status 2
+for a bad option, 1 for bad input.
 """
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from .cliutil import ArgumentParser, boundary, error_line, report
+from .inputs import read_bytes
 from .jobspec import JobspecError, load_jobspec, parse_jobspec
+from .jobspec.loader import MAX_BYTES
 
 __all__ = ["main"]
 
 #: Subcommands implemented by other modules as ``main(argv) -> int``.
 DELEGATED = {
     "replay": ("fluxsched_py.replay.cli", "replay a workload trace through the scheduler (no Flux needed)"),
+    "sweep": ("fluxsched_py.sweep.cli", "replay a grid of workloads x policies x options, in parallel or on Flux"),
     "match": ("fluxsched_py.matchcli.cli", "match jobspecs on a resource graph, speaking resource-query's commands"),
+    "synthetic": ("fluxsched_py.replay.synthetic", "write a seeded synthetic workload (SWF or Batsim JSON)"),
     "batsim": ("fluxsched_py.batsim.cli", "run as a Batsim decision process"),
     "module-path": ("fluxsched_py.flux.paths", "print the folder to add to FLUX_MODULE_PATH_PREPEND"),
     "modprobe-path": ("fluxsched_py.flux.paths", "print the folder to add to FLUX_MODPROBE_PATH_APPEND"),
@@ -32,9 +38,10 @@ def bundled_jobspecs() -> list[Path]:
     return sorted((Path(__file__).parent / "jobspec" / "examples").glob("*.yaml"))
 
 
+@boundary("fluxsched-py validate")
 def validate(argv: Sequence[str]) -> int:
-    """``fluxsched-py validate [--v1] FILE|- ...``: one line per input."""
-    parser = argparse.ArgumentParser(
+    """``fluxsched-py validate [--v1] FILE|- ...``: one line per input on stdout."""
+    parser = ArgumentParser(
         prog="fluxsched-py validate",
         description="Validate jobspecs (RFC 14 canonical, or RFC 25 V1 with --v1). "
         "With no FILE, validate the bundled examples.",
@@ -47,14 +54,18 @@ def validate(argv: Sequence[str]) -> int:
     for name in files:
         try:
             if name == "-":
-                parse_jobspec(sys.stdin.buffer.read(), v1=args.v1)
+                try:
+                    data = read_bytes("-", MAX_BYTES)
+                except OSError as e:
+                    raise JobspecError("/", f"cannot read stdin: {e.strerror}") from None
+                parse_jobspec(data, v1=args.v1)
             else:
                 load_jobspec(name, v1=args.v1)
         except JobspecError as e:
             failed += 1
-            print(f"{name}: {e}")
+            print(error_line(name, e))
         else:
-            print(f"{name}: ok")
+            print(error_line(name, "ok"))
     return 1 if failed else 0
 
 
@@ -79,23 +90,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"fluxsched-py {__version__}")
         return 0
     command, rest = argv[0], argv[1:]
-    try:
-        if command == "validate":
-            return validate(rest)
-        if command in DELEGATED:
+    if command == "validate":
+        return validate(rest)
+    if command not in DELEGATED:
+        report("fluxsched-py", f"unknown command {command!r} (run 'fluxsched-py --help')")
+        return 2
+    return _delegate(command, rest)
+
+
+def _delegate(command: str, rest: list[str]) -> int:
+    @boundary(f"fluxsched-py {command}")
+    def run() -> int:
+        try:
             module = importlib.import_module(DELEGATED[command][0])
-            if command in ("module-path", "modprobe-path"):
-                return module.main([command, *rest])
-            return module.main(rest)
-    except ModuleNotFoundError as e:
-        print(f"fluxsched-py {command}: not available: {e}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 130
-    except BrokenPipeError:
-        return 0
-    print(f"fluxsched-py: unknown command {command!r}\n\n{_usage()}", file=sys.stderr)
-    return 2
+        except ModuleNotFoundError as e:
+            report(f"fluxsched-py {command}", f"not available: {e}")
+            return 1
+        if command in ("module-path", "modprobe-path"):
+            return module.main([command, *rest])
+        return module.main(rest)
+
+    return run()
 
 
 if __name__ == "__main__":

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
-CONFORMANCE = SHARED / "conformance"
+from .shared import CONFORMANCE, REPO, SHARED
+
+__all__ = ["CONFORMANCE", "REPO", "SHARED", "shared_path"]
 
 
 def shared_path(*parts: str) -> Path:

@@ -180,6 +180,11 @@ def test_unknown_query_is_a_protocol_error(d):
         ([(1.0, "JOB_COMPLETED", {})], "no 'job_id'"),
         ([begins(2)], "received twice"),
         ([(1.0, "NOTIFY", {})], "no 'type'"),
+        (
+            [(1.0, "NOTIFY", {"type": "event_machine_unavailable", "resources": "4"})],
+            "machine 4, but the platform has 4",
+        ),
+        ([(1.0, "NOTIFY", {"type": "event_machine_available", "resources": "0-99999999999"})], "exceeds the limit"),
     ],
 )
 def test_contradictions_are_protocol_errors(d, events, reason):

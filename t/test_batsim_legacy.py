@@ -80,6 +80,8 @@ def test_machine_failures_take_nodes_out():
         (b"3:1|1:S:w0!404", "not in the --workload"),
         (b"3:1|1:S:w0!1|1:S:w0!1", "submitted twice"),
         (b"\xff", "not ASCII"),
+        (b"3:1|1:F:2-99", "machine unavailable event names machine 99"),
+        (b"3:1|1:f:400", "machine available event names machine 400"),
     ],
 )
 def test_contradictions(second, reason):

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-CORPUS = ROOT.parent / "shared" / "conformance" / "fluxion-resource"
-if not CORPUS.exists():
-    CORPUS = Path("/work/shared/conformance/fluxion-resource")
+from .shared import CONFORMANCE, REPO
+
+ROOT = REPO
+CORPUS = CONFORMANCE / "fluxion-resource"
 
 # reached so far, of 374 (rfcs/resource-query.md lists every other case and why)
 OUTCOME_FLOOR = 374

@@ -184,11 +184,13 @@ def test_cli_platform_xml_and_nodes(capsys):
     assert round(json.loads(capsys.readouterr().out)[0]["makespan"], 2) == 11304.24
 
 
-def test_cli_bad_input_exits_1_with_a_message(tmp_path, capsys):
+def test_cli_bad_input_exits_1_bad_option_2_with_one_line(tmp_path, capsys):
     assert main([str(tmp_path / "missing.swf")]) == 1
-    assert "cannot read" in capsys.readouterr().err
-    assert main(["--compare", "fcfs,sjf"]) == 1
-    assert "unknown queue policy 'sjf'" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert err == f"fluxsched-py replay: {tmp_path / 'missing.swf'}: cannot read: No such file or directory\n"
+    assert main(["--compare", "fcfs,sjf"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown queue policy 'sjf'" in err and err.count("\n") == 1
 
 
 def test_python_dash_m_entry_point():

@@ -342,4 +342,4 @@ def test_load_refuses_platform_xml_and_matchcli_reports_one_line(tmp_path, capsy
     bad.write_text(V1[:600])
     assert main(["-L", str(bad), "-f", "hwloc"]) == 1
     err = capsys.readouterr().err
-    assert err.startswith(f"ERROR: {bad}: line ") and "Traceback" not in err and err.count("\n") == 1
+    assert err.startswith(f"fluxsched-py match: {bad}: line ") and "Traceback" not in err and err.count("\n") == 1

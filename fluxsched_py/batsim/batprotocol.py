@@ -45,6 +45,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..engine import EngineOptions
+from ..inputs import read_bytes
 from .driver import BatsimScheduler, Driver, Execute, Host, Reject, profile_runtime
 from .envelope import decode_envelope, number
 from .errors import ProtocolError
@@ -288,9 +289,8 @@ class BatprotocolDriver(Driver):
             candidates = [f for f in self.workload_files if os.path.basename(f) == base] + [filename]
             for path in candidates:
                 try:
-                    with open(path) as fp:
-                        profiles = json.load(fp).get("profiles")
-                except (OSError, ValueError, AttributeError) as exc:
+                    profiles = json.loads(read_bytes(path)).get("profiles")
+                except (OSError, ValueError, AttributeError, RecursionError) as exc:
                     log.debug("workload %s: cannot read profiles from %s: %s", name, path, exc)
                     continue
                 if isinstance(profiles, dict):

@@ -7,8 +7,11 @@ and the round-trip measurement; everything it receives goes through a
 :class:`~fluxsched_py.batsim.driver.Driver`, which decides.
 
 Exit status: 0 after SIMULATION_ENDS was answered; 1 when Batsim broke the
-protocol, went silent for ``--timeout`` seconds, or disconnected; 2 for bad
-command-line options.  It never waits forever unless ``--timeout 0`` says so.
+protocol, went silent for ``--timeout`` seconds, or disconnected, or an input
+file (``--workload``, ``--platform``) is bad; 2 for bad command-line options
+(an unwritable ``--record`` or ``--stats`` included, found before the run).
+It never waits forever unless ``--timeout 0`` says so.  Every message is one
+plain line on stderr, ``fluxsched-py batsim: LEVEL: ...``.
 """
 
 from __future__ import annotations
@@ -25,7 +28,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
+from ..cliutil import ArgumentParser, CLIError, UsageError, boundary, bounded_int, error_line, nonnegative_float
+from ..cliutil import open_output as _open_output
 from ..engine import EngineError, EngineOptions
+from ..inputs import MAX_NODES
 from ..policy import POLICIES
 from .driver import Driver
 from .errors import ProtocolError
@@ -37,13 +43,16 @@ log = logging.getLogger("fluxsched_py.batsim")
 DEFAULT_SOCKETS = {"v4": "tcp://*:28000", "batprotocol": "tcp://*:28000", "legacy": "/tmp/bat_socket"}
 
 
+PROG = "fluxsched-py batsim"
+
+
 class BatsimIOError(Exception):
     """The connection to Batsim failed: timeout, disconnect, truncated frame."""
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
-        prog="fluxsched-py batsim",
+    ap = ArgumentParser(
+        prog=PROG,
         description="Run fluxsched-py as the decision process (scheduler) of a Batsim simulation. "
         "Start it first, then batsim; it exits 0 once Batsim ends the simulation, 1 on a protocol error, "
         "a timeout or a lost connection.",
@@ -73,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--queue-depth", metavar="N", help="pending jobs considered per pass")
     ap.add_argument(
         "--timeout",
-        type=float,
+        type=nonnegative_float,
         default=300.0,
         metavar="SECONDS",
         help="give up when Batsim sends nothing for this long (default 300; 0 waits forever)",
@@ -87,7 +96,12 @@ def build_parser() -> argparse.ArgumentParser:
         "them in Redis); batprotocol: where to read the profiles of the workload Batsim names with the same "
         "file name (by default the path Batsim gives); repeat for several workloads",
     )
-    ap.add_argument("--nodes", type=int, metavar="N", help="legacy protocol only: number of machines (default nb_res)")
+    ap.add_argument(
+        "--nodes",
+        type=bounded_int(MAX_NODES),
+        metavar="N",
+        help="legacy protocol only: number of machines (default nb_res)",
+    )
     ap.add_argument("--platform", metavar="XML", help="legacy protocol only: SimGrid platform giving the machines")
     ap.add_argument(
         "--interval-separator",
@@ -331,10 +345,17 @@ def serve_unix(
         conn.close()
 
 
+class _OneLine(logging.Formatter):
+    """``fluxsched-py batsim: LEVEL: message``, control characters escaped: one line per record."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return error_line(PROG, f"{record.levelname}: {record.getMessage()}")
+
+
 def _setup_logging(args: argparse.Namespace) -> None:
     level = logging.ERROR if args.quiet else (logging.INFO if args.verbose == 0 else logging.DEBUG)
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("fluxsched-py batsim: %(levelname)s: %(message)s"))
+    handler.setFormatter(_OneLine())
     root = logging.getLogger("fluxsched_py")
     root.handlers[:] = [handler]
     root.setLevel(level)
@@ -343,6 +364,7 @@ def _setup_logging(args: argparse.Namespace) -> None:
         logging.getLogger("fluxsched_py.engine").setLevel(logging.WARNING)
 
 
+@boundary(PROG)
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``fluxsched-py batsim``; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -350,10 +372,25 @@ def main(argv: list[str] | None = None) -> int:
     _setup_logging(args)
     try:
         options = _options(args)
-        if (args.nodes or args.platform) and args.protocol != "legacy":
-            raise EngineError("--nodes and --platform are only for --protocol legacy (the JSON protocols carry them)")
-        if args.workload and args.protocol == "v4":
-            raise EngineError("--workload is only for --protocol legacy and batprotocol (v4 carries the jobs)")
+    except EngineError as exc:
+        raise UsageError(str(exc)) from None
+    if (args.nodes or args.platform) and args.protocol != "legacy":
+        raise UsageError("--nodes and --platform are only for --protocol legacy (the JSON protocols carry them)")
+    if args.workload and args.protocol == "v4":
+        raise UsageError("--workload is only for --protocol legacy and batprotocol (v4 carries the jobs)")
+    # Outputs are opened now, so a bad path fails before the simulation, not after it.
+    fp = _open_output(args.record, "--record") if args.record else None
+    stats_fp = _open_output(args.stats, "--stats") if args.stats else None
+    try:
+        return _run(args, options, fp, stats_fp)
+    finally:
+        for f in (fp, stats_fp):
+            if f is not None:
+                f.close()
+
+
+def _run(args: argparse.Namespace, options: EngineOptions, fp: IO[str] | None, stats_fp: IO[str] | None) -> int:
+    try:
         driver = make_driver(
             args.protocol,
             options,
@@ -362,12 +399,10 @@ def main(argv: list[str] | None = None) -> int:
             platform=args.platform,
             interval_separator="," if args.interval_separator == "comma" else " ",
         )
-    except (EngineError, ProtocolError, OSError, ValueError) as exc:
-        log.error("%s", exc)
-        return 2
+    except (EngineError, ProtocolError, ValueError) as exc:
+        raise CLIError(str(exc)) from None
     endpoint = args.socket or DEFAULT_SOCKETS[args.protocol]
     rtt = RoundTrips()
-    fp = open(args.record, "w") if args.record else None  # noqa: SIM115 - closed below
     record = Recorder(fp)
     if args.verbose >= 2:
         inner = record
@@ -391,9 +426,6 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         log.error("interrupted")
         status = 130
-    finally:
-        if fp is not None:
-            fp.close()
     summary = rtt.summary()
     if summary["messages"]:
         log.info(
@@ -403,8 +435,8 @@ def main(argv: list[str] | None = None) -> int:
             summary["p95_ms"],
             summary["max_ms"],
         )
-    if args.stats:
-        Path(args.stats).write_text(
+    if stats_fp is not None:
+        stats_fp.write(
             json.dumps(
                 {
                     "status": status,

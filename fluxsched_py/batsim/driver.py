@@ -340,12 +340,19 @@ class BatsimScheduler:
                 lag = (job.start or 0.0) - (job.vstart or 0.0)
                 self._push(max(self.vnow, t - lag), 0, "free", job)
 
+    def _known(self, ids: IdSet, what: str) -> None:
+        """Every protocol names machines by index: one the platform does not have is a protocol error."""
+        if ids and ids.last() >= len(self.hosts):
+            raise ProtocolError(f"{what} names machine {ids.last()}, but the platform has {len(self.hosts)} machines")
+
     def resources_down(self, ids: IdSet) -> None:
         self._engine()
+        self._known(ids, "machine unavailable event")
         self._push(self.vnow, 1, "down", arg=ids)
 
     def resources_up(self, ids: IdSet) -> None:
         self._engine()
+        self._known(ids, "machine available event")
         self._push(self.vnow, 1, "up", arg=ids)
 
     def requested_call(self, t: float) -> None:

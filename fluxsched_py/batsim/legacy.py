@@ -31,6 +31,7 @@ from typing import Any
 
 from ..engine import EngineOptions
 from ..ids import IdSet, IdSetError
+from ..inputs import MAX_NODES, MAX_SECONDS, read_bytes
 from .driver import BatsimScheduler, CallMeLater, Driver, Execute, Host, Reject, profile_runtime
 from .errors import ProtocolError
 
@@ -69,20 +70,30 @@ def load_job_table(paths: Iterable[str]) -> JobTable:
     for path in paths:
         p = Path(path)
         try:
-            data = json.loads(p.read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise ValueError(f"--workload {p}: {exc}") from None
+            data = json.loads(read_bytes(p))
+        except OSError as exc:
+            raise ValueError(f"{p}: --workload: cannot read: {exc.strerror or exc}") from None
+        except (ValueError, RecursionError) as exc:
+            raise ValueError(f"{p}: --workload: not JSON: {type(exc).__name__}") from None
         if not isinstance(data, dict) or not isinstance(data.get("jobs"), list):
             raise ValueError(f"--workload {p}: not a Batsim workload (no 'jobs' list)")
-        if data.get("nb_res"):
-            nb_res = max(nb_res or 0, int(data["nb_res"]))
+        nb = data.get("nb_res")
+        if nb:
+            if isinstance(nb, bool) or not isinstance(nb, int) or not 0 < nb <= MAX_NODES:
+                raise ValueError(f"{p}: --workload: nb_res must be an integer in 1..{MAX_NODES}, got {str(nb)[:40]}")
+            nb_res = max(nb_res or 0, nb)
         for j in data["jobs"]:
             try:
-                jid, res = str(j["id"]), int(j["res"])
-            except (KeyError, TypeError, ValueError):
-                raise ValueError(f"--workload {p}: job without id/res: {json.dumps(j)[:80]}") from None
-            wt = j.get("walltime")
-            walltime = float(wt) if wt is not None and float(wt) > 0 else None
+                jid, res = str(j["id"]), j["res"]
+                wt = j.get("walltime")
+                walltime = float(wt) if wt is not None else None
+            except (KeyError, TypeError, ValueError, AttributeError):
+                raise ValueError(f"{p}: --workload: job without id/res: {str(j)[:80]}") from None
+            if isinstance(res, bool) or not isinstance(res, int) or not 0 < res <= MAX_NODES:
+                raise ValueError(f"{p}: --workload: job {jid[:40]!r}: res must be an integer in 1..{MAX_NODES}")
+            if walltime is not None and not (math.isfinite(walltime) and walltime <= MAX_SECONDS):
+                raise ValueError(f"{p}: --workload: job {jid[:40]!r}: walltime {wt} is not a finite time")
+            walltime = walltime if walltime is not None and walltime > 0 else None
             runtime = profile_runtime((data.get("profiles") or {}).get(j.get("profile")))
             tail = jid.rsplit("!", 1)[-1]
             # Real Batsim 2.0 (the last text-protocol Batsim) names a workload by the first 6 hex digits
@@ -96,7 +107,7 @@ def load_job_table(paths: Iterable[str]) -> JobTable:
     for key in ambiguous:
         del jobs[key]  # only full WORKLOAD!ID names resolve these
     if not jobs:
-        raise ValueError("--protocol legacy needs --workload FILE: job sizes are not in that protocol")
+        raise ValueError("--protocol legacy needs --workload FILE (with jobs): job sizes are not in that protocol")
     return JobTable(jobs, nb_res)
 
 

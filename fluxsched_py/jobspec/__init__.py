@@ -11,11 +11,11 @@ result (:mod:`.semantics`) into an immutable
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
 from cachetools import LRUCache
 
+from ..inputs import read_bytes
 from .constraints import Constraint, ConstraintError, parse_constraint
 from .errors import JobspecError
 from .loader import MAX_BYTES, load_document
@@ -76,12 +76,8 @@ def parse_jobspec(data: bytes | str | dict, v1: bool = False) -> Request:
 
 def load_jobspec(path: str | os.PathLike, v1: bool = False) -> Request:
     """Read and validate a jobspec file (``-`` is not accepted here)."""
-    p = Path(path)
     try:
-        size = p.stat().st_size
-        if size > MAX_BYTES:
-            raise JobspecError("/", f"file is {size} bytes, more than the limit of {MAX_BYTES}")
-        data = p.read_bytes()
+        data = read_bytes(path, MAX_BYTES)  # a cap on reading: stat() says 0 for a device or a pipe
     except OSError as e:
         raise JobspecError("/", f"cannot read {path}: {e.strerror or e}") from None
     return parse_jobspec(data, v1=v1)

@@ -3,14 +3,25 @@
 Options follow Fluxion's resource-query; commands are read from stdin, one
 per line (see :mod:`fluxsched_py.matchcli.session`).  Example::
 
-    fluxsched-py match -L tiny.graphml -P high -t out.txt < cmds.in
+    fluxsched-py match -L examples/tiny.graphml -P high -t out.txt < cmds.in
+
+A bad option or graph ends the command with one plain line on stderr
+(``fluxsched-py match: FILE: reason``; status 2 for options, 1 for the graph);
+a bad command inside the session prints resource-query's ``ERROR: ...`` line
+and the session goes on, as resource-query's does.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
+import json
 import sys
+from collections.abc import Iterator
+from typing import Any
 
+from ..cliutil import ArgumentParser, CLIError, UsageError, boundary, open_output
+from ..inputs import read_bytes
 from ..resource import ResourceError, ResourceGraph
 from .compat import parse_policy
 from .session import FORMATS, Session
@@ -54,13 +65,11 @@ def dominant_subsystem(spec: str) -> str:
     return SUBSYSTEM_NAMES.get(first[:-1] if first.endswith("A") else first, "containment")
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one line, exit status 2, like getopt users expect
-        self.exit(2, f"ERROR: {message}\n")
+PROG = "fluxsched-py match"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="fluxsched-py match", description="resource-query compatible matcher")
+    p = ArgumentParser(prog=PROG, description="resource-query compatible matcher")
     p.add_argument("-L", "--load-file", required=True, help="resource graph file")
     p.add_argument("-f", "--load-format", default="grug", choices=("grug", "jgf", "rv1exec", "rv1exec_force", "hwloc"))
     p.add_argument("-W", "--load-allowlist", default=None, help="accepted, ignored")
@@ -103,45 +112,53 @@ def _load(path: str, fmt: str) -> ResourceGraph:
     if fmt in ("rv1exec", "rv1exec_force"):
         return ResourceGraph.load(path, "rv1")
     if fmt == "jgf":
-        import json
-
         try:
-            with open(path) as f:
-                data = json.load(f)
+            data = json.loads(read_bytes(path))
         except OSError as e:
             raise ResourceError(f"cannot read: {e.strerror}", source=path) from None
         except json.JSONDecodeError as e:
             raise ResourceError(f"invalid JSON: {e.msg} at line {e.lineno} column {e.colno}", source=path) from None
+        except (UnicodeDecodeError, RecursionError) as e:
+            raise ResourceError(f"invalid JSON: {type(e).__name__}", source=path) from None
         if isinstance(data, dict) and "graph" not in data and isinstance(data.get("scheduling"), dict):
             data = data["scheduling"]
         return ResourceGraph.from_jgf(data, source=path)
     return ResourceGraph.load(path, fmt)
 
 
+MAX_LINE = 1 << 16
+
+
+def command_lines(stream: Any, session: Session) -> Iterator[str]:
+    """The stream's lines; a line longer than MAX_LINE is skipped with an error (never held whole)."""
+    while True:
+        line = stream.readline(MAX_LINE)
+        if not line:
+            return
+        if len(line) == MAX_LINE and not line.endswith("\n"):
+            while line and not line.endswith("\n"):
+                line = stream.readline(MAX_LINE)
+            session.error(f"malformed command: line longer than {MAX_LINE} characters")
+            continue
+        yield line
+
+
+@boundary(PROG)
 def main(argv: list[str]) -> int:
     """Run a resource-query session; commands come from stdin. Returns the exit status."""
     args = build_parser().parse_args(argv)
     if args.match_subsystems not in SUBSYSTEMS and args.match_subsystems.upper() not in SUBSYSTEMS:
-        print(f"ERROR: unknown match subsystems '{args.match_subsystems}'", file=sys.stderr)
-        return 2
+        raise UsageError(f"-S: unknown match subsystems '{args.match_subsystems}'")
     try:
         policy = parse_policy(args.match_policy, flexible=args.traverser_policy == "flexible")
     except ValueError as e:
-        print(f"ERROR: {e}", file=sys.stderr)
-        return 2
+        raise UsageError(f"-P: {e}") from None
+    out = open_output(args.test_output, "-t") if args.test_output else None
     try:
-        graph = load_graph(args.load_file, args.load_format, args.match_subsystems)
-    except ResourceError as e:
-        print(f"ERROR: {e}", file=sys.stderr)
-        return 1
-    out = None
-    try:
-        if args.test_output:
-            try:
-                out = open(args.test_output, "w")
-            except OSError as e:
-                print(f"ERROR: can't open {args.test_output}: {e.strerror}", file=sys.stderr)
-                return 1
+        try:
+            graph = load_graph(args.load_file, args.load_format, args.match_subsystems)
+        except ResourceError as e:
+            raise CLIError(str(e)) from None
         session = Session(
             graph,
             policy,
@@ -149,7 +166,10 @@ def main(argv: list[str]) -> int:
             out=out or sys.stdout,
             path_map=tuple(args.path_map) if args.path_map else None,
         )
-        return session.run(sys.stdin)
+        # Bytes that are not UTF-8 reach the session as U+FFFD and fail as unknown commands.
+        buffer = getattr(sys.stdin, "buffer", None)
+        stdin = io.TextIOWrapper(buffer, encoding="utf-8", errors="replace") if buffer else sys.stdin
+        return session.run(command_lines(stdin, session))
     finally:
         if out is not None:
             out.close()

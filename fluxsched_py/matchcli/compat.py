@@ -24,10 +24,10 @@ from __future__ import annotations
 import copy
 import os
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
-from ..jobspec import JobspecError, Request, parse_jobspec
+from ..inputs import read_bytes
+from ..jobspec import Request, parse_jobspec
 from ..jobspec.loader import MAX_BYTES, load_document
 from ..match.policy import POLICIES, Policy
 
@@ -127,9 +127,7 @@ def read_jobspecs(path: str | os.PathLike, *, flexible: bool = False) -> list[Re
     """
     if not flexible:
         return [read_jobspec(path)]
-    data = Path(path).read_bytes()
-    if len(data) > MAX_BYTES:
-        raise JobspecError("/", f"file is {len(data)} bytes, more than the limit of {MAX_BYTES}")
+    data = read_bytes(path, MAX_BYTES)
     doc = load_document(data)
     if not isinstance(doc, dict) or not isinstance(doc.get("resources"), list):
         return [parse_jobspec(doc)]
@@ -146,10 +144,7 @@ def read_jobspec(path: str | os.PathLike, *, flexible: bool = False) -> Request:
     With ``flexible``, repeated slot labels are renamed first (see the module
     docstring); nothing else differs from :func:`fluxsched_py.jobspec.load_jobspec`.
     """
-    p = Path(path)
-    data = p.read_bytes()
-    if len(data) > MAX_BYTES:
-        raise JobspecError("/", f"file is {len(data)} bytes, more than the limit of {MAX_BYTES}")
+    data = read_bytes(path, MAX_BYTES)
     if not flexible:
         return parse_jobspec(data)
     return parse_jobspec(_relabel(load_document(data)))

@@ -26,7 +26,9 @@ import time
 from dataclasses import dataclass
 from typing import TextIO
 
+from ..inputs import read_bytes
 from ..jobspec import JobspecError, Request
+from ..jobspec.loader import MAX_BYTES
 from ..match import MatchResult, match_result
 from ..match.policy import Policy
 from ..planner import Planner
@@ -109,6 +111,9 @@ class Session:
             return 0
         if self.path_map:
             line = line.replace(*self.path_map)
+        if "\0" in line:
+            self.error("malformed command: NUL byte")
+            return 0
         try:
             args = shlex.split(line)
         except ValueError as e:
@@ -360,13 +365,15 @@ class Session:
             return
         jobid = job.jobid
         try:
-            with open(args[3]) as f:
-                data = json.load(f)
+            data = json.loads(read_bytes(args[3], MAX_BYTES))
         except OSError as e:
             self.error(f"can't open {args[3]}: {e.strerror}")
             return
         except json.JSONDecodeError as e:
             self.error(f"partial-cancel: {args[3]}: invalid JSON: {e.msg}")
+            return
+        except (UnicodeDecodeError, RecursionError) as e:
+            self.error(f"partial-cancel: {args[3]}: invalid JSON: {type(e).__name__}")
             return
         try:
             part = self._release_set(job, data, args[2], args[3])

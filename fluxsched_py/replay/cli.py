@@ -1,44 +1,86 @@
-"""``fluxsched-py replay``: evaluate a queue policy on a workload trace, no Flux needed.
+"""``fluxsched-py replay``: evaluate queue policies on a workload trace, no Flux needed.
 
-Run with no arguments, it replays the bundled synthetic example under fcfs,
-easy and conservative and prints them side by side.
+Which policies run is one rule: ``--compare P1,P2`` runs those,
+``--queue-policy P`` runs that one, and with neither the replay compares
+fcfs, easy and conservative, whatever the other options.  With no workload it
+replays the bundled synthetic example.
+
+Errors are one plain line on stderr (:mod:`fluxsched_py.cliutil`): exit
+status 2 for a bad option value, 1 for a bad input file.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import sys
+import time
 from collections.abc import Callable
-from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from ..cliutil import ArgumentParser, CLIError, UsageError, boundary, bounded_int, check_output_dir
 from ..engine import EngineError, EngineOptions
+from ..inputs import MAX_NODES, MAX_PER_NODE
 from ..policy import POLICIES
+from ..resource import ResourceError
 from .metrics import summarize
 from .platform import PlatformError, load_platform, nodes_graph
 from .report import print_summary, write_jobs_csv
 from .sim import replay
 from .synthetic import EXAMPLE_NAME, example_path, generate
-from .workload import Workload, WorkloadError, load_workload, read_batsim
+from .workload import Workload, WorkloadError, load_workload, parse_walltime_model, read_batsim
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "DEFAULT_POLICIES"]
+
+PROG = "fluxsched-py replay"
+#: The policies compared when neither --queue-policy nor --compare is given.
+DEFAULT_POLICIES = ("fcfs", "easy", "conservative")
+#: Seconds between plain progress lines when stderr is not a terminal.
+PROGRESS_EVERY = 5.0
+
+
+def _walltime_model(text: str) -> tuple[str, float | None]:
+    try:
+        return parse_walltime_model(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
-        prog="fluxsched-py replay",
-        description="Replay a workload (SWF, Batsim workload JSON, or a YAML list of jobspecs) through the "
-        "scheduler in simulated time and print schedule metrics.  With no arguments, replay the bundled example.",
+    ap = ArgumentParser(
+        prog=PROG,
+        description="Replay a workload (SWF, plain or .gz/.bz2/.xz; Batsim workload JSON; or a YAML list of "
+        "jobspecs) through the scheduler in simulated time and print schedule metrics.  Policies: --compare "
+        f"runs the listed ones, --queue-policy one; with neither, {', '.join(DEFAULT_POLICIES)} are compared.  "
+        "With no workload, replay the bundled example.",
     )
-    ap.add_argument("workload", nargs="?", help="workload file (.swf, .json, .yaml)")
+    ap.add_argument("workload", nargs="?", help="workload file (.swf[.gz|.bz2|.xz], .json, .yaml); '-' reads stdin")
     where = ap.add_mutually_exclusive_group()
     where.add_argument("--platform", metavar="FILE", help="YAML recipe, R (JSON), GRUG (.graphml) or Batsim XML")
-    where.add_argument("--nodes", type=int, metavar="N", help="N identical nodes (default: the workload's nb_res)")
-    ap.add_argument("--cores-per-node", type=int, default=1, metavar="C", help="cores per node with --nodes")
-    ap.add_argument("--queue-policy", choices=POLICIES, default="easy")
+    where.add_argument(
+        "--nodes",
+        type=bounded_int(MAX_NODES),
+        metavar="N",
+        help=f"N identical nodes, 1..{MAX_NODES} (default: the workload's nb_res)",
+    )
+    ap.add_argument(
+        "--cores-per-node",
+        type=bounded_int(MAX_PER_NODE),
+        default=1,
+        metavar="C",
+        help="cores per node with --nodes (default 1)",
+    )
+    ap.add_argument(
+        "--queue-policy",
+        choices=POLICIES,
+        default=None,
+        help=f"replay under this one queue policy (default: compare {', '.join(DEFAULT_POLICIES)})",
+    )
     ap.add_argument("--policy", default="first", help="placement policy (first, low, high, ...)")
     ap.add_argument(
         "--reserve-depth",
@@ -53,10 +95,30 @@ def build_parser() -> argparse.ArgumentParser:
         help="compute reason_pending/jobs_ahead for the first N pending jobs, as under Flux (default 0: the "
         "replay only needs t_estimate, which every reserved job gets)",
     )
-    ap.add_argument("--output-dir", metavar="DIR", help="write DIR/jobs.csv (DIR/POLICY/jobs.csv with --compare)")
-    ap.add_argument("--compare", metavar="P1,P2,...", help="replay under several queue policies, side by side")
+    ap.add_argument(
+        "--walltime",
+        type=_walltime_model,
+        default=("runtime", None),
+        metavar="MODEL",
+        help="SWF jobs with no requested time get: runtime (their run time, the default), default:SECONDS, or "
+        "none (unlimited); the table's title names the model when it was used",
+    )
+    ap.add_argument(
+        "--procs-per-node",
+        type=bounded_int(MAX_PER_NODE),
+        default=1,
+        metavar="P",
+        help="SWF: processors per node, to turn processor counts into nodes (default 1)",
+    )
+    ap.add_argument("--output-dir", metavar="DIR", help="write DIR/jobs.csv (DIR/POLICY/jobs.csv with several)")
+    ap.add_argument("--compare", metavar="P1,P2,...", help="replay under these queue policies, side by side")
+    ap.add_argument(
+        "--report",
+        metavar="DIR",
+        help="write figures (PNG and SVG) and DIR/index.html; needs the plot extra (matplotlib)",
+    )
     ap.add_argument("--json", action="store_true", help="print the summary as JSON instead of a table")
-    ap.add_argument("--no-progress", action="store_true", help="no progress bar even on a terminal")
+    ap.add_argument("--no-progress", action="store_true", help="no progress bar or progress lines")
     return ap
 
 
@@ -69,77 +131,146 @@ def _options(args: argparse.Namespace, policy: str) -> EngineOptions:
     return EngineOptions.parse(opts)
 
 
-def _graph_factory(args: argparse.Namespace, workload: Workload) -> Callable[[], object]:
+def _policies(args: argparse.Namespace) -> list[str]:
+    if args.compare is not None:
+        policies = [p.strip() for p in args.compare.split(",") if p.strip()]
+        if not policies:
+            raise UsageError("--compare: name at least one queue policy")
+        for pol in policies:
+            if pol not in POLICIES:
+                raise UsageError(f"--compare: unknown queue policy {pol!r} (choose from {', '.join(POLICIES)})")
+        if len(set(policies)) != len(policies):
+            raise UsageError(f"--compare: a queue policy is named twice in {args.compare!r}")
+        if args.queue_policy is not None:
+            raise UsageError("--compare and --queue-policy: give one or the other")
+        return policies
+    if args.queue_policy is not None:
+        return [args.queue_policy]
+    return list(DEFAULT_POLICIES)
+
+
+def _graph_factory(args: argparse.Namespace, workload: Workload) -> Callable[[], Any]:
     if args.platform:
         return lambda: load_platform(args.platform)
     n = args.nodes or workload.nb_res
     if not n:
-        raise PlatformError("the workload does not say how many nodes it needs (nb_res): give --nodes N or --platform")
+        raise UsageError(
+            f"{args.workload or workload.name}: the workload does not say how many nodes it needs (nb_res): "
+            "give --nodes N or --platform FILE"
+        )
     return lambda: nodes_graph(n, args.cores_per_node)
 
 
+def _finite(obj: Any) -> Any:
+    """JSON has no Infinity or NaN: such values become null."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_finite(v) for v in obj]
+    return obj
+
+
+def _load(args: argparse.Namespace) -> Workload:
+    if args.workload:
+        return load_workload(args.workload, walltime=args.walltime, procs_per_node=args.procs_per_node)
+    p = example_path()
+    if p:
+        return load_workload(p)
+    return read_batsim(generate(), name=EXAMPLE_NAME.removesuffix(".json"))
+
+
+def _plain_progress(policy: str, err: Any) -> Callable[[int, int], None]:
+    """A progress line every PROGRESS_EVERY seconds (for logs: stderr is not a terminal)."""
+    t0 = time.monotonic()
+    last = [t0]
+
+    def progress(done: int, total: int) -> None:
+        now = time.monotonic()
+        if now - last[0] >= PROGRESS_EVERY:
+            last[0] = now
+            print(f"{PROG}: {policy}: {done}/{total} jobs done ({now - t0:.0f} s)", file=err, flush=True)
+
+    return progress
+
+
+@boundary(PROG)
 def main(argv: list[str] | None = None) -> int:
-    """Entry point; returns the exit status (0 ok, 1 bad input)."""
+    """Entry point; returns the exit status (0 ok, 1 bad input, 2 bad option)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    ap = build_parser()
-    args = ap.parse_args(argv)
-    err = Console(stderr=True)
+    args = build_parser().parse_args(argv)
     # Piped output: a fixed, wide enough table instead of rich's 80 columns.
     out = Console() if sys.stdout.isatty() else Console(width=120)
-    policies = [args.queue_policy]
+    policies = _policies(args)
     try:
-        if args.workload:
-            workload = load_workload(args.workload)
-        else:
-            p = example_path()
-            workload = load_workload(p) if p else read_batsim(generate(), name=EXAMPLE_NAME.removesuffix(".json"))
-            if not argv:
-                policies = ["fcfs", "easy", "conservative"]
-        if args.compare:
-            policies = [p.strip() for p in args.compare.split(",") if p.strip()]
-        for pol in policies:
-            if pol not in POLICIES:
-                raise EngineError(f"unknown queue policy {pol!r} (choose from {', '.join(POLICIES)})")
-        make_graph = _graph_factory(args, workload)
         opts = [_options(args, pol) for pol in policies]
-    except (WorkloadError, PlatformError, EngineError) as exc:
-        err.print(f"[bold red]fluxsched-py replay:[/] {exc}", highlight=False)
-        return 1
+    except EngineError as exc:
+        raise UsageError(str(exc)) from None
+    outdir = check_output_dir(args.output_dir, "--output-dir") if args.output_dir else None
+    try:
+        workload = _load(args)
+        make_graph = _graph_factory(args, workload)
+    except WorkloadError as exc:
+        raise CLIError(str(exc)) from None
     for note in workload.notes:
-        err.print(f"note: {note}", highlight=False)
+        print(f"{PROG}: note: {note}", file=sys.stderr)
 
-    show = sys.stderr.isatty() and not args.no_progress and not args.json
+    if args.report:
+        from ..report import ReportError, require_matplotlib
+
+        try:
+            require_matplotlib()
+        except ReportError as exc:
+            raise CLIError(str(exc)) from None
+        check_output_dir(args.report, "--report")
+
+    bar = sys.stderr.isatty() and not args.no_progress and not args.json
+    plain = not sys.stderr.isatty() and not args.no_progress
     summaries, results = [], []
     for o in opts:
         try:
             graph = make_graph()
-        except (PlatformError, OSError, ValueError) as exc:
-            err.print(f"[bold red]fluxsched-py replay:[/] {exc}", highlight=False)
-            return 1
-        if show:
+        except (PlatformError, ResourceError) as exc:
+            raise CLIError(str(exc)) from None
+        if bar:
             with Progress(
                 TextColumn(f"{o.queue_policy:>12}"),
                 BarColumn(),
                 MofNCompleteColumn(),
                 TimeElapsedColumn(),
-                console=err,
+                console=Console(stderr=True),
                 transient=True,
-            ) as bar:
-                task = bar.add_task("replay", total=len(workload.jobs))
+            ) as progress_bar:
+                task = progress_bar.add_task("replay", total=len(workload.jobs))
                 result = replay(
-                    workload, graph, o, progress=lambda done, total, task=task: bar.update(task, completed=done)
+                    workload,
+                    graph,
+                    o,
+                    progress=lambda done, total, task=task: progress_bar.update(task, completed=done),
                 )
         else:
-            result = replay(workload, graph, o)
+            result = replay(workload, graph, o, progress=_plain_progress(o.queue_policy, sys.stderr) if plain else None)
         results.append(result)
         summaries.append(summarize(result))
-        if args.output_dir:
-            d = Path(args.output_dir)
-            path = write_jobs_csv(result, d / o.queue_policy / "jobs.csv" if len(opts) > 1 else d / "jobs.csv")
-            err.print(f"wrote {path}", highlight=False)
+        if outdir is not None:
+            path = write_jobs_csv(
+                result, outdir / o.queue_policy / "jobs.csv" if len(opts) > 1 else outdir / "jobs.csv"
+            )
+            print(f"wrote {path}", file=sys.stderr)
     nodes = results[0].nb_nodes if results else 0
+    title = f"{workload.name}: {len(workload.jobs)} jobs on {nodes} nodes"
+    if workload.walltime_filled:
+        title += f", walltime={workload.walltime_model} ({workload.walltime_filled} jobs)"
     if args.json:
-        print(json.dumps([s.as_dict() for s in summaries], indent=1))
+        print(json.dumps(_finite([s.as_dict() for s in summaries]), indent=1, allow_nan=False))
     else:
-        print_summary(summaries, f"{workload.name}: {len(workload.jobs)} jobs on {nodes} nodes", out)
+        print_summary(summaries, title, out)
+    if args.report:
+        from ..report.replay import report_replay
+
+        page = report_replay(
+            results, summaries, args.report, title, progress=not args.no_progress, jobs=os.cpu_count() or 1
+        )
+        print(f"wrote {page}", file=sys.stderr)
     return 0

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..ids import Hostlist, IdSet
+from ..inputs import MAX_NODES, MAX_PER_NODE, read_bytes
 
 __all__ = ["PlatformError", "load_platform", "nodes_graph", "nodes_R", "batsim_hosts"]
 
@@ -61,21 +62,47 @@ def nodes_R(hostnames: list[str], cores: list[int] | int = 1) -> dict:
 
 def nodes_graph(n: int, cores: int = 1, prefix: str = "node") -> Any:
     """A graph of ``n`` nodes named ``node0..``, ``cores`` cores each."""
-    if n <= 0:
-        raise PlatformError(f"--nodes must be positive, got {n}")
+    if not 1 <= n <= MAX_NODES:
+        raise PlatformError(f"a platform has 1..{MAX_NODES} nodes, not {n}")
+    if not 1 <= cores <= MAX_PER_NODE:
+        raise PlatformError(f"a node has 1..{MAX_PER_NODE} cores, not {cores}")
     return _graph_cls().from_rv1(nodes_R([f"{prefix}{i}" for i in range(n)], cores))
 
 
-def _expand_radical(radical: str) -> list[int]:
-    out: list[int] = []
+def _expand_radical(radical: str, where: str, room: int = MAX_NODES) -> list[int]:
+    """``0-3,7`` as ``[0, 1, 2, 3, 7]``; the count is checked against ``room`` before expanding."""
+    spans: list[tuple[int, int]] = []
+    total = 0
     for part in radical.split(","):
         part = part.strip()
-        if "-" in part:
-            lo, hi = part.split("-", 1)
-            out.extend(range(int(lo), int(hi) + 1))
-        elif part:
-            out.append(int(part))
-    return out
+        try:
+            if "-" in part:
+                lo_s, hi_s = part.split("-", 1)
+                lo, hi = int(lo_s), int(hi_s)
+            elif part:
+                lo = hi = int(part)
+            else:
+                continue
+        except ValueError:
+            raise PlatformError(f"{where}: radical {radical[:40]!r} is not a list of integers and ranges") from None
+        if lo < 0 or hi < lo:
+            raise PlatformError(f"{where}: radical range {part!r} is empty or negative")
+        total += hi - lo + 1
+        if total > room:
+            raise PlatformError(f"{where}: radical {radical[:40]!r} names more than {MAX_NODES} hosts (the limit)")
+        spans.append((lo, hi))
+    return [i for lo, hi in spans for i in range(lo, hi + 1)]
+
+
+def _cores(el: ET.Element, where: str) -> int:
+    text = el.get("core", "1")
+    try:
+        n = int(text)
+    except ValueError:
+        raise PlatformError(f"{where}: core={text[:40]!r} is not an integer") from None
+    if not 1 <= n <= MAX_PER_NODE:
+        raise PlatformError(f"{where}: core={n} is outside 1..{MAX_PER_NODE}")
+    return n
 
 
 def _role(el: ET.Element) -> str | None:
@@ -88,25 +115,34 @@ def _role(el: ET.Element) -> str | None:
 def batsim_hosts(path: str | os.PathLike[str]) -> list[tuple[str, int]]:
     """``(hostname, cores)`` of the compute hosts of a SimGrid platform XML."""
     try:
+        data = read_bytes(path)
+    except OSError as exc:
+        raise PlatformError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if b"<!ENTITY" in data:
+        raise PlatformError(f"{path}: XML entity declarations are not accepted in a platform")
+    try:
         # lstrip: some Batsim platforms start with a blank line before <?xml.
-        root = ET.fromstring(Path(path).read_text().lstrip())
-    except (ET.ParseError, OSError, UnicodeDecodeError) as exc:
+        root = ET.fromstring(data.lstrip())
+    except ET.ParseError as exc:
         raise PlatformError(f"{path}: not a readable platform XML: {exc}") from None
     hosts: list[tuple[str, int]] = []
     for el in root.iter():
         tag = el.tag.rsplit("}", 1)[-1]
+        where = f"{path}: <{tag} id={el.get('id', '')[:40]!r}>"
         if tag == "host":
             name = el.get("id") or ""
             if _role(el) in ("master", "storage") or name == "master_host":
                 continue
-            hosts.append((name, int(el.get("core", "1"))))
+            hosts.append((name, _cores(el, where)))
         elif tag in ("cluster", "cabinet"):
             if _role(el) in ("master", "storage"):
                 continue
             prefix, suffix = el.get("prefix", ""), el.get("suffix", "")
-            cores = int(el.get("core", "1"))
-            for i in _expand_radical(el.get("radical", "")):
+            cores = _cores(el, where)
+            for i in _expand_radical(el.get("radical", ""), where, MAX_NODES - len(hosts)):
                 hosts.append((f"{prefix}{i}{suffix}", cores))
+        if len(hosts) > MAX_NODES:
+            raise PlatformError(f"{path}: more than {MAX_NODES} hosts (the limit)")
     if not hosts:
         raise PlatformError(f"{path}: no compute hosts found")
     return hosts
@@ -140,9 +176,13 @@ def load_platform(path: str | os.PathLike[str]) -> Any:
         return G.from_grug(p)
     if suffix == ".json":
         try:
-            data = json.loads(p.read_text())
-        except json.JSONDecodeError as exc:
+            data = json.loads(read_bytes(p))
+        except OSError as exc:
+            raise PlatformError(f"{p}: cannot read: {exc.strerror or exc}") from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise PlatformError(f"{p}: not JSON: {exc}") from None
+        except RecursionError:
+            raise PlatformError(f"{p}: not JSON: nested too deeply") from None
         if isinstance(data, dict) and "execution" in data:
             return G.from_rv1(data)
         return G.load(p)

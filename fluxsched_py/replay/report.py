@@ -9,6 +9,7 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from ..ids import IdSet
 from .metrics import Summary
@@ -97,7 +98,7 @@ def _fmt(v: float | None, unit: str = "s") -> str:
 
 def summary_table(summaries: Sequence[Summary], title: str = "replay") -> Table:
     """One column per policy, one row per metric."""
-    t = Table(title=title)
+    t = Table(title=Text(title))  # Text: a workload name is shown as it is, never read as markup
     t.add_column("metric")
     for s in summaries:
         t.add_column(s.policy, justify="right")

@@ -94,7 +94,7 @@ def replay(
         while i < total and jobs[i].submit <= t:
             j = jobs[i]
             i += 1
-            for r in engine.alloc(j.id, 0, 0, j.submit, j.request):
+            for r in engine.alloc(j.id, 0, max(j.user, 0), j.submit, j.request):
                 if r.type is ResponseType.DENY:
                     rec = records[r.id]
                     rec.state, rec.note = REJECTED, r.note

@@ -1,7 +1,10 @@
 """The bundled example: a seeded synthetic HPC workload in Batsim's format.
 
 ``examples/synthetic_seed42_64nodes.json`` is ``generate()``'s output, written
-by ``python -m fluxsched_py.replay.synthetic examples/``.  Arrivals are a
+by ``fluxsched-py synthetic --json examples/synthetic_seed42_64nodes.json``
+(the defaults: 300 jobs, 64 nodes, seed 42, load 0.7).  ``--swf OUT`` writes the
+same jobs in the Standard Workload Format (:func:`to_swf`), so both files
+replay to the same schedule.  Arrivals are a
 Poisson process; sizes favour powers of two; walltimes are round requests a
 user would type; run times are a fraction of the walltime, and about 5 % of
 jobs overrun it (the replay kills them at their walltime).  The CLI falls back
@@ -10,12 +13,19 @@ to generating the same workload in memory when the file is not installed.
 
 from __future__ import annotations
 
+import argparse
 import json
+import math
 import random
 import sys
 from pathlib import Path
 
-__all__ = ["generate", "EXAMPLE_NAME", "example_path", "write_synthetic_swf"]
+from ..cliutil import ArgumentParser, UsageError, boundary, bounded_int, open_output
+from ..inputs import MAX_JOBS, MAX_NODES
+
+__all__ = ["generate", "to_swf", "EXAMPLE_NAME", "example_path", "write_synthetic_swf", "main"]
+
+PROG = "fluxsched-py synthetic"
 
 EXAMPLE_NAME = "synthetic_seed42_64nodes.json"
 
@@ -83,12 +93,61 @@ def example_path() -> Path | None:
     return None
 
 
+def to_swf(workload: dict) -> str:
+    """A :func:`generate` workload as SWF text: same ids, submit, run and requested times, sizes."""
+    lines = [
+        f"; {workload.get('description', 'fluxsched-py synthetic workload')}",
+        f"; MaxNodes: {workload['nb_res']}",
+        f"; MaxProcs: {workload['nb_res']}",
+    ]
+    for j in workload["jobs"]:
+        run = workload["profiles"][j["profile"]]["delay"]
+        res = j["res"]
+        lines.append(f"{j['id'] + 1} {j['subtime']} -1 {run} {res} -1 -1 {res} {j['walltime']} -1 1 1 1 -1 1 -1 -1 -1")
+    return "\n".join(lines) + "\n"
+
+
+def _load(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        v = math.nan
+    if not (0 < v <= 10):
+        raise argparse.ArgumentTypeError(f"must be a number in (0, 10], got {text!r}")
+    return v
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = ArgumentParser(
+        prog=PROG,
+        description="Write a seeded synthetic HPC workload (Poisson arrivals at an offered load; sizes favour "
+        "powers of two; run times a fraction of round walltimes, about 5 %% overrunning them). "
+        "The defaults give the bundled example.",
+    )
+    out = ap.add_mutually_exclusive_group(required=True)
+    out.add_argument("--json", metavar="OUT", help="write a Batsim workload JSON ('-' for stdout)")
+    out.add_argument("--swf", metavar="OUT", help="write a Standard Workload Format trace ('-' for stdout)")
+    ap.add_argument("--jobs", type=bounded_int(MAX_JOBS), default=300, metavar="N", help="number of jobs (300)")
+    ap.add_argument("--nodes", type=bounded_int(MAX_NODES), default=64, metavar="N", help="machine size (64)")
+    ap.add_argument("--seed", type=int, default=42, help="random seed (42)")
+    ap.add_argument("--load", type=_load, default=0.7, help="offered load, node-seconds asked per node-second (0.7)")
+    return ap
+
+
+@boundary(PROG)
 def main(argv: list[str] | None = None) -> int:
-    outdir = Path((argv or sys.argv[1:] or ["examples"])[0])
-    outdir.mkdir(parents=True, exist_ok=True)
-    p = outdir / EXAMPLE_NAME
-    p.write_text(json.dumps(generate(), indent=1) + "\n")
-    print(p)
+    """``fluxsched-py synthetic --jobs N --nodes N --swf|--json OUT``."""
+    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    dest = args.json or args.swf
+    if dest != "-" and Path(dest).is_dir():
+        raise UsageError(f"{dest}: {'--json' if args.json else '--swf'}: is a folder; give a file name")
+    w = generate(seed=args.seed, njobs=args.jobs, nodes=args.nodes, load=args.load)
+    text = json.dumps(w, indent=1) + "\n" if args.json else to_swf(w)
+    if dest == "-":
+        sys.stdout.write(text)
+        return 0
+    with open_output(dest, "--json" if args.json else "--swf") as f:
+        f.write(text)
     return 0
 
 

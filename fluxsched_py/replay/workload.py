@@ -12,12 +12,22 @@ Batsim workload JSON (``rfcs/batsim-workload.md``)
     model and are refused with a clear message).
 
 Standard Workload Format (``rfcs/swf.md``)
-    18 whitespace-separated fields per line, ``;`` comments; the header's
-    ``MaxNodes``/``MaxProcs`` give ``nb_res``.  A job becomes ``requested
-    processors`` (field 8, else allocated processors, field 5) nodes,
-    exclusive; walltime is the requested time (field 9, else the run time);
-    run time is field 4.  Jobs with no run time or no processors are skipped
-    (and counted).
+    18 whitespace-separated fields per line, ``;`` comments, read as a
+    stream (gzip, bzip2 and xz files are decompressed on the fly); the
+    header gives ``nb_res``: ``MaxProcs / procs_per_node`` when
+    ``procs_per_node`` is given (or there is no ``MaxNodes``), else
+    ``MaxNodes``.  A job becomes ``ceil(processors / procs_per_node)`` nodes,
+    exclusive, where processors are the requested ones (field 8, else the
+    allocated ones, field 5); walltime is the requested time (field 9, else
+    the walltime model's choice); run time is field 4; user is field 12 and
+    queue field 15.  Jobs with no run time or no processors are skipped (and
+    counted).
+
+Every number is checked as it is read: finite, not negative, integral where
+it counts something, within :mod:`fluxsched_py.inputs`' limits; ids are
+unique.  An SWF job with no requested time gets one from the *walltime model*
+(:func:`parse_walltime_model`): ``runtime`` (its own run time, the default),
+``default:SECONDS`` or ``none`` (unlimited).
 
 YAML jobspec list
     ``nb_res`` (optional) and ``jobs``, a list of ``{id?, submit, runtime,
@@ -27,18 +37,33 @@ YAML jobspec list
 
 from __future__ import annotations
 
+import io
 import json
+import lzma
 import math
 import os
+import zlib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from ..inputs import MAX_INPUT_BYTES, MAX_JOBS, MAX_NODES, MAX_SECONDS, bounded_lines, open_stream
+from ..jobspec.loader import MAX_BYTES
 from ..jobspec.request import Count, Request, ResourceRequest, TaskRequest
 
-__all__ = ["Workload", "WorkloadJob", "WorkloadError", "load_workload", "node_request"]
+__all__ = [
+    "Workload",
+    "WorkloadJob",
+    "WorkloadError",
+    "WALLTIME_MODELS",
+    "load_workload",
+    "node_request",
+    "parse_walltime_model",
+    "read_batsim",
+    "read_swf",
+    "read_jobspec_list",
+]
 
 
 class WorkloadError(ValueError):
@@ -57,6 +82,8 @@ class WorkloadJob:
     runtime: float
     nodes: int = 0
     profile: str = ""
+    user: int = -1  # SWF field 12 (-1: unknown)
+    queue: int = -1  # SWF field 15 (-1: unknown)
 
 
 @dataclass(slots=True)
@@ -66,6 +93,9 @@ class Workload:
     name: str = "workload"
     skipped: int = 0
     notes: list[str] = field(default_factory=list)
+    #: how many jobs had no requested time, and the walltime model that gave them one
+    walltime_filled: int = 0
+    walltime_model: str = "runtime"
 
 
 _NODE_REQUESTS: dict[tuple[int, float], Request] = {}
@@ -90,26 +120,141 @@ def node_request(nnodes: int, walltime: float) -> Request:
     return req
 
 
-def load_workload(path: str | os.PathLike[str]) -> Workload:
-    """Read a workload, choosing the reader from the file's extension/content."""
-    p = Path(path)
+# -- numbers, checked as read ---------------------------------------------------
+
+#: The walltime models (``--walltime``), for jobs that request no time.
+WALLTIME_MODELS = ("runtime", "default:SECONDS", "none")
+
+
+def parse_walltime_model(text: str) -> tuple[str, float | None]:
+    """``runtime`` | ``default:SECONDS`` | ``none`` as ``(kind, seconds)``; :class:`ValueError` otherwise."""
+    if text in ("runtime", "none"):
+        return text, None
+    kind, _, value = text.partition(":")
+    if kind == "default":
+        try:
+            seconds = float(value)
+        except ValueError:
+            seconds = math.nan
+        if math.isfinite(seconds) and 0 < seconds <= MAX_SECONDS:
+            return kind, seconds
+        raise ValueError(f"default:SECONDS needs a positive number of seconds, got {value!r}")
+    raise ValueError(f"unknown walltime model {text!r} (choose runtime, default:SECONDS or none)")
+
+
+def _fill_walltime(model: tuple[str, float | None], runtime: float) -> float:
+    kind, seconds = model
+    if kind == "runtime":
+        return runtime if runtime > 0 else math.inf
+    if kind == "default":
+        return float(seconds)  # type: ignore[arg-type]
+    return math.inf
+
+
+def _number(value: Any, where: str, what: str) -> float:
+    """A finite number, given as a JSON/YAML number (or a numeric string)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise WorkloadError(f"{where}: {what} must be a number, got {type(value).__name__}")
     try:
-        text = p.read_text()
+        x = float(value)
+    except (ValueError, OverflowError):
+        raise WorkloadError(f"{where}: {what} must be a number, got {str(value)[:40]!r}") from None
+    if not math.isfinite(x):
+        raise WorkloadError(f"{where}: {what} must be finite, got {value}")
+    return x
+
+
+def _time(value: Any, where: str, what: str) -> float:
+    """A time in seconds: finite, 0 <= t <= MAX_SECONDS."""
+    x = _number(value, where, what)
+    if x < 0:
+        raise WorkloadError(f"{where}: {what} must not be negative, got {value}")
+    if x > MAX_SECONDS:
+        raise WorkloadError(f"{where}: {what} {value} is beyond the limit of {MAX_SECONDS:g} s")
+    return x
+
+
+def _count(value: Any, where: str, what: str, limit: int = MAX_NODES) -> int:
+    """A count: an integer, 1 <= n <= limit (checked before anything is built from it)."""
+    x = _number(value, where, what)
+    if x != int(x):
+        raise WorkloadError(f"{where}: {what} must be an integer, got {value}")
+    n = int(x)
+    if n < 1:
+        raise WorkloadError(f"{where}: {what} must be at least 1, got {value}")
+    if n > limit:
+        raise WorkloadError(f"{where}: {what} {n} is more than the limit of {limit}")
+    return n
+
+
+def _optional_nb_res(value: Any, source: str) -> int | None:
+    if value is None or value == 0:
+        return None
+    return _count(value, source, "nb_res")
+
+
+# -- files ---------------------------------------------------------------------
+
+_COMPRESSED = (".gz", ".bz2", ".xz")
+
+
+def _decode(data: bytes, source: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise WorkloadError(f"{source}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})") from None
+
+
+def load_workload(
+    path: str | os.PathLike[str],
+    *,
+    walltime: str | tuple[str, float | None] = "runtime",
+    procs_per_node: int = 1,
+) -> Workload:
+    """Read a workload, choosing the reader from the file's name, else its first bytes.
+
+    ``path`` may be ``-`` (stdin) and may be gzip, bzip2 or xz compressed.
+    ``walltime`` is the model for SWF jobs with no requested time;
+    ``procs_per_node`` maps SWF processors to nodes.
+    """
+    model = parse_walltime_model(walltime) if isinstance(walltime, str) else walltime
+    source = os.fspath(path)
+    p = Path(source)
+    base = p.name
+    for ext in _COMPRESSED:
+        if base.lower().endswith(ext):
+            base = base[: -len(ext)]
+    stem, _, suffix = base.rpartition(".")
+    name, suffix = (stem, "." + suffix.lower()) if stem else (base, "")
+    if source == "-":
+        name = "stdin"
+    try:
+        stream = open_stream(source)
     except OSError as exc:
-        raise WorkloadError(f"{p}: cannot read: {exc.strerror or exc}") from None
-    suffix = p.suffix.lower()
-    if suffix == ".swf":
-        return read_swf(text, name=p.stem)
+        raise WorkloadError(f"{source}: cannot read: {exc.strerror or exc}") from None
+    try:
+        with stream:
+            if suffix not in (".swf", ".json", ".yaml", ".yml"):
+                head = stream.peek(256)[:256].lstrip()
+                suffix = ".json" if head[:1] == b"{" else ".swf" if head[:1] == b";" or head[:1].isdigit() else ".yaml"
+            if suffix == ".swf":
+                lines = io.TextIOWrapper(stream, encoding="utf-8", newline=None)
+                return read_swf(lines, name=name, source=source, walltime=model, procs_per_node=procs_per_node)
+            # YAML goes through the jobspec loader, whose cap is smaller.
+            limit = MAX_INPUT_BYTES if suffix == ".json" else MAX_BYTES
+            data = stream.read(limit + 1)
+            if len(data) > limit:
+                raise WorkloadError(f"{source}: larger than {limit} bytes (the limit for this format)")
+            text = _decode(data, source)
+    except OSError as exc:
+        raise WorkloadError(f"{source}: cannot read: {exc.strerror or exc}") from None
+    except (EOFError, lzma.LZMAError, zlib.error) as exc:
+        raise WorkloadError(f"{source}: cannot read: corrupt compressed data ({exc})") from None
+    except UnicodeDecodeError as exc:
+        raise WorkloadError(f"{source}: not UTF-8 text ({exc.reason} at byte {exc.start} of a block)") from None
     if suffix == ".json":
-        return read_batsim(text, name=p.stem, source=str(p))
-    if suffix in (".yaml", ".yml"):
-        return read_jobspec_list(text, name=p.stem, base=p.parent, source=str(p))
-    stripped = text.lstrip()
-    if stripped.startswith("{"):
-        return read_batsim(text, name=p.stem, source=str(p))
-    if stripped.startswith(";") or (stripped[:1].isdigit()):
-        return read_swf(text, name=p.stem)
-    return read_jobspec_list(text, name=p.stem, base=p.parent, source=str(p))
+        return read_batsim(text, name=name, source=source)
+    return read_jobspec_list(text, name=name, base=p.parent, source=source)
 
 
 # -- Batsim ------------------------------------------------------------------
@@ -120,100 +265,186 @@ def _job_number(raw: Any, index: int) -> int:
     if isinstance(raw, int) and not isinstance(raw, bool):
         return raw
     s = str(raw).rsplit("!", 1)[-1]
-    return int(s) if s.isdigit() else index
+    return int(s) if s.isdigit() and len(s) < 19 else index
 
 
 def read_batsim(text: str | dict, name: str = "workload", source: str = "<batsim>") -> Workload:
-    """A Batsim workload (JSON text or the parsed object)."""
+    """A Batsim workload (JSON text or the parsed object).
+
+    A job with no walltime (absent or -1) has none, as in Batsim: it is never
+    killed and the scheduler plans it as unlimited.
+    """
     try:
         data = json.loads(text) if isinstance(text, str) else text
     except json.JSONDecodeError as exc:
         raise WorkloadError(f"{source}: not JSON: {exc}") from None
+    except RecursionError:
+        raise WorkloadError(f"{source}: not a Batsim workload: JSON nested too deeply") from None
     if not isinstance(data, dict) or not isinstance(data.get("jobs"), list):
         raise WorkloadError(f"{source}: a Batsim workload needs a 'jobs' list")
-    profiles = data.get("profiles") or {}
+    if len(data["jobs"]) > MAX_JOBS:
+        raise WorkloadError(f"{source}: {len(data['jobs'])} jobs is more than the limit of {MAX_JOBS}")
+    nb_res = _optional_nb_res(data.get("nb_res"), f"{source}: nb_res")
+    profiles = data.get("profiles", {})
+    if not isinstance(profiles, dict):
+        raise WorkloadError(f"{source}: profiles must be an object, got {type(profiles).__name__}")
     jobs: list[WorkloadJob] = []
     seen: set[int] = set()
+    names: set[str] = set()
     for i, j in enumerate(data["jobs"]):
         where = f"{source}: jobs[{i}]"
-        try:
-            raw_id, subtime, res = j["id"], float(j["subtime"]), int(j["res"])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise WorkloadError(f"{where}: needs id, subtime and res ({exc})") from None
-        wall = j.get("walltime")
-        walltime = float(wall) if wall is not None and float(wall) > 0 else math.inf
+        if not isinstance(j, dict):
+            raise WorkloadError(f"{where}: a job must be an object, got {type(j).__name__}")
+        missing = [k for k in ("id", "subtime", "res") if k not in j]
+        if missing:
+            raise WorkloadError(f"{where}: needs id, subtime and res (missing {', '.join(missing)})")
+        raw_id = j["id"]
+        if not isinstance(raw_id, (int, str)) or isinstance(raw_id, bool):
+            raise WorkloadError(f"{where}: id must be a string or an integer, got {type(raw_id).__name__}")
+        if str(raw_id) in names:
+            raise WorkloadError(f"{where}: duplicate job id {raw_id!r}")
+        names.add(str(raw_id))
+        subtime = _time(j["subtime"], where, "subtime")
+        res = _count(j["res"], where, "res")
         prof_name = j.get("profile")
+        if not isinstance(prof_name, str):
+            raise WorkloadError(f"{where}: profile must be a name, got {type(prof_name).__name__}")
         prof = profiles.get(prof_name)
-        if prof is None:
+        if not isinstance(prof, dict):
             raise WorkloadError(f"{where}: profile {prof_name!r} is not defined")
         if prof.get("type") == "delay" and "delay" in prof:
-            runtime = float(prof["delay"])
+            runtime = _time(prof["delay"], f"{source}: profiles[{prof_name!r}]", "delay")
         elif "runtime" in prof:
-            runtime = float(prof["runtime"])
+            runtime = _time(prof["runtime"], f"{source}: profiles[{prof_name!r}]", "runtime")
         else:
             raise WorkloadError(
-                f"{where}: profile {prof_name!r} has type {prof.get('type')!r}; the replay needs 'delay' "
+                f"{where}: profile {prof_name!r} has type {str(prof.get('type'))[:40]!r}; the replay needs 'delay' "
                 "profiles (other types need Batsim's platform model)"
             )
-        if res <= 0:
-            raise WorkloadError(f"{where}: res must be positive, got {res}")
+        wall = j.get("walltime")
+        wall_s = None if wall is None else _number(wall, where, "walltime")
+        if wall_s is None or wall_s <= 0:  # Batsim writes -1 for "no walltime"
+            walltime_s = math.inf
+        else:
+            walltime_s = _time(wall_s, where, "walltime")
         number = _job_number(raw_id, i)
         if number in seen:
             number = max(seen) + 1
         seen.add(number)
         jobs.append(
-            WorkloadJob(number, str(raw_id), subtime, node_request(res, walltime), walltime, runtime, res, prof_name)
+            WorkloadJob(
+                number, str(raw_id), subtime, node_request(res, walltime_s), walltime_s, runtime, res, prof_name
+            )
         )
-    nb = data.get("nb_res")
-    return Workload(jobs, int(nb) if nb else None, name)
+    return Workload(jobs, nb_res, name)
+
+
+def _model_name(model: tuple[str, float | None]) -> str:
+    kind, seconds = model
+    return f"default:{seconds:g}" if kind == "default" else kind
 
 
 # -- SWF -----------------------------------------------------------------------
 
+#: An SWF line is 18 numbers; a longer line is not SWF (and is not held whole).
+MAX_SWF_LINE = 4096
 
-def read_swf(text: str, name: str = "workload") -> Workload:
-    """A Standard Workload Format trace (Feitelson's Parallel Workloads Archive)."""
+
+def _lines(stream: Iterable[str], source: str) -> Iterable[tuple[int, str]]:
+    if not hasattr(stream, "readline"):
+        yield from enumerate(stream, 1)
+        return
+    try:
+        yield from bounded_lines(stream, MAX_SWF_LINE)  # type: ignore[arg-type]
+    except UnicodeDecodeError as exc:
+        raise WorkloadError(f"{source}: not UTF-8 text ({exc.reason}): not SWF") from None
+    except ValueError as exc:
+        raise WorkloadError(f"{source}: {exc}: not SWF") from None
+
+
+def read_swf(
+    text: str | Iterable[str],
+    name: str = "workload",
+    source: str | None = None,
+    *,
+    walltime: tuple[str, float | None] = ("runtime", None),
+    procs_per_node: int = 1,
+) -> Workload:
+    """A Standard Workload Format trace (Feitelson's Parallel Workloads Archive), text or lines."""
+    source = source or f"{name}.swf"
+    lines: Iterable[tuple[int, str]]
+    lines = enumerate(text.splitlines(), 1) if isinstance(text, str) else _lines(text, source)
     jobs: list[WorkloadJob] = []
-    nb_res: int | None = None
-    max_procs: int | None = None
-    skipped = 0
-    for lineno, line in enumerate(text.splitlines(), 1):
+    seen: set[int] = set()
+    header: dict[str, int] = {}
+    skipped = filled = 0
+    for lineno, line in lines:
         s = line.strip()
         if not s:
             continue
         if s.startswith(";"):
             key, _, value = s[1:].partition(":")
             key = key.strip().lower()
-            try:
-                if key == "maxnodes":
-                    nb_res = int(value.split()[0])
-                elif key == "maxprocs":
-                    max_procs = int(value.split()[0])
-            except (ValueError, IndexError):
-                pass
+            if key in ("maxnodes", "maxprocs"):
+                try:
+                    header[key] = int(value.split()[0])
+                except (ValueError, IndexError):
+                    raise WorkloadError(
+                        f"{source}:{lineno}: {key} must be an integer: {value.strip()[:40]!r}"
+                    ) from None
             continue
+        if "\0" in s:
+            raise WorkloadError(f"{source}:{lineno}: NUL byte: not an SWF text file")
         f = s.split()
         if len(f) < 9:
-            raise WorkloadError(f"{name}.swf:{lineno}: expected 18 fields, got {len(f)}")
+            raise WorkloadError(f"{source}:{lineno}: expected 18 fields, got {len(f)}")
+        where = f"{source}:{lineno}"
         try:
             number = int(f[0])
-            submit = float(f[1])
-            runtime = float(f[3])
-            alloc = int(float(f[4]))
-            req_procs = int(float(f[7]))
-            req_time = float(f[8])
+            values = [float(x) for x in f[1:]]
         except ValueError:
-            raise WorkloadError(f"{name}.swf:{lineno}: fields must be numbers: {s[:60]!r}") from None
+            raise WorkloadError(f"{where}: fields must be numbers: {s[:60]!r}") from None
+        if number in seen:
+            raise WorkloadError(f"{where}: duplicate job number {number}")
+        seen.add(number)
+        submit = _time(values[0], where, "submit time (field 2)")
+        runtime = _number(values[2], where, "run time (field 4)")
+        alloc = _number(values[3], where, "allocated processors (field 5)")
+        req_procs = _number(values[6], where, "requested processors (field 8)")
+        req_time = _number(values[7], where, "requested time (field 9)")
         procs = req_procs if req_procs > 0 else alloc
-        if runtime < 0 or procs <= 0:
+        if runtime < 0 or not procs > 0:  # -1: unknown; NaN fails the test too
             skipped += 1
             continue
-        walltime = req_time if req_time > 0 else (runtime if runtime > 0 else math.inf)
+        runtime = _time(runtime, where, "run time (field 4)")
+        procs_i = _count(procs, where, "processors (field 8 or 5)", MAX_NODES * procs_per_node)
+        nodes = -(-procs_i // procs_per_node)
+        if req_time > 0:
+            wall = _time(req_time, where, "requested time (field 9)")
+        else:
+            wall = _fill_walltime(walltime, runtime)
+            filled += 1
+        user = int(values[10]) if len(values) > 10 and math.isfinite(values[10]) else -1
+        queue = int(values[13]) if len(values) > 13 and math.isfinite(values[13]) else -1
         jobs.append(
-            WorkloadJob(number, str(number), submit, node_request(procs, walltime), walltime, runtime, procs, "")
+            WorkloadJob(number, str(number), submit, node_request(nodes, wall), wall, runtime, nodes, "", user, queue)
         )
+        if len(jobs) > MAX_JOBS:
+            raise WorkloadError(f"{where}: more than {MAX_JOBS} jobs (the limit)")
     jobs.sort(key=lambda j: (j.submit, j.id))
-    w = Workload(jobs, nb_res or max_procs, name, skipped)
+    # Jobs count processors: with procs_per_node, the machine is MaxProcs / procs_per_node nodes.
+    nb_res = None
+    maxnodes, maxprocs = header.get("maxnodes", 0), header.get("maxprocs", 0)
+    if maxprocs > 0 and (procs_per_node > 1 or maxnodes <= 0):
+        nb_res = -(-_count(maxprocs, source, "MaxProcs", MAX_NODES * procs_per_node) // procs_per_node)
+    elif maxnodes > 0:
+        nb_res = _count(maxnodes, source, "MaxNodes")
+    w = Workload(jobs, nb_res, name, skipped, walltime_filled=filled, walltime_model=_model_name(walltime))
+    if procs_per_node == 1 and maxnodes > 0 and maxprocs > maxnodes:
+        w.notes.append(
+            f"MaxProcs is {maxprocs / maxnodes:g} x MaxNodes: jobs count processors; "
+            f"--procs-per-node {maxprocs // maxnodes} would map them to nodes"
+        )
     if skipped:
         w.notes.append(f"skipped {skipped} jobs with no run time or no processors")
     return w
@@ -223,42 +454,50 @@ def read_swf(text: str, name: str = "workload") -> Workload:
 
 
 def read_jobspec_list(text: str, name: str = "workload", base: Path | None = None, source: str = "<yaml>") -> Workload:
-    """``{nb_res?, jobs: [{id?, submit, runtime, jobspec}]}`` (or just the list)."""
+    """``{nb_res?, jobs: [{id?, submit, runtime, jobspec}]}`` (or just the list).
+
+    The YAML is read with the jobspec loader's defences (size, nesting, alias
+    expansion); walltime is each jobspec's duration (0: unlimited, as under Flux).
+    """
+    from ..jobspec import JobspecError, load_jobspec, parse_jobspec
+    from ..jobspec.loader import load_document
+
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise WorkloadError(f"{source}: not YAML: {exc}") from None
+        data = load_document(text)
+    except JobspecError as exc:
+        raise WorkloadError(f"{source}: not a YAML workload: {exc}") from None
     if isinstance(data, list):
         data = {"jobs": data}
     if not isinstance(data, dict) or not isinstance(data.get("jobs"), list):
         raise WorkloadError(f"{source}: expected a 'jobs' list of {{submit, runtime, jobspec}}")
-    from .. import jobspec as js
-
-    parse = getattr(js, "parse_jobspec", None)
-    load = getattr(js, "load_jobspec", None)
-    if parse is None:
-        raise WorkloadError(f"{source}: this build has no jobspec parser (fluxsched_py.jobspec.parse_jobspec)")
+    if len(data["jobs"]) > MAX_JOBS:
+        raise WorkloadError(f"{source}: {len(data['jobs'])} jobs is more than the limit of {MAX_JOBS}")
+    nb_res = _optional_nb_res(data.get("nb_res"), f"{source}: nb_res")
     jobs = []
+    seen: set[int] = set()
     for i, entry in enumerate(data["jobs"]):
         where = f"{source}: jobs[{i}]"
         if not isinstance(entry, dict) or "jobspec" not in entry:
             raise WorkloadError(f"{where}: needs 'jobspec', 'submit' and 'runtime'")
         spec = entry["jobspec"]
         try:
-            if isinstance(spec, str) and load is not None:
-                request = load((base or Path(".")) / spec)
+            if isinstance(spec, str):
+                request = load_jobspec((base or Path(".")) / spec)
             else:
-                request = parse(spec)
-        except Exception as exc:
+                request = parse_jobspec(spec)
+        except (JobspecError, ValueError, TypeError) as exc:
             raise WorkloadError(f"{where}: invalid jobspec: {exc}") from None
-        try:
-            submit = float(entry.get("submit", 0.0))
-            runtime = float(entry["runtime"])
-        except (KeyError, TypeError, ValueError):
-            raise WorkloadError(f"{where}: 'submit' and 'runtime' must be numbers") from None
+        if "runtime" not in entry:
+            raise WorkloadError(f"{where}: needs 'runtime'")
+        submit = _time(entry.get("submit", 0.0), where, "submit")
+        runtime = _time(entry["runtime"], where, "runtime")
         walltime = float(request.duration) if request.duration and request.duration > 0 else math.inf
-        number = int(entry.get("id", i))
-        jobs.append(WorkloadJob(number, str(number), submit, request, walltime, runtime, request.nnodes, ""))
+        raw = entry.get("id", i)
+        if isinstance(raw, bool) or not isinstance(raw, int):
+            raise WorkloadError(f"{where}: id must be an integer, got {str(raw)[:40]!r}")
+        if raw in seen:
+            raise WorkloadError(f"{where}: duplicate job id {raw}")
+        seen.add(raw)
+        jobs.append(WorkloadJob(raw, str(raw), submit, request, walltime, runtime, request.nnodes, ""))
     jobs.sort(key=lambda j: (j.submit, j.id))
-    nb = data.get("nb_res")
-    return Workload(jobs, int(nb) if nb else None, name)
+    return Workload(jobs, nb_res, name)

@@ -50,10 +50,10 @@ import os
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import networkx as nx
 
+from ..inputs import read_bytes
 from .builder import ModelBuilder
 from .errors import ResourceError
 
@@ -376,7 +376,7 @@ def read_hwloc(path: StrPath) -> HwlocTopology:
     """Read one machine from an hwloc XML file (see :func:`parse_hwloc`)."""
     source = os.fspath(path)
     try:
-        data = Path(path).read_bytes()
+        data = read_bytes(path)
     except OSError as e:
         raise ResourceError(f"cannot read: {e.strerror}", source=source) from None
     return parse_hwloc(data, source=source)

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import networkx as nx
 
+from ..inputs import read_bytes
 from .builder import ModelBuilder
 from .errors import ResourceError
 from .resourceset import ResourceSet
@@ -260,11 +261,13 @@ def model_from_jgf(obj: dict | str | Path, *, source: str | None = None) -> nx.D
     if isinstance(obj, (str, Path)):
         source = str(obj)
         try:
-            obj = json.loads(Path(obj).read_text())
+            obj = json.loads(read_bytes(obj))
         except OSError as e:
             raise ResourceError(f"cannot read: {e.strerror}", source=source) from None
         except json.JSONDecodeError as e:
             raise ResourceError(f"invalid JSON: {e.msg} at line {e.lineno} column {e.colno}", source=source) from None
+        except (UnicodeDecodeError, RecursionError) as e:
+            raise ResourceError(f"invalid JSON: {type(e).__name__}", source=source) from None
     return builder_from_jgf(obj, source=source).finish()
 
 

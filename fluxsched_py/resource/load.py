@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..inputs import read_text
 from .errors import ResourceError
 from .hwloc import xml_root_tag
 
@@ -54,7 +55,7 @@ def load_graph(path: str | Path, format: str | None = None) -> ResourceGraph:
     if format is not None and format not in FORMATS:
         raise ResourceError(f"unknown graph format {format!r} (expected one of {', '.join(FORMATS)})", source=source)
     try:
-        text = p.read_text()
+        text = read_text(p)
     except OSError as e:
         raise ResourceError(f"cannot read: {e.strerror}", source=source) from None
     except UnicodeDecodeError as e:
@@ -76,6 +77,8 @@ def load_graph(path: str | Path, format: str | None = None) -> ResourceGraph:
         data = json.loads(text)
     except json.JSONDecodeError as e:
         raise ResourceError(f"invalid JSON: {e.msg} at line {e.lineno} column {e.colno}", source=source) from None
+    except RecursionError:
+        raise ResourceError("invalid JSON: nested too deeply", source=source) from None
     if fmt == "json":
         if isinstance(data, dict) and "execution" in data:
             fmt = "rv1"

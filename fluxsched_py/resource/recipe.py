@@ -28,6 +28,7 @@ import networkx as nx
 import yaml
 
 from ..ids import Hostlist, HostlistError, IdSet, IdSetError
+from ..inputs import MAX_NODES, MAX_PER_NODE, read_text
 from .builder import ModelBuilder
 from .errors import ResourceError
 
@@ -52,13 +53,17 @@ def _load(recipe: Any) -> tuple[dict, str | None]:
     if isinstance(recipe, (str, Path)):
         source = str(recipe)
         try:
-            text = Path(recipe).read_text()
+            text = read_text(recipe, 1 << 20)
         except OSError as e:
             raise ResourceError(f"cannot read: {e.strerror}", source=source) from None
+        except UnicodeDecodeError as e:
+            raise ResourceError(f"not UTF-8 text: {e.reason} at byte {e.start}", source=source) from None
         try:
             return yaml.safe_load(text), source
         except yaml.YAMLError as e:
-            raise ResourceError(f"invalid YAML: {e}", source=source) from None
+            raise ResourceError(f"invalid YAML: {' '.join(str(e).split())}", source=source) from None
+        except RecursionError:
+            raise ResourceError("invalid YAML: nested too deeply", source=source) from None
     return recipe, None
 
 
@@ -95,8 +100,12 @@ def model_from_recipe(recipe: dict | str | Path) -> nx.DiGraph:
     cps = _count(c, "cores_per_socket", source, minimum=0)
     gps = _count(c, "gpus_per_socket", source, 0)
     mem = _count(c, "memory_gb", source, 0)
-    if nnodes * sockets > 10_000_000:
-        raise ResourceError("the recipe is too large", source=source, element="/cluster")
+    if nnodes > MAX_NODES or sockets * max(cps, gps, 1) > MAX_PER_NODE or mem > MAX_PER_NODE:
+        raise ResourceError(
+            f"the recipe is too large (limits: {MAX_NODES} nodes, {MAX_PER_NODE} cores, GPUs or GB per node)",
+            source=source,
+            element="/cluster",
+        )
     hn = c.get("hostname", "node")
     if not isinstance(hn, str) or not hn:
         raise ResourceError("'hostname' must be a string", source=source, element="/cluster/hostname")

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import networkx as nx
 
 from ..ids import Hostlist, HostlistError, IdSet, IdSetError
+from ..inputs import read_text
 from .builder import RLITE_TYPES, ModelBuilder
 from .errors import ResourceError
 from .resourceset import ResourceSet
@@ -36,13 +37,17 @@ def _read_json(obj: Any, source: str | None) -> tuple[Any, str | None]:
     if isinstance(obj, (str, Path)):
         path = str(obj)
         try:
-            text = Path(path).read_text()
+            text = read_text(path)
         except OSError as e:
             raise ResourceError(f"cannot read: {e.strerror}", source=path) from None
+        except UnicodeDecodeError as e:
+            raise ResourceError(f"not UTF-8 text: {e.reason} at byte {e.start}", source=path) from None
         try:
             return json.loads(text), path
         except json.JSONDecodeError as e:
             raise ResourceError(f"invalid JSON: {e.msg} at line {e.lineno} column {e.colno}", source=path) from None
+        except RecursionError:
+            raise ResourceError("invalid JSON: nested too deeply", source=path) from None
     return obj, source
 
 

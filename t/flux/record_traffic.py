@@ -253,11 +253,32 @@ def _start(work: Path, script: str, env: dict[str, str]) -> None:
     print(f"flux start exited {proc.returncode}; log in {work / 'run.log'}")
 
 
+def scrub(obj):
+    """Drop what a recording must not carry: the recording user's environment and working folder.
+
+    Every jobspec's ``attributes.system.environment`` becomes ``{}`` and its
+    ``cwd`` ``/tmp``; nothing the scheduler reads changes.
+    """
+    if isinstance(obj, dict):
+        system = obj.get("attributes", {}).get("system") if isinstance(obj.get("attributes"), dict) else None
+        if isinstance(system, dict):
+            if "environment" in system:
+                system["environment"] = {}
+            if "cwd" in system:
+                system["cwd"] = "/tmp"
+        for v in obj.values():
+            scrub(v)
+    elif isinstance(obj, list):
+        for v in obj:
+            scrub(v)
+    return obj
+
+
 def _write(scenarios: dict[str, list[dict]]) -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     for name, recs in scenarios.items():
         path = OUT / f"{name}.jsonl"
-        path.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in recs))
+        path.write_text("".join(json.dumps(scrub(r), sort_keys=True) + "\n" for r in recs))
         print(f"{path.relative_to(REPO)}: {len(recs)} messages")
 
 

@@ -1,0 +1,193 @@
+"""The command lines' one error boundary.
+
+Every subcommand reports an error as ONE plain line on stderr::
+
+    fluxsched-py SUBCOMMAND: FILE: reason
+
+and exits with one of two statuses, the same in every subcommand:
+
+* ``2`` (:data:`USAGE`): a bad option or option value, found before any work;
+* ``1`` (:data:`FAILED`): bad input (a file's content), or a failure while running.
+
+Nothing from user input is ever interpreted (no rich markup), the line is
+never wrapped, and control characters in it are escaped, so a path holding
+``[/x]`` or a newline prints as it is.  A traceback is never printed; set
+``FLUXSCHED_PY_TRACEBACK=1`` to see one when debugging a bug.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import sys
+import tempfile
+import traceback
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import IO, NoReturn
+
+__all__ = [
+    "USAGE",
+    "FAILED",
+    "CLIError",
+    "UsageError",
+    "ArgumentParser",
+    "error_line",
+    "report",
+    "boundary",
+    "check_output_dir",
+    "open_output",
+    "positive_int",
+    "nonnegative_float",
+]
+
+USAGE = 2
+FAILED = 1
+
+
+class CLIError(Exception):
+    """An error to report as one line; ``str(e)`` should start with the file it concerns."""
+
+    status = FAILED
+
+
+class UsageError(CLIError):
+    """A bad option value (exit status 2)."""
+
+    status = USAGE
+
+
+def _plain(text: str) -> str:
+    """One line: control characters (newlines included) escaped, nothing else touched."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in text)
+
+
+def error_line(prog: str, message: object) -> str:
+    return f"{prog}: {_plain(str(message))}"
+
+
+def report(prog: str, message: object, stream: IO[str] | None = None) -> None:
+    """Write ``prog: message`` as one plain line to stderr (never raises)."""
+    stream = stream or sys.stderr
+    try:
+        stream.write(error_line(prog, message) + "\n")
+        stream.flush()
+    except (OSError, ValueError):
+        pass
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse, with its errors as one line and status :data:`USAGE`."""
+
+    def error(self, message: str) -> NoReturn:
+        report(self.prog, f"error: {message} (see --help)")
+        raise SystemExit(USAGE)
+
+
+def boundary(prog: str) -> Callable[[Callable[..., int]], Callable[..., int]]:
+    """Decorate a subcommand's ``main``: whatever escapes it becomes one line and a status."""
+
+    def wrap(fn: Callable[..., int]) -> Callable[..., int]:
+        @functools.wraps(fn)
+        def main(*args, **kwargs) -> int:  # type: ignore[no-untyped-def]
+            try:
+                return fn(*args, **kwargs)
+            except CLIError as e:
+                report(prog, e)
+                return e.status
+            except KeyboardInterrupt:
+                report(prog, "interrupted")
+                return 130
+            except BrokenPipeError:
+                _quiet_stdout()
+                return 0
+            except MemoryError:
+                report(prog, "out of memory (is the input far larger than it should be?)")
+                return FAILED
+            except RecursionError:
+                report(prog, "input nested too deeply")
+                return FAILED
+            except OSError as e:
+                where = f"{e.filename}: " if e.filename else ""
+                report(prog, f"{where}{e.strerror or e}")
+                return FAILED
+            except Exception as e:  # the last resort: a bug, still reported as one line
+                if os.environ.get("FLUXSCHED_PY_TRACEBACK"):
+                    traceback.print_exc()
+                report(prog, f"internal error: {type(e).__name__}: {e} (please report it)")
+                return FAILED
+
+        return main
+
+    return wrap
+
+
+def _quiet_stdout() -> None:
+    """After EPIPE, point stdout at /dev/null so the interpreter's final flush stays silent."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
+def check_output_dir(path: str | os.PathLike[str], option: str) -> Path:
+    """Create ``path`` if needed and prove a file can be written in it, before a long run."""
+    p = Path(path)
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=p, prefix=".fluxsched-py-check-"):
+            pass
+    except OSError as e:
+        raise UsageError(f"{p}: {option}: cannot write there: {e.strerror or e}") from None
+    return p
+
+
+def open_output(path: str | os.PathLike[str], option: str) -> IO[str]:
+    """Open ``path`` for writing now (so a bad path fails before the run), or :class:`UsageError`."""
+    try:
+        return open(path, "w")  # noqa: SIM115 - the caller closes it
+    except OSError as e:
+        raise UsageError(f"{path}: {option}: cannot write: {e.strerror or e}") from None
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {v}")
+    return v
+
+
+def nonnegative_float(text: str) -> float:
+    """argparse type: a finite number >= 0."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not (v >= 0 and v != float("inf")):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
+    return v
+
+
+def bounded_int(limit: int) -> Callable[[str], int]:
+    """argparse type: an integer in 1..limit (checked before anything is allocated)."""
+
+    def parse(text: str) -> int:
+        v = positive_int(text)
+        if v > limit:
+            raise argparse.ArgumentTypeError(f"at most {limit}, got {v}")
+        return v
+
+    parse.__name__ = "integer"
+    return parse
+
+
+def sequence_arg(argv: Sequence[str] | None) -> list[str]:
+    return list(sys.argv[1:] if argv is None else argv)

@@ -1,0 +1,199 @@
+"""The figures, one function each; every one returns a matplotlib Figure.
+
+Time axes are in seconds, hours or days, whichever keeps the numbers short.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from . import series
+from .data import RunData
+from .deps import require_matplotlib
+
+__all__ = ["FIGSIZE", "time_unit", "gantt", "utilization", "queue", "distribution", "overlay_steps", "overlay_cdf"]
+
+FIGSIZE = (7.2, 4.0)
+GRID = 1200  # time bins of every per-run time series and of the Gantt
+OVERLAY_GRID = 300  # coarser when several runs share one axis, so the lines stay apart
+MAX_CATEGORIES = 12  # the rest share "other"
+
+
+def time_unit(span: float) -> tuple[float, str]:
+    if span > 3 * 86400:
+        return 86400.0, "days"
+    if span > 3 * 3600:
+        return 3600.0, "hours"
+    return 1.0, "s"
+
+
+def _figure(title: str) -> tuple[Any, Any]:
+    plt = require_matplotlib()
+    fig, ax = plt.subplots(figsize=FIGSIZE, layout="constrained")
+    ax.set_title(title, fontsize=10)
+    return fig, ax
+
+
+def category_codes(run: RunData) -> tuple[list[int], list[str]]:
+    """Each job's colour code; the largest categories (by node-seconds) first, then "other"."""
+    weight: Counter[str] = Counter()
+    for cat, s, f, runs in zip(run.category, run.start, run.finish, run.ranks, strict=True):
+        if runs and not math.isnan(s):
+            weight[cat] += (f - s) * sum(hi - lo + 1 for lo, hi in runs) + 1e-9
+    names = [c for c, _ in weight.most_common()]
+    if run.category_kind == "size":  # sizes read best in size order
+        names.sort(key=lambda c: int(c.split()[0].split("-")[0]))
+    if len(names) > MAX_CATEGORIES:
+        keep = set([c for c, _ in weight.most_common(MAX_CATEGORIES - 1)])
+        names = [c for c in names if c in keep] + ["other"]
+    index = {c: i for i, c in enumerate(names)}
+    other = index.get("other", 0)
+    return [index.get(c, other) for c in run.category], names
+
+
+def gantt(run: RunData) -> Any:
+    plt = require_matplotlib()
+    import numpy as np
+    from matplotlib.colors import ListedColormap
+    from matplotlib.patches import Patch
+
+    codes, names = category_codes(run)
+    t0, t1 = series.time_span(run)
+    grid, per_row = series.gantt_raster(run, codes, t0, t1, cols=GRID)
+    scale, unit = time_unit(t1 - t0)
+    base = plt.get_cmap("tab20" if len(names) > 10 else "tab10")
+    colours = [base(i % base.N) for i in range(len(names))]
+    if names and names[-1] == "other":
+        colours[-1] = (0.55, 0.55, 0.55, 1.0)
+    cmap = ListedColormap(colours or [(0.3, 0.3, 0.3, 1.0)])
+    cmap.set_bad((1, 1, 1, 1))
+    fig, ax = _figure(f"{run.label}: jobs over nodes and time, by {run.category_kind}")
+    ax.imshow(
+        np.ma.masked_less(grid, 0),
+        aspect="auto",
+        interpolation="nearest",
+        origin="lower",
+        cmap=cmap,
+        vmin=-0.5,
+        vmax=max(len(names), 1) - 0.5,
+        extent=(0, (t1 - t0) / scale, 0, run.nb_nodes),
+        rasterized=True,
+    )
+    ax.set_xlabel(f"time since first submission ({unit})")
+    ax.set_ylabel("node" if per_row == 1 else f"node ({per_row} per row)")
+    handles = [Patch(color=c, label=n) for c, n in zip(colours, names, strict=True)]
+    if handles:
+        ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
+    return fig
+
+
+def _edges(run: RunData, bins: int = GRID) -> tuple[Any, float, float]:
+    import numpy as np
+
+    t0, t1 = series.time_span(run)
+    return np.linspace(t0, t1, bins + 1), t0, t1
+
+
+def _step_plot(ax: Any, edges: Any, values: Any, t0: float, scale: float, **kw: Any) -> None:
+    ax.stairs(values, (edges - t0) / scale, **kw)
+
+
+def utilization(run: RunData) -> Any:
+    edges, t0, t1 = _edges(run)
+    scale, unit = time_unit(t1 - t0)
+    u = series.utilization(run, edges)
+    fig, ax = _figure(f"{run.label}: utilization (mean {100 * _mean(u):.1f} % over the span)")
+    _step_plot(ax, edges, 100 * u, t0, scale, fill=True, alpha=0.6)
+    ax.set_ylim(0, 105)
+    ax.set_xlim(0, (t1 - t0) / scale)
+    ax.set_ylabel("busy nodes (%)")
+    ax.set_xlabel(f"time since first submission ({unit})")
+    return fig
+
+
+def queue(run: RunData) -> Any:
+    edges, t0, t1 = _edges(run)
+    scale, unit = time_unit(t1 - t0)
+    q = series.queue_length(run, edges)
+    fig, ax = _figure(f"{run.label}: queue length (peak {max(q, default=0):.0f})")
+    _step_plot(ax, edges, q, t0, scale, fill=True, alpha=0.6, color="tab:orange")
+    ax.set_xlim(0, (t1 - t0) / scale)
+    ax.set_ylabel("pending jobs (mean per bin)")
+    ax.set_xlabel(f"time since first submission ({unit})")
+    return fig
+
+
+def _mean(a: Any) -> float:
+    return float(a.mean()) if len(a) else 0.0
+
+
+def _log_bins(values: Any, lo: float) -> Any:
+    import numpy as np
+
+    top = max(float(values.max()) if len(values) else lo * 10, lo * 10)
+    return np.geomspace(lo, top * 1.05, 50)
+
+
+def distribution(run: RunData, what: str) -> Any:
+    """Histogram of ``wait`` (s, log axis, zero waits counted apart) or ``bsld``."""
+    import numpy as np
+
+    if what == "wait":
+        values = series.waits(run)
+        zero = int((values < 1.0).sum())
+        fig, ax = _figure(f"{run.label}: wait time ({zero} of {len(values)} jobs waited < 1 s)")
+        pos = values[values >= 1.0]
+        ax.hist(pos, bins=_log_bins(pos, 1.0), color="tab:blue")
+        ax.set_xlabel("wait (s), jobs that waited at least 1 s")
+    else:
+        values = series.bounded_slowdown(run)
+        one = int((values <= 1.0 + 1e-9).sum())
+        fig, ax = _figure(f"{run.label}: bounded slowdown, τ=10 s ({one} of {len(values)} jobs at 1)")
+        ax.hist(np.maximum(values, 1.0), bins=_log_bins(values, 1.0), color="tab:green")
+        ax.set_xlabel("bounded slowdown")
+    ax.set_xscale("log")
+    ax.set_ylabel("jobs")
+    return fig
+
+
+def overlay_steps(runs: Sequence[RunData], what: str) -> Any:
+    """Utilization or queue length of every run on one axis (each on its own time span)."""
+    fig, ax = _figure("utilization, all runs" if what == "utilization" else "queue length, all runs")
+    span = max((series.time_span(r)[1] - series.time_span(r)[0] for r in runs), default=1.0)
+    scale, unit = time_unit(span)
+    for r in runs:
+        edges, t0, _ = _edges(r, OVERLAY_GRID)
+        v = 100 * series.utilization(r, edges) if what == "utilization" else series.queue_length(r, edges)
+        _step_plot(ax, edges, v, t0, scale, label=r.label, linewidth=1.0)
+    ax.set_xlim(0, span / scale)
+    ax.set_ylabel("busy nodes (%)" if what == "utilization" else "pending jobs")
+    ax.set_xlabel(f"time since first submission ({unit})")
+    _legend(ax, len(runs))
+    return fig
+
+
+def overlay_cdf(runs: Sequence[RunData], what: str) -> Any:
+    """Empirical CDFs of wait or bounded slowdown, one line per run, at most 2,000 points each."""
+    import numpy as np
+
+    fig, ax = _figure("wait time, all runs" if what == "wait" else "bounded slowdown, all runs")
+    for r in runs:
+        v = np.sort(series.waits(r) if what == "wait" else series.bounded_slowdown(r))
+        if not len(v):
+            continue
+        idx = np.unique(np.linspace(0, len(v) - 1, min(len(v), 2000)).astype(int))
+        ax.step(np.maximum(v[idx], 1.0 if what == "bsld" else 0.1), (idx + 1) / len(v), where="post", label=r.label)
+    ax.set_xscale("log")
+    ax.set_ylim(0, 1.01)
+    ax.set_ylabel("fraction of jobs ≤ x")
+    ax.set_xlabel("wait (s; below 0.1 s drawn at 0.1)" if what == "wait" else "bounded slowdown (τ=10 s)")
+    _legend(ax, len(runs))
+    return fig
+
+
+def _legend(ax: Any, n: int) -> None:
+    if n:
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False, ncols=1 + n // 16)

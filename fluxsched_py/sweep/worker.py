@@ -1,0 +1,86 @@
+"""Run one sweep cell: replay, write its ``jobs.csv``, return one row.
+
+A run that fails returns a row with ``status = "failed"`` and the error, so
+the sweep goes on.  ``python -m fluxsched_py.sweep.worker SPEC_JSON OUTDIR``
+does the same and prints the row as one JSON line: that is what a Flux job
+of ``sweep --flux`` runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from .grid import RunSpec
+
+__all__ = ["run_one", "run_dir", "main"]
+
+
+def run_dir(outdir: str | os.PathLike[str], spec: RunSpec) -> Path:
+    from ..report.write import slug
+
+    return Path(outdir) / "runs" / slug(spec.label.replace("/", "__"))
+
+
+def _replay(spec: RunSpec, outdir: Path) -> dict[str, Any]:
+    from ..engine import EngineOptions
+    from ..replay.metrics import summarize
+    from ..replay.platform import PlatformError, load_platform, nodes_graph
+    from ..replay.report import write_jobs_csv
+    from ..replay.sim import replay
+    from ..replay.workload import load_workload
+
+    workload = load_workload(spec.workload)
+    opts = dict(spec.options)
+    nodes = opts.pop("nodes", None)
+    cores = int(opts.pop("cores-per-node", "1"))
+    if spec.platform:
+        graph = load_platform(spec.platform)
+    else:
+        n = int(nodes) if nodes else workload.nb_res
+        if not n:
+            raise PlatformError("the workload does not say how many nodes it needs: give --nodes N or --platform")
+        graph = nodes_graph(n, cores)
+    options = EngineOptions.parse({"queue-policy": spec.queue_policy, "policy": spec.policy, **opts})
+    result = replay(workload, graph, options)
+    s = summarize(result)
+    csv_path = write_jobs_csv(result, outdir / "jobs.csv")
+    row = s.as_dict()
+    row.pop("policy", None)
+    row["nb_nodes"] = result.nb_nodes
+    row["jobs_csv"] = str(csv_path)
+    return row
+
+
+def run_one(spec: RunSpec, outdir: str | os.PathLike[str]) -> dict[str, Any]:
+    """The row of one run: its parameters, then its metrics or its error."""
+    t0 = time.perf_counter()
+    row: dict[str, Any] = {"label": spec.label, **spec.params()}
+    try:
+        d = run_dir(Path(outdir).resolve(), spec)  # an absolute jobs_csv in the row, wherever it is read
+        d.mkdir(parents=True, exist_ok=True)
+        row.update(_replay(spec, d))
+        row["status"], row["error"] = "ok", ""
+    except Exception as exc:  # a failed run is a row, not the end of the sweep
+        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        row["status"], row["error"] = "failed", f"{type(exc).__name__}: {msg}"
+    row["wall_s"] = round(time.perf_counter() - t0, 3)
+    return row
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) != 2:
+        print("usage: python -m fluxsched_py.sweep.worker SPEC_JSON OUTDIR", file=sys.stderr)
+        return 2
+    row = run_one(RunSpec.from_json(args[0]), args[1])
+    print(json.dumps(row))
+    return 0 if row["status"] == "ok" else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,245 @@
+"""``replay --report`` and the report's aggregates (fluxsched_py.report)."""
+
+from __future__ import annotations
+
+import math
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fluxsched_py.report.data import RunData, run_from_jobs_csv, run_from_result, size_class
+from fluxsched_py.report.progress import ProgressBar
+
+np = pytest.importorskip("numpy", reason="the plot extra (matplotlib, numpy) is not installed")
+series = pytest.importorskip("fluxsched_py.report.series")
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLE = REPO / "examples" / "synthetic_seed42_64nodes.json"
+
+
+def _random_run(seed: int, n: int = 200, nodes: int = 16) -> RunData:
+    rng = random.Random(seed)
+    submit, start, finish, ranks = [], [], [], []
+    for _ in range(n):
+        s = rng.uniform(0, 1000)
+        submit.append(s)
+        if rng.random() < 0.1:  # never started
+            start.append(math.nan), finish.append(math.nan), ranks.append([])
+            continue
+        b = s + rng.choice([0.0, rng.uniform(0, 300)])
+        start.append(b)
+        finish.append(b + rng.uniform(0.5, 400))
+        lo = rng.randrange(nodes)
+        ranks.append([(lo, min(nodes - 1, lo + rng.randrange(4)))])
+    return RunData("r", nodes, submit, start, finish, ranks, ["u"] * n)
+
+
+def _sampled_mean(fn, a: float, b: float, k: int = 1000) -> float:
+    """The oracle: the step function evaluated at many points of [a, b), averaged."""
+    ts = a + (np.arange(k) + 0.5) * (b - a) / k
+    return float(np.mean([fn(t) for t in ts]))
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_utilization_and_queue_match_pointwise_oracle(seed):
+    run = _random_run(seed)
+    edges = np.linspace(0, 1500, 16)
+    util = series.utilization(run, edges)
+    queue = series.queue_length(run, edges)
+
+    def busy(t):
+        jobs = zip(run.start, run.finish, run.ranks, strict=True)
+        return sum(hi - lo + 1 for s, f, rr in jobs if s <= t < f for lo, hi in rr) / run.nb_nodes
+
+    def pending(t):
+        return sum(1 for sub, s in zip(run.submit, run.start, strict=True) if sub <= t and not (s <= t))
+
+    for i in range(len(edges) - 1):
+        a, b = edges[i], edges[i + 1]
+        assert util[i] == pytest.approx(_sampled_mean(busy, a, b), abs=0.01)
+        assert queue[i] == pytest.approx(_sampled_mean(pending, a, b), abs=0.15)
+
+
+def test_gantt_raster_marks_every_job_and_nothing_else():
+    run = _random_run(7, n=60, nodes=8)
+    codes = list(range(len(run.submit)))
+    t0, t1 = series.time_span(run)
+    grid, per_row = series.gantt_raster(run, [c % 100 for c in codes], t0, t1, cols=200)
+    assert per_row == 1 and grid.shape == (8, 200)
+    busy = np.zeros_like(grid, dtype=bool)
+    scale = 200 / (t1 - t0)
+    for s, f, rr in zip(run.start, run.finish, run.ranks, strict=True):
+        if rr:
+            c0, c1 = int((s - t0) * scale), max(int((s - t0) * scale) + 1, math.ceil((f - t0) * scale))
+            for lo, hi in rr:
+                busy[lo : hi + 1, c0:c1] = True
+    assert ((grid >= 0) == busy).all()
+
+
+def test_gantt_raster_bins_nodes_beyond_max_rows():
+    run = RunData("r", 1000, [0.0], [0.0], [10.0], [[(998, 999)]], ["u"])
+    grid, per_row = series.gantt_raster(run, [0], 0.0, 10.0, cols=10, max_rows=100)
+    assert per_row == 10 and grid.shape == (100, 10)
+    assert (grid[99] == 0).all() and (grid[:99] == -1).all()
+
+
+def test_size_classes():
+    assert [size_class(n) for n in (1, 2, 3, 4, 7, 8, 100)] == [
+        "1 node",
+        "2-3 nodes",
+        "2-3 nodes",
+        "4-7 nodes",
+        "4-7 nodes",
+        "8-15 nodes",
+        "64-127 nodes",
+    ]
+
+
+def test_run_from_result_and_from_jobs_csv_agree(tmp_path):
+    from fluxsched_py.replay import load_workload, replay
+    from fluxsched_py.replay.platform import nodes_graph
+    from fluxsched_py.replay.report import write_jobs_csv
+
+    result = replay(load_workload(EXAMPLE), nodes_graph(64), {"queue-policy": "easy"})
+    a = run_from_result(result)
+    b = run_from_jobs_csv(write_jobs_csv(result, tmp_path / "jobs.csv"), "easy", 64)
+    assert a.submit == pytest.approx(b.submit)
+    assert a.start == pytest.approx(b.start, nan_ok=True)
+    assert a.finish == pytest.approx(b.finish, nan_ok=True)
+    assert a.ranks == b.ranks and a.category == b.category and a.category_kind == "size"
+
+
+def test_user_attribute_colours_the_gantt():
+    from fluxsched_py.replay import load_workload, replay
+    from fluxsched_py.replay.platform import nodes_graph
+
+    w = load_workload(EXAMPLE)
+    result = replay(w, nodes_graph(64), {"queue-policy": "fcfs"})
+    for i, rec in enumerate(result.records):
+        try:
+            rec.job.user = f"user{i % 3}"
+        except AttributeError:
+            pytest.skip("WorkloadJob has no user field in this build")
+    run = run_from_result(result)
+    assert run.category_kind == "user" and set(run.category) == {"user0", "user1", "user2"}
+
+
+def test_category_columns_in_jobs_csv(tmp_path):
+    """A ``user`` column wins over ``best_effort``, which wins over ``queue``; without any, size classes."""
+    head = "job_id,submission_time,starting_time,finish_time,allocated_resources,requested_number_of_resources"
+    rows = ["1,0,0,10,0-1,2", "2,0,0,10,2,1", "3,5,10,20,0-3,4"]
+
+    def load(extra_head: str, extra: list[str]) -> RunData:
+        p = tmp_path / "jobs.csv"
+        lines = [head + extra_head] + [r + e for r, e in zip(rows, extra, strict=True)]
+        p.write_text("\n".join(lines) + "\n")
+        return run_from_jobs_csv(p, "x")
+
+    run = load(",best_effort,queue", [",1,batch", ",false,debug", ",,batch"])
+    assert run.category_kind == "best-effort" and run.category == ["best-effort", "regular", "regular"]
+    run = load(",user,best_effort", [",ann,1", ",bob,0", ",ann,0"])
+    assert run.category_kind == "user" and run.category == ["ann", "bob", "ann"]
+    run = load(",best_effort,queue", [",0,batch", ",0,debug", ",0,batch"])  # no job is best-effort
+    assert run.category_kind == "queue" and run.category == ["batch", "debug", "batch"]
+    run = load("", ["", "", ""])
+    assert run.category_kind == "size" and run.category == ["2-3 nodes", "1 node", "4-7 nodes"]
+    assert run.nb_nodes == 4
+
+
+def test_progress_prints_plain_lines_when_not_a_terminal(tmp_path):
+    log = (tmp_path / "log").open("w+")
+    with ProgressBar("work", 3, stream=log, every=0.0) as bar:
+        for _ in range(3):
+            bar.advance()
+    log.seek(0)
+    lines = log.read().splitlines()
+    assert lines and lines[-1].startswith("work: 3/3 (")
+    assert all("\x1b" not in line for line in lines)
+
+
+@pytest.fixture(scope="module")
+def replay_report(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
+    """One report for the tests below (drawing is the slow part)."""
+    pytest.importorskip("matplotlib")
+    out = tmp_path_factory.mktemp("report") / "rep"
+    p = subprocess.run(
+        [sys.executable, "-m", "fluxsched_py", "replay", str(EXAMPLE), "--compare", "fcfs,easy", "--report", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert p.returncode == 0, p.stderr
+    return out, p
+
+
+def test_replay_report_writes_figures_and_index(replay_report):
+    out, p = replay_report
+    from fluxsched_py.report.write import OVERLAYS, PER_RUN
+
+    stems = [s for s, _, _ in OVERLAYS] + [f"{k}-{pol}" for pol in ("fcfs", "easy") for k, _, _ in PER_RUN]
+    for stem in stems:
+        png, svg = out / f"{stem}.png", out / f"{stem}.svg"
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", stem
+        assert b"<svg" in svg.read_bytes()[:2000], stem
+    page = (out / "index.html").read_text()
+    for stem in stems:
+        assert f'src="{stem}.png"' in page and f'href="{stem}.svg"' in page
+    assert "<table>" in page and "mean_wait" in page
+    assert f"wrote {out / 'index.html'}" in p.stderr
+    assert "report: " in p.stderr  # progress lines: stderr is not a terminal here
+
+
+def test_replay_report_without_matplotlib_is_one_line(tmp_path):
+    # A sitecustomize-free way to hide matplotlib: a module that fails to import shadows it.
+    shadow = tmp_path / "shadow"
+    (shadow / "matplotlib").mkdir(parents=True)
+    (shadow / "matplotlib" / "__init__.py").write_text("raise ImportError('hidden for the test')\n")
+    env = {"PYTHONPATH": f"{shadow}:{REPO}", "PATH": "/usr/bin:/bin"}
+    p = subprocess.run(
+        [sys.executable, "-m", "fluxsched_py", "replay", str(EXAMPLE), "--report", str(tmp_path / "r")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert p.returncode == 1
+    assert p.stderr.strip().count("\n") == 0, p.stderr
+    assert "pip install 'fluxsched-py[plot]'" in p.stderr
+    assert not (tmp_path / "r").exists()
+
+
+def test_report_page_in_headless_chromium(replay_report):
+    """The page loads in a real browser with no console error, and every image decodes."""
+    from .browser import chromium_or_skip
+
+    out, _ = replay_report
+    with chromium_or_skip() as driver:
+        driver.get((out / "index.html").as_uri())
+        images = driver.execute_script(
+            "return Array.from(document.images).map(i => [i.getAttribute('src'), i.complete, i.naturalWidth]);"
+        )
+        errors = [e for e in driver.get_log("browser") if e.get("level") == "SEVERE"]
+    expected = sorted(p.name for p in out.glob("*.png"))
+    assert sorted(src for src, _, _ in images) == expected
+    assert all(done and width > 0 for _, done, width in images), images
+    assert errors == []
+
+
+def test_browser_check_can_fail(tmp_path):
+    """The same check on a page with a missing image and a script error reports both."""
+    from .browser import chromium_or_skip
+
+    page = tmp_path / "index.html"
+    page.write_text(
+        '<!DOCTYPE html><html><head><link rel="icon" href="data:,"></head><body>'
+        '<img src="missing.png"><script>undefined_function();</script></body></html>'
+    )
+    with chromium_or_skip() as driver:
+        driver.get(page.as_uri())
+        widths = driver.execute_script("return Array.from(document.images).map(i => i.naturalWidth);")
+        errors = [e for e in driver.get_log("browser") if e.get("level") == "SEVERE"]
+    assert widths == [0]
+    assert any("undefined_function" in e["message"] for e in errors)
