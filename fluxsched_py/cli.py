@@ -25,11 +25,12 @@ __all__ = ["main"]
 DELEGATED = {
     "replay": ("fluxsched_py.replay.cli", "replay a workload trace through the scheduler (no Flux needed)"),
     "sweep": ("fluxsched_py.sweep.cli", "replay a grid of workloads x policies x options, in parallel or on Flux"),
-    "match": ("fluxsched_py.rq.cli", "match jobspecs on a resource graph, speaking resource-query's commands"),
+    "match": ("fluxsched_py.matchcli.cli", "match jobspecs on a resource graph, speaking resource-query's commands"),
     "synthetic": ("fluxsched_py.replay.synthetic", "write a seeded synthetic workload (SWF or Batsim JSON)"),
     "batsim": ("fluxsched_py.batsim.cli", "run as a Batsim decision process"),
     "module-path": ("fluxsched_py.flux.paths", "print the folder to add to FLUX_MODULE_PATH_PREPEND"),
     "modprobe-path": ("fluxsched_py.flux.paths", "print the folder to add to FLUX_MODPROBE_PATH_APPEND"),
+    "xdg-path": ("fluxsched_py.flux.paths", "print the folder to add to XDG_CONFIG_DIRS (flux jobs --format=sched-py)"),
 }
 
 
@@ -106,7 +107,7 @@ def _delegate(command: str, rest: list[str]) -> int:
         except ModuleNotFoundError as e:
             report(f"fluxsched-py {command}", f"not available: {e}")
             return 1
-        if command in ("module-path", "modprobe-path"):
+        if command in ("module-path", "modprobe-path", "xdg-path"):
             return module.main([command, *rest])
         return module.main(rest)
 

@@ -561,9 +561,9 @@ def legacy_target() -> Target:
 
 def match_target() -> Target:
     """resource-query's command language (``fluxsched-py match``), on a small graph."""
+    from fluxsched_py.matchcli.compat import parse_policy
+    from fluxsched_py.matchcli.session import Session
     from fluxsched_py.resource import ResourceGraph
-    from fluxsched_py.rq.compat import parse_policy
-    from fluxsched_py.rq.session import Session
 
     base = CONFORMANCE / "fluxion-resource"
     seeds = files("commands/**/cmds*", base=base, max_files=200)

@@ -58,9 +58,9 @@ def test_match_with_a_nul_byte_in_the_jobspec_path_is_an_error_line(tmp_path):
     """match fuzz: ``match allocate \\x00...`` raised ValueError (embedded null byte)."""
     import io
 
+    from fluxsched_py.matchcli.compat import parse_policy
+    from fluxsched_py.matchcli.session import Session
     from fluxsched_py.resource import ResourceGraph
-    from fluxsched_py.rq.compat import parse_policy
-    from fluxsched_py.rq.session import Session
 
     g = ResourceGraph.from_recipe({"cluster": {"nodes": 1, "sockets": 1, "cores_per_socket": 2}})
     out, err = io.StringIO(), io.StringIO()

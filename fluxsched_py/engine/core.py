@@ -180,8 +180,7 @@ class Engine:
                 rs = self._rs_from_R(R)
                 if h.get("free"):
                     rs = self._drop_ranks(rs, IdSet.parse(str(h["free"])))
-                # It runs already: it keeps what it holds on ranks now down or drained.
-                self.graph.allocate(jobid, rs, running=True)
+                self.graph.allocate(jobid, rs, running=True)  # it runs: keeps what it holds on down ranks
             except Exception as exc:  # a bad R must not kill the scheduler
                 log.error("hello: job %d: cannot mark its resources allocated: %s", jobid, exc)
                 continue
@@ -266,9 +265,7 @@ class Engine:
                 self._transition(job, "free")
                 part = self._rs_from_R(R) & job.resources if R is not None else None
                 if part:
-                    # What the graph frees: on a rank where the job keeps no
-                    # core or GPU, its node and the rest go too.
-                    part = self.graph.release(jobid, part)
+                    part = self.graph.release(jobid, part)  # with the node of a rank left with no core/GPU
                     span = self.planner.remove(jobid)
                     job.resources = job.resources - part
                     if job.resources and span is not None:
@@ -304,12 +301,29 @@ class Engine:
             raise EngineError(f"expiration {expiration} is before job {jobid} started")
         self._transition(job, "expiration")
         job.expiration = float(expiration)
-        for other in self.planner.set_end(jobid, job.expiration):
-            # Its reservation was in the way of the longer run: re-planned by the next pass.
-            pending = self._jobs.get(other)
-            if pending is not None:
-                pending.estimate = None
-                pending.proof = None
+        for other in self.planner.set_end(jobid, job.expiration):  # reservations in the way: re-planned
+            if (pending := self._jobs.get(other)) is not None:
+                pending.estimate = pending.proof = None
+        self._changed()
+
+    def reconfigure(self, options: EngineOptions | Iterable[str] | Mapping[str, Any]) -> None:
+        """Change the options of a running engine (``flux config reload``).
+
+        Every queue takes its new policy and every reservation is dropped, so
+        the next pass re-plans; jobs and allocations are kept.  A bad option
+        raises EngineError before anything changes.  ``queue_depth`` is also
+        the RFC 27 ready mode: the driver decides whether it may change."""
+        new = options if isinstance(options, EngineOptions) else EngineOptions.parse(options)
+        self.options = new
+        self.queue_policy = make_policy(new.queue_policy, new.reserve_depth)
+        self._policies = {name: make_policy(pol, new.reserve_depth) for name, pol in new.queue_policy_per_queue}
+        for name, queue in self._queues.items():
+            queue.policy = self.policy_for(name)
+        for span in list(self.planner.reserved()):
+            self.planner.remove(span.jobid)
+            job = self._jobs.get(span.jobid)
+            if job is not None:
+                job.estimate = job.proof = None
         self._changed()
 
     def resource_update(
@@ -365,9 +379,12 @@ class Engine:
         p.out = out
         t0 = self._stopwatch()
         gen = self._pass_gen
-        for _ in gen:
-            if budget is not None and self._stopwatch() - t0 >= budget:
-                return PassResult(out, more=True)
+        try:
+            for _ in gen:
+                if budget is not None and self._stopwatch() - t0 >= budget:
+                    return PassResult(out, more=True)
+        except Exception as exc:  # a policy bug: deny the job it was on, keep the rest
+            return self._policy_failed(p, exc)
         end_pass(self, p)
         self._pass = self._pass_gen = None
         return PassResult(out)
@@ -375,6 +392,20 @@ class Engine:
     # ------------------------------------------------------------------
     # Special cases and helpers
     # ------------------------------------------------------------------
+
+    def _policy_failed(self, p: Pass, exc: Exception) -> PassResult:
+        """A policy raised: what the pass started stands, the job it was on is
+        denied with the error, and the pass is dropped (``more``: re-plan now)."""
+        self._pass = self._pass_gen = None
+        self._changed()
+        job = p.current
+        log.error("scheduling pass: %s policy raised %r on job %s", p.queue.policy.name if p.queue else "?", exc, job)
+        if job is None or not self._live(job):
+            return PassResult(p.out)
+        self._forget_pending(job, "deny")
+        self.stats["denied"] += 1
+        note = f"scheduler error: {type(exc).__name__}: {exc}"
+        return PassResult([*p.out, Response(job.id, ResponseType.DENY, note=note)], more=True)
 
     def _transition(self, job: Job, event: str) -> None:
         new = next_state(job.state if job.id in self._jobs else None, event, job.id)

@@ -58,6 +58,8 @@ class Pass:
         #: The first job the policy visited and left pending: a job started
         #: after it is backfilled around it (the ``backfill`` annotation).
         self.passed_over: Job | None = None
+        #: The job :meth:`jobs` yielded last (denied if the policy raises).
+        self.current: Job | None = None
 
     def enter(self, queue: JobQueue, depth: int | None = None) -> None:
         """Start on ``queue``'s jobs (at most ``depth`` of them)."""
@@ -91,7 +93,7 @@ class Pass:
                 return
             if prev is not None and self.passed_over is None and prev.state is JobState.PENDING:
                 self.passed_over = prev  # the policy is done with it, and it waits
-            prev = job
+            prev = self.current = job
             yield job
 
     # A placement handed to policies is an opaque (ResourceSet, flat bits) pair.

@@ -17,7 +17,9 @@ What the driver adds to the engine
       payload;
     * the wire format of every request: ``sched.alloc``, ``sched.free``,
       ``sched.cancel``, ``sched.prioritize``, ``sched.expiration``,
-      ``sched.resource-status``, ``feasibility.check``, ``<name>.stats-get``;
+      ``sched.resource-status``, ``feasibility.check``, ``<name>.stats-get``,
+      ``<name>.config-reload`` (the ``[<name>]`` table of the instance config,
+      :mod:`~fluxsched_py.flux.siteconf`);
     * R is committed to the KVS (``job.<dothex id>.R``) before SUCCESS is
       sent: the SUCCESS responses of one pass go into one transaction;
     * passes are coalesced: any change arms one pass; a pass that runs out
@@ -45,6 +47,7 @@ R that cannot be read at hello
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import logging
 import math
@@ -64,12 +67,14 @@ from .wire import (
     MAX_DELAY,
     PASS_BUDGET,
     Transport,
+    _BadPayload,
     _jobid,
     _LogBridge,
     _v1_duration_problem,
     bad_payload,
     f58,
     kvs_key,
+    options_text,
     parse_module_args,
 )
 
@@ -108,6 +113,9 @@ class Driver(Startup):
         how annotations write a job id (default :func:`f58`); the module
         passes flux-core's own encoder, which, like ``flux job id``, writes
         ``f`` rather than ``ƒ`` in a locale that is not UTF-8.
+    module_args:
+        the module arguments, which override the config table on every
+        ``config-reload`` (default: ``options`` when it is arguments).
     """
 
     def __init__(
@@ -120,8 +128,12 @@ class Driver(Startup):
         budget: float | None = PASS_BUDGET,
         graph_factory: Callable[[Any], Any] | None = None,
         job_name: Callable[[int], str] | None = None,
+        module_args: Iterable[str] | None = None,
     ) -> None:
         self.transport = transport
+        if module_args is None and options is not None and not isinstance(options, EngineOptions):
+            module_args = options = list(options)
+        self.module_args = [str(a) for a in module_args or ()]
         self.options = options if isinstance(options, EngineOptions) else parse_module_args(options or [])
         self.name = name
         self.clock = clock
@@ -149,6 +161,12 @@ class Driver(Startup):
             "bad_requests": 0,
             "hello_jobs": 0,
             "hello_errors": 0,
+            "config_reloads": 0,
+            # filled in by the broker binding (fluxsched_py.flux.module)
+            "callback_max_ms": 0.0,
+            "callback_max_cpu_ms": 0.0,
+            "callbacks_over_100ms_cpu": 0,
+            "pass_deferrals": 0,
         }
         self._log_bridge = _LogBridge(self)
         # The module owns its process's logging: the engine never sets a level.
@@ -188,12 +206,16 @@ class Driver(Startup):
             "sched.resource-status",
             "feasibility.check",
             f"{self.name}.stats-get",
+            f"{self.name}.config-reload",
         ]
 
     def handle(self, topic: str, msg: Any, payload: Any) -> None:
         """Dispatch one request.  ``payload`` is the decoded JSON (None when
         empty) or :func:`bad_payload`.  Never raises."""
         try:
+            if topic == f"{self.name}.config-reload":
+                self.on_config_reload(msg, payload)
+                return
             if self.engine is None and not topic.endswith(".stats-get"):
                 # Only possible before the first resource.acquire response
                 # (the job-manager sends nothing before sched-ready).
@@ -224,7 +246,7 @@ class Driver(Startup):
             self.stats["bad_requests"] += 1
             self.error(f"{topic}: internal error handling {payload!r:.200}: {exc!r}")
             if topic in ("sched.expiration", "sched.resource-status", "feasibility.check") or topic.endswith(
-                ".stats-get"
+                (".stats-get", ".config-reload")
             ):
                 self._respond_error(msg, errno.EINVAL, f"internal error: {exc}")
 
@@ -367,6 +389,46 @@ class Driver(Startup):
             self._respond_error(msg, errno.EINVAL, reason)
         else:
             self._respond_error(msg, errno.EOVERFLOW, reason)
+
+    def on_config_reload(self, msg: Any, p: Any) -> None:
+        """``<name>.config-reload`` (``flux config reload``): the payload is the
+        whole new instance config.  Its ``[<name>]`` table, overridden by the
+        module arguments, replaces the options and the next pass re-plans.
+        A bad table gets an error response (flux-core then reverts every
+        module and the command fails) and the old options stay."""
+        from .siteconf import config_options
+
+        try:
+            if isinstance(p, _BadPayload):
+                raise ValueError(f"malformed config-reload request: {p.error}")
+            new = config_options(p, self.name, self.module_args)
+        except ValueError as exc:
+            self.error(f"config reload refused: {exc}")
+            self._respond_error(msg, errno.EINVAL, f"{self.name}: {exc}")
+            return
+        old = self.options
+        if new.queue_depth != old.queue_depth:
+            # The RFC 27 ready mode was sent once, at startup.
+            self.log(
+                LOG_WARNING,
+                f"config reload: queue-depth={new.queue_depth or 'unlimited'} takes effect when the module is "
+                f"reloaded; keeping queue-depth={old.queue_depth or 'unlimited'}",
+            )
+            new = dataclasses.replace(new, queue_depth=old.queue_depth)
+        if new != old:
+            if self.engine is not None:
+                try:
+                    self.engine.reconfigure(new)
+                except EngineError as exc:  # pragma: no cover - config_options checked it
+                    self._respond_error(msg, errno.EINVAL, f"{self.name}: {exc}")
+                    return
+            self.options = new
+            logging.getLogger("fluxsched_py").setLevel(LOG_LEVELS[new.log_level])
+            self.stats["config_reloads"] += 1
+            self.log(LOG_INFO, f"config reload: {options_text(new)}")
+            if self.engine is not None:
+                self._changed()
+        self.transport.respond(msg, None)
 
     def stats_get(self) -> dict:
         e = self.engine

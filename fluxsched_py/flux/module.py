@@ -9,8 +9,10 @@ the Python broker module loader itself.
 
 Startup, in order:
 
-1. parse the module arguments (a bad one raises ValueError: the load fails
-   with the message) and import what the handshake needs;
+1. read the ``[<name>]`` table of the instance config (``config.get``) and
+   the module arguments, which override it (a bad value raises ValueError:
+   the load fails with a one-line message), and import what the handshake
+   needs;
 2. register the ``sched`` and ``feasibility`` services and the request
    handlers, and report running (``flux_module_set_running()``);
 3. ``resource.acquire`` (streaming): the first response synchronously, the
@@ -29,13 +31,16 @@ import errno
 import json
 import os
 import sys
+import time
+from collections.abc import Callable
 from typing import Any
 
 import flux  # noqa: F401  (the broker's bindings)
 import flux.constants
 import flux.kvs
 
-from .driver import LOG_ERR, LOG_INFO, Driver, bad_payload, kvs_key, parse_module_args
+from .driver import LOG_ERR, LOG_INFO, Driver, bad_payload, kvs_key
+from .siteconf import config_options
 
 
 def _f58(jobid: int) -> str:
@@ -51,6 +56,10 @@ except ImportError:  # pragma: no cover - very old bindings
     ffi = lib = None
 
 __all__ = ["mod_main", "FluxBinding"]
+
+#: How long a pass that has more to do waits for the requests queued on the
+#: handle before it resumes anyway (seconds); see FluxBinding._on_timer.
+DEFER_MAX = 0.1
 
 
 def _module_name(h: Any, default: str = "sched-py") -> str:
@@ -79,13 +88,18 @@ class FluxBinding:
     def __init__(self, h: Any, args: tuple[str, ...]) -> None:
         self.h = h
         self.name = _module_name(h)
-        options = parse_module_args(args)  # ValueError -> the load fails
+        try:
+            conf = h.conf_get(update=True)  # the config module answers config.get
+        except OSError as exc:
+            raise OSError(exc.errno, f"cannot read the instance config (config.get): {exc.strerror}") from exc
+        options = config_options(conf, self.name, args)  # ValueError -> the load fails
         _warm_imports()
-        self.driver = Driver(self, options, name=self.name, job_name=_f58)
+        self.driver = Driver(self, options, name=self.name, job_name=_f58, module_args=args)
         self._watchers: list[Any] = []
-        self._timer = h.timer_watcher_create(0.0, self._on_timer)
+        self._timer = h.timer_watcher_create(0.0, self._timed(self._on_timer))
         self._acquire_f: Any = None
         self._failed = False
+        self._deferred_since: float | None = None
 
     # -- Transport -------------------------------------------------------
 
@@ -123,7 +137,7 @@ class FluxBinding:
                 del txn_ref[:]
 
         txn_ref = [txn]  # keep the transaction alive until the commit completes
-        f.then(cont)
+        f.then(self._timed(cont))
 
     def log(self, level: int, text: str) -> None:
         self.h.log(level, text)
@@ -149,7 +163,44 @@ class FluxBinding:
 
     # -- watchers --------------------------------------------------------
 
+    def _timed(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """``fn`` as a reactor callback that records, in the module's stats,
+        the longest time one callback kept the reactor (wall and CPU ms)
+        and how many took more than 100 ms of CPU: how long sched-py ever
+        made a request wait behind its own work (bench/bench_flux_load.py)."""
+        stats = self.driver.stats
+        perf, cpu = time.perf_counter, time.thread_time
+
+        def timed(*args: Any) -> Any:
+            t0, c0 = perf(), cpu()
+            try:
+                return fn(*args)
+            finally:
+                wall, used = 1e3 * (perf() - t0), 1e3 * (cpu() - c0)
+                if wall > stats["callback_max_ms"]:
+                    stats["callback_max_ms"] = wall
+                if used > stats["callback_max_cpu_ms"]:
+                    stats["callback_max_cpu_ms"] = used
+                if used > 100.0:
+                    stats["callbacks_over_100ms_cpu"] += 1
+
+        return timed
+
     def _on_timer(self, *_args: Any) -> None:
+        # libflux dispatches ONE message per reactor loop iteration.  Were a
+        # pass slice (up to 50 ms) run at every iteration, the n-th queued
+        # request (an alloc burst, a ping, stats-get) would wait n slices.
+        # So while requests are queued, the pass waits (1 ms re-arms, each
+        # loop iteration serving one request), at most DEFER_MAX in a row.
+        if lib is not None and lib.flux_pollevents(self.h.handle) & lib.FLUX_POLLIN:
+            now = time.monotonic()
+            if self._deferred_since is None:
+                self._deferred_since = now
+            if now - self._deferred_since < DEFER_MAX:
+                self.driver.stats["pass_deferrals"] += 1
+                self.request_pass(0.001)
+                return
+        self._deferred_since = None
         try:
             self.driver.run_pass()
         except Exception as exc:  # pragma: no cover - driver.run_pass never raises
@@ -175,7 +226,7 @@ class FluxBinding:
                 payload = bad_payload(str(exc))
             handle(topic, msg, payload)
 
-        return cb
+        return self._timed(cb)
 
     def _register(self) -> None:
         for service in ("sched", "feasibility"):
@@ -202,7 +253,7 @@ class FluxBinding:
         self.driver.acquire(first)
         f.reset()
         self._acquire_f = f
-        f.then(self._on_acquire)
+        f.then(self._timed(self._on_acquire))
 
     def _on_acquire(self, future: Any, _arg: Any = None) -> None:
         try:
@@ -288,7 +339,7 @@ def mod_main(h: Any, *args: str) -> None:
     try:
         binding = FluxBinding(h, args)
     except ValueError as exc:
-        msg = f"sched-py: bad module argument: {exc}"
+        msg = f"{_module_name(h)}: {exc}"
         try:
             h.log(LOG_ERR, msg)
         except Exception:

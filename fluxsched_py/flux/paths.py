@@ -1,4 +1,4 @@
-"""``fluxsched-py module-path`` and ``fluxsched-py modprobe-path``.
+"""``fluxsched-py module-path``, ``modprobe-path`` and ``xdg-path``.
 
 ``module-path`` prints the folder holding ``sched-py.py``, for
 ``FLUX_MODULE_PATH_PREPEND``; ``modprobe-path`` prints the folder holding
@@ -7,6 +7,9 @@
     FLUX_MODULE_PATH_PREPEND=$(fluxsched-py module-path) \\
     FLUX_MODPROBE_PATH_APPEND=$(fluxsched-py modprobe-path) \\
         flux start --conf=modules.alternatives.sched=\\"sched-py\\"
+
+``xdg-path`` prints the folder holding ``flux/flux-jobs.toml`` (the named
+format ``flux jobs --format=sched-py``), for ``XDG_CONFIG_DIRS``.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["module_dir", "modprobe_dir", "main"]
+__all__ = ["module_dir", "modprobe_dir", "xdg_dir", "main"]
 
 _HERE = Path(__file__).resolve().parent
 
@@ -30,18 +33,24 @@ def modprobe_dir() -> Path:
     return _HERE
 
 
+def xdg_dir() -> Path:
+    """The folder with ``flux/flux-jobs.toml``."""
+    return _HERE / "xdg"
+
+
 _COMMANDS = {
     "module-path": (module_dir, "FLUX_MODULE_PATH_PREPEND"),
     "modprobe-path": (modprobe_dir, "FLUX_MODPROBE_PATH_APPEND"),
+    "xdg-path": (xdg_dir, "XDG_CONFIG_DIRS"),
 }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``argv[0]`` is the subcommand (``module-path`` or ``modprobe-path``)."""
+    """``argv[0]`` is the subcommand (``module-path``, ``modprobe-path`` or ``xdg-path``)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     name = argv[0] if argv else "module-path"
     if name not in _COMMANDS:
-        print(f"fluxsched-py: unknown command {name!r} (module-path, modprobe-path)", file=sys.stderr)
+        print(f"fluxsched-py: unknown command {name!r} (module-path, modprobe-path, xdg-path)", file=sys.stderr)
         return 2
     fn, var = _COMMANDS[name]
     if any(a in ("-h", "--help") for a in argv[1:]):

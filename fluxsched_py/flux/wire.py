@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..engine import EngineError, EngineOptions
+from ..policy.base import POLICY_DEFAULT
 
 if TYPE_CHECKING:
     from .driver import Driver
@@ -108,6 +109,17 @@ def parse_module_args(args: Iterable[str]) -> EngineOptions:
         raise ValueError(str(exc)) from None
 
 
+def options_text(o: EngineOptions) -> str:
+    """The options as module arguments, for the log."""
+    per_queue = ",".join(f"{q}:{p}" for q, p in o.queue_policy_per_queue)
+    depth = "default" if o.reserve_depth is POLICY_DEFAULT else o.reserve_depth or "unlimited"
+    return (
+        f"queue-policy={o.queue_policy} "
+        + (f"queue-policy-per-queue={per_queue} " if per_queue else "")
+        + f"reserve-depth={depth} queue-depth={o.queue_depth or 'unlimited'} policy={o.placement}"
+    )
+
+
 class _LogBridge(logging.Handler):
     """Engine (``fluxsched_py.*``) log records -> the transport's log."""
 
@@ -146,7 +158,14 @@ def _jobid(p: Any) -> int | None:
     return v
 
 
-_NOTE_PREFIXES = ("invalid jobspec", "malformed", "unsatisfiable", "scheduler could not", "job already")
+_NOTE_PREFIXES = (
+    "invalid jobspec",
+    "malformed",
+    "unsatisfiable",
+    "scheduler could not",
+    "scheduler error",
+    "job already",
+)
 
 
 def _v1_duration_problem(jobspec: Mapping[str, Any]) -> str | None:

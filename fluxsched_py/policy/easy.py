@@ -67,6 +67,14 @@ class EasyPolicy(QueuePolicy):
         head = None
         for job in ctx.jobs():
             if head is None:
+                if ctx.hopeless(job):
+                    # A job no bigger and no longer found no start time at all
+                    # (below): neither can this one.  Without this, jobs that
+                    # wait behind running jobs with no time limit each cost a
+                    # full search, every pass.
+                    ctx.hold(job, "down")
+                    yield
+                    continue
                 rs = ctx.fits_now(job)
                 if rs is not None:
                     ctx.start(job, rs)
@@ -81,6 +89,7 @@ class EasyPolicy(QueuePolicy):
                 est = ctx.earliest(job)
                 if est is None:
                     # Cannot run on what is up now: do not let it block the queue.
+                    ctx.failed(job)
                     ctx.hold(job, "down")
                     yield
                     continue

@@ -1,0 +1,246 @@
+#!/usr/bin/env python3
+"""Load: a burst of 100,000 jobs into a real flux-core with sched-py, and how
+long sched-py ever keeps a request waiting.
+
+One ``flux start --test-size=1`` instance gets fake resources (NODES x CORES,
+``flux resource reload -f``) and sched-py; N one-core jobs with mock
+execution (``system.exec.test.run_duration``) are submitted as fast as
+flux-python can (``submit_async``), then the run waits until every job is
+inactive (``flux queue drain``) and sched-py has worked through every free.
+
+Two ``flux ping --interval=INTERVAL`` probes run the whole time:
+
+``sched-py``
+    the module's own ``ping`` method, served by sched-py's reactor: its
+    round trip is how long sched-py kept a request waiting (a scheduling
+    pass, a KVS commit callback, a burst of allocs).  sched-py runs in its
+    own process (``flux module-python-exec``), so this is the figure that
+    says whether it ever blocks for more than 100 ms;
+``broker``
+    the broker's ping: that the broker itself stays responsive.
+
+``--compare sched-simple`` runs the same burst again under flux-core's own
+scheduler in the same instance, for a same-run comparison.  Reported: the
+probes' max, p50, p99, p99.9 and the count over 100 ms; the jobs' final
+states (every job must complete); the scheduler's peak RSS (VmHWM); and
+sched-py's own record of the longest reactor callback, in wall and CPU ms
+(``flux module stats sched-py``: ``callback_max_ms``,
+``callback_max_cpu_ms``), which machine load inflates only in wall time.
+``--engine-only`` runs the same burst through the engine alone, in this
+process (no Flux: alloc every job, then passes with every started job
+freed at once), and reports its peak RSS and time.
+
+Usage::
+
+    PATH=/opt/flux/bin:$PATH python bench/bench_flux_load.py                 # 100,000 jobs, 10 x 64
+    python bench/bench_flux_load.py --njobs 20000 --nodes 10 --cores 64
+    python bench/bench_flux_load.py --engine-only                             # no Flux needed
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import resource
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+SUBMIT = r"""
+import json, sys, time
+import flux, flux.job
+from flux.job import JobspecV1
+
+n, batch = int(sys.argv[1]), 2048
+h = flux.Flux()
+js = JobspecV1.from_command(["true"], num_tasks=1, cores_per_task=1)
+js.setattr("system.exec.test.run_duration", sys.argv[2])
+js.duration = float(sys.argv[3])
+spec = js.dumps()
+t0 = time.time()
+for start in range(0, n, batch):
+    futures = [flux.job.submit_async(h, spec) for _ in range(min(batch, n - start))]
+    for f in futures:
+        f.get_id()
+    del futures
+print(json.dumps({"t0": t0, "submitted": time.time()}))
+"""
+
+JOBSPEC = {
+    "version": 1,
+    "resources": [{"type": "slot", "count": 1, "label": "task", "with": [{"type": "core", "count": 1}]}],
+    "tasks": [{"command": ["true"], "slot": "task", "count": {"per_slot": 1}}],
+    "attributes": {"system": {"duration": 0}},
+}
+
+_TIME = re.compile(r"time=([0-9.]+) ms")
+
+
+def percentiles(ms: list[float]) -> dict:
+    if not ms:
+        return {"samples": 0}
+    s = sorted(ms)
+
+    def q(p: float) -> float:
+        return s[min(len(s) - 1, int(p * len(s)))]
+
+    return {
+        "samples": len(s),
+        "max_ms": s[-1],
+        "p50_ms": statistics.median(s),
+        "p99_ms": q(0.99),
+        "p999_ms": q(0.999),
+        "over_100ms": sum(1 for x in s if x > 100.0),
+    }
+
+
+def vm_hwm_kib(pid: int) -> int | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def flux_run(a: argparse.Namespace) -> list[dict]:
+    from t.flux.instance import Instance, flux_exe
+
+    if flux_exe() is None:
+        raise SystemExit("bench_flux_load: flux not on PATH")
+    rows = []
+    with Instance(1) as inst:
+        inst.use_scheduler(None)
+        inst.set_resources(a.nodes, a.cores)
+        script = inst.dir / "submit.py"
+        script.write_text(SUBMIT)
+        for name in ["sched-py", *a.compare]:
+            rows.append(one_run(a, inst, name, script))
+            print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+            inst.run("job", "purge", "--force", "--num-limit=0", check=False)
+    return rows
+
+
+def one_run(a: argparse.Namespace, inst: Any, name: str, script: Path) -> dict:
+    from t.flux.instance import flux_exe
+
+    inst.use_scheduler(None)
+    inst.use_scheduler(name, *(a.sched_py_args if name == "sched-py" else []))
+    time.sleep(1.0)
+    pid = int(re.findall(rf"module-python-exec {name} pid=(\d+)", inst.dmesg())[-1])
+    probes = {}
+    for target in ("module", "broker"):
+        log = open(inst.dir / f"ping-{target}.log", "w")
+        p = subprocess.Popen(
+            [flux_exe(), "ping", f"--interval={a.interval}", name if target == "module" else "broker"],
+            env=inst.env,
+            stdout=log,
+            stderr=log,
+        )
+        probes[target] = (p, log)
+    try:
+        out = json.loads(
+            inst.run("python", str(script), str(a.njobs), f"{a.run_duration}s", str(a.duration), timeout=7200)
+        )
+        inst.run("queue", "drain", timeout=7200)
+        t_drained = time.time()
+        inst.run("ping", "-c1", name, timeout=3600)
+        t_settled = time.time()
+    finally:
+        for p, log in probes.values():
+            p.send_signal(signal.SIGINT)
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+            log.close()
+    stats_line = inst.try_run("jobs", "--stats-only", "-a").stdout.strip()  # exits 1: no active job
+    st = inst.json("module", "stats", name)
+    lat = {t: percentiles([float(x) for x in _TIME.findall((inst.dir / f"ping-{t}.log").read_text())]) for t in probes}
+    keys = ("allocs", "frees", "commits", "commit_errors", "sched_passes")
+    keys += ("callback_max_ms", "callback_max_cpu_ms", "callbacks_over_100ms_cpu", "pass_deferrals")
+    return {
+        "scheduler": name,
+        "njobs": a.njobs,
+        "resources": f"{a.nodes} nodes x {a.cores} cores",
+        "duration": a.duration,
+        "args": a.sched_py_args if name == "sched-py" else [],
+        "submit_s": round(out["submitted"] - out["t0"], 1),
+        "drained_s": round(t_drained - out["t0"], 1),
+        "settled_s": round(t_settled - out["t0"], 1),
+        "jobs_per_s": round(a.njobs / (t_drained - out["t0"]), 1),
+        "jobs": stats_line,
+        "peak_rss_mib": round((vm_hwm_kib(pid) or 0) / 1024, 1),
+        "stats": {k: st[k] for k in keys if k in st},
+        "ping_module": lat["module"],
+        "ping_broker": lat["broker"],
+    }
+
+
+def engine_run(a: argparse.Namespace) -> dict:
+    """The same burst through the engine alone: peak RSS and time."""
+    from fluxsched_py.engine import Engine, ResponseType
+    from fluxsched_py.replay.platform import nodes_R
+    from fluxsched_py.resource import ResourceGraph
+
+    rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    t0 = time.perf_counter()
+    g = ResourceGraph.from_rv1(nodes_R([f"node{i}" for i in range(a.nodes)], a.cores))
+    e = Engine(g, [*a.sched_py_args, "policy=low"])
+    spec = {**JOBSPEC, "attributes": {"system": {"duration": a.duration}}}
+    for jobid in range(1, a.njobs + 1):
+        e.alloc(jobid, 16, 1, float(jobid), spec)
+    done = 0
+    now = 0.0
+    while done < a.njobs:
+        res = e.schedule(now, 0.05)
+        started = [r.id for r in res.responses if r.type is ResponseType.SUCCESS]
+        for jobid in started:
+            e.free(jobid, None, True)
+        done += len(started)
+        now += a.run_duration
+        if not started and not res.more and e.pending_count:
+            raise SystemExit(f"engine stalled with {e.pending_count} pending")
+    return {
+        "njobs": a.njobs,
+        "resources": f"{a.nodes} nodes x {a.cores} cores",
+        "duration": a.duration,
+        "engine_s": round(time.perf_counter() - t0, 1),
+        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "rss_before_mib": round(rss0 / 1024, 1),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--njobs", type=int, default=100_000)
+    ap.add_argument("--nodes", type=int, default=10)
+    ap.add_argument("--cores", type=int, default=64)
+    ap.add_argument("--run-duration", type=float, default=0.001, help="mock execution seconds per job")
+    ap.add_argument(
+        "--duration", type=float, default=60.0, help="each job's time limit (jobspec duration; 0: unlimited)"
+    )
+    ap.add_argument("--interval", type=float, default=0.05, help="seconds between pings of each probe")
+    ap.add_argument("--sched-py-args", nargs="*", default=["queue-policy=easy"], metavar="ARG")
+    ap.add_argument("--engine-only", action="store_true", help="no Flux: the engine alone, for its peak RSS")
+    ap.add_argument(
+        "--compare", nargs="*", default=[], metavar="MODULE", help="then the same burst under these schedulers"
+    )
+    a = ap.parse_args(argv)
+    result = engine_run(a) if a.engine_only else flux_run(a)
+    print(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONHASHSEED", "0")
+    sys.exit(main())
