@@ -603,17 +603,16 @@ def driver_target() -> Target:
             "expiration": 0.0,
         },
     }
-    topics = [
-        "sched.alloc",
-        "sched.free",
-        "sched.cancel",
-        "sched.prioritize",
+    probe = Driver(RecordingTransport(), [])
+    topics = probe.topics()  # the topics the module registers, config-reload included
+    probe.close()
+    answered = {
         "sched.expiration",
         "sched.resource-status",
         "feasibility.check",
         "sched-py.stats-get",
-    ]
-    answered = {"sched.expiration", "sched.resource-status", "feasibility.check", "sched-py.stats-get"}
+        "sched-py.config-reload",
+    }
     # The startup responses the driver handles too: resource.acquire updates
     # (after the first) and a sched-hello response with the job's R.
     startup = ["resource.acquire", "job-manager.sched-hello"]
