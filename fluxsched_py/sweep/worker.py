@@ -45,7 +45,10 @@ def _replay(spec: RunSpec, outdir: Path) -> dict[str, Any]:
         if not n:
             raise PlatformError("the workload does not say how many nodes it needs: give --nodes N or --platform")
         graph = nodes_graph(n, cores)
-    options = EngineOptions.parse({"queue-policy": spec.queue_policy, "policy": spec.policy, **opts})
+    # annotate-depth 0, as `replay` runs: a replay needs t_estimate, never reason_pending texts
+    options = EngineOptions.parse(
+        {"queue-policy": spec.queue_policy, "policy": spec.policy, "annotate-depth": "0", **opts}
+    )
     result = replay(workload, graph, options)
     s = summarize(result)
     csv_path = write_jobs_csv(result, outdir / "jobs.csv")
