@@ -23,7 +23,14 @@ import statistics
 import time
 
 from fluxsched_py.engine import Engine
-from fluxsched_py.replay.platform import nodes_graph
+from fluxsched_py.replay.platform import nodes_R
+from fluxsched_py.resource import ResourceGraph
+
+
+def nodes_graph(n: int, cores: int) -> ResourceGraph:
+    """``n`` nodes of ``cores`` cores (the replay's ``nodes_graph`` without
+    its 50,000-node input limit)."""
+    return ResourceGraph.from_rv1(nodes_R([f"node{i}" for i in range(n)], cores))
 
 
 def jobspec(duration: float) -> dict:

@@ -122,6 +122,12 @@ class UnitFields:
         for bits, step in ((y & d, 1), (yo & d, -1)):
             if not bits:
                 continue
+            if bits.bit_count() <= 32:  # a few bits: peel them off the top
+                while bits:
+                    top = bits.bit_length() - 1
+                    out[top // s] += step
+                    bits ^= 1 << top
+                continue
             raw = bits.to_bytes(nb, "little")
             for m in _NONZERO.finditer(raw):
                 p = m.start()
