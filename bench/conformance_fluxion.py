@@ -122,9 +122,9 @@ def _summarize(block: list[str]) -> tuple:
 
 def run_case(args: tuple[Case, str]) -> Result:
     case, corpus = args
-    from fluxsched_py.rq.cli import build_parser, load_graph
-    from fluxsched_py.rq.compat import parse_policy
-    from fluxsched_py.rq.session import Session
+    from fluxsched_py.matchcli.cli import build_parser, load_graph
+    from fluxsched_py.matchcli.compat import parse_policy
+    from fluxsched_py.matchcli.session import Session
 
     t0 = time.perf_counter()
     cdir = Path(corpus)
@@ -137,7 +137,7 @@ def run_case(args: tuple[Case, str]) -> Result:
     ns = build_parser().parse_args(argv)
     out, err = io.StringIO(), io.StringIO()
     try:
-        graph = load_graph(str(cdir / ns.load_file), ns.load_format)
+        graph = load_graph(str(cdir / ns.load_file), ns.load_format, ns.match_subsystems)
         session = Session(
             graph,
             parse_policy(ns.match_policy, flexible=ns.traverser_policy == "flexible"),

@@ -25,7 +25,7 @@ __all__ = ["main"]
 DELEGATED = {
     "replay": ("fluxsched_py.replay.cli", "replay a workload trace through the scheduler (no Flux needed)"),
     "sweep": ("fluxsched_py.sweep.cli", "replay a grid of workloads x policies x options, in parallel or on Flux"),
-    "match": ("fluxsched_py.rq.cli", "match jobspecs on a resource graph, speaking resource-query's commands"),
+    "match": ("fluxsched_py.matchcli.cli", "match jobspecs on a resource graph, speaking resource-query's commands"),
     "synthetic": ("fluxsched_py.replay.synthetic", "write a seeded synthetic workload (SWF or Batsim JSON)"),
     "batsim": ("fluxsched_py.batsim.cli", "run as a Batsim decision process"),
     "module-path": ("fluxsched_py.flux.paths", "print the folder to add to FLUX_MODULE_PATH_PREPEND"),

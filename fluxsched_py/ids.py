@@ -22,6 +22,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
+from .errors import FluxschedError
+
 __all__ = [
     "MAX_ID",
     "MAX_HOSTS",
@@ -40,11 +42,11 @@ _IDSET_CHARS = re.compile(r"^[0-9,\-\s]*$")
 _RUN_OF_ONES = re.compile(r"1+")
 
 
-class IdSetError(ValueError):
+class IdSetError(FluxschedError, ValueError):
     """An idset string or value that is not valid RFC 22."""
 
 
-class HostlistError(ValueError):
+class HostlistError(FluxschedError, ValueError):
     """A hostlist string that is not valid RFC 29."""
 
 

@@ -40,9 +40,10 @@ __all__ = [
 MAX_INPUT_BYTES = 64 * 1024 * 1024
 #: Largest stream read line by line (SWF traces, after decompression): memory is bounded by MAX_JOBS.
 MAX_STREAM_BYTES = 1024 * 1024 * 1024
-#: Largest machine the replay builds: its graph and the engine's planner cost about
-#: 15 KB per node, so 50,000 nodes (Mira had 49,152) peak near 0.75 GB, under 1 GiB.
-MAX_NODES = 50_000
+#: Largest machine the replay builds (2**18; Fugaku has 158,976 nodes): the graph and the
+#: engine's planner cost about 5.6 KB per node, so 262,144 nodes peak near 1.5 GB and
+#: 200,000 near 1.2 GB (measured with the bundled workload and a one-job replay).
+MAX_NODES = 262_144
 #: Largest count of one leaf type (cores, GPUs, memory units) on one node.
 MAX_PER_NODE = 65_536
 #: Most jobs one workload may hold.

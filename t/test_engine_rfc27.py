@@ -556,3 +556,89 @@ def test_worstfit_spreads_jobs_over_the_least_loaded_nodes_as_sched_simple_does(
         e.alloc(i, 16, 1, float(i), jobspec(nslots=n))
     out = {r.id: r.annotations["sched"]["resource_summary"] for r in e.schedule(0.0).responses}
     assert out == {1: "rank0/core0", 2: "rank1/core[0-3] rank2/core[0-1]", 3: "rank0/core1"}
+
+
+def test_hello_recovers_a_job_on_a_down_or_drained_rank():
+    """Found by t/test_engine_model.py (alloc, schedule, down rank 0, restart):
+    a restarted scheduler dropped a running job whose ranks were down or
+    drained at hello, so its nodes looked free while it still ran."""
+    R = {"version": 1, "execution": {"R_lite": [{"rank": "0-1", "children": {"core": "0-3"}}], "expiration": 0.0}}
+    g = graph(nodes=4)
+    e = Checked(g, ["queue-policy=easy"])
+    g.set_down("0")
+    g.drain("1", "maintenance")
+    e.hello([{"id": 7, "priority": 16, "userid": 1, "t_submit": 0.0, "R": R}])
+    assert e.job(7).state is JobState.RUNNING
+    assert str(g.allocated().ranks) == "0-1"
+    g.set_up("0")
+    g.undrain("1")
+    e.alloc(8, 16, 1, 1.0, jobspec(nnodes=4))
+    assert not by_type(e.schedule(2.0).responses, ResponseType.SUCCESS)  # job 7 still holds ranks 0-1
+
+
+def test_partial_free_of_cores_releases_the_whole_node_from_the_job():
+    """Found by t/test_engine_model.py (4-node job, partial free of rank 1's
+    cores, pass): the job kept rank 1's node in its allocation while the
+    graph had freed it, so the next job on rank 1 overlapped it."""
+    e = engine(nodes=4, options=["queue-policy=fcfs"])
+    e.alloc(1, 16, 100, 1.0, jobspec(nnodes=4))
+    e.alloc(2, 16, 100, 1.0, jobspec(nnodes=1, duration=5))
+    e.schedule(1.0)
+    e.free(1, {"version": 1, "execution": {"R_lite": [{"rank": "1", "children": {"core": "0-3"}}]}}, final=False)
+    assert str(e.job(1).resources.ranks) == "0,2-3"
+    (ok,) = by_type(e.schedule(2.0).responses, ResponseType.SUCCESS)
+    assert str(ok.resources.ranks) == "1" and ok.resources.isdisjoint(e.job(1).resources)
+
+
+def test_a_free_on_a_shrunk_rank_gives_nothing_back(caplog):
+    """Found by t/test_engine_model.py (job on rank 3, shrink 3, free it,
+    alloc 1 core): the planner counted the shrunk rank's cores as free
+    again and matched a job there (the graph refused it)."""
+    e = engine(nodes=2, options=["queue-policy=easy", "policy=low"])
+    e.alloc(1, 16, 100, 1.0, jobspec(nnodes=1))
+    e.alloc(2, 16, 100, 1.0, jobspec(nnodes=1))
+    e.schedule(1.0)
+    assert str(e.job(1).resources.ranks) == "0"
+    e.resource_update(shrink="0")
+    e.alloc(3, 16, 100, 2.0, jobspec(cores=1, duration=10))
+    e.schedule(1.5)  # job 3 waits; the planner's free set is current when the free comes
+    e.free(1)
+    with caplog.at_level("ERROR", logger="fluxsched_py"):
+        out = e.schedule(2.0).responses
+    assert not by_type(out, ResponseType.SUCCESS)  # rank 1 is busy, rank 0 is gone
+    assert not [r for r in caplog.records if r.levelname == "ERROR"]  # nothing matched on rank 0
+    e.free(2)
+    (ok,) = by_type(e.schedule(3.0).responses, ResponseType.SUCCESS)
+    assert str(ok.resources.ranks) == "1"
+
+
+def test_no_reservation_on_a_shrunk_rank():
+    """A running job's end on a shrunk rank frees nothing to plan with."""
+    e = engine(nodes=2, options=["queue-policy=conservative", "policy=low"])
+    e.alloc(1, 16, 100, 1.0, jobspec(nnodes=1, duration=10))
+    e.alloc(2, 16, 100, 1.0, jobspec(nnodes=1, duration=100))
+    e.schedule(1.0)
+    e.resource_update(shrink="0")
+    e.alloc(3, 16, 100, 2.0, jobspec(nnodes=1, duration=10))
+    (ann,) = by_type(e.schedule(2.0).responses, ResponseType.ANNOTATE)
+    assert ann.annotations["sched"]["t_estimate"] == 101.0  # after job 2 on rank 1, not job 1 on rank 0
+
+
+def test_expiration_into_a_reservation_keeps_the_running_job_in_the_plan(caplog):
+    """Found by t/test_engine_model.py: job 4 ran until 110, job 6 was
+    reserved at 110 on its cores; at 110 sched.expiration moved job 4's end
+    to 130.  The two spans overlapped in the plan, re-planning job 6 erased
+    job 4's hold, and the pass matched job 6 onto job 4's cores (the graph
+    refused the allocation)."""
+    e = engine(nodes=1, options=["queue-policy=conservative"])
+    e.alloc(4, 16, 100, 100.0, jobspec(cores=1, nslots=3, duration=10))
+    e.schedule(100.0)
+    e.alloc(6, 16, 100, 105.0, jobspec(cores=1, nslots=4))
+    (ann,) = e.schedule(105.0).responses
+    assert ann.annotations["sched"]["t_estimate"] == 110.0
+    e.expiration(4, 130.0)
+    with caplog.at_level("ERROR", logger="fluxsched_py"):
+        out = e.schedule(110.0).responses
+    assert not [r for r in caplog.records if r.levelname == "ERROR"]
+    assert not by_type(out, ResponseType.SUCCESS)
+    assert by_type(out, ResponseType.ANNOTATE)[0].annotations["sched"]["t_estimate"] == 130.0

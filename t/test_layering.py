@@ -1,7 +1,7 @@
 """The package's layers, checked from its import graph (every ``import`` in
 every module, including imports inside functions), and its file sizes.
 
-    sweep -> drivers (flux/, batsim/, replay/, rq/, cli) -> engine -> policy
+    sweep -> drivers (flux/, batsim/, replay/, matchcli/, cli) -> engine -> policy
         -> match/planner -> resource/jobspec/report -> ids/inputs/cliutil
 
 A module may import its own subpackage, anything in a lower layer, and
@@ -23,6 +23,7 @@ PKG = Path(__file__).resolve().parents[1] / "fluxsched_py"
 #: Top-level subpackage (or module) -> layer; higher may import lower.
 LAYER = {
     "ids": 0,
+    "errors": 0,  # FluxschedError, the base of every project error
     "inputs": 0,  # capped reads and input limits, for every reader
     "cliutil": 0,  # the commands' error boundary
     "report": 1,  # figures and index.html from replay results; imports nothing of ours
@@ -36,7 +37,7 @@ LAYER = {
     "flux": 5,
     "batsim": 5,
     "replay": 5,
-    "rq": 5,
+    "matchcli": 5,
     "cli": 5,
     "sweep": 6,  # runs replays (a driver) in a pool or as Flux jobs
     "__main__": 7,

@@ -259,7 +259,7 @@ GRUG_CYCLE = """<?xml version="1.0"?>
 def test_cycle_in_grug_recipe_is_a_clear_error(tmp_path):
     p = tmp_path / "cycle.graphml"
     p.write_text(GRUG_CYCLE)
-    with pytest.raises(ResourceError, match=r"cycle.graphml: edge .*cycle in the containment recipe"):
+    with pytest.raises(ResourceError, match=r"cycle.graphml: edge .*cycle in the recipe"):
         ResourceGraph.from_grug(p)
 
 

@@ -243,8 +243,8 @@ def test_several_files_are_several_ranks():
         ResourceGraph.from_hwloc([hwloc_file("sierra.xml"), hwloc_file("corona.xml")], ranks=[0])
 
 
-def test_rq_cli_loads_hwloc(monkeypatch, capsys, tmp_path):
-    from fluxsched_py.rq.cli import main
+def test_matchcli_loads_hwloc(monkeypatch, capsys, tmp_path):
+    from fluxsched_py.matchcli.cli import main
 
     job = tmp_path / "job.yaml"
     job.write_text(SLOT)
@@ -327,8 +327,8 @@ def test_bad_xml_is_a_resource_error_naming_file_and_element(tmp_path, text, ele
     assert msg.startswith(f"{bad}: ") and element in msg and reason in msg
 
 
-def test_load_refuses_platform_xml_and_rq_cli_reports_one_line(tmp_path, capsys):
-    from fluxsched_py.rq.cli import main
+def test_load_refuses_platform_xml_and_matchcli_reports_one_line(tmp_path, capsys):
+    from fluxsched_py.matchcli.cli import main
 
     plat = tmp_path / "p.xml"
     plat.write_text('<?xml version="1.0"?>\n<platform version="4.1"><zone id="z"/></platform>')

@@ -31,6 +31,7 @@ from typing import IO, Any
 from ..cliutil import ArgumentParser, CLIError, UsageError, boundary, bounded_int, error_line, nonnegative_float
 from ..cliutil import open_output as _open_output
 from ..engine import EngineError, EngineOptions
+from ..errors import FluxschedError
 from ..inputs import MAX_NODES
 from ..policy import POLICIES
 from .driver import Driver
@@ -46,7 +47,7 @@ DEFAULT_SOCKETS = {"v4": "tcp://*:28000", "batprotocol": "tcp://*:28000", "legac
 PROG = "fluxsched-py batsim"
 
 
-class BatsimIOError(Exception):
+class BatsimIOError(FluxschedError):
     """The connection to Batsim failed: timeout, disconnect, truncated frame."""
 
 

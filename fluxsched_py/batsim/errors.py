@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from ..errors import FluxschedError
+
 __all__ = ["ProtocolError"]
 
 
-class ProtocolError(ValueError):
+class ProtocolError(FluxschedError, ValueError):
     """A message from Batsim that breaks the protocol.
 
     The driver logs it and exits non-zero instead of replying, because a

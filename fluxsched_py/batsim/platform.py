@@ -14,12 +14,13 @@ from __future__ import annotations
 import os
 import xml.etree.ElementTree as ET
 
+from ..errors import FluxschedError
 from ..inputs import MAX_NODES, MAX_PER_NODE, read_bytes
 
 __all__ = ["PlatformError", "batsim_hosts"]
 
 
-class PlatformError(ValueError):
+class PlatformError(FluxschedError, ValueError):
     """A platform file that cannot be turned into a resource graph."""
 
 

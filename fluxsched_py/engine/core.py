@@ -180,7 +180,7 @@ class Engine:
                 rs = self._rs_from_R(R)
                 if h.get("free"):
                     rs = self._drop_ranks(rs, IdSet.parse(str(h["free"])))
-                self.graph.allocate(jobid, rs)
+                self.graph.allocate(jobid, rs, running=True)  # it runs: keeps what it holds on down ranks
             except Exception as exc:  # a bad R must not kill the scheduler
                 log.error("hello: job %d: cannot mark its resources allocated: %s", jobid, exc)
                 continue
@@ -265,7 +265,7 @@ class Engine:
                 self._transition(job, "free")
                 part = self._rs_from_R(R) & job.resources if R is not None else None
                 if part:
-                    self.graph.release(jobid, part)
+                    part = self.graph.release(jobid, part)  # with the node of a rank left with no core/GPU
                     span = self.planner.remove(jobid)
                     job.resources = job.resources - part
                     if job.resources and span is not None:
@@ -301,7 +301,9 @@ class Engine:
             raise EngineError(f"expiration {expiration} is before job {jobid} started")
         self._transition(job, "expiration")
         job.expiration = float(expiration)
-        self.planner.set_end(jobid, job.expiration)
+        for other in self.planner.set_end(jobid, job.expiration):  # reservations in the way: re-planned
+            if (pending := self._jobs.get(other)) is not None:
+                pending.estimate = pending.proof = None
         self._changed()
 
     def reconfigure(self, options: EngineOptions | Iterable[str] | Mapping[str, Any]) -> None:

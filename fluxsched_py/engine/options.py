@@ -49,7 +49,7 @@ LOG_LEVELS = {
 }
 
 #: ``policy=`` values the engine accepts (the matcher has a few more, for resource-query).
-PLACEMENTS = ("first", "low", "high", "worstfit", "lonodex", "hinodex", "locality", "variation")
+PLACEMENTS = ("first", "low", "high", "worstfit", "lonodex", "hinodex", "locality", "variation", "network")
 assert all(p in MATCH_POLICIES for p in PLACEMENTS)
 
 

@@ -32,6 +32,8 @@ import enum
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import FluxschedError
+
 __all__ = [
     "EngineError",
     "JobState",
@@ -43,7 +45,7 @@ __all__ = [
 ]
 
 
-class EngineError(Exception):
+class EngineError(FluxschedError):
     """A request the engine refuses: bad options, expiration of an unknown job."""
 
 

@@ -61,7 +61,8 @@ def parse_jobspec(data: bytes | str | dict, v1: bool = False) -> Request:
     >>> r.nslots, r.slot_size, r.duration
     (2, 4, 60.0)
     """
-    if isinstance(data, dict):
+    if not isinstance(data, str | bytes | bytearray):
+        # A decoded document (an RFC 27 payload): the schema rejects what is not an object.
         return validate_document(data, v1=v1)
     key = (data, v1)
     try:

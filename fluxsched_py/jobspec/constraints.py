@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import FluxschedError
 from ..ids import Hostlist, HostlistError, IdSet, IdSetError
 
 __all__ = ["Constraint", "ConstraintError", "parse_constraint", "OPERATORS"]
@@ -36,7 +37,7 @@ _BAD_PROPERTY_CHARS = set("!&'\"`|()^[],{}<>=:;\\ \t\n")
 MAX_DEPTH = 64
 
 
-class ConstraintError(ValueError):
+class ConstraintError(FluxschedError, ValueError):
     """An ill-formed constraint; :attr:`path` is a JSON pointer to it."""
 
     def __init__(self, path: str, reason: str) -> None:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from ..errors import FluxschedError
+
 __all__ = ["JobspecError"]
 
 
-class JobspecError(ValueError):
+class JobspecError(FluxschedError, ValueError):
     """A jobspec that cannot be read or is invalid.
 
     :attr:`path` is a JSON pointer to the offending element (``/`` for the

@@ -46,8 +46,15 @@ def match_result(
 ) -> MatchResult | None:
     """Like :func:`match`, also returning the number of slots placed."""
     pol = get_policy(policy)
-    av = g.availability(available)
     topo = g.topo
+    if pol.network:
+        from .network import search_network
+
+        def run(av_set: ResourceSet) -> MatchResult | None:
+            return search(topo, g.availability(av_set), pol, request, topo.hostnames, topo.properties)
+
+        return search_network(g, g.free() if available is None else available, request, pol, run)
+    av = g.availability(available)
     return search(topo, av, pol, request, topo.hostnames, topo.properties)
 
 

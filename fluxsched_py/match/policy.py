@@ -34,6 +34,10 @@ orders are total, so every policy is deterministic.
     they can; otherwise it spans the node.
 ``variation``
     accepted for resource-query compatibility; behaves as ``low``.
+``network``
+    as ``low``, within one leaf switch of the graph's ``network`` subsystem
+    when the job fits under one (best fit), so a job's nodes sit under as
+    few switches as possible (:mod:`fluxsched_py.match.network`).
 
 Two switches change how slots are placed; every named policy leaves them
 off, and ``fluxsched-py match`` (the resource-query command line) turns them
@@ -81,6 +85,8 @@ class Policy:
     slot_host: str = "node"
     #: sibling slots are alternatives (see the module docstring)
     flexible: bool = False
+    #: pack a job under as few leaf switches as possible (:mod:`.network`)
+    network: bool = False
 
     @property
     def high_ids(self) -> bool:
@@ -100,6 +106,7 @@ POLICIES: dict[str, Policy] = {
     "firstnodex": Policy("firstnodex", "first", node_exclusive=True),
     "locality": Policy("locality", "low", locality=True),
     "variation": Policy("variation", "low"),
+    "network": Policy("network", "low", network=True),
 }
 
 

@@ -1,12 +1,11 @@
-"""What a match *names*, for printing it the way resource-query does
-(split from :mod:`.traverse`, whose search it re-runs inside containers
-taken whole)."""
+"""What a match *names*, for printing it the way resource-query does (``fluxsched-py match``)."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
 from ..jobspec.request import Request
+from ..resource.state import Availability
 from ..resource.topology import Topology
 from .policy import Policy
 from .traverse import MatchResult, _Search
@@ -23,7 +22,6 @@ def shown(topo: Topology, policy: Policy, result: MatchResult) -> tuple[set[int]
     away), and every item of a container taken whole with nothing asked
     inside it (a bare ``node``, or a node under a ``*nodex`` policy).
     """
-    from ..resource.state import Availability
 
     xc: set[int] = set()
     leaves: dict[int, dict[str, int]] = {v: dict(d) for v, d in (result.leaves or {}).items()}

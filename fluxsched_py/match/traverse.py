@@ -34,8 +34,9 @@ slot hosts and alternatives
     with ``Policy.slot_host="children"`` a slot lies within the top-most
     vertex holding its types directly (:meth:`_Search.slot_hosts`); with
     ``Policy.flexible`` sibling slots are alternatives
-    (:meth:`_Search.sat_or_slots`).  Both are Fluxion's semantics, used by
-    ``fluxsched-py match``; see :mod:`fluxsched_py.match.policy`.
+    (:meth:`_Search.sat_or_slots`); top-level slots above the nodes are
+    ranked across hosts (:mod:`.slotrank`).  These are Fluxion's semantics,
+    used by ``fluxsched-py match`` (which prints what :mod:`.shown` names).
 """
 
 from __future__ import annotations
@@ -46,16 +47,15 @@ from dataclasses import dataclass
 
 from ..ids import IdSet
 from ..jobspec.request import Request, ResourceRequest
-from ..resource import ResourceSet
+from ..resource.resourceset import ResourceSet, with_twins
 from ..resource.state import Availability
 from ..resource.topology import Topology
 from .policy import Policy
+from .slotrank import rerank
 
 __all__ = ["search", "MatchResult", "request_needs"]
 
-#: Vertices with at least this many children are walked through
-#: :attr:`Availability.have` (see :meth:`_Search.kids`); fewer are walked in full.
-INDEX_FANOUT = 8
+INDEX_FANOUT = 8  #: children counts from which :attr:`Availability.have` is walked (:meth:`_Search.kids`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +97,7 @@ class _Search:
         self.av = av
         self.policy = policy
         self.constraint = request.constraints
+        self.top_requests = request.resources
         self.hostnames = hostnames
         self.properties = properties
         self.tpool: dict[tuple[int, str], int] = {}
@@ -289,7 +290,7 @@ class _Search:
         t = r.type
         topo = self.topo
         if t == "slot":
-            return self.sat_slot(scope, r)
+            return self.sat_slot(scope, r, top)
         if t in topo.pool_types and (t not in topo.container_types or self.units(scope, t) > 0):
             return self.sat_pool(scope, r)
         if t in topo.container_types:
@@ -332,20 +333,35 @@ class _Search:
             return iter((scope,))
         return self.containers(scope, "node", False, needs, True)
 
-    def sat_slot(self, scope: int, r: ResourceRequest) -> bool:
+    def sat_slot(self, scope: int, r: ResourceRequest, top: bool = False) -> bool:
         start = len(self.log)
         maxn = r.count.max if r.count.values is None else max(r.count.values)
         needs = self.needs(r.with_)
         marks: list[int] = []
-        hosts = self.hosts_for(scope, (r,), needs)
-        for h in hosts:
-            while maxn is None or len(marks) < maxn:
+        ranked = (
+            top
+            and maxn is not None
+            and self.policy.slot_host == "children"
+            and self.policy.order in ("high", "low")
+            and any(r is x for x in self.top_requests)
+        )
+        per_host: list[tuple[int, list[int], int]] = []
+        for h in self.hosts_for(scope, (r,), needs):
+            mine: list[int] = []
+            while maxn is None or len(mine) < maxn and (ranked or len(marks) < maxn):
                 mark = len(self.log)
                 if not self.place_slot(h, r.with_):
                     break
-                marks.append(mark)
-            if maxn is not None and len(marks) >= maxn:
+                mine.append(mark)
+            marks.extend(mine)
+            if mine and self.topo.node_of[h] < 0:
+                per_host.append((h, mine, len(self.log)))
+            elif mine:
+                ranked = False  # hosts at or inside nodes: filled one by one, as Fluxion's node-level slots are
+            if maxn is not None and len(marks) >= maxn and not ranked:
                 break
+        if ranked and len(per_host) > 1:
+            marks = rerank(self, start, per_host, maxn, r.with_)
         if not self._choose(r, marks, start):
             return False
         self.add_slots(next(r.count.candidates(len(marks))))
@@ -539,7 +555,7 @@ class _Search:
                 u = pv[i]
                 pools[u] = dict(self.av.loc[u])
                 i += 1
-        return ResourceSet(topo, cont & self.av.cont, {v: d for v, d in pools.items() if d})
+        return with_twins(ResourceSet(topo, cont & self.av.cont, {v: d for v, d in pools.items() if d}))
 
     def wholes(self) -> tuple[tuple[int, tuple[ResourceRequest, ...]], ...]:
         out = dict(self.dead)

@@ -18,6 +18,7 @@ Bit layout, for a topology of ``n`` vertices::
 from __future__ import annotations
 
 import bisect
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ..ids import IdSet
@@ -37,14 +38,14 @@ class FlatCodec:
         n = topo.n
         self.n = n
         self.cont_mask = (1 << n) - 1
-        type_masks: dict[str, int] = {}
-        rank_masks: dict[int, int] = {}
+        # Masks are merged from (offset, small mask) chunks (_merge): OR-ing
+        # each bit into a growing big integer would cost O(width) per bit.
+        type_chunks: dict[str, list[tuple[int, int]]] = {}
+        ranked_chunks: list[tuple[int, int]] = []
         for v in range(n):
-            bit = 1 << v
-            type_masks[topo.type[v]] = type_masks.get(topo.type[v], 0) | bit
-            r = topo.rank[v]
-            if r >= 0:
-                rank_masks[r] = rank_masks.get(r, 0) | bit
+            type_chunks.setdefault(topo.type[v], []).append((v, 1))
+            if topo.rank[v] >= 0:
+                ranked_chunks.append((v, 1))
         self.offsets: dict[tuple[int, str], int] = {}
         layout: list[tuple[int, int, int, str]] = []  # (offset, width, vertex, type)
         off = n
@@ -53,11 +54,9 @@ class FlatCodec:
                 width = max(1, mask.bit_length())
                 self.offsets[(v, t)] = off
                 layout.append((off, width, v, t))
-                shifted = mask << off
-                type_masks[t] = type_masks.get(t, 0) | shifted
-                r = topo.rank[v]
-                if r >= 0:
-                    rank_masks[r] = rank_masks.get(r, 0) | shifted
+                type_chunks.setdefault(t, []).append((off, mask))
+                if topo.rank[v] >= 0:
+                    ranked_chunks.append((off, mask))
                 off += width
         self.layout = layout
         self._starts = [e[0] for e in layout]
@@ -66,23 +65,48 @@ class FlatCodec:
         #: Every leaf (pool) bit: a set with none of these holds nothing usable
         #: (containers stay in a free set while their leaves are in use).
         self.leaf_mask = ((1 << off) - 1) & ~self.cont_mask
-        self.type_masks = type_masks
-        self.rank_masks = rank_masks
+        self.type_masks = {t: _merge(c) for t, c in type_chunks.items()}
+        #: rank -> everything on that rank (computed when asked: a mask per
+        #: rank held at once would be quadratic in the machine size)
+        self.rank_masks = _RankMasks(self)
         #: Everything that belongs to some rank (not the cluster/rack levels).
-        self.ranked_mask = 0
-        for m in rank_masks.values():
-            self.ranked_mask |= m
+        self.ranked_mask = _merge(ranked_chunks)
         self._fields: dict[str, Any] = {}
         self._flat_nodes()
+
+    def rank_mask(self, r: int) -> int:
+        """Everything on rank ``r`` (0 for an unknown rank): its subtree's
+        vertices, a contiguous range in pre-order, and their pools."""
+        topo = self.topo
+        v = topo.rank_root.get(r)
+        if v is None:
+            return 0
+        end = topo.end[v]
+        out = ((1 << (end - v)) - 1) << v
+        i = bisect.bisect_left(self._pool_vertices, v)
+        chunks = []
+        pv, layout = self._pool_vertices, self._pool_layout
+        while i < len(pv) and pv[i] < end:
+            for off, t in layout[i]:
+                chunks.append((off, topo.pools[pv[i]][t]))
+            i += 1
+        return out | _merge(chunks)
 
     def _flat_nodes(self) -> None:
         """Detect the shape the whole-node fast path needs (see MatchCache):
         every node a child of the root, one per rank, all alike, each with a
         core.  Sets :attr:`node_bits` (node vertex -> its whole subtree)."""
         topo = self.topo
+        self._pool_vertices: list[int] = []
+        self._pool_layout: list[list[tuple[int, str]]] = []
+        for off, _, v, t in self.layout:
+            if not self._pool_vertices or self._pool_vertices[-1] != v:
+                self._pool_vertices.append(v)
+                self._pool_layout.append([])
+            self._pool_layout[-1].append((off, t))
         nodes = [v for v in range(self.n) if topo.type[v] == "node"]
         self.node_vertex_mask = 0
-        self.node_bits: dict[int, int] = {}
+        self.node_bits: Mapping[int, int] = _NodeBits(self, ())
         self.flat_nodes = False
         self.unit_shift: int | None = None
         self._whole_cache: dict[tuple[int, int], int] = {}
@@ -92,12 +116,19 @@ class FlatCodec:
         if len(set(ranks)) != len(ranks) or min(ranks) < 0:
             return
         shapes = set()
+        all_types = tuple(sorted(self.type_masks))
+        core_count = 0
         for v in nodes:
-            full = self.rank_masks[topo.rank[v]]
-            shapes.add(tuple(sorted((t, (full & m).bit_count()) for t, m in self.type_masks.items())))
-            self.node_bits[v] = full
-            self.node_vertex_mask |= 1 << v
-        self.flat_nodes = len(shapes) == 1 and self.count(self.node_bits[nodes[0]], "core") > 0
+            cnt = dict.fromkeys(all_types, 0)
+            for u in range(v, topo.end[v]):
+                cnt[topo.type[u]] += 1
+                for t, m in topo.pools[u].items():
+                    cnt[t] += m.bit_count()
+            shapes.add(tuple(cnt.items()))
+            core_count = cnt.get("core", 0)
+        self.node_vertex_mask = _merge([(v, 1) for v in nodes])
+        self.node_bits = _NodeBits(self, nodes)
+        self.flat_nodes = len(shapes) == 1 and core_count > 0
         # Simplest layout (one 1-id pool per node, nodes and pools both in
         # order): a node's pool bit is its vertex bit moved by a fixed shift,
         # so whole-node tests are one integer expression.
@@ -122,15 +153,26 @@ class FlatCodec:
         bit, all of them ids of its pools: then "node ``i`` is wholly in
         ``x``" is a test on a fixed-width field (see :meth:`whole_nodes`)."""
         topo = self.topo
-        first = self.rank_masks[topo.rank[nodes[0]]] & ~self.cont_mask
-        base = (first & -first).bit_length() - 1
-        stride = first.bit_count()
-        one = (1 << stride) - 1
-        low = 0
+        base = stride = -1
         for i, v in enumerate(nodes):
-            if topo.children[v] or self.rank_masks[topo.rank[v]] != (1 << v) | (one << (base + i * stride)):
+            if topo.children[v]:
                 return None
-            low |= 1 << (i * stride)
+            pools = topo.pools[v]
+            if not pools:
+                return None
+            offs = sorted((self.offsets[(v, t)], m) for t, m in pools.items())
+            start = offs[0][0]
+            width = 0
+            for off, m in offs:
+                # every pool full from id 0, and the pools back to back
+                if off != start + width or m & (m + 1):
+                    return None
+                width += m.bit_length()
+            if i == 0:
+                base, stride = start, width
+            elif width != stride or start != base + i * stride:
+                return None
+        low = _merge([(i * stride, 1) for i in range(len(nodes))])
         return base, stride, len(nodes), nodes[0], low
 
     def unit_fields(self, rtype: str) -> Any:
@@ -291,10 +333,83 @@ class FlatCodec:
     def ranks_mask(self, ranks: Any) -> int:
         """Everything on ``ranks`` (an IdSet or iterable of ranks)."""
         out = 0
-        rm = self.rank_masks
         for r in ranks:
-            out |= rm.get(r, 0)
+            out |= self.rank_mask(r)
         return out
+
+
+class _RankMasks(Mapping):
+    """``rank -> mask``, each computed when asked (:meth:`FlatCodec.rank_mask`)."""
+
+    def __init__(self, codec: FlatCodec) -> None:
+        self._codec = codec
+
+    def __getitem__(self, r: int) -> int:
+        if r not in self._codec.topo.rank_root:
+            raise KeyError(r)
+        return self._codec.rank_mask(r)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._codec.topo.rank_root)
+
+    def __len__(self) -> int:
+        return len(self._codec.topo.rank_root)
+
+
+class _NodeBits(Mapping):
+    """``node vertex -> its whole subtree``, each computed when asked and the
+    last few remembered (one mask per node held at once would be quadratic)."""
+
+    def __init__(self, codec: FlatCodec, nodes: Any) -> None:
+        self._codec = codec
+        self._nodes = dict.fromkeys(nodes)
+        self._recent: dict[int, int] = {}
+
+    def __getitem__(self, v: int) -> int:
+        hit = self._recent.get(v)
+        if hit is not None:
+            return hit
+        if v not in self._nodes:
+            raise KeyError(v)
+        m = self._codec.rank_mask(self._codec.topo.rank[v])
+        if len(self._recent) >= 4096:
+            self._recent.clear()
+        self._recent[v] = m
+        return m
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._nodes)
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+
+def _merge(chunks: list[tuple[int, int]]) -> int:
+    """OR of ``mask << offset`` over ``chunks`` (sorted by offset, not
+    overlapping), merged pairwise so the cost is O(total width * log chunks)
+    rather than O(width) per chunk."""
+    if not chunks:
+        return 0
+    if all(m == 1 for _, m in chunks):  # single bits: set them in a byte array
+        arr = bytearray(max(off for off, _ in chunks) // 8 + 1)
+        for off, _ in chunks:
+            arr[off >> 3] |= 1 << (off & 7)
+        return int.from_bytes(arr, "little")
+    items = [(off, m) for off, m in chunks if m]
+    if not items:
+        return 0
+    while len(items) > 1:
+        merged = []
+        for i in range(0, len(items) - 1, 2):
+            (o1, m1), (o2, m2) = items[i], items[i + 1]
+            if o2 < o1:
+                (o1, m1), (o2, m2) = (o2, m2), (o1, m1)
+            merged.append((o1, m1 | (m2 << (o2 - o1))))
+        if len(items) % 2:
+            merged.append(items[-1])
+        items = merged
+    off, m = items[0]
+    return m << off
 
 
 #: ``b"0"`` -> 0, ``b"1"`` -> 1 (the rest unchanged), for binary strings

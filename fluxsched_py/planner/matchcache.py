@@ -47,11 +47,11 @@ class MatchCache:
     FAST_ORDER = {"low": False, "lonode": False, "high": True, "hinode": True, "first": True}
     #: Policies the slot fast path reproduces: (node order, high ids first),
     #: read from the matcher's own policy table.  Node-exclusive, locality
-    #: and slot-host/flexible variants place slots differently: left out.
+    #: network, and slot-host/flexible variants place slots differently: left out.
     SLOT_ORDER = {
         name: (p.order, p.high_ids)
         for name, p in MATCH_POLICIES.items()
-        if not (p.node_exclusive or p.locality or p.flexible) and p.slot_host == "node"
+        if not (p.node_exclusive or p.locality or p.flexible or p.network) and p.slot_host == "node"
     }
 
     def __init__(self, matcher: Matcher, maxsize: int = 2048, fast_paths: bool = True) -> None:

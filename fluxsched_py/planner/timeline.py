@@ -25,6 +25,7 @@ import bisect
 import math
 from typing import Any
 
+from ..errors import FluxschedError
 from ..ids import IdSet
 from . import noearlier
 from .flat import FlatCodec
@@ -34,7 +35,7 @@ from .noearlier import ProofLog
 __all__ = ["PlannerError", "Span", "Timeline"]
 
 
-class PlannerError(ValueError):
+class PlannerError(FluxschedError, ValueError):
     """A span that makes no sense (empty interval, unknown or duplicate job)."""
 
 
@@ -64,7 +65,10 @@ class Span:
 
 
 def _unusable_ranks(g: Any) -> Any:
-    """Ranks that are down or drained (graph API permitting), else None."""
+    """Ranks that are down, drained or shrunk (graph API permitting), else None.
+
+    Shrunk ranks count: what a job frees there never becomes free, and a
+    running job's end there frees nothing to plan with."""
     down = getattr(g, "down_ranks", None)
     if down is None:
         return None
@@ -74,6 +78,9 @@ def _unusable_ranks(g: Any) -> Any:
         d = drained()
         if d:
             bad = bad | IdSet(d)
+    shrunk = getattr(g, "shrunk_ranks", None)
+    if shrunk is not None:
+        bad = bad | shrunk()
     return bad
 
 
@@ -233,16 +240,29 @@ class Timeline(ProofLog):
             for s in list(self._reserved.values()):
                 self.remove(s.jobid)
 
-    def set_end(self, jobid: int, end: float) -> None:
-        """Move a span's end (``sched.expiration``)."""
+    def set_end(self, jobid: int, end: float) -> list[int]:
+        """Move a span's end (``sched.expiration``); return the jobs whose
+        reservations it dropped.
+
+        A running job that now ends later may run into reservations made for
+        its old end.  Those are dropped (their jobs are re-planned by the
+        next pass): spans must never overlap on a resource, or removing one
+        would clear the other's hold from the plan."""
         span = self._spans.get(jobid)
         if span is None:
             raise PlannerError(f"job {jobid} has no span")
+        dropped: list[int] = []
+        if span.running and end > span.end:
+            for r in list(self._reserved.values()):
+                if r.bits & span.bits and r.start < end and r.end > span.end:
+                    self.remove(r.jobid)
+                    dropped.append(r.jobid)
         self.remove(jobid)
         if span.running:
             self.add_running(jobid, span._rs, span.start, end, span.bits)
         else:
             self.reserve(jobid, span._rs, span.start, end, span.bits)
+        return dropped
 
     def set_now(self, now: float) -> None:
         """Tell the planner the current time (see :attr:`now`)."""

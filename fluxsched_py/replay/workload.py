@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..errors import FluxschedError
 from ..inputs import MAX_INPUT_BYTES, MAX_JOBS, MAX_NODES, MAX_SECONDS, bounded_lines, open_stream
 from ..jobspec.loader import MAX_BYTES
 from ..jobspec.request import Request, node_request
@@ -66,7 +67,7 @@ __all__ = [
 ]
 
 
-class WorkloadError(ValueError):
+class WorkloadError(FluxschedError, ValueError):
     """A workload file that cannot be replayed; the message says where and why."""
 
 
@@ -268,6 +269,7 @@ def read_batsim(text: str | dict, name: str = "workload", source: str = "<batsim
         raise WorkloadError(f"{source}: profiles must be an object, got {type(profiles).__name__}")
     jobs: list[WorkloadJob] = []
     seen: set[int] = set()
+    top = -1  # the largest job number so far
     names: set[str] = set()
     for i, j in enumerate(data["jobs"]):
         where = f"{source}: jobs[{i}]"
@@ -307,8 +309,9 @@ def read_batsim(text: str | dict, name: str = "workload", source: str = "<batsim
             walltime_s = _time(wall_s, where, "walltime")
         number = _job_number(raw_id, i)
         if number in seen:
-            number = max(seen) + 1
+            number = top + 1  # max(seen) here made many colliding ids quadratic
         seen.add(number)
+        top = max(top, number)
         jobs.append(
             WorkloadJob(
                 number, str(raw_id), subtime, node_request(res, walltime_s), walltime_s, runtime, res, prof_name

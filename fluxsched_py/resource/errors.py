@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from ..errors import FluxschedError
+
 __all__ = ["ResourceError"]
 
 
-class ResourceError(ValueError):
+class ResourceError(FluxschedError, ValueError):
     """Bad resource input or an impossible resource operation.
 
     The message always names where the problem is: the file (when known) and

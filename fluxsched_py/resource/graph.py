@@ -28,8 +28,9 @@ from typing import Any
 import networkx as nx
 
 from ..ids import IdSet
+from .builder import CONTAINMENT
 from .errors import ResourceError
-from .resourceset import ResourceSet
+from .resourceset import ResourceSet, with_twins
 from .state import Availability
 from .topology import Topology
 
@@ -54,10 +55,30 @@ class ResourceGraph:
     ('0-1', 8)
     """
 
-    def __init__(self, topo: Topology, *, rv1_defaults: dict | None = None) -> None:
+    def __init__(
+        self,
+        model: nx.DiGraph | Topology,
+        *,
+        subsystem: str = CONTAINMENT,
+        rv1_defaults: dict | None = None,
+    ) -> None:
+        """Own the networkx ``model`` and compile the matcher's index of its ``subsystem`` tree.
+
+        ``subsystem`` is the tree matching walks (``containment``; ``power``
+        for resource-query's ``-S PA``).  Passing a compiled :class:`Topology`
+        shares it (and its model) with another graph.
+        """
+        if isinstance(model, Topology):
+            topo = model
+            model = topo.model
+        else:
+            topo = Topology.compile(model, subsystem)
+        self._model = model
         self.topo = topo
         #: starttime/expiration/nslots of the R this graph was read from (for round trips)
-        self.rv1_defaults: dict = dict(rv1_defaults or {"starttime": 0.0, "expiration": 0.0})
+        self.rv1_defaults: dict = dict(
+            rv1_defaults or model.graph.get("rv1_defaults") or {"starttime": 0.0, "expiration": 0.0}
+        )
         self._jobs: dict[int, ResourceSet] = {}
         self._alloc_pools: dict[int, dict[str, int]] = {}
         self._alloc_cont = 0
@@ -71,6 +92,18 @@ class ResourceGraph:
         self._avail = Availability(topo, (1 << n) - 1, [dict(p) for p in topo.pools])
         self._all_static = ResourceSet(topo, (1 << n) - 1, {v: dict(topo.pools[v]) for v in topo.pool_vertices})
 
+    @classmethod
+    def from_networkx(cls, G: nx.DiGraph, *, subsystem: str = CONTAINMENT) -> ResourceGraph:
+        """Adopt a user-built networkx model (see :mod:`fluxsched_py.resource.builder` for its shape).
+
+        The graph is checked first (:func:`~fluxsched_py.resource.model.validate`);
+        a :class:`ResourceError` names the first vertex or edge that is wrong.
+        The graph becomes the model: keep it unchanged afterwards.
+        """
+        from .model import validate
+
+        return cls(validate(G), subsystem=subsystem)
+
     # -- readers -------------------------------------------------------------
     @classmethod
     def from_rv1(cls, R: dict | str | Path, *, source: str | None = None) -> ResourceGraph:
@@ -80,30 +113,30 @@ class ResourceGraph:
         host names and properties.  When ``scheduling`` carries JGF, the graph
         is built from it and R's host names and properties are laid over it.
         """
-        from .rv1 import graph_from_rv1
+        from .rv1 import model_from_rv1
 
-        return graph_from_rv1(R, source=source)
+        return cls(model_from_rv1(R, source=source))
 
     @classmethod
     def from_jgf(cls, jgf: dict | str | Path, *, source: str | None = None) -> ResourceGraph:
         """Build from JSON Graph Format as Fluxion writes it (``{"graph": {nodes, edges}}``)."""
-        from .jgf import graph_from_jgf
+        from .jgf import model_from_jgf
 
-        return graph_from_jgf(jgf, source=source)
+        return cls(model_from_jgf(jgf, source=source))
 
     @classmethod
     def from_grug(cls, path: str | Path) -> ResourceGraph:
         """Build from a Fluxion GRUG GraphML generation recipe."""
-        from .grug import graph_from_grug
+        from .grug import model_from_grug
 
-        return graph_from_grug(path)
+        return cls(model_from_grug(path))
 
     @classmethod
     def from_recipe(cls, recipe: dict | str | Path) -> ResourceGraph:
         """Build from the project's YAML recipe (a dict, or a path to a YAML file)."""
-        from .recipe import graph_from_recipe
+        from .recipe import model_from_recipe
 
-        return graph_from_recipe(recipe)
+        return cls(model_from_recipe(recipe))
 
     @classmethod
     def from_hwloc(
@@ -119,9 +152,9 @@ class ResourceGraph:
         Packages become sockets, cores and GPUs are numbered as flux-core
         numbers them; see :mod:`fluxsched_py.resource.hwloc`.
         """
-        from .hwloc import graph_from_hwloc
+        from .hwloc import model_from_hwloc
 
-        return graph_from_hwloc(paths, ranks=ranks, hostnames=hostnames, memory=memory)
+        return cls(model_from_hwloc(paths, ranks=ranks, hostnames=hostnames, memory=memory))
 
     @classmethod
     def load(cls, path: str | Path, format: str | None = None) -> ResourceGraph:
@@ -133,8 +166,12 @@ class ResourceGraph:
     # -- identity ------------------------------------------------------------
     @property
     def nx(self) -> nx.DiGraph:
-        """The containers as a networkx DiGraph (see :meth:`Topology.to_networkx`)."""
-        return self.topo.to_networkx()
+        """The networkx model: containers as vertices, leaf pools on them, subsystem-tagged edges.
+
+        It is the model the matcher's index was compiled from, not a copy
+        (see :mod:`fluxsched_py.resource.builder` for its shape).
+        """
+        return self._model
 
     @property
     def ranks(self) -> IdSet:
@@ -162,6 +199,10 @@ class ResourceGraph:
 
     def down_ranks(self) -> IdSet:
         return IdSet.from_mask(self._down & ~self._shrunk)
+
+    def shrunk_ranks(self) -> IdSet:
+        """Ranks removed for good (RFC 28 shrink)."""
+        return IdSet.from_mask(self._shrunk)
 
     def drained_ranks(self) -> dict[int, str]:
         return dict(self._drain_reason)
@@ -247,22 +288,32 @@ class ResourceGraph:
             return f"{topo.type[v]} {topo.name[v]} on {where}"
         return f"{t} {i} on {where}"
 
-    def allocate(self, jobid: int, rs: ResourceSet) -> None:
+    def allocate(self, jobid: int, rs: ResourceSet, *, running: bool = False) -> None:
         """Give the items of ``rs`` to ``jobid``; raise :class:`ResourceError` unless all are free.
 
         Allocating again to a job that holds resources adds to its allocation.
+        With ``running`` (a job that already runs, learned at hello), the
+        items need only be held by no other job: a running job keeps what it
+        holds on ranks that went down, were drained or shrunk.
         """
         if rs.topology is not self.topo:
             raise ResourceError(f"job {jobid}: the resource set belongs to another graph")
-        av = self._avail
-        bad_cont = rs._cont & ~av.cont
+        rs = with_twins(rs)
+        if running:
+            bad_cont = rs._cont & self._alloc_cont
+        else:
+            bad_cont = rs._cont & ~self._avail.cont
         if bad_cont:
             v = IdSet.from_mask(bad_cont).first()
             raise ResourceError(f"job {jobid}: {self._describe_item(v, None, None)} is not free")
         for v, tm in rs._pools.items():
-            loc = av.loc[v]
-            for t, m in tm.items():
-                bad = m & ~loc.get(t, 0)
+            if running:
+                taken = self._alloc_pools.get(v) or {}
+                busy = {t: m & taken.get(t, 0) for t, m in tm.items()}
+            else:
+                loc = self._avail.loc[v]
+                busy = {t: m & ~loc.get(t, 0) for t, m in tm.items()}
+            for t, bad in busy.items():
                 if bad:
                     i = IdSet.from_mask(bad).first()
                     raise ResourceError(f"job {jobid}: {self._describe_item(v, t, i)} is not free")
@@ -294,6 +345,7 @@ class ResourceGraph:
         else:
             if rs.topology is not self.topo:
                 raise ResourceError(f"job {jobid}: the resource set belongs to another graph")
+            rs = with_twins(rs)
             extra = rs - held
             if extra:
                 raise ResourceError(f"job {jobid}: cannot release resources it does not hold: {extra!r}")

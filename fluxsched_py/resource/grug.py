@@ -14,29 +14,40 @@ ranks are the ones ``resource-query`` prints:
 * names are ``basename`` + id; the root's id is 0;
 * nodes get ranks 0, 1, 2... in generation order; their descendants inherit.
 
-Recipe kinds with no containment children (cores, GPUs, memory...) are
-pooled on their parent (see :mod:`fluxsched_py.resource.topology`).  Edges of
-other subsystems (power, network...) are ignored.
+Recipe kinds with no children (cores, GPUs, memory, power capacity...) are
+pooled on their parent, in the subsystem of the edge that made them.
+
+Edges carry their subsystem (``e_subsystem``, containment by default) into
+the model.  Every ``root=1`` kind starts the tree of its ``subsystem`` (a
+``powerpanel`` roots ``power``).  Two generation methods link vertices that
+already exist instead of making new ones:
+
+* ``ASSOCIATE_IN``: every vertex of the target kind's type in
+  ``as_tgt_subsystem`` becomes a child of each source instance;
+* ``ASSOCIATE_BY_PATH_IN``: only those whose ancestor ``as_tgt_uplvl``
+  levels up is the source's ancestor ``as_src_uplvl`` levels up (a rack's
+  PDU feeds the rack's nodes).
+
+A vertex linked into its own subsystem gets a second parent (Fluxion's
+``mtl2unit`` storage units); the matcher compiles such a vertex once per
+path and keeps the copies allocated together.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 from xml.etree.ElementTree import ParseError
 
 import networkx as nx
 
+from .builder import ModelBuilder
 from .errors import ResourceError
 from .jgf import NEVER_POOLED
-from .topology import TopologyBuilder
 
-if TYPE_CHECKING:
-    from .graph import ResourceGraph
-
-__all__ = ["graph_from_grug"]
+__all__ = ["model_from_grug"]
 
 _EDGE_INTS = ("id_scope", "id_start", "id_stride", "multi_scale")
+_METHODS = ("MULTIPLY", "ASSOCIATE_IN", "ASSOCIATE_BY_PATH_IN")
 
 
 def _recipe(path: str) -> tuple[nx.DiGraph, str]:
@@ -44,7 +55,7 @@ def _recipe(path: str) -> tuple[nx.DiGraph, str]:
         raw = nx.read_graphml(path)
     except FileNotFoundError:
         raise ResourceError("cannot read: no such file", source=path) from None
-    except (ParseError, nx.NetworkXError, ValueError, KeyError, TypeError) as e:
+    except (ParseError, nx.NetworkXError, ValueError, KeyError, TypeError, LookupError) as e:
         raise ResourceError(f"malformed GraphML: {e}", source=path) from None
     nd = raw.graph.get("node_default", {})
     ed = raw.graph.get("edge_default", {})
@@ -64,10 +75,16 @@ def _recipe(path: str) -> tuple[nx.DiGraph, str]:
     for s, t, attrs in raw.edges(data=True):
         a = {**ed, **attrs}
         el = f"edge {a.get('id', f'{s}->{t}')!r}"
-        if a.get("e_subsystem", "containment") != "containment":
-            continue
-        if a.get("gen_method", "MULTIPLY") != "MULTIPLY":
-            continue  # ASSOCIATE_IN links existing vertices into other hierarchies: not modelled
+        a["e_subsystem"] = str(a.get("e_subsystem") or "containment")
+        a["gen_method"] = str(a.get("gen_method") or "MULTIPLY")
+        if a["gen_method"] not in _METHODS:
+            raise ResourceError(f"unknown gen_method {a['gen_method']!r}", source=path, element=el)
+        a["as_tgt_subsystem"] = str(a.get("as_tgt_subsystem") or "containment")
+        for k in ("as_tgt_uplvl", "as_src_uplvl"):
+            try:
+                a[k] = int(a.get(k, 1))
+            except (TypeError, ValueError):
+                raise ResourceError(f"'{k}' must be an integer", source=path, element=el) from None
         for k in _EDGE_INTS:
             try:
                 a[k] = int(a.get(k, 1 if k in ("id_stride", "multi_scale") else 0))
@@ -76,7 +93,7 @@ def _recipe(path: str) -> tuple[nx.DiGraph, str]:
         if a["multi_scale"] < 0:
             raise ResourceError("'multi_scale' must not be negative", source=path, element=el)
         if g.has_edge(s, t):
-            raise ResourceError(f"two containment edges {s} -> {t}", source=path, element=el)
+            raise ResourceError(f"two recipe edges {s} -> {t}", source=path, element=el)
         g.add_edge(s, t, **a)
     try:
         cycle = nx.find_cycle(g)
@@ -84,55 +101,120 @@ def _recipe(path: str) -> tuple[nx.DiGraph, str]:
         cycle = None
     if cycle:
         names = " -> ".join(str(a) for a, _ in cycle) + f" -> {cycle[0][0]}"
-        raise ResourceError(f"cycle in the containment recipe: {names}", source=path, element=f"edge {cycle[0]}")
+        raise ResourceError(f"cycle in the recipe: {names}", source=path, element=f"edge {cycle[0]}")
     # a vertex with no ``subsystem`` is in containment (Fluxion's GRUG default)
-    roots = [
-        n for n, a in g.nodes(data=True) if a.get("root") == 1 and a.get("subsystem", "containment") == "containment"
-    ]
-    if len(roots) != 1:
-        raise ResourceError(f"recipe must have exactly one containment root vertex, found {len(roots)}", source=path)
-    return g, roots[0]
+    roots = [n for n, a in g.nodes(data=True) if a.get("root") == 1]
+    subs = [g.nodes[n].get("subsystem") or "containment" for n in roots]
+    if subs.count("containment") != 1:
+        raise ResourceError(
+            f"recipe must have exactly one containment root vertex, found {subs.count('containment')}", source=path
+        )
+    if len(set(subs)) != len(subs):
+        raise ResourceError("recipe has two root vertices in one subsystem", source=path)
+    roots.sort(key=lambda n: (g.nodes[n].get("subsystem") or "containment") != "containment")
+    return g, roots
 
 
-def graph_from_grug(path: str | Path) -> ResourceGraph:
-    """Expand a GRUG recipe into a :class:`ResourceGraph` (see the module docstring)."""
-    from .graph import ResourceGraph
-
+def model_from_grug(path: str | Path) -> nx.DiGraph:
+    """Expand a GRUG recipe into the networkx model (see the module docstring)."""
     path = str(path)
-    recipe, root = _recipe(path)
-    b = TopologyBuilder(path)
-    ra = recipe.nodes[root]
-    instances: dict[str, list[int]] = {
-        root: [b.add_vertex(ra["type"], f"{ra['basename']}0", 0, basename=ra["basename"])]
-    }
-    next_rank = 0
-    hostnames: dict[int, str] = {}
-    visited = {root}
-    # explicit DFS stack of (recipe vertex, scales on the path, out-edge iterator)
-    stack = [(root, [], iter(list(recipe.out_edges(root, data=True))))]
-    total = 1
-    while stack:
-        u, scales, it = stack[-1]
-        nxt = next(it, None)
-        if nxt is None:
-            stack.pop()
-            continue
-        _, w, e = nxt
-        if w in visited:
-            continue
-        visited.add(w)
-        wa = recipe.nodes[w]
+    recipe, roots = _recipe(path)
+    x = _Expander(path, recipe)
+    for root in roots:
+        x.expand(root)
+    x.b.hostnames = x.hostnames
+    return x.b.finish()
+
+
+class _Expander:
+    """One pass of the generator over the recipe (see the module docstring)."""
+
+    def __init__(self, path: str, recipe: nx.DiGraph) -> None:
+        self.path = path
+        self.recipe = recipe
+        self.b = ModelBuilder(path)
+        self.next_rank = 0
+        self.hostnames: dict[int, str] = {}
+        self.total = 0
+        #: (subsystem, type) -> vertices made in that subsystem, in order
+        self.made: dict[tuple[str, str], list[int]] = {}
+        #: vertex -> its parent in the subsystem that made it
+        self.up: dict[int, int] = {}
+        #: (subsystem, type) that some ASSOCIATE edge links: never pooled
+        self.linked = {
+            (a["as_tgt_subsystem"], recipe.nodes[w]["type"])
+            for _, w, a in recipe.edges(data=True)
+            if a["gen_method"] != "MULTIPLY"
+        }
+
+    def _ancestor(self, h: int, levels: int) -> int:
+        for _ in range(levels):
+            h = self.up.get(h, -1)
+            if h < 0:
+                break
+        return h
+
+    def expand(self, root: str) -> None:
+        recipe, b = self.recipe, self.b
+        ra = recipe.nodes[root]
+        sub = ra.get("subsystem") or "containment"
+        h = b.add_vertex(ra["type"], f"{ra['basename']}0", 0, basename=ra["basename"], subsystem=sub)
+        self.made.setdefault((sub, ra["type"]), []).append(h)
+        instances: dict[str, list[int]] = {root: [h]}
+        self.total += 1
+        visited = {root}
+        # explicit DFS stack of (recipe vertex, scales on the path, out-edge iterator)
+        stack = [(root, [], iter(list(recipe.out_edges(root, data=True))))]
+        while stack:
+            u, scales, it = stack[-1]
+            nxt = next(it, None)
+            if nxt is None:
+                stack.pop()
+                continue
+            _, w, e = nxt
+            if w in visited:
+                continue
+            visited.add(w)
+            if e["gen_method"] == "MULTIPLY":
+                instances[w] = self._multiply(instances[u], w, e, scales)
+                scale = e["multi_scale"]
+            else:
+                instances[w] = self._associate(instances[u], w, e)
+                scale = 1
+            stack.append((w, [scale, *scales], iter(list(recipe.out_edges(w, data=True)))))
+
+    def _associate(self, sources: list[int], w: str, e: dict) -> list[int]:
+        """Link existing vertices of ``w``'s type under each source; return them."""
+        b, sub = self.b, e["e_subsystem"]
+        targets = self.made.get((e["as_tgt_subsystem"], self.recipe.nodes[w]["type"]), [])
+        out: list[int] = []
+        by_path = e["gen_method"] == "ASSOCIATE_BY_PATH_IN"
+        for src in sources:
+            key = self._ancestor(src, e["as_src_uplvl"]) if by_path else None
+            for t in targets:
+                if by_path and self._ancestor(t, e["as_tgt_uplvl"]) != key:
+                    continue
+                b.link(src, t, sub)
+                out.append(t)
+        return out
+
+    def _multiply(self, sources: list[int], w: str, e: dict, scales: list[int]) -> list[int]:
+        b, path, wa = self.b, self.path, self.recipe.nodes[w]
+        sub = e["e_subsystem"]
         scale, scope, start, stride = e["multi_scale"], e["id_scope"], e["id_start"], e["id_stride"]
         wrap = 1
         if scope > 0:
             for s in scales[: min(scope, len(scales))]:
                 wrap *= s
-        leaf = recipe.out_degree(w) == 0 and wa["type"] not in NEVER_POOLED
+        leaf = (
+            self.recipe.out_degree(w) == 0 and wa["type"] not in NEVER_POOLED and (sub, wa["type"]) not in self.linked
+        )
         out: list[int] = []
-        total += len(instances[u]) * scale
-        if total > 50_000_000:
+        self.total += len(sources) * scale
+        if self.total > 50_000_000:
             raise ResourceError("the recipe expands to more than 50 million resources", source=path, element=str(w))
-        for j, src in enumerate(instances[u]):
+        made = self.made.setdefault((sub, wa["type"]), [])
+        for j, src in enumerate(sources):
             base = start + (j % wrap) * scale * stride if scope > 0 else start
             if scope < 0:
                 ids = list(range(scale))
@@ -150,22 +232,35 @@ def graph_from_grug(path: str | Path) -> ResourceGraph:
                     for i in ids:
                         mask |= 1 << i
                 b.add_leaves(
-                    src, wa["type"], mask, size=wa["size"], unit=wa["unit"], basename=wa["basename"], element=str(w)
+                    src,
+                    wa["type"],
+                    mask,
+                    size=wa["size"],
+                    unit=wa["unit"],
+                    basename=wa["basename"],
+                    element=str(w),
+                    subsystem=sub,
                 )
                 continue
             for i in ids:
                 name = wa["basename"] + ("" if scope < 0 else str(i))
                 rank = -1
                 if wa["type"] == "node":
-                    rank = next_rank
-                    next_rank += 1
-                    hostnames[rank] = name
-                out.append(
-                    b.add_vertex(
-                        wa["type"], name, i, src, rank=rank, basename=wa["basename"], size=wa["size"], unit=wa["unit"]
-                    )
+                    rank = self.next_rank
+                    self.next_rank += 1
+                    self.hostnames[rank] = name
+                h = b.add_vertex(
+                    wa["type"],
+                    name,
+                    i,
+                    src,
+                    rank=rank,
+                    basename=wa["basename"],
+                    size=wa["size"],
+                    unit=wa["unit"],
+                    subsystem=sub,
                 )
-        instances[w] = out
-        stack.append((w, [scale, *scales], iter(list(recipe.out_edges(w, data=True)))))
-    b.hostnames = hostnames
-    return ResourceGraph(b.finish())
+                self.up[h] = src
+                made.append(h)
+                out.append(h)
+        return out

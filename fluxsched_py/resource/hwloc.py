@@ -50,20 +50,18 @@ import os
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+
+import networkx as nx
 
 from ..inputs import read_bytes
+from .builder import ModelBuilder
 from .errors import ResourceError
-from .topology import TopologyBuilder
-
-if TYPE_CHECKING:
-    from .graph import ResourceGraph
 
 __all__ = [
     "GPU_BACKENDS",
     "HwlocSocket",
     "HwlocTopology",
-    "graph_from_hwloc",
+    "model_from_hwloc",
     "is_hwloc_xml",
     "parse_hwloc",
     "read_hwloc",
@@ -116,11 +114,6 @@ class HwlocTopology:
     @property
     def ngpus(self) -> int:
         return len(self.gpus) + sum(len(s.gpus) for s in self.sockets)
-
-    @property
-    def total_memory(self) -> int:
-        """Bytes of CPU-attached NUMA memory on the machine."""
-        return self.memory + sum(s.memory for s in self.sockets)
 
 
 # -- XML helpers -----------------------------------------------------------------
@@ -312,6 +305,8 @@ def parse_hwloc(data: bytes | str, source: str | None = None) -> HwlocTopology:
         line, col = e.position
         msg = str(e).split(":", 1)[0]
         raise ResourceError(f"malformed XML: {msg}", source=source, element=f"line {line} column {col}") from None
+    except LookupError as e:  # <?xml encoding="..."?> names no codec Python knows
+        raise ResourceError(f"malformed XML: {e}", source=source, element="line 1") from None
     tag = root.tag.rsplit("}", 1)[-1]  # without its namespace
     if tag != "topology":
         what = " (a SimGrid/Batsim platform: use the replay's --platform)" if tag == "platform" else ""
@@ -396,22 +391,20 @@ def _mask(ids: Sequence[int]) -> int:
     return m
 
 
-def graph_from_hwloc(
+def model_from_hwloc(
     paths: StrPath | Sequence[StrPath],
     *,
     ranks: int | Sequence[int] | None = None,
     hostnames: str | Sequence[str] | None = None,
     memory: bool = False,
-) -> ResourceGraph:
-    """Build a :class:`~fluxsched_py.resource.ResourceGraph` from hwloc XML file(s).
+) -> nx.DiGraph:
+    """The networkx model of hwloc XML file(s).
 
     ``paths`` is one file or a list of files, one machine (node, rank) each,
     under a ``cluster0`` root.  ``ranks`` gives their ranks (default 0, 1, ...
     in list order); ``hostnames`` overrides the ``HostName`` the files carry.
     With ``memory=True`` NUMA memory becomes ``memory`` leaves of 1 GiB.
     """
-    from .graph import ResourceGraph
-
     files = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     if not files:
         raise ResourceError("no hwloc XML file given")
@@ -435,7 +428,7 @@ def graph_from_hwloc(
         )
     if len(set(rank_list)) != len(rank_list) or any(not isinstance(r, int) or r < 0 for r in rank_list):
         raise ResourceError(f"ranks must be distinct non-negative integers, got {rank_list}", source=source)
-    b = TopologyBuilder(source)
+    b = ModelBuilder(source)
     root = b.add_vertex("cluster", "cluster0", 0, basename="cluster")
     hosts: dict[int, str] = {}
     for f, r, name in sorted(zip(files, rank_list, names, strict=True), key=lambda x: x[1]):
@@ -463,4 +456,4 @@ def graph_from_hwloc(
             n = t.memory // GIB
             b.add_leaves(node, "memory", ((1 << n) - 1) << mem_next, unit="GB")
     b.hostnames = hosts
-    return ResourceGraph(b.finish())
+    return b.finish()

@@ -2,13 +2,15 @@
 
 Reading: ``{"graph": {"nodes": [...], "edges": [...]}}``; each node has
 ``metadata`` with ``type``, ``name``, ``id``, ``rank`` and optionally
-``basename``, ``uniq_id``, ``size``, ``unit``, ``properties``.  Only
-containment edges are read (``metadata.subsystem == "containment"``, the
-older ``metadata.name == {"containment": ...}``, or no metadata).  Vertices
-without containment children become leaves pooled on their parent, except
-clusters, racks and nodes, which stay vertices.  The containment relation
-must be a tree: a second parent, a cycle, or a second root is an error that
-names the vertex.
+``basename``, ``uniq_id``, ``size``, ``unit``, ``properties``, ``paths``.
+Every edge keeps its subsystem (``metadata.subsystem``, the older
+``metadata.name == {"containment": ...}``; containment when absent).
+Vertices without children in any subsystem become leaves pooled on their
+parent, except clusters, racks and nodes, which stay vertices.  The
+containment relation must be a tree: a second parent, a cycle, or a second
+root is an error that names the vertex.  Each other subsystem (``power``,
+``ibnet``...) must have one root; its edges link the vertices containment
+made (a PDU feeding nodes) and add the vertices only it has.
 
 Writing expands pools back into one vertex per leaf, as Fluxion expects.
 """
@@ -21,15 +23,16 @@ from typing import TYPE_CHECKING, Any
 
 import networkx as nx
 
+from ..ids import MAX_ID
 from ..inputs import read_bytes
+from .builder import ModelBuilder
 from .errors import ResourceError
 from .resourceset import ResourceSet
-from .topology import TopologyBuilder
 
 if TYPE_CHECKING:
     from .graph import ResourceGraph
 
-__all__ = ["graph_from_jgf", "builder_from_jgf", "resourceset_to_jgf", "NEVER_POOLED"]
+__all__ = ["model_from_jgf", "builder_from_jgf", "resourceset_to_jgf", "NEVER_POOLED"]
 
 #: Types that stay vertices even when they have no children.
 NEVER_POOLED = frozenset({"cluster", "rack", "node"})
@@ -47,8 +50,8 @@ def _containment(edge: dict) -> bool:
     return True
 
 
-def builder_from_jgf(obj: Any, *, source: str | None = None, element: str = "") -> TopologyBuilder:
-    """Check JGF and collect it into a :class:`TopologyBuilder` (see the module docstring)."""
+def builder_from_jgf(obj: Any, *, source: str | None = None, element: str = "") -> ModelBuilder:
+    """Check JGF and collect it into a :class:`ModelBuilder` (see the module docstring)."""
     if not isinstance(obj, dict) or not isinstance(obj.get("graph"), dict):
         raise ResourceError("JGF must be an object with a 'graph' object", source=source, element=element or "/")
     graph = obj["graph"]
@@ -57,14 +60,14 @@ def builder_from_jgf(obj: Any, *, source: str | None = None, element: str = "") 
         raise ResourceError("JGF 'nodes' and 'edges' must be arrays", source=source, element=f"{element}/graph")
     meta: dict[str, dict] = {}
     order: dict[str, tuple] = {}
+    members: set[str] = set()  # vertices of the containment subsystem
     for i, n in enumerate(nodes):
         el = f"{element}/graph/nodes/{i}"
         if not isinstance(n, dict) or "id" not in n or not isinstance(n.get("metadata"), dict):
             raise ResourceError("a JGF node needs an 'id' and a 'metadata' object", source=source, element=el)
         md = n["metadata"]
         paths = md.get("paths")
-        if isinstance(paths, dict) and paths and "containment" not in paths:
-            continue  # a vertex of another subsystem only
+        in_containment = not (isinstance(paths, dict) and paths and "containment" not in paths)
         if not isinstance(md.get("type"), str) or not md["type"]:
             raise ResourceError("metadata 'type' must be a non-empty string", source=source, element=el)
         for key in ("id", "rank", "size", "uniq_id"):
@@ -77,18 +80,26 @@ def builder_from_jgf(obj: Any, *, source: str | None = None, element: str = "") 
             raise ResourceError(f"duplicate node id {nid!r}", source=source, element=el)
         meta[nid] = md
         order[nid] = (md.get("uniq_id", i), i)
+        if in_containment:
+            members.add(nid)
     tree = nx.DiGraph()
-    tree.add_nodes_from(meta)
+    tree.add_nodes_from(members)
+    others: dict[str, list[tuple[str, str]]] = {}
+    parents: set[str] = set()
     for i, e in enumerate(edges):
         el = f"{element}/graph/edges/{i}"
         if not isinstance(e, dict) or "source" not in e or "target" not in e:
             raise ResourceError("a JGF edge needs 'source' and 'target'", source=source, element=el)
         s, t = str(e["source"]), str(e["target"])
-        if not _containment(e):
-            continue
+        if e.get("metadata") is not None and not isinstance(e["metadata"], dict):
+            raise ResourceError("a JGF edge's 'metadata' must be an object", source=source, element=el)
         for end in (s, t):
             if end not in meta:
                 raise ResourceError(f"edge refers to unknown node {end!r}", source=source, element=el)
+        parents.add(s)
+        if not _containment(e):
+            others.setdefault(_subsystem(e), []).append((s, t))
+            continue
         if tree.in_degree(t) and not tree.has_edge(s, t):
             (p,) = tree.predecessors(t)
             raise ResourceError(
@@ -112,9 +123,11 @@ def builder_from_jgf(obj: Any, *, source: str | None = None, element: str = "") 
             source=source,
             element=f"{element}/graph",
         )
-    b = TopologyBuilder(source)
+    b = ModelBuilder(source)
     hostnames: dict[int, str] = {}
     props: dict[int, set[str]] = {}
+
+    handle: dict[str, int] = {}
 
     def add(nid: str, parent: int) -> None:
         md = meta[nid]
@@ -131,6 +144,7 @@ def builder_from_jgf(obj: Any, *, source: str | None = None, element: str = "") 
             unit=md.get("unit", "") or "",
             properties=md.get("properties") or {},
         )
+        handle[nid] = h
         if md["type"] == "node" and rank is not None and rank >= 0:
             hostnames[rank] = md["name"]
             p = md.get("properties")
@@ -143,10 +157,12 @@ def builder_from_jgf(obj: Any, *, source: str | None = None, element: str = "") 
     while stack:
         nid, parent = stack.pop()
         md = meta[nid]
-        if tree.out_degree(nid) == 0 and md["type"] not in NEVER_POOLED:
+        if nid not in parents and md["type"] not in NEVER_POOLED:
             i = md.get("id", 0)
             if i < 0:
                 raise ResourceError(f"leaf {md['name']!r} has a negative id", source=source, element=nid)
+            if i > MAX_ID:  # checked before 1 << i allocates a mask that wide
+                raise ResourceError(f"leaf {md['name']!r} has an id above {MAX_ID}", source=source, element=nid)
             taken = b.pool_mask(parent, md["type"])
             if taken >> i & 1:  # duplicate leaf ids under one parent: give it the lowest unused id
                 i = (~taken & (taken + 1)).bit_length() - 1
@@ -161,15 +177,92 @@ def builder_from_jgf(obj: Any, *, source: str | None = None, element: str = "") 
             )
         else:
             add(nid, parent)
+    for sub in sorted(others):
+        _add_subsystem(b, sub, others[sub], meta, order, handle, parents, source, element)
     b.hostnames = hostnames
     b.properties = props
     return b
 
 
-def graph_from_jgf(obj: dict | str | Path, *, source: str | None = None) -> ResourceGraph:
-    """Build a :class:`ResourceGraph` from JGF (a dict, or a path to a JSON file)."""
-    from .graph import ResourceGraph
+def _subsystem(edge: dict) -> str:
+    md = edge.get("metadata") or {}
+    if isinstance(md.get("subsystem"), str):
+        return md["subsystem"]
+    name = md.get("name")
+    if isinstance(name, dict) and name:
+        return str(next(iter(name)))
+    return "containment"
 
+
+def _add_subsystem(
+    b: ModelBuilder,
+    sub: str,
+    edges: list[tuple[str, str]],
+    meta: dict[str, dict],
+    order: dict[str, tuple],
+    handle: dict[str, int],
+    parents: set[str],
+    source: str | None,
+    element: str,
+) -> None:
+    """Add the tree of subsystem ``sub``: vertices already made are linked, new ones added or pooled."""
+    g = nx.DiGraph(edges)
+    roots = [v for v in g if g.in_degree(v) == 0]
+    if len(roots) != 1:
+        raise ResourceError(
+            f"the {sub} subsystem must have exactly one root, found {len(roots)}",
+            source=source,
+            element=f"{element}/graph/edges",
+        )
+    (root,) = roots
+    if root not in handle:
+        md = meta[root]
+        handle[root] = b.add_vertex(
+            md["type"], md["name"], md.get("id", 0), basename=md.get("basename") or md["type"], subsystem=sub
+        )
+    seen = {root}
+    stack = [root]
+    while stack:
+        u = stack.pop()
+        hu = handle[u]
+        for c in sorted(g.successors(u), key=order.__getitem__):
+            md = meta[c]
+            if c in handle:
+                b.link(hu, handle[c], sub)
+            elif c not in parents and md["type"] not in NEVER_POOLED:
+                i = md.get("id", 0)
+                b.add_leaves(
+                    hu,
+                    md["type"],
+                    1 << i,
+                    size=md.get("size", 1),
+                    unit=md.get("unit", "") or "",
+                    basename=md.get("basename") or md["type"],
+                    element=f"{element}/graph/nodes (id {c})",
+                    subsystem=sub,
+                )
+                continue
+            else:
+                rank = md.get("rank", -1)
+                handle[c] = b.add_vertex(
+                    md["type"],
+                    md["name"],
+                    md.get("id", 0),
+                    hu,
+                    rank=rank if rank is not None and rank >= 0 else -1,
+                    basename=md.get("basename") or md["type"],
+                    size=md.get("size", 1),
+                    unit=md.get("unit", "") or "",
+                    properties=md.get("properties") or {},
+                    subsystem=sub,
+                )
+            if c not in seen:
+                seen.add(c)
+                stack.append(c)
+
+
+def model_from_jgf(obj: dict | str | Path, *, source: str | None = None) -> nx.DiGraph:
+    """The networkx model of JGF (a dict, or a path to a JSON file)."""
     if isinstance(obj, (str, Path)):
         source = str(obj)
         try:
@@ -180,7 +273,7 @@ def graph_from_jgf(obj: dict | str | Path, *, source: str | None = None) -> Reso
             raise ResourceError(f"invalid JSON: {e.msg} at line {e.lineno} column {e.colno}", source=source) from None
         except (UnicodeDecodeError, RecursionError) as e:
             raise ResourceError(f"invalid JSON: {type(e).__name__}", source=source) from None
-    return ResourceGraph(builder_from_jgf(obj, source=source).finish())
+    return builder_from_jgf(obj, source=source).finish()
 
 
 def resourceset_to_jgf(g: ResourceGraph, rs: ResourceSet) -> dict:

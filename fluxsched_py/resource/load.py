@@ -86,6 +86,9 @@ def load_graph(path: str | Path, format: str | None = None) -> ResourceGraph:
             fmt = "jgf"
         else:
             raise ResourceError("JSON is neither R (no 'execution') nor JGF (no 'graph')", source=source, element="/")
+    if not isinstance(data, dict):
+        # from_rv1/from_jgf would take a JSON string for a path to read.
+        raise ResourceError(f"{fmt}: expected a JSON object, got {type(data).__name__}", source=source, element="/")
     if fmt in ("rv1", "rv1exec"):
         return ResourceGraph.from_rv1(data, source=source)
     return ResourceGraph.from_jgf(data, source=source)

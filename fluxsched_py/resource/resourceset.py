@@ -24,11 +24,26 @@ from .topology import Topology
 if TYPE_CHECKING:
     from .graph import ResourceGraph
 
-__all__ = ["ResourceSet"]
+__all__ = ["ResourceSet", "with_twins"]
 
 
-def _bits(mask: int) -> Iterator[int]:
-    return iter(IdSet.from_mask(mask))
+def with_twins(rs: ResourceSet) -> ResourceSet:
+    """``rs`` plus every other copy of its items (a vertex with two parents is
+    compiled once per path, see :class:`Topology`); ``rs`` itself when it has none."""
+    twins = rs._topo.twins
+    if not twins:
+        return rs
+    cont = rs._cont
+    pools = {v: dict(tm) for v, tm in rs._pools.items()}
+    for v in IdSet.from_mask(cont & rs._topo.twin_mask):
+        for u in twins[v]:
+            cont |= 1 << u
+    for v, tm in rs._pools.items():
+        for u in twins.get(v, ()):
+            d = pools.setdefault(u, {})
+            for t, m in tm.items():
+                d[t] = d.get(t, 0) | m
+    return ResourceSet(rs._topo, cont, pools)
 
 
 class ResourceSet:
@@ -46,15 +61,6 @@ class ResourceSet:
         self._cache: Any = None
 
     # -- construction ----------------------------------------------------
-    @classmethod
-    def _clean(cls, topo: Topology, cont: int, pools: dict[int, dict[str, int]]) -> ResourceSet:
-        out: dict[int, dict[str, int]] = {}
-        for v, tm in pools.items():
-            d = {t: m for t, m in tm.items() if m}
-            if d:
-                out[v] = d
-        return cls(topo, cont, out)
-
     @classmethod
     def from_rv1(cls, g: ResourceGraph, R: dict, *, source: str | None = None) -> ResourceSet:
         """The leaves of ``g`` named by R's ``R_lite`` (see :func:`rv1.resourceset_from_rv1`)."""

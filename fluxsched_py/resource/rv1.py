@@ -19,16 +19,18 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import networkx as nx
+
 from ..ids import Hostlist, HostlistError, IdSet, IdSetError
 from ..inputs import read_text
+from .builder import MAX_LEAF_BITS, RLITE_TYPES, ModelBuilder
 from .errors import ResourceError
 from .resourceset import ResourceSet
-from .topology import RLITE_TYPES, TopologyBuilder
 
 if TYPE_CHECKING:
     from .graph import ResourceGraph
 
-__all__ = ["graph_from_rv1", "resourceset_from_rv1", "resourceset_to_rv1", "check_rv1"]
+__all__ = ["model_from_rv1", "resourceset_from_rv1", "resourceset_to_rv1", "check_rv1"]
 
 
 def _read_json(obj: Any, source: str | None) -> tuple[Any, str | None]:
@@ -77,6 +79,7 @@ def check_rv1(R: Any, source: str | None = None) -> list[tuple[IdSet, dict[str, 
         raise ResourceError("missing or invalid 'R_lite' array", source=source, element="/execution/R_lite")
     out = []
     seen = 0
+    width = 0
     for i, entry in enumerate(rl):
         el = f"/execution/R_lite/{i}"
         if not isinstance(entry, dict):
@@ -95,6 +98,14 @@ def check_rv1(R: Any, source: str | None = None) -> list[tuple[IdSet, dict[str, 
             if not isinstance(t, str) or not t:
                 raise ResourceError(f"invalid resource type {t!r}", source=source, element=el + "/children")
             children[t] = _idset(ids, source, f"{el}/children/{t}")
+            width += children[t].mask.bit_length()
+        width += ranks.mask.bit_length()
+        if width > MAX_LEAF_BITS:  # each idset is a bitmask as wide as its largest id
+            raise ResourceError(
+                f"ids this large or sparse are not supported (over {MAX_LEAF_BITS} bits of idsets)",
+                source=source,
+                element=el,
+            )
         out.append((ranks, children))
     for key in ("starttime", "expiration"):
         if key in ex and (not isinstance(ex[key], (int, float)) or isinstance(ex[key], bool)):
@@ -138,9 +149,8 @@ def _properties(ex: dict, all_ranks: IdSet, source: str | None) -> dict[int, set
     return out
 
 
-def graph_from_rv1(R: dict | str | Path, *, source: str | None = None) -> ResourceGraph:
-    """Build a :class:`ResourceGraph` from R (see :meth:`ResourceGraph.from_rv1`)."""
-    from .graph import ResourceGraph
+def model_from_rv1(R: dict | str | Path, *, source: str | None = None) -> nx.DiGraph:
+    """The networkx model of R (see :meth:`ResourceGraph.from_rv1`); ``G.graph["rv1_defaults"]`` keeps its times."""
     from .jgf import builder_from_jgf
 
     R, source = _read_json(R, source)
@@ -157,7 +167,7 @@ def graph_from_rv1(R: dict | str | Path, *, source: str | None = None) -> Resour
             raise ResourceError("'scheduling' must be an object", source=source, element="/scheduling")
         b = builder_from_jgf(sched, source=source, element="/scheduling")
     else:
-        b = TopologyBuilder(source)
+        b = ModelBuilder(source)
         root = b.add_vertex("cluster", "cluster0", 0, basename="cluster")
         by_rank: dict[int, dict[str, IdSet]] = {}
         for ranks, children in rlite:
@@ -177,9 +187,10 @@ def graph_from_rv1(R: dict | str | Path, *, source: str | None = None) -> Resour
         b.hostnames = {r: hosts[i] for i, r in enumerate(all_ranks)}
     if props or "properties" in ex:
         b.properties = props
-    topo = b.finish()
+    G = b.finish()
     if sched is not None:
-        missing = all_ranks.mask & ~topo.ranks_mask
+        have = IdSet(r for _, r in G.nodes(data="rank") if r is not None and r >= 0)
+        missing = all_ranks.mask & ~have.mask
         if missing:
             raise ResourceError(
                 f"R_lite ranks {IdSet.from_mask(missing)} are not in the JGF", source=source, element="/scheduling"
@@ -187,7 +198,8 @@ def graph_from_rv1(R: dict | str | Path, *, source: str | None = None) -> Resour
     defaults = {k: ex[k] for k in ("starttime", "expiration", "nslots") if k in ex}
     defaults.setdefault("starttime", 0.0)
     defaults.setdefault("expiration", 0.0)
-    return ResourceGraph(topo, rv1_defaults=defaults)
+    G.graph["rv1_defaults"] = defaults
+    return G
 
 
 def resourceset_from_rv1(g: ResourceGraph, R: dict | str | Path, *, source: str | None = None) -> ResourceSet:

@@ -47,9 +47,12 @@ class Availability:
         tpools = topo.pools
         children = topo.children
         vtype = topo.type
+        # one pass over the bytes of ``cont``: testing ``cont >> v & 1`` per
+        # vertex would cost O(n) each on a big machine
+        cbytes = cont.to_bytes((n + 8) // 8, "little")
         for v in range(n - 1, -1, -1):
             u: dict[str, int] = {}
-            b = 0 if cont >> v & 1 else 1
+            b = 0 if cbytes[v >> 3] >> (v & 7) & 1 else 1
             for t, m in loc[v].items():
                 c = m.bit_count()
                 u[t] = c * info[(v, t)][0]
@@ -59,14 +62,30 @@ class Availability:
                     b += m.bit_count()
             w: dict[str, int] = {}
             h: dict[str, int] = {}
-            for i, c in enumerate(children[v]):
-                for t, x in units[c].items():
-                    u[t] = u.get(t, 0) + x
-                    if x > 0:
-                        h[t] = h.get(t, 0) | 1 << i
-                for t, x in whole[c].items():
-                    w[t] = w.get(t, 0) + x
-                b += busy[c]
+            kids = children[v]
+            if len(kids) <= 64:
+                for i, c in enumerate(kids):
+                    for t, x in units[c].items():
+                        u[t] = u.get(t, 0) + x
+                        if x > 0:
+                            h[t] = h.get(t, 0) | 1 << i
+                    for t, x in whole[c].items():
+                        w[t] = w.get(t, 0) + x
+                    b += busy[c]
+            else:  # many children: set ``have`` bits through a byte array, not a growing integer
+                hb: dict[str, bytearray] = {}
+                for i, c in enumerate(kids):
+                    for t, x in units[c].items():
+                        u[t] = u.get(t, 0) + x
+                        if x > 0:
+                            arr = hb.get(t)
+                            if arr is None:
+                                arr = hb[t] = bytearray((len(kids) + 7) // 8)
+                            arr[i >> 3] |= 1 << (i & 7)
+                    for t, x in whole[c].items():
+                        w[t] = w.get(t, 0) + x
+                    b += busy[c]
+                h = {t: int.from_bytes(arr, "little") for t, arr in hb.items()}
             if b == 0:
                 w[vtype[v]] = w.get(vtype[v], 0) + 1
             units[v] = u

@@ -1,5 +1,8 @@
-"""The static shape of a resource graph: containers, leaf pools, ranks.
+"""The matcher's fast index, compiled from one subsystem of the networkx model.
 
+The model (:mod:`fluxsched_py.resource.builder`) is what readers build and
+users hand over; :meth:`Topology.compile` turns the tree of one subsystem
+(containment unless a caller asks for another, e.g. ``power``) into arrays.
 Rules this module keeps:
 
 * Every *container* (cluster, rack, node, socket, any resource with children)
@@ -12,181 +15,157 @@ Rules this module keeps:
 * Each vertex has a rank (``-1`` above the nodes); a node's descendants inherit
   its rank.  Host names and properties are per rank.
 
-Nothing here changes after :meth:`TopologyBuilder.finish`; the mutable
+Nothing here changes after :meth:`Topology.compile`; the mutable
 allocation state lives in :mod:`fluxsched_py.resource.state`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from operator import itemgetter
+from typing import Any
 
 import networkx as nx
 
+from .builder import CONTAINMENT, RLITE_TYPES
 from .errors import ResourceError
 
-__all__ = ["Topology", "TopologyBuilder", "RLITE_TYPES"]
-
-#: Leaf types R_lite always carries (others only when an R input carried them).
-RLITE_TYPES = ("core", "gpu")
-
-
-@dataclass(slots=True)
-class _Proto:
-    type: str
-    name: str
-    id: int
-    parent: int
-    rank: int
-    basename: str
-    size: int
-    unit: str
-    properties: dict
-    children: list = field(default_factory=list)
-    pools: dict = field(default_factory=dict)  # type -> [mask, size, unit, basename]
-    pool_pos: dict = field(default_factory=dict)  # type -> number of children added before the pool
-
-
-class TopologyBuilder:
-    """Collects vertices and pools, then freezes them into a :class:`Topology`."""
-
-    def __init__(self, source: str | None = None) -> None:
-        self.source = source
-        self._protos: list[_Proto] = []
-        self.hostnames: dict[int, str] = {}
-        self.properties: dict[int, set[str]] = {}
-        self.rlite_types: list[str] = list(RLITE_TYPES)
-
-    def add_vertex(
-        self,
-        type: str,
-        name: str,
-        id: int,
-        parent: int = -1,
-        *,
-        rank: int = -1,
-        basename: str | None = None,
-        size: int = 1,
-        unit: str = "",
-        properties: dict | None = None,
-    ) -> int:
-        """Add a container vertex under ``parent`` (-1 for the root); return its handle."""
-        if parent == -1 and self._protos:
-            raise ResourceError(f"a second root vertex {name!r}", source=self.source, element=name)
-        if parent >= 0 and rank < 0:
-            rank = self._protos[parent].rank
-        h = len(self._protos)
-        self._protos.append(_Proto(type, name, id, parent, rank, basename or type, size, unit, properties or {}))
-        if parent >= 0:
-            self._protos[parent].children.append(h)
-        return h
-
-    def add_leaves(
-        self,
-        parent: int,
-        type: str,
-        ids: int,
-        *,
-        size: int = 1,
-        unit: str = "",
-        basename: str | None = None,
-        element: str | None = None,
-    ) -> None:
-        """Add leaves of ``type`` with the id bitmask ``ids`` to the pool of ``parent``."""
-        pools = self._protos[parent].pools
-        if type in pools:
-            pool = pools[type]
-            if pool[0] & ids:
-                dup = (pool[0] & ids).bit_length() - 1
-                raise ResourceError(
-                    f"duplicate {type} id {dup} under {self._protos[parent].name!r}",
-                    source=self.source,
-                    element=element,
-                )
-            if pool[1] != size:
-                raise ResourceError(
-                    f"{type} leaves of different sizes ({pool[1]}, {size}) under one parent are not supported",
-                    source=self.source,
-                    element=element,
-                )
-            pool[0] |= ids
-        else:
-            pools[type] = [ids, size, unit, basename or type]
-            self._protos[parent].pool_pos[type] = len(self._protos[parent].children)
-
-    def pool_mask(self, parent: int, type: str) -> int:
-        """Ids already in ``parent``'s pool of ``type``."""
-        pool = self._protos[parent].pools.get(type)
-        return pool[0] if pool else 0
-
-    def finish(self) -> Topology:
-        if not self._protos:
-            raise ResourceError("the resource graph is empty", source=self.source)
-        return Topology(self)
+__all__ = ["Topology", "RLITE_TYPES"]
 
 
 class Topology:
-    """Frozen structure of a resource graph (see the module docstring)."""
+    """The matcher's compiled index of one subsystem of the model (see the module docstring).
 
-    def __init__(self, b: TopologyBuilder) -> None:
-        protos = b._protos
-        # depth-first pre-order renumbering
-        order: list[int] = []
-        stack = [0]
+    Build one with :meth:`compile`.  ``key[v]`` is the model vertex behind
+    index ``v``; a model vertex reached through a second parent (GRUG
+    ``ASSOCIATE_IN``) is compiled once per path, and ``alias_of[v]`` names
+    the first copy (``v`` itself otherwise).  The graph keeps all copies of
+    an item allocated together (:attr:`twins`).
+    """
+
+    @classmethod
+    def compile(cls, G: nx.DiGraph, subsystem: str = CONTAINMENT) -> Topology:
+        """Compile the tree of ``subsystem`` in the model ``G``, from its root, in pre-order.
+
+        Only edges and pools of ``subsystem`` are walked.  Raises
+        :class:`ResourceError` for a cycle or a missing root.
+        """
+        gattr = G.graph
+        source = gattr.get("source")
+        root = (gattr.get("roots") or {}).get(subsystem)
+        if root is None or root not in G:
+            raise ResourceError(f"the resource graph has no {subsystem} root", source=source)
+        nodes = G._node
+        succ = G._succ
+        protos: list[tuple[Any, int, int, dict]] = []  # (key, parent index, rank, attrs)
+        first: dict[Any, int] = {}
+        alias_of: list[int] = []
+        checked = False
+        stack: list[tuple[Any, int]] = [(root, -1)]
+        pop, push, append = stack.pop, stack.append, protos.append
         while stack:
-            h = stack.pop()
-            order.append(h)
-            stack.extend(reversed(protos[h].children))
-        if len(order) != len(protos):
-            raise ResourceError("some vertices are not reachable from the root", source=b.source)
-        new = [0] * len(protos)
-        for i, h in enumerate(order):
-            new[h] = i
-        n = len(order)
-        self.source = b.source
+            k, p = pop()
+            a = nodes[k]
+            r = a["rank"]
+            if r < 0:
+                r = protos[p][2] if p >= 0 else -1
+            i = len(protos)
+            f = first.setdefault(k, i)
+            if f != i and not checked:
+                _check_acyclic(G, subsystem, source)
+                checked = True
+            alias_of.append(f)
+            append((k, p, r, a))
+            kids = [c for c, e in succ[k].items() if e["subsystem"] == subsystem]
+            for c in reversed(kids):
+                push((c, i))
+        topo = cls(protos, alias_of, gattr, subsystem)
+        #: the networkx model this index was compiled from
+        topo.model = G
+        return topo
+
+    def __init__(
+        self, protos: list[tuple[Any, int, int, dict]], alias_of: list[int], gattr: dict, subsystem: str
+    ) -> None:
+        n = len(protos)
+        self.source = gattr.get("source")
+        self.subsystem = subsystem
         self.n = n
-        self.type: list[str] = [protos[h].type for h in order]
-        self.name: list[str] = [protos[h].name for h in order]
-        self.id: list[int] = [protos[h].id for h in order]
-        self.basename: list[str] = [protos[h].basename for h in order]
-        self.size: list[int] = [protos[h].size for h in order]
-        self.unit: list[str] = [protos[h].unit for h in order]
-        self.vprops: list[dict] = [protos[h].properties for h in order]
-        self.rank: list[int] = [protos[h].rank for h in order]
-        self.parent: list[int] = [new[protos[h].parent] if protos[h].parent >= 0 else -1 for h in order]
-        self.children: list[tuple[int, ...]] = [tuple(new[c] for c in protos[h].children) for h in order]
+        self.key: list[Any] = [p[0] for p in protos]
+        self.alias_of = alias_of
+        attrs = [p[3] for p in protos]
+        # every key is there: the builder and model.validate fill them all
+        self.type: list[str] = list(map(itemgetter("type"), attrs))
+        self.name: list[str] = list(map(itemgetter("name"), attrs))
+        self.id: list[int] = list(map(itemgetter("id"), attrs))
+        self.basename: list[str] = list(map(itemgetter("basename"), attrs))
+        self.size: list[int] = list(map(itemgetter("size"), attrs))
+        self.unit: list[str] = list(map(itemgetter("unit"), attrs))
+        self.vprops: list[dict] = list(map(itemgetter("properties"), attrs))
+        self.rank: list[int] = [p[2] for p in protos]
+        self.parent: list[int] = [p[1] for p in protos]
+        children: list[list[int]] = [[] for _ in range(n)]
+        for v in range(1, n):
+            children[self.parent[v]].append(v)
+        self.children: list[tuple[int, ...]] = [tuple(c) for c in children]
         #: child_pos[v]: the index of ``v`` in its parent's ``children`` (0 for the root)
         self.child_pos: list[int] = [0] * n
         for ch in self.children:
             for i, c in enumerate(ch):
                 self.child_pos[c] = i
         #: pools[v] = {type: all-ids mask}
-        self.pools: list[dict[str, int]] = [{t: p[0] for t, p in protos[h].pools.items()} for h in order]
+        self.pools: list[dict[str, int]] = []
         #: pool_pos[v][type]: how many of v's children came before that pool in the input (for printing)
-        self.pool_pos: list[dict[str, int]] = [protos[h].pool_pos for h in order]
+        self.pool_pos: list[dict[str, int]] = []
         #: (v, type) -> (size, unit, basename) for every pool
         self.pool_info: dict[tuple[int, str], tuple[int, str, str]] = {}
-        for v, h in enumerate(order):
-            for t, p in protos[h].pools.items():
-                self.pool_info[(v, t)] = (p[1], p[2], p[3])
-        self.rlite_types = tuple(dict.fromkeys(b.rlite_types))
-        self._check_no_nested_ranks(b)
-        self._index(b)
+        info = self.pool_info
+        empty: dict = {}
+        for v, a in enumerate(attrs):
+            pools = a["pools"]
+            if not pools:
+                self.pools.append(empty)
+                self.pool_pos.append(empty)
+                continue
+            pm: dict[str, int] = {}
+            pp: dict[str, int] = {}
+            for t, pool in pools.items():
+                if pool.subsystem != subsystem:
+                    continue
+                pm[t] = pool.ids.mask
+                pp[t] = pool.pos
+                info[(v, t)] = (pool.size, pool.unit, pool.basename)
+            self.pools.append(pm)
+            self.pool_pos.append(pp)
+        #: vertex -> its other copies, for vertices with more than one parent
+        twins: dict[int, list[int]] = {}
+        for v, f in enumerate(alias_of):
+            if f != v:
+                twins.setdefault(f, [f]).append(v)
+        self.twins: dict[int, tuple[int, ...]] = {}
+        for group in twins.values():
+            for v in group:
+                self.twins[v] = tuple(u for u in group if u != v)
+        self.twin_mask = 0
+        for v in self.twins:
+            self.twin_mask |= 1 << v
+        self.rlite_types = tuple(dict.fromkeys(gattr.get("rlite_types") or RLITE_TYPES))
+        self._check_no_nested_ranks()
+        self._index(gattr)
         self._totals()
         self._signatures()
-        self._nx: nx.DiGraph | None = None
 
     # -- derived indexes -------------------------------------------------
-    def _check_no_nested_ranks(self, b: TopologyBuilder) -> None:
+    def _check_no_nested_ranks(self) -> None:
         for v in range(self.n):
             p = self.parent[v]
             if p >= 0 and self.rank[p] >= 0 and self.rank[v] != self.rank[p]:
                 raise ResourceError(
                     f"vertex {self.name[v]!r} has rank {self.rank[v]} inside rank {self.rank[p]}",
-                    source=b.source,
+                    source=self.source,
                     element=self.name[v],
                 )
 
-    def _index(self, b: TopologyBuilder) -> None:
+    def _index(self, gattr: dict) -> None:
         n = self.n
         end = [0] * n
         for v in range(n - 1, -1, -1):
@@ -197,19 +176,21 @@ class Topology:
         self.rank_root: dict[int, int] = {}
         for v in range(n):
             r = self.rank[v]
-            if r >= 0 and (self.parent[v] < 0 or self.rank[self.parent[v]] != r):
+            if r >= 0 and self.alias_of[v] == v and (self.parent[v] < 0 or self.rank[self.parent[v]] != r):
                 if r in self.rank_root:
                     raise ResourceError(
                         f"rank {r} appears in two places ({self.name[self.rank_root[r]]!r}, {self.name[v]!r})",
-                        source=b.source,
+                        source=self.source,
                         element=self.name[v],
                     )
                 self.rank_root[r] = v
         self.ranks_mask = 0
         for r in self.rank_root:
             self.ranks_mask |= 1 << r
-        self.hostnames = dict(b.hostnames)
-        self.properties: dict[int, frozenset[str]] = {r: frozenset(p) for r, p in b.properties.items()}
+        self.hostnames: dict[int, str] = dict(gattr.get("hostnames") or {})
+        self.properties: dict[int, frozenset[str]] = {
+            r: frozenset(p) for r, p in (gattr.get("rank_properties") or {}).items()
+        }
         node_of = [-1] * n
         for v in range(n):
             if self.type[v] == "node":
@@ -224,9 +205,15 @@ class Topology:
         self.pool_types = frozenset(t for p in self.pools for t in p)
         self.types = self.container_types | self.pool_types
         #: types a vertex holds directly: its pools and its children's types
-        self.child_types: list[frozenset[str]] = [
-            frozenset(self.pools[v]) | frozenset(self.type[c] for c in self.children[v]) for v in range(n)
-        ]
+        interned: dict[tuple, frozenset[str]] = {}
+        child_types: list[frozenset[str]] = []
+        for v in range(n):
+            key = (tuple(self.pools[v]), tuple(self.type[c] for c in self.children[v]))
+            ct = interned.get(key)
+            if ct is None:
+                ct = interned[key] = frozenset(key[0]) | frozenset(key[1])
+            child_types.append(ct)
+        self.child_types = child_types
         #: vertices that own at least one pool
         self.pool_vertices = [v for v in range(n) if self.pools[v]]
 
@@ -286,30 +273,15 @@ class Topology:
         """The containment path, e.g. ``/tiny0/rack0/node1``."""
         return "/" + "/".join(self.name[a] for a in reversed(self.ancestors(v)))
 
-    def pool_size(self, v: int, t: str) -> int:
-        return self.pool_info[(v, t)][0]
 
-    def to_networkx(self) -> nx.DiGraph:
-        """The containers as a networkx DiGraph (built once, then cached).
-
-        Node keys are vertex indices; attributes ``type``, ``name``, ``id``,
-        ``rank``, ``size``, ``unit`` and ``pools`` (``{type: IdSet}``).
-        """
-        if self._nx is None:
-            from ..ids import IdSet
-
-            g = nx.DiGraph()
-            for v in range(self.n):
-                g.add_node(
-                    v,
-                    type=self.type[v],
-                    name=self.name[v],
-                    id=self.id[v],
-                    rank=self.rank[v],
-                    size=self.size[v],
-                    unit=self.unit[v],
-                    pools={t: IdSet.from_mask(m) for t, m in self.pools[v].items()},
-                )
-            g.add_edges_from((self.parent[v], v) for v in range(1, self.n))
-            self._nx = g
-        return self._nx
+def _check_acyclic(G: nx.DiGraph, subsystem: str, source: str | None) -> None:
+    """Raise :class:`ResourceError` naming a cycle of ``subsystem`` edges, if there is one."""
+    sub = nx.DiGraph((u, v) for u, v, s in G.edges(data="subsystem", default=CONTAINMENT) if s == subsystem)
+    try:
+        cycle = nx.find_cycle(sub)
+    except nx.NetworkXNoCycle:
+        return
+    names = " -> ".join(str(G.nodes[u].get("name", u)) for u, _ in cycle)
+    raise ResourceError(
+        f"cycle in the {subsystem} graph: {names} -> {G.nodes[cycle[0][0]].get('name', cycle[0][0])}", source=source
+    )

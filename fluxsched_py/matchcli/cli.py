@@ -1,7 +1,7 @@
 """``fluxsched-py match``: a resource-query compatible command line.
 
 Options follow Fluxion's resource-query; commands are read from stdin, one
-per line (see :mod:`fluxsched_py.rq.session`).  Example::
+per line (see :mod:`fluxsched_py.matchcli.session`).  Example::
 
     fluxsched-py match -L examples/tiny.graphml -P high -t out.txt < cmds.in
 
@@ -46,6 +46,25 @@ SUBSYSTEMS = (
 )
 
 
+#: resource-query's subsystem letters (``-S``; the first one is the tree a match walks)
+SUBSYSTEM_NAMES = {
+    "C": "containment",
+    "P": "power",
+    "IB": "ibnet",
+    "IBB": "ibnetbw",
+    "PFS1B": "pfs1bw",
+    "V": "virtual1",
+}
+
+
+def dominant_subsystem(spec: str) -> str:
+    """The subsystem a match walks for ``-S spec``: ``CA`` -> containment, ``PA`` / ``P+...`` -> power."""
+    first = spec.upper().split("+")[0]
+    if first == "ALL":
+        return "containment"
+    return SUBSYSTEM_NAMES.get(first[:-1] if first.endswith("A") else first, "containment")
+
+
 PROG = "fluxsched-py match"
 
 
@@ -75,8 +94,19 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def load_graph(path: str, fmt: str = "grug") -> ResourceGraph:
-    """Load ``path`` in resource-query's ``-f`` format; :class:`ResourceError` if it cannot be."""
+def load_graph(path: str, fmt: str = "grug", subsystems: str = "CA") -> ResourceGraph:
+    """Load ``path`` in resource-query's ``-f`` format, matched on the dominant subsystem of ``-S subsystems``.
+
+    Raises :class:`ResourceError` if it cannot be loaded or has no tree of that subsystem.
+    """
+    graph = _load(path, fmt)
+    sub = dominant_subsystem(subsystems)
+    if sub != graph.topo.subsystem:
+        graph = ResourceGraph(graph.nx, subsystem=sub)
+    return graph
+
+
+def _load(path: str, fmt: str) -> ResourceGraph:
     if fmt == "hwloc":
         return ResourceGraph.from_hwloc(path)
     if fmt in ("rv1exec", "rv1exec_force"):
@@ -126,7 +156,7 @@ def main(argv: list[str]) -> int:
     out = open_output(args.test_output, "-t") if args.test_output else None
     try:
         try:
-            graph = load_graph(args.load_file, args.load_format)
+            graph = load_graph(args.load_file, args.load_format, args.match_subsystems)
         except ResourceError as e:
             raise CLIError(str(e)) from None
         session = Session(

@@ -242,6 +242,9 @@ class Session:
             self.error(f"match_allocate: Jobspec error for {jobid}: {e}")
             self._print_schedule(jobid, False, True, 0)
             return -1
+        except ValueError as e:  # a path the OS cannot take (a NUL byte in it)
+            self.error(f"can't open {fn!r}: {e}")
+            return 0
         request = variants[0]
         started = time.perf_counter()
         dur = SYSTEM_MAX_DURATION if not request.duration else int(math.ceil(request.duration))
@@ -372,8 +375,8 @@ class Session:
         except json.JSONDecodeError as e:
             self.error(f"partial-cancel: {args[3]}: invalid JSON: {e.msg}")
             return
-        except (UnicodeDecodeError, RecursionError) as e:
-            self.error(f"partial-cancel: {args[3]}: invalid JSON: {type(e).__name__}")
+        except (ValueError, RecursionError) as e:  # not UTF-8, a NUL in the path, nested too deep
+            self.error(f"partial-cancel: {args[3]!r}: cannot read: {type(e).__name__}")
             return
         try:
             part = self._release_set(job, data, args[2], args[3])

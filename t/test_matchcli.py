@@ -13,10 +13,10 @@ import pytest
 
 from fluxsched_py.ids import IdSet
 from fluxsched_py.jobspec import JobspecError
+from fluxsched_py.matchcli.cli import load_graph, main
+from fluxsched_py.matchcli.compat import parse_policy, read_jobspec
+from fluxsched_py.matchcli.session import SYSTEM_MAX_DURATION, Session
 from fluxsched_py.resource import ResourceError
-from fluxsched_py.rq.cli import load_graph, main
-from fluxsched_py.rq.compat import parse_policy, read_jobspec
-from fluxsched_py.rq.session import SYSTEM_MAX_DURATION, Session
 
 GRUG = """<?xml version="1.0" encoding="UTF-8"?>
 <graphml xmlns="http://graphml.graphdrawing.org/xmlns">
@@ -312,6 +312,7 @@ def test_main_reads_stdin_and_writes_test_output(env, monkeypatch, capsys):
         (["-L", "{grug}", "-P", "sideways"], 2, "fluxsched-py match: -P: unknown match policy 'sideways'"),
         (["-L", "{grug}", "-f", "hwloc"], 1, "fluxsched-py match: {grug}: /graphml: not an hwloc topology"),
         (["-L", "{grug}", "-S", "XYZ"], 2, "fluxsched-py match: -S: unknown match subsystems 'XYZ'"),
+        (["-L", "{grug}", "-S", "PA"], 1, "fluxsched-py match: {grug}: the resource graph has no power root"),
     ],
 )
 def test_main_errors_are_one_line(env, capsys, argv, status, message):
@@ -378,3 +379,13 @@ def test_jobspecs_go_through_the_project_parser(env):
         read_jobspec(flex)
     labels = [r.label for r in read_jobspec(flex, flexible=True).resources]
     assert labels == ["default", "default#2"]
+
+
+@pytest.mark.parametrize(
+    "spec,dominant",
+    [("CA", "containment"), ("PA", "power"), ("C+PA", "containment"), ("IBBA", "ibnetbw"), ("ALL", "containment")],
+)
+def test_the_first_subsystem_of_s_is_the_tree_matched(spec, dominant):
+    from fluxsched_py.matchcli.cli import dominant_subsystem
+
+    assert dominant_subsystem(spec) == dominant
