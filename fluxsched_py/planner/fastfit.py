@@ -73,10 +73,13 @@ class UnitFields:
 
     def __init__(self, base: int, stride: int, width: int, vertices: tuple[int, ...]) -> None:
         self.base, self.stride, self.width, self.vertices = base, stride, width, vertices
-        one = (1 << width) - 1
-        mask = 0
-        for i in range(len(vertices)):
-            mask |= one << (i * stride)
+        # n copies of a field's mask at the stride, by doubling (OR-ing one
+        # field at a time into a growing integer is quadratic in n).
+        mask, have = (1 << width) - 1, 1
+        while have < len(vertices):
+            mask |= mask << (have * stride)
+            have *= 2
+        mask &= (1 << (len(vertices) * stride)) - 1
         #: every field's bits, after shifting by ``base``
         self.mask = mask
         self._bytes = stride == 8 and width == 8
