@@ -189,3 +189,31 @@ def test_fast_earliest_equals_brute_force_on_random_small_planners(seed):
     got = fast.earliest_bits(req, 10.0, duration, policy, not_before=not_before)
     want = brute_earliest(g, p, req, policy, duration, max(10.0, not_before))
     assert (None if got is None else (got[0], got[2])) == want
+
+
+@pytest.mark.parametrize("nodes,cores", [(9, 1), (16, 8), (12, 6), (40, 3), (3, 260), (300, 2)])
+def test_remembered_counts_equal_counts_made_afresh(nodes, cores):
+    """UnitFields.counts derives a set's counts from a remembered nearby set
+    (a few cores taken or given back); on a random walk of sets, with jumps,
+    they must equal each node's popcount, read field by field."""
+    rng = random.Random(nodes * 7 + cores)
+    codec = FlatCodec(nodes_graph(nodes, cores))
+    fields = codec.unit_fields("core")
+    cores_mask = codec.type_masks["core"]
+    x = (1 << codec.width) - 1
+    adjusted = 0
+    for step in range(400):
+        if step % 97 == 0:
+            x = random_avail(rng, codec, nodes)
+        else:
+            core_bits = [i for i in range(codec.width) if cores_mask >> i & 1]
+            # take or give back a few cores (or a few dozen: both ways of adjusting)
+            for i in rng.sample(core_bits, min(len(core_bits), rng.choice([1, 2, 3, 40]))):
+                x ^= 1 << i
+        if rng.random() < 0.3:  # sometimes ask about an earlier set again
+            x = random_avail(rng, codec, nodes) if rng.random() < 0.2 else x
+        got = fields.counts(x)
+        want = [(codec.rank_masks[r] & cores_mask & x).bit_count() for r in range(nodes)]
+        assert list(got) == want
+        adjusted += step % 97 != 0
+    assert adjusted > 300

@@ -26,11 +26,18 @@ checked against the real matcher on random availability in
 ``t/test_planner_fastfit.py``.
 
 Everything here is a pure function of the codec's static layout
-(:class:`UnitFields`) and a flat set; nothing is cached across calls.
+(:class:`UnitFields`) and a flat set.  One thing is remembered across
+calls: :meth:`UnitFields.counts` keeps the counts of the last few sets it
+was asked about and derives a new set's counts from the nearest of them by
+adjusting only the nodes whose bits differ.  A pass asks about the free set
+again and again, and between two asks a job took or gave back a few cores:
+building every node's count afresh (a 16,384-element list for each one-core
+match on 16,384 nodes, issue 15) made a job's cost grow with the machine.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -42,6 +49,10 @@ _POP8 = bytes(bin(i).count("1") for i in range(256))
 _DIV: dict[int, bytes] = {}
 #: c -> table mapping a per-node count to 1 when it is at least c, else 0
 _GE: dict[int, bytes] = {}
+#: a byte that is not zero (to find the bits that changed between two sets)
+_NONZERO = re.compile(rb"[^\x00]")
+#: how many earlier sets :meth:`UnitFields.counts` remembers
+_KEEP = 4
 
 
 def slot_shape(request: Any) -> tuple[int, int] | None:
@@ -58,23 +69,81 @@ class UnitFields:
     its bits are ``base + i * stride + id``.  Built by :func:`unit_fields`
     only for the layout the module docstring describes."""
 
-    __slots__ = ("base", "stride", "width", "vertices", "mask", "_bytes")
+    __slots__ = ("base", "stride", "width", "vertices", "mask", "_bytes", "_nbytes", "_memo", "_max_delta")
 
     def __init__(self, base: int, stride: int, width: int, vertices: tuple[int, ...]) -> None:
         self.base, self.stride, self.width, self.vertices = base, stride, width, vertices
-        one = (1 << width) - 1
-        mask = 0
-        for i in range(len(vertices)):
-            mask |= one << (i * stride)
+        # n copies of a field's mask at the stride, by doubling (OR-ing one
+        # field at a time into a growing integer is quadratic in n).
+        mask, have = (1 << width) - 1, 1
+        while have < len(vertices):
+            mask |= mask << (have * stride)
+            have *= 2
+        mask &= (1 << (len(vertices) * stride)) - 1
         #: every field's bits, after shifting by ``base``
         self.mask = mask
         self._bytes = stride == 8 and width == 8
+        n = len(vertices)
+        self._nbytes = (n * stride + 7) // 8
+        #: ``[(fields of a set, its counts)]``, the latest last
+        self._memo: list[tuple[int, bytes | list[int]]] = []
+        # Above this many changed bits, counting afresh (C-speed for bytes,
+        # a Python loop per node otherwise) is cheaper than adjusting.
+        self._max_delta = max(16, n // (32 if self._bytes else 4))
 
     def counts(self, x: int) -> bytes | list[int]:
         """Free units per node in the flat set ``x`` (indexable by node
-        position; a ``bytes`` when every field is one byte)."""
-        n = len(self.vertices)
+        position; a ``bytes`` when every field is below 256 units wide).
+
+        The answer must not be modified: it is remembered, and derived from
+        the nearest remembered set when few bits differ (see the module
+        docstring)."""
         y = (x >> self.base) & self.mask
+        memo = self._memo
+        best = None
+        for i in range(len(memo) - 1, -1, -1):
+            yo, co = memo[i]
+            if yo == y:
+                if i != len(memo) - 1:
+                    memo.append(memo.pop(i))
+                return co
+            d = (yo ^ y).bit_count()
+            if d <= self._max_delta and (best is None or d < best[0]):
+                best = (d, yo, co)
+        counts = self._count(y) if best is None else self._adjust(best[1], best[2], y)
+        memo.append((y, counts))
+        if len(memo) > _KEEP:
+            del memo[0]
+        return counts
+
+    def _adjust(self, yo: int, co: bytes | list[int], y: int) -> bytes | list[int]:
+        """The counts of fields ``y`` from those (``co``) of fields ``yo``:
+        one step per bit that differs."""
+        d = yo ^ y
+        out = bytearray(co) if isinstance(co, bytes) else list(co)
+        s, nb = self.stride, self._nbytes
+        for bits, step in ((y & d, 1), (yo & d, -1)):
+            if not bits:
+                continue
+            if bits.bit_count() <= 32:  # a few bits: peel them off the top
+                while bits:
+                    top = bits.bit_length() - 1
+                    out[top // s] += step
+                    bits ^= 1 << top
+                continue
+            raw = bits.to_bytes(nb, "little")
+            for m in _NONZERO.finditer(raw):
+                p = m.start()
+                byte = raw[p]
+                while byte:
+                    low = byte & -byte
+                    out[(8 * p + low.bit_length() - 1) // s] += step
+                    byte ^= low
+        return bytes(out) if isinstance(out, bytearray) else out
+
+    def _count(self, y: int) -> bytes | list[int]:
+        """Free units per node in the fields ``y``, counted afresh."""
+        n = len(self.vertices)
         if self._bytes:
             return y.to_bytes(n, "little").translate(_POP8)
         s, w = self.stride, self.width
@@ -194,7 +263,9 @@ def take_slots(
     Returns ``(bits, pools)``: the flat set, and ``{node vertex: {"core":
     id mask}}`` as a :class:`~fluxsched_py.resource.ResourceSet` holds it
     (so the caller need not decode the flat set)."""
-    if slot_capacity(counts, c) < k:
+    # For one-unit slots the walk below finds out by itself (it runs out of
+    # nodes), without summing every node's count first.
+    if c > 1 and slot_capacity(counts, c) < k:
         return None
     nodes = _in_order(counts, c, order)
     out = 0
@@ -215,4 +286,6 @@ def take_slots(
         left -= m
         if not left:
             break
+    if left:
+        return None
     return out, pools

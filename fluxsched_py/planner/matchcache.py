@@ -94,20 +94,22 @@ class MatchCache:
         if nodes and self.fast_paths and codec.flat_nodes and policy in self.FAST_ORDER:
             self.fast += 1
             return self._take_nodes(codec, avail, nodes, self.FAST_ORDER[policy])
+        fields = codec.unit_fields("core") if slots is not None and self.fast_paths else None
+        if fields is not None and policy in self.SLOT_ORDER:
+            # Not memoized: from the remembered per-node counts the answer
+            # costs less than the memo's key (hashing the whole set), and
+            # the memo would hold a whole set per entry (issue 15).
+            self.fast += 1
+            order, high_ids = self.SLOT_ORDER[policy]
+            took = take_slots(fields, avail, fields.counts(avail), slots[0], slots[1], order, high_ids)
+            return None if took is None else (self._resourceset(codec.topo, 0, took[1]), took[0])
         key = (key, policy, codec.spread(avail), avail)
         hit = self._cache.get(key, _MISS)
         if hit is not _MISS:
             self.hits += 1
             return hit
-        fields = codec.unit_fields("core") if slots is not None and self.fast_paths else None
-        if fields is not None and policy in self.SLOT_ORDER:
-            self.fast += 1
-            order, high_ids = self.SLOT_ORDER[policy]
-            took = take_slots(fields, avail, fields.counts(avail), slots[0], slots[1], order, high_ids)
-            out = None if took is None else (self._resourceset(codec.topo, 0, took[1]), took[0])
-        else:
-            rs = self.matcher(g, request, policy=policy, available=None if live else codec.decode(avail))
-            out = None if rs is None else (rs, codec.encode(rs))
+        rs = self.matcher(g, request, policy=policy, available=None if live else codec.decode(avail))
+        out = None if rs is None else (rs, codec.encode(rs))
         self._cache[key] = out
         return out
 
