@@ -24,7 +24,7 @@ import shlex
 import sys
 import time
 from dataclasses import dataclass
-from typing import TextIO
+from typing import Any, TextIO
 
 from ..inputs import read_bytes
 from ..jobspec import JobspecError, Request
@@ -451,13 +451,19 @@ class Session:
             print(f"INFO: {job.jobid}, {job.state}, {job.at}, {job.jobspec}, {job.overhead}", file=self.term)
 
     # ------------------------------------------------------------ status
-    def cmd_set_status(self, args: list[str]) -> None:
-        if len(args) != 3:
+    def _status_items(self, args: list[str], nargs: int) -> Any:
+        """The items a ``set-status``/``get-status`` path names, or None (the error already printed)."""
+        if len(args) != nargs:
             self.error("malformed command")
-            return
+            return None
         items = self.index.lookup(args[1])
         if items is None:
             self.out.write(f"Could not find path {args[1]} in resource graph.\n")
+        return items
+
+    def cmd_set_status(self, args: list[str]) -> None:
+        items = self._status_items(args, 3)
+        if items is None:
             return
         if args[2] not in ("up", "down"):
             self.error("unrecognized status")
@@ -470,12 +476,8 @@ class Session:
             self._down_items = self._down_items - items if up else self._down_items | items
 
     def cmd_get_status(self, args: list[str]) -> None:
-        if len(args) != 2:
-            self.error("malformed command")
-            return
-        items = self.index.lookup(args[1])
+        items = self._status_items(args, 2)
         if items is None:
-            self.out.write(f"Could not find path {args[1]} in resource graph.\n")
             return
         ranks = items.ranks
         if ranks:
