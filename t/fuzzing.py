@@ -593,16 +593,8 @@ def driver_target() -> Target:
     from fluxsched_py.flux.driver import Driver, bad_payload
 
     from .recording_transport import RecordingTransport
+    from .test_flux_driver import R2 as R
 
-    R = {
-        "version": 1,
-        "execution": {
-            "R_lite": [{"rank": "0-1", "children": {"core": "0-3"}}],
-            "nodelist": ["n[0-1]"],
-            "starttime": 0.0,
-            "expiration": 0.0,
-        },
-    }
     probe = Driver(RecordingTransport(), [])
     topics = probe.topics()  # the topics the module registers, config-reload included
     probe.close()

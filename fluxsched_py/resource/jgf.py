@@ -133,17 +133,7 @@ def builder_from_jgf(obj: Any, *, source: str | None = None, element: str = "") 
         md = meta[nid]
         kids = sorted(tree.successors(nid), key=order.__getitem__)
         rank = md.get("rank", -1)
-        h = b.add_vertex(
-            md["type"],
-            md["name"],
-            md.get("id", 0),
-            parent,
-            rank=rank if rank is not None and rank >= 0 else -1,
-            basename=md.get("basename") or md["type"],
-            size=md.get("size", 1),
-            unit=md.get("unit", "") or "",
-            properties=md.get("properties") or {},
-        )
+        h = _add_vertex(b, md, parent)
         handle[nid] = h
         if md["type"] == "node" and rank is not None and rank >= 0:
             hostnames[rank] = md["name"]
@@ -243,22 +233,27 @@ def _add_subsystem(
                 )
                 continue
             else:
-                rank = md.get("rank", -1)
-                handle[c] = b.add_vertex(
-                    md["type"],
-                    md["name"],
-                    md.get("id", 0),
-                    hu,
-                    rank=rank if rank is not None and rank >= 0 else -1,
-                    basename=md.get("basename") or md["type"],
-                    size=md.get("size", 1),
-                    unit=md.get("unit", "") or "",
-                    properties=md.get("properties") or {},
-                    subsystem=sub,
-                )
+                handle[c] = _add_vertex(b, md, hu, subsystem=sub)
             if c not in seen:
                 seen.add(c)
                 stack.append(c)
+
+
+def _add_vertex(b: Any, md: dict, parent: int, **kw: Any) -> int:
+    """Add the vertex JGF ``metadata`` describes under ``parent`` (a negative rank means none)."""
+    rank = md.get("rank", -1)
+    return b.add_vertex(
+        md["type"],
+        md["name"],
+        md.get("id", 0),
+        parent,
+        rank=rank if rank is not None and rank >= 0 else -1,
+        basename=md.get("basename") or md["type"],
+        size=md.get("size", 1),
+        unit=md.get("unit", "") or "",
+        properties=md.get("properties") or {},
+        **kw,
+    )
 
 
 def model_from_jgf(obj: dict | str | Path, *, source: str | None = None) -> nx.DiGraph:
