@@ -161,7 +161,9 @@ class Timeline(ProofLog):
             self._pool_cache = None
             i = bisect.bisect_left(self._running_ends, (span.end, jobid))
             del self._running_ends[i]
-            self._running_union &= ~span.bits  # spans of running jobs are disjoint
+            # spans of running jobs are disjoint; x ^ (x & y) is x & ~y
+            # without a negative int (a full two's-complement copy)
+            self._running_union ^= self._running_union & span.bits
         else:
             self._nreserved -= 1
             self._dirty_reserved()
@@ -169,10 +171,10 @@ class Timeline(ProofLog):
         self._log_gain(span.start, span.end, span.bits, jobid)
         lo = self._index(span.start)
         hi = self._index(span.end) if span.end != math.inf else len(self._times)
-        keep = ~span.bits
+        bits = span.bits
         used = self._used
         for k in range(lo, hi):
-            used[k] &= keep
+            used[k] ^= used[k] & bits
         floor = self._floor
         if span.end > floor:  # else its boundary was folded away
             self._unref(hi)
@@ -316,7 +318,7 @@ class Timeline(ProofLog):
         if given and _unusable_ranks(g):
             self._free_cache = None
             return
-        self._free_cache = (g.version, (c[1] & ~taken) | given)
+        self._free_cache = (g.version, (c[1] ^ (c[1] & taken)) | given)  # & ~ without a negative int
 
     def pool_bits(self) -> int:
         """Up resources, free now or held by a running job that is not overdue."""
