@@ -118,6 +118,7 @@ class Timeline(ProofLog):
         self._running_ends: list[tuple[float, int]] = []  # sorted (end, jobid)
         self._nreserved = 0
         self._free_cache: tuple[Any, int] | None = None
+        self._bad_mask: tuple[Any, int] = (None, 0)  # (unusable ranks, everything on them)
         self._running_union = 0  # every running span's bits
         self._max_running_start = -math.inf  # an upper bound (never lowered)
         self._init_log(noearlier.PROOFS if proofs is None else proofs)
@@ -306,18 +307,24 @@ class Timeline(ProofLog):
         """The caller just allocated ``taken`` or released ``given`` in the graph.
 
         Keeps the cached free set in step without re-reading the graph, when
-        the cache was current before the change and nothing is down or
-        drained (a release on a down rank does not make anything free).
-        ``given=None`` means "unknown": the cache is dropped.
+        the cache was current before the change (a release on a down,
+        drained or shrunk rank does not make anything there free: those
+        ranks' bits are left out of ``given``).  ``given=None`` means
+        "unknown": the cache is dropped.
         """
         c = self._free_cache
         g = self.graph
         if c is None or version_before is None or c[0] != version_before or given is None:
             self._free_cache = None
             return
-        if given and _unusable_ranks(g):
-            self._free_cache = None
-            return
+        if given:
+            bad = _unusable_ranks(g)
+            if bad:
+                # Re-reading the graph would cost a walk of every node per
+                # job freed while one node is drained (issue 15).
+                if self._bad_mask[0] != bad:
+                    self._bad_mask = (bad, self.codec.ranks_mask(bad))
+                given ^= given & self._bad_mask[1]
         self._free_cache = (g.version, (c[1] ^ (c[1] & taken)) | given)  # & ~ without a negative int
 
     def pool_bits(self) -> int:
