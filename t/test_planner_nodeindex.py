@@ -96,7 +96,7 @@ def test_index_equals_a_recount_after_random_changes(seed, shape):
             check_index(idx, want)
         assert list(fields.counts(x)) == want
     for f in fields._followers:  # every kept index, at its own set
-        check_index(f, recount(codec, (f.y << fields.base), nodes))
+        check_index(f, recount(codec, f.x, nodes))
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

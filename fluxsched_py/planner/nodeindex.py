@@ -52,25 +52,24 @@ def _eq_table(v: int) -> bytes:
 
 
 class NodeIndex:
-    """Per-node free units of the flat fields ``y`` (see the module docstring).
+    """Per-node free units of the flat set ``x`` (see the module docstring),
+    in the :class:`~.fastfit.UnitFields` layout ``fields``."""
 
-    ``fields`` is the :class:`~.fastfit.UnitFields` layout; ``y`` is a flat
-    set already shifted and masked to it (``(x >> base) & mask``)."""
+    __slots__ = ("fields", "x", "cnt", "hist", "total", "vmax", "eq", "ge1")
 
-    __slots__ = ("fields", "y", "cnt", "hist", "total", "vmax", "eq", "ge1")
-
-    def __init__(self, fields: Any, y: int) -> None:
+    def __init__(self, fields: Any, x: int) -> None:
         self.fields = fields
-        self.reset(y)
+        self.reset(x)
 
     # -- building and following ----------------------------------------------
 
-    def reset(self, y: int) -> None:
-        """Count ``y`` afresh (C-speed for byte fields; the bitmasks wait
+    def reset(self, x: int) -> None:
+        """Count ``x`` afresh (C-speed for byte fields; the bitmasks wait
         until a placement order asks for them)."""
-        counts = self.fields._count(y)
-        width = self.fields.width
-        self.y = y
+        fields = self.fields
+        counts = fields._count((x >> fields.base) & fields.mask)
+        width = fields.width
+        self.x = x
         if isinstance(counts, bytes):
             self.cnt: bytearray | list[int] = bytearray(counts)
             hist = [counts.count(v) for v in range(width + 1)]
@@ -102,25 +101,27 @@ class NodeIndex:
             ge1 |= eq[v]
         self.eq, self.ge1 = eq, ge1
 
-    def move(self, y: int, changed: list[int] | None = None) -> None:
-        """Follow the set to ``y``: one update per node whose bits differ
-        (``changed``: the positions of those bits, when the caller has them)."""
-        stride = self.fields.stride
-        if changed is not None:
-            delta: dict[int, int] = {}
-            half = y.bit_length() // 2
-            for p in changed:
-                i = p // stride
-                # bit p differs between y and the old set: a unit gained when
-                # it is in y (tested from whichever end of y is nearer)
-                gained = (y >> p) & 1 if p >= half else y & (1 << p)
-                delta[i] = delta.get(i, 0) + (1 if gained else -1)
+    def move(self, x: int, changed: list[int] | None = None) -> None:
+        """Follow the set to ``x``: one update per node whose bits differ
+        (``changed``: the positions of those bits, when the caller has them;
+        bits outside the fields, such as container vertices, count for
+        nothing)."""
+        if changed is None:
+            d = self.x ^ x
+            steps = [(p, 1) for p in _positions(x & d)] + [(p, -1) for p in _positions(self.x & d)]
         else:
-            d = self.y ^ y
-            if not d:
-                return
-            delta = _node_deltas(y & d, self.y & d, stride, self.fields._nbytes)
-        self.y = y
+            # bit p differs between x and the old set: a unit gained when it
+            # is in x (tested from whichever end of x is nearer)
+            half = x.bit_length() // 2
+            steps = [(p, 1 if ((x >> p) & 1 if p >= half else x & (1 << p)) else -1) for p in changed]
+        fields = self.fields
+        base, stride, width, n = fields.base, fields.stride, fields.width, len(fields.vertices)
+        delta: dict[int, int] = {}
+        for p, step in steps:
+            i, r = divmod(p - base, stride)
+            if p >= base and r < width and i < n:
+                delta[i] = delta.get(i, 0) + step
+        self.x = x
         cnt, hist, eq = self.cnt, self.hist, self.eq
         vmax = self.vmax
         total = self.total
@@ -206,28 +207,24 @@ def _descending(m: int) -> Iterator[int]:
         m ^= 1 << top
 
 
-def _node_deltas(plus: int, minus: int, stride: int, nbytes: int) -> dict[int, int]:
-    """``{node position: units gained - units lost}`` for the bits ``plus``
-    set and ``minus`` cleared (fields of ``stride`` bits)."""
-    out: dict[int, int] = {}
-    get = out.get
-    for bits, step in ((plus, 1), (minus, -1)):
-        if not bits:
-            continue
-        if bits.bit_count() <= 32:  # a few bits: peel them off the top
-            while bits:
-                top = bits.bit_length() - 1
-                i = top // stride
-                out[i] = get(i, 0) + step
-                bits ^= 1 << top
-            continue
-        raw = bits.to_bytes(nbytes, "little")
-        for m in _NONZERO.finditer(raw):
-            p = m.start()
-            byte = raw[p]
-            while byte:
-                low = byte & -byte
-                i = (8 * p + low.bit_length() - 1) // stride
-                out[i] = get(i, 0) + step
-                byte ^= low
+def _positions(bits: int) -> list[int]:
+    """The positions of the set bits of ``bits``: the few at the top peeled
+    off one by one, many found by scanning its bytes for non-zero ones."""
+    out: list[int] = []
+    if not bits:
+        return out
+    if bits.bit_count() <= 8:
+        while bits:
+            top = bits.bit_length() - 1
+            out.append(top)
+            bits ^= 1 << top
+        return out
+    raw = bits.to_bytes((bits.bit_length() + 7) // 8, "little")
+    for m in _NONZERO.finditer(raw):
+        p = m.start()
+        byte = raw[p]
+        while byte:
+            low = byte & -byte
+            out.append(8 * p + low.bit_length() - 1)
+            byte ^= low
     return out
