@@ -40,6 +40,8 @@ __all__ = ["NodeIndex"]
 
 #: a byte that is not zero (to find the bits that changed between two sets)
 _NONZERO = re.compile(rb"[^\x00]")
+#: :func:`_positions` reads the top ``_CHUNK`` bits off at most ``_PEELS`` times
+_CHUNK, _PEELS = 256, 4
 #: v -> table mapping a count byte to b"1" when it equals v, else b"0"
 _EQ: dict[int, bytes] = {}
 
@@ -208,16 +210,24 @@ def _descending(m: int) -> Iterator[int]:
 
 
 def _positions(bits: int) -> list[int]:
-    """The positions of the set bits of ``bits``: the few at the top peeled
-    off one by one, many found by scanning its bytes for non-zero ones."""
+    """The positions of the set bits of ``bits``.
+
+    Changed bits come in clusters (a job's cores on a node, a node and its
+    vertex): the top 256 bits are read off as a small int and cleared, a
+    few times; whatever is left is found by scanning its bytes.  Each step
+    is one pass over ``bits`` in C, never one per bit."""
     out: list[int] = []
+    for _ in range(_PEELS):
+        if not bits:
+            return out
+        lo = max(0, bits.bit_length() - _CHUNK)
+        chunk = bits >> lo
+        bits ^= chunk << lo
+        while chunk:
+            low = chunk & -chunk
+            out.append(lo + low.bit_length() - 1)
+            chunk ^= low
     if not bits:
-        return out
-    if bits.bit_count() <= 8:
-        while bits:
-            top = bits.bit_length() - 1
-            out.append(top)
-            bits ^= 1 << top
         return out
     raw = bits.to_bytes((bits.bit_length() + 7) // 8, "little")
     for m in _NONZERO.finditer(raw):
