@@ -152,6 +152,16 @@ class UnitFields:
         if self._bytes:
             return y.to_bytes(n, "little").translate(_POP8)
         s, w = self.stride, self.width
+        if s % 8 == 0 and s < 256:
+            # Whole bytes per field: popcount each byte in C, then add each
+            # field's k bytes into its first one (k - 1 shifted adds of the
+            # whole set; no byte passes 255, so nothing carries).
+            k = s // 8
+            pop = int.from_bytes(y.to_bytes(n * k, "little").translate(_POP8), "little")
+            acc = pop
+            for j in range(1, k):
+                acc += pop >> (8 * j)
+            return acc.to_bytes(n * k + 1, "little")[: n * k : k]
         bits = format(y, f"0{n * s}b")[::-1]  # bits[j] is bit j of y
         counts = [bits.count("1", i * s, i * s + w) for i in range(n)]
         return bytes(counts) if w < 256 else counts
