@@ -18,7 +18,8 @@ response, so a job can be inactive before the scheduler has taken its free;
 the drain, i.e. until it has worked through every free.
 
 Wall time on a shared machine swings with whatever else runs, so each run
-also reads CPU time from ``/proc`` over the same interval: the scheduler's
+also reads CPU time from ``/proc`` over the same interval (from when the
+loaded scheduler answers a ping, so reading the resources is left out): the scheduler's
 (its broker thread, or its process for a Python module such as sched-py)
 and the whole instance's (the broker and the scheduler process), both per
 job.  Those are what a scheduler costs, whatever the load.
@@ -41,6 +42,7 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -74,6 +76,8 @@ CONFIGS = {
     "1000x8": (1000, 8, 8192),
     "16384x32": (16384, 32, 4096),
 }
+#: seconds a scheduler may take to load (Fluxion reads 16,384 nodes in tens of seconds)
+LOAD_TIMEOUT = 900
 SCHEDULERS = ["sched-simple", "sched-backfill", "sched-py", "fluxion"]
 
 
@@ -105,9 +109,9 @@ def fluxion_targets(prefix: str | None) -> list[tuple[str, list[str]]] | None:
 def load(inst: Instance, name: str, args: list[str], fluxion: list | None) -> None:
     if name == "fluxion":
         for target, fargs in fluxion or []:
-            inst.run("module", "load", target, *fargs)
+            inst.run("module", "load", target, *fargs, timeout=LOAD_TIMEOUT)
     else:
-        inst.run("module", "load", name, *args)
+        inst.run("module", "load", name, *args, timeout=LOAD_TIMEOUT)
 
 
 def fluxion_available(inst: Instance, fluxion: list | None) -> str | None:
@@ -117,8 +121,8 @@ def fluxion_available(inst: Instance, fluxion: list | None) -> str | None:
     try:
         inst.use_scheduler(None)
         load(inst, "fluxion", [], fluxion)
-        return inst.run("python", "-c", FLUXION_PARAMS).strip()
-    except FluxError as e:
+        return inst.run("python", "-c", FLUXION_PARAMS, timeout=LOAD_TIMEOUT).strip()
+    except (FluxError, subprocess.TimeoutExpired) as e:
         print(f"Fluxion did not load: {str(e).strip().splitlines()[-1]}", file=sys.stderr)
         return None
     finally:
@@ -161,11 +165,15 @@ def one_run(inst: Instance, name: str, args: list[str], njobs: int, script: Path
     inst.use_scheduler(None)
     load(inst, name, args, fluxion)
     time.sleep(1.0)  # let the scheduler finish its hello/ready
+    # ... and answer a ping: on 16,384 nodes reading the resources takes
+    # seconds (Fluxion: tens), a cost per instance, not per job.
+    service = "sched-fluxion-qmanager" if name == "fluxion" else name
+    inst.run("ping", "-c1", service, timeout=LOAD_TIMEOUT)
     cpu0 = cpu_seconds(inst)
     out = json.loads(inst.run("python", str(script), str(njobs), timeout=1200))
     inst.run("queue", "drain", timeout=1200)
     t_end = time.time()
-    inst.run("ping", "-c1", "sched-fluxion-qmanager" if name == "fluxion" else name, timeout=1200)
+    inst.run("ping", "-c1", service, timeout=1200)
     settled = time.time() - out["t0"]
     cpu1 = cpu_seconds(inst)
     elapsed = t_end - out["t0"]
