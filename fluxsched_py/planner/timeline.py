@@ -325,7 +325,12 @@ class Timeline(ProofLog):
                 if self._bad_mask[0] != bad:
                     self._bad_mask = (bad, self.codec.ranks_mask(bad))
                 given ^= given & self._bad_mask[1]
-        self._free_cache = (g.version, (c[1] ^ (c[1] & taken)) | given)  # & ~ without a negative int
+        free = c[1]
+        if taken:
+            free ^= free & taken  # & ~ without a negative int
+        if given:
+            free |= given
+        self._free_cache = (g.version, free)
 
     def pool_bits(self) -> int:
         """Up resources, free now or held by a running job that is not overdue."""
