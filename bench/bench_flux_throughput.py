@@ -33,7 +33,11 @@ Usage::
     python bench/bench_flux_throughput.py --fluxion-prefix /opt/fluxion   # or FLUXION_PREFIX=...
 
 Targets (DESIGN.md): 4096 jobs on 10 nodes x 64 cores: sched-py >= sched-simple;
-8192 jobs on 1000 nodes: sched-py >= Fluxion (~745 jobs/s reference).
+8192 jobs on 1000 nodes: sched-py >= Fluxion (~745 jobs/s reference).  Issue
+15: at 16,384 nodes x 32 cores sched-py's scheduler CPU per job within 2x of
+its cost at 10 x 64, and its jobs/s at least 90 % of it (the last table).
+sched-simple takes minutes per 1,000 jobs at 16,384 nodes: ``--njobs 1024``
+keeps a run of every scheduler short.
 """
 
 from __future__ import annotations
