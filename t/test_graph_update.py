@@ -168,6 +168,8 @@ def test_update_refuses_bad_edits_and_changes_nothing():
         g.update(shrink=7)
     with pytest.raises(ResourceError, match="non-empty string"):
         g.update(properties={0: ["ok", ""]})
+    with pytest.raises(ResourceError, match="non-empty string"):
+        g.update(grow=fragment(3, [4], [0], [False]), properties={0: [""]})
     with pytest.raises(ResourceError, match="not in the resource graph"):
         g.update(properties={9: ["fast"]}, grow=fragment(3, [1], [0], [False]))
     assert index_state(g) == before

@@ -30,7 +30,7 @@ from ..ids import IdSet
 from .builder import CONTAINMENT
 from .errors import ResourceError
 
-__all__ = ["add_ranks", "mark_shrunk", "set_rank_properties", "SHRUNK"]
+__all__ = ["add_ranks", "check_properties", "mark_shrunk", "set_rank_properties", "SHRUNK"]
 
 #: ``G.graph`` key of the ranks removed for good.
 SHRUNK = "shrunk_ranks"
@@ -89,13 +89,19 @@ def mark_shrunk(G: nx.DiGraph, ranks: IdSet) -> None:
     G.graph.setdefault(SHRUNK, set()).update(ranks)
 
 
-def set_rank_properties(G: nx.DiGraph, properties: Mapping[int, Iterable[str]]) -> None:
-    """Replace the properties of each rank in ``properties`` (checked first: an error changes nothing)."""
+def check_properties(properties: Mapping[int, Iterable[str]]) -> dict[int, set[str]]:
+    """``properties`` as sets of names; :class:`ResourceError` for a name that is not a non-empty string."""
     new = {r: set(p) for r, p in properties.items()}
     for r, names in new.items():
         for name in names:
             if not isinstance(name, str) or not name:
                 raise ResourceError(f"rank {r}: a property must be a non-empty string, got {name!r}")
+    return new
+
+
+def set_rank_properties(G: nx.DiGraph, properties: Mapping[int, Iterable[str]]) -> None:
+    """Replace the properties of each rank in ``properties`` (checked first: an error changes nothing)."""
+    new = check_properties(properties)
     props = G.graph.setdefault("rank_properties", {})
     for r, names in new.items():
         if names:

@@ -29,7 +29,7 @@ import networkx as nx
 
 from ..ids import IdSet
 from .builder import CONTAINMENT
-from .edit import SHRUNK, add_ranks, mark_shrunk, set_rank_properties
+from .edit import SHRUNK, add_ranks, check_properties, mark_shrunk, set_rank_properties
 from .errors import ResourceError
 from .resourceset import ResourceSet, with_twins
 from .state import Availability
@@ -442,8 +442,10 @@ class ResourceGraph:
         * ``properties``: ``{rank: names}`` replaces those ranks' properties;
           the index's per-rank properties are patched.
 
-        Edits apply in that order.  A bad edit raises :class:`ResourceError`
-        before anything changes.  Sets and planners made before a grow
+        Edits apply in that order; ``properties`` and ``shrink`` name ranks
+        the graph had before the grow (a grown rank's properties come with
+        its R).  A bad edit raises :class:`ResourceError` before anything
+        changes.  Sets and planners made before a grow
         describe the graph before it (a driver rebuilds its planner).
         """
         added = IdSet()
@@ -451,6 +453,7 @@ class ResourceGraph:
             shrink_mask = self._rank_mask(shrink)
         if properties:
             self._rank_mask(IdSet(properties))
+            check_properties(properties)
         if grow is not None:
             added = add_ranks(self._model, grow, IdSet.from_mask(self.topo.ranks_mask | self._shrunk))
             self._recompile()
