@@ -178,6 +178,22 @@ def test_update_refuses_bad_edits_and_changes_nothing():
         g.update(grow=fragment(2, [4], [0], [False]))  # a shrunk rank does not come back
 
 
+def test_writers_show_the_edited_model():
+    g = base_graph()
+    g.update(grow=fragment(3, [2], [1], [True]), properties={0: ["login"], 1: []})
+    ex = g.to_rv1()["execution"]
+    assert ex["R_lite"] == [
+        {"rank": "0", "children": {"core": "0-3"}},
+        {"rank": "1", "children": {"core": "0-3", "gpu": "0"}},
+        {"rank": "2", "children": {"core": "0-1"}},
+        {"rank": "3", "children": {"core": "0-1", "gpu": "0"}},
+    ]
+    assert ex["nodelist"] == ["grown[0-3]"]
+    assert ex["properties"] == {"fast": "3", "login": "0"}
+    names = [n["metadata"]["name"] for n in g.to_jgf()["graph"]["nodes"] if n["metadata"]["type"] == "node"]
+    assert names == ["grown0", "grown1", "grown2", "grown3"]
+
+
 def test_sets_made_before_a_grow_still_match():
     """A snapshot taken before a grow keeps working as ``available`` (its cached counts are rebuilt)."""
     g = base_graph()
