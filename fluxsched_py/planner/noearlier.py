@@ -81,6 +81,7 @@ class ProofLog:
     _gains_mark: int
     proofs: int
     use_proofs: bool
+    _times: list[float]
 
     def _init_log(self, use_proofs: bool) -> None:
         #: See :data:`PROOFS`.
@@ -189,7 +190,7 @@ class ProofLog:
                 # Every window [t, t + duration) that overlaps [a, b) from
                 # t >= now also covers [b, now + duration): what is in use
                 # there now is no gain to any of them.
-                ptimes, used = self._times, self._used
+                ptimes, used = self._times, self._materialize(bisect.bisect_left(self._times, limit) + 1)
                 k = bisect.bisect_right(ptimes, b) - 1
                 nseg = len(ptimes)
                 useful = bits
@@ -261,7 +262,7 @@ class ProofLog:
         mask = 0
         for full in fulls:
             mask |= full
-        busy = [u & mask for u in self._used[k0:kend]]
+        busy = [u & mask for u in self._materialize(kend)[k0:kend]]
         last = len(times) - 1
         for full in fulls:
             # 1 where the node is unused, per segment; runs of 1s are the
