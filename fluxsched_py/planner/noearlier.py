@@ -245,9 +245,23 @@ class ProofLog:
         and no segment of the step function that the window overlaps uses
         any of it (``own``, the job's own span still in the plan, aside)."""
         codec = self.codec
-        nodes = [full for full in codec.node_bits.values() if gained & full and pool & full == full]
-        if len(nodes) > self.WHOLE_AGAIN_NODES:
-            return None
+        shift = codec.unit_shift
+        if shift is not None:
+            # one unit per node: the touched nodes and the whole ones are
+            # two masks, not a walk of every node
+            cand = (gained | gained >> shift) & codec.whole_nodes(pool)
+            if cand.bit_count() > self.WHOLE_AGAIN_NODES:
+                return None
+            node_bits = codec.node_bits
+            nodes = []
+            while cand:
+                low = cand & -cand
+                cand ^= low
+                nodes.append(node_bits[low.bit_length() - 1])
+        else:
+            nodes = [full for full in codec.node_bits.values() if gained & full and pool & full == full]
+            if len(nodes) > self.WHOLE_AGAIN_NODES:
+                return None
         add = [0] * len(times)
         if not nodes:
             return add
