@@ -359,8 +359,6 @@ class Timeline(ProofLog):
         if given and _unusable_ranks(g):
             self._free_cache = None
             return
-        # taken came out of the free set and given was not in it: and-not
-        # and or, without the negative big integer ``~taken`` would make
         self._free_cache = (g.version, (c[1] & ~taken) | given)
 
     def pool_bits(self) -> int:
