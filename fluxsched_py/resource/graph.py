@@ -311,27 +311,38 @@ class ResourceGraph:
         if bad_cont:
             v = IdSet.from_mask(bad_cont).first()
             raise ResourceError(f"job {jobid}: {self._describe_item(v, None, None)} is not free")
-        for v, tm in rs._pools.items():
-            if running:
-                taken = self._alloc_pools.get(v) or {}
-                busy = {t: m & taken.get(t, 0) for t, m in tm.items()}
-            else:
-                loc = self._avail.loc[v]
-                busy = {t: m & ~loc.get(t, 0) for t, m in tm.items()}
-            for t, bad in busy.items():
-                if bad:
-                    i = IdSet.from_mask(bad).first()
-                    raise ResourceError(f"job {jobid}: {self._describe_item(v, t, i)} is not free")
+        if running:
+            held = self._alloc_pools
+            for v, tm in rs._pools.items():
+                taken = held.get(v)
+                if taken:
+                    for t, m in tm.items():
+                        if bad := m & taken.get(t, 0):
+                            i = IdSet.from_mask(bad).first()
+                            raise ResourceError(f"job {jobid}: {self._describe_item(v, t, i)} is not free")
+        else:
+            loc = self._avail.loc
+            for v, tm in rs._pools.items():
+                lv = loc[v]
+                for t, m in tm.items():
+                    if bad := m & ~lv.get(t, 0):
+                        i = IdSet.from_mask(bad).first()
+                        raise ResourceError(f"job {jobid}: {self._describe_item(v, t, i)} is not free")
         if not rs:
             return
         self._alloc_cont |= rs._cont
+        apools = self._alloc_pools
         for v, tm in rs._pools.items():
-            d = self._alloc_pools.setdefault(v, {})
-            for t, m in tm.items():
-                d[t] = d.get(t, 0) | m
+            d = apools.get(v)
+            if d is None:
+                apools[v] = dict(tm)
+            else:
+                for t, m in tm.items():
+                    d[t] = d.get(t, 0) | m
         old = self._jobs.get(jobid)
         self._jobs[jobid] = rs if old is None else old | rs
-        self._refresh(rs)
+        self._version += 1
+        self._avail.take(rs._cont, rs._pools)  # what was available of rs (all of it unless ``running``)
 
     def release(self, jobid: int, rs: ResourceSet | None = None) -> ResourceSet:
         """Free what ``jobid`` holds, or only part of it; return what was freed.
@@ -378,7 +389,19 @@ class ResourceGraph:
                     del d[t]
             if not d:
                 del self._alloc_pools[v]
-        self._refresh(part)
+        self._version += 1
+        bad = self._down | self._drained | self._shrunk
+        if bad:  # what is freed on a down, drained or shrunk rank stays unavailable
+            rank = self.topo.rank
+            cont = 0
+            for v in IdSet.from_mask(part._cont):
+                r = rank[v]
+                if r < 0 or not bad >> r & 1:
+                    cont |= 1 << v
+            pools = {v: tm for v, tm in part._pools.items() if (r := rank[v]) < 0 or not bad >> r & 1}
+            self._avail.give(cont, pools)
+        else:
+            self._avail.give(part._cont, part._pools)
         return part
 
     # -- rank state ------------------------------------------------------------
@@ -508,16 +531,6 @@ class ResourceGraph:
         else:
             loc = topo.pools[v]  # set_local copies it
         self._avail.set_local(v, loc, not (self._alloc_cont >> v & 1))
-
-    def _refresh(self, rs: ResourceSet) -> None:
-        self._version += 1
-        seen = set(rs._pools)
-        for lo, hi in IdSet.from_mask(rs._cont).runs():
-            seen.update(range(lo, hi + 1))
-        bad = self._down | self._drained | self._shrunk
-        refresh = self._refresh_vertex
-        for v in seen:
-            refresh(v, bad)
 
     def _refresh_ranks(self, mask: int) -> None:
         self._version += 1

@@ -17,17 +17,39 @@ and up, or whatever a caller's snapshot says) and keeps, for every vertex:
     positive.  The matcher walks only those children, so on a machine that
     is mostly full, finding the free ones does not cost a visit per full one.
 
-The live graph keeps one and updates it incrementally (:meth:`set_local`
-walks the ancestors only).  A snapshot ``ResourceSet`` handed to the matcher
+The live graph keeps one and updates it incrementally: a job's allocation or
+release in one batch (:meth:`take`, :meth:`give`: each ancestor of the job's
+vertices is updated once, with the sum of the changes below it), an up/down
+change vertex by vertex (:meth:`set_local` walks the ancestors only).  A snapshot ``ResourceSet`` handed to the matcher
 gets one built bottom-up in one pass (:meth:`from_resourceset`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+from ..ids import IdSet
 from .resourceset import ResourceSet
 from .topology import Topology
 
 __all__ = ["Availability"]
+
+
+def _members(mask: int) -> set[int]:
+    """The set bits of ``mask``.  A job's containers are a few bits of a
+    machine-wide mask, often not one run: peel them off the low end (each
+    step on a shorter integer) rather than scan the whole mask as a string
+    (:meth:`IdSet.runs`), which is kept for masks with many bits."""
+    if mask.bit_count() > 64:
+        return set(IdSet.from_mask(mask))
+    out = set()
+    base = 0
+    while mask:
+        b = (mask & -mask).bit_length()
+        base += b
+        out.add(base - 1)
+        mask >>= b
+    return out
 
 
 class Availability:
@@ -116,6 +138,195 @@ class Availability:
     def to_resourceset(self) -> ResourceSet:
         pools = {v: dict(d) for v in self.topo.pool_vertices if (d := {t: m for t, m in self.loc[v].items() if m})}
         return ResourceSet(self.topo, self.cont, pools)
+
+    def take(self, cont: int, pools: Mapping[int, Mapping[str, int]]) -> None:
+        """Make the containers of the mask ``cont`` and the pool items of
+        ``pools`` (``{vertex: {type: ids mask}}``) unavailable, those of them
+        that are available (a job's allocation)."""
+        self._move(cont, pools, False)
+
+    def give(self, cont: int, pools: Mapping[int, Mapping[str, int]]) -> None:
+        """Make the containers of ``cont`` and the pool items of ``pools``
+        available (a job's release); the inverse of :meth:`take`."""
+        self._move(cont, pools, True)
+
+    def _move(self, cont: int, pools: Mapping[int, Mapping[str, int]], give: bool) -> None:
+        """:meth:`take` or :meth:`give` for a job's whole set at once.
+
+        Each vertex of the set changes once (a vertex with no container
+        below it also updates its own aggregates here); then each ancestor
+        is visited once per call with the sum of the changes below it
+        (:meth:`_spread`), where a vertex-by-vertex update would walk the
+        ancestors once per vertex of the set.
+
+        A vertex's own pool masks stay in the order of the topology's pools,
+        and the aggregates end up exactly as :meth:`set_local` would leave
+        them vertex by vertex (``t/test_resource_batch.py`` checks both).
+        """
+        topo = self.topo
+        info, tpools, end = topo.pool_info, topo.pools, topo.end
+        lock = self.loc
+        if give:
+            c = cont & ~self.cont
+            self.cont |= c
+            step = 1
+        else:
+            c = cont & self.cont
+            self.cont ^= c
+            step = -1
+        conts = _members(c)
+        deep: dict[int, tuple[int, dict[str, int]]] = {}  # vertices with containers below them
+        pend: dict[int, list] = {}  # what each ancestor gets from below (see _spread)
+        parent, pos, vtype = topo.parent, topo.child_pos, topo.type
+        units, busy, whole = self.units, self.busy, self.whole
+        lastp = -2
+        pp: list | None = None
+        for v, tm in pools.items():
+            old = lock[v]
+            du: dict[str, int] = {}
+            di = 0
+            if give:
+                for t, m in tm.items():
+                    x = m & ~old.get(t, 0)
+                    if x:
+                        k = x.bit_count()
+                        di += k
+                        du[t] = k * info[(v, t)][0]
+                if not di:
+                    continue
+                lock[v] = {t: x for t in tpools[v] if (x := old.get(t, 0) | tm.get(t, 0))}
+            else:
+                new: dict[str, int] = {}
+                for t, m in old.items():
+                    x = m & tm.get(t, 0)
+                    if x:
+                        k = x.bit_count()
+                        di -= k
+                        du[t] = -k * info[(v, t)][0]
+                        m ^= x
+                    if m:
+                        new[t] = m
+                if not di:
+                    continue
+                lock[v] = new
+            if v in conts:
+                conts.discard(v)
+                di += step
+            if end[v] != v + 1:
+                deep[v] = (di, du)
+                continue
+            # no container below v, so nothing else below it changes: apply here
+            p = parent[v]
+            if p != lastp:
+                lastp = p
+                if p >= 0:
+                    pp = pend.get(p)
+                    if pp is None:
+                        pp = pend[p] = [0, {}, {}, {}]
+                    pdu, pdw, pf = pp[1], pp[2], pp[3]
+                else:
+                    pp = None
+            ua = units[v]
+            if pp is None:
+                for t, d in du.items():
+                    ua[t] = ua.get(t, 0) + d
+            else:
+                pp[0] += di
+                for t, d in du.items():
+                    o = ua.get(t, 0)
+                    ua[t] = o + d
+                    pdu[t] = pdu.get(t, 0) + d
+                    if (o > 0) != (o + d > 0):
+                        pf[t] = pf.get(t, 0) ^ 1 << pos[v]
+            ob = busy[v]
+            nb = ob - di
+            busy[v] = nb
+            if (ob == 0) != (nb == 0):
+                t = vtype[v]
+                x = 1 if nb == 0 else -1
+                wv = whole[v]
+                wv[t] = wv.get(t, 0) + x
+                if pp is not None:
+                    pdw[t] = pdw.get(t, 0) + x
+        for v in conts:  # containers without pools of their own in the set
+            deep[v] = (step, {})
+        self._spread(deep, pend)
+
+    def _spread(self, deep: Mapping[int, tuple[int, dict[str, int]]], pend: dict[int, list]) -> None:
+        """Carry changes up to the aggregates, visiting each ancestor once,
+        children before parents (in pre-order a parent's index is below its
+        children's).
+
+        ``deep`` holds the own changes of vertices with containers below them,
+        ``{v: (available items, {type: available units})}``; ``pend`` what
+        vertices already get from their children, ``[items, units, whole
+        containers, have flips]``.  Per vertex ``a`` visited: its ``units``
+        and ``busy`` move by its own change plus the sum of the changes below
+        it; its ``whole`` by the containers below it, and itself, whose
+        subtree became (or stopped being) wholly available; and a child whose
+        ``units`` of a type crossed zero flips its bit in ``have[a]``.
+        """
+        topo = self.topo
+        parent, vtype, pos = topo.parent, topo.type, topo.child_pos
+        units, busy, whole, have = self.units, self.busy, self.whole, self.have
+        for v in [*deep, *pend]:
+            a = parent[v]
+            while a >= 0 and a not in pend:
+                pend[a] = [0, {}, {}, {}]
+                a = parent[a]
+        for a in sorted(deep.keys() | pend.keys(), reverse=True):
+            acc = pend.get(a)
+            own = deep.get(a)
+            if acc is None:
+                di, du = own  # type: ignore[misc]
+                dw = flips = None
+            else:
+                di, du, dw, flips = acc
+                if own is not None:
+                    di += own[0]
+                    for t, d in own[1].items():
+                        du[t] = du.get(t, 0) + d
+            p = parent[a]
+            pp = pend[p] if p >= 0 else None
+            if du:
+                ua = units[a]
+                if pp is None:
+                    for t, d in du.items():
+                        ua[t] = ua.get(t, 0) + d
+                else:
+                    pdu, pf, bit = pp[1], pp[3], 1 << pos[a]
+                    for t, d in du.items():
+                        old = ua.get(t, 0)
+                        new = old + d
+                        ua[t] = new
+                        pdu[t] = pdu.get(t, 0) + d
+                        if (old > 0) != (new > 0):
+                            pf[t] = pf.get(t, 0) ^ bit
+            if di:
+                ob = busy[a]
+                nb = ob - di
+                busy[a] = nb
+                if pp is not None:
+                    pp[0] += di
+                if (ob == 0) != (nb == 0):
+                    t = vtype[a]
+                    x = 1 if nb == 0 else -1
+                    if dw is None:
+                        dw = {t: x}
+                    else:
+                        dw[t] = dw.get(t, 0) + x
+            if dw:
+                wa = whole[a]
+                for t, d in dw.items():
+                    wa[t] = wa.get(t, 0) + d
+                if pp is not None:
+                    pdw = pp[2]
+                    for t, d in dw.items():
+                        pdw[t] = pdw.get(t, 0) + d
+            if flips:
+                ha = have[a]
+                for t, m in flips.items():
+                    ha[t] = ha.get(t, 0) ^ m
 
     def set_local(self, v: int, loc: dict[str, int], cont_bit: bool) -> None:
         """Replace vertex ``v``'s own availability and update the aggregates above it
