@@ -48,6 +48,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -137,6 +138,15 @@ def one_run(a: argparse.Namespace, inst: Any, name: str, script: Path) -> dict:
     inst.use_scheduler(name, *(a.sched_py_args if name == "sched-py" else []))
     time.sleep(1.0)
     pid = int(re.findall(rf"module-python-exec {name} pid=(\d+)", inst.dmesg())[-1])
+    load: list[float] = []
+    stop = threading.Event()
+
+    def sample_load() -> None:  # the machine's 1-min load average every 10 s
+        while not stop.wait(10.0):
+            load.append(os.getloadavg()[0])
+
+    sampler = threading.Thread(target=sample_load, daemon=True)
+    sampler.start()
     probes = {}
     for target in ("module", "broker"):
         log = open(inst.dir / f"ping-{target}.log", "w")
@@ -156,6 +166,7 @@ def one_run(a: argparse.Namespace, inst: Any, name: str, script: Path) -> dict:
         inst.run("ping", "-c1", name, timeout=3600)
         t_settled = time.time()
     finally:
+        stop.set()
         for p, log in probes.values():
             p.send_signal(signal.SIGINT)
             try:
@@ -168,6 +179,8 @@ def one_run(a: argparse.Namespace, inst: Any, name: str, script: Path) -> dict:
     lat = {t: percentiles([float(x) for x in _TIME.findall((inst.dir / f"ping-{t}.log").read_text())]) for t in probes}
     keys = ("allocs", "frees", "commits", "commit_errors", "sched_passes")
     keys += ("callback_max_ms", "callback_max_cpu_ms", "callbacks_over_100ms_cpu", "pass_deferrals")
+    keys += ("gc_max_ms", "gc_max_cpu_ms", "gc_over_50ms_cpu", "gc_full", "gc_full_max_cpu_ms")
+    keys += ("gc_full_collected", "gc_full_limit", "slow_callbacks")
     return {
         "scheduler": name,
         "njobs": a.njobs,
@@ -180,6 +193,7 @@ def one_run(a: argparse.Namespace, inst: Any, name: str, script: Path) -> dict:
         "jobs_per_s": round(a.njobs / (t_drained - out["t0"]), 1),
         "jobs": stats_line,
         "peak_rss_mib": round((vm_hwm_kib(pid) or 0) / 1024, 1),
+        "load_average": {"median": statistics.median(load), "max": max(load)} if load else None,
         "stats": {k: st[k] for k in keys if k in st},
         "ping_module": lat["module"],
         "ping_broker": lat["broker"],
