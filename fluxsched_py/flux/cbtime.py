@@ -32,9 +32,17 @@ SLOW_KEEP = 12
 class CallbackClock:
     """Times callbacks into ``stats`` (a dict the driver reports)."""
 
-    def __init__(self, stats: dict[str, Any], work: Callable[[], str] = lambda: "") -> None:
+    def __init__(
+        self,
+        stats: dict[str, Any],
+        work: Callable[[], str] = lambda: "",
+        *,
+        wall: Callable[[], float] = time.perf_counter,
+        cpu: Callable[[], float] = time.thread_time,
+    ) -> None:
         self.stats = stats
         self._work = work
+        self._wall, self._cpu = wall, cpu
         stats.setdefault("callback_max_ms", 0.0)
         stats.setdefault("callback_max_cpu_ms", 0.0)
         stats.setdefault("callbacks_over_100ms_cpu", 0)
@@ -56,10 +64,10 @@ class CallbackClock:
 
     def _on_gc(self, phase: str, info: dict[str, Any]) -> None:
         if phase == "start":
-            self._gc_t0, self._gc_c0 = time.perf_counter(), time.thread_time()
+            self._gc_t0, self._gc_c0 = self._wall(), self._cpu()
             return
-        ms = 1e3 * (time.perf_counter() - self._gc_t0)
-        cpu_ms = 1e3 * (time.thread_time() - self._gc_c0)
+        ms = 1e3 * (self._wall() - self._gc_t0)
+        cpu_ms = 1e3 * (self._cpu() - self._gc_c0)
         self._gc_ms += ms
         s = self.stats
         if ms > s["gc_max_ms"]:
@@ -72,7 +80,7 @@ class CallbackClock:
     def wrap(self, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         """``fn`` timed as the callback ``name``."""
         stats = self.stats
-        perf, cpu = time.perf_counter, time.thread_time
+        perf, cpu = self._wall, self._cpu
 
         def timed(*args: Any) -> Any:
             self._gc_ms = 0.0

@@ -102,10 +102,11 @@ class GcPacer:
         gc.set_threshold(t0, t1, _NEVER)
 
     def stop(self) -> None:
-        """Give the collector its thresholds back (the frozen objects stay frozen)."""
+        """Give the collector its thresholds back, and unfreeze."""
         if self._saved is None:
             return
         self._gc.set_threshold(*self._saved)
+        self._gc.unfreeze()
         self._saved = None
 
     def due(self) -> bool:
