@@ -131,17 +131,25 @@ class FluxBinding:
             done(str(exc))
             return
 
+        # A flux Future with a continuation is a reference cycle (it holds a
+        # handle to itself), so whatever its callback still refers to waits
+        # for a full garbage collection (see gcpace).  The callback drops the
+        # transaction and ``done`` (which holds the batch: every job's R)
+        # before it returns, so that only the future itself is left.
+        held: list[Any] = [txn, done]  # the transaction lives until the commit completes
+
         def cont(future: Any, _arg: Any = None) -> None:
+            if not held:  # pragma: no cover - a commit completes once
+                return
+            finish = held[1]
+            held.clear()
             try:
                 future.get()
             except OSError as exc:
-                done(str(exc))
+                finish(str(exc))
             else:
-                done(None)
-            finally:
-                del txn_ref[:]
+                finish(None)
 
-        txn_ref = [txn]  # keep the transaction alive until the commit completes
         f.then(self._timed(cont, "kvs-commit"))
 
     def log(self, level: int, text: str) -> None:
