@@ -25,7 +25,10 @@ probes' max, p50, p99, p99.9 and the count over 100 ms; the jobs' final
 states (every job must complete); the scheduler's peak RSS (VmHWM); and
 sched-py's own record of the longest reactor callback, in wall and CPU ms
 (``flux module stats sched-py``: ``callback_max_ms``,
-``callback_max_cpu_ms``), which machine load inflates only in wall time.
+``callback_max_cpu_ms``), which machine load inflates only in wall time,
+with ``slow_callbacks`` (which callback, and what it did, for each over 50 ms
+of CPU) and the garbage collector's figures (``gc_*``, flux/gcpace.py); the
+module's CPU seconds (``cpu_s``); and the machine's load average.
 ``--engine-only`` runs the same burst through the engine alone, in this
 process (no Flux: alloc every job, then passes with every started job
 freed at once), and reports its peak RSS and time.
@@ -113,6 +116,15 @@ def vm_hwm_kib(pid: int) -> int | None:
     return None
 
 
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU time of a process so far (load barely changes it)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def flux_run(a: argparse.Namespace) -> list[dict]:
     from t.flux.instance import Instance, flux_exe
 
@@ -193,6 +205,7 @@ def one_run(a: argparse.Namespace, inst: Any, name: str, script: Path) -> dict:
         "jobs_per_s": round(a.njobs / (t_drained - out["t0"]), 1),
         "jobs": stats_line,
         "peak_rss_mib": round((vm_hwm_kib(pid) or 0) / 1024, 1),
+        "cpu_s": round(cpu_seconds(pid) or 0.0, 1),
         "load_average": {"median": statistics.median(load), "max": max(load)} if load else None,
         "stats": {k: st[k] for k in keys if k in st},
         "ping_module": lat["module"],
