@@ -139,7 +139,7 @@ def flux_run(a: argparse.Namespace) -> list[dict]:
         for name in ["sched-py", *a.compare]:
             rows.append(one_run(a, inst, name, script))
             print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
-            inst.run("job", "purge", "--force", "--num-limit=0", check=False)
+            inst.run("job", "purge", "--force", "--num-limit=0", check=False, timeout=3600)
     return rows
 
 
