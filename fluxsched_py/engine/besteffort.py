@@ -199,7 +199,8 @@ class BestEffort:
         if jobid in self._lent:
             self._unlend(jobid)
         if jobid in self._preempted:
-            h = self._handoffs.get(self._preempted.pop(jobid) or -1)
+            owner = self._preempted.pop(jobid)
+            h = self._handoffs.get(owner) if owner is not None else None
             if h is not None:
                 part = released & h.rs
                 if part:
@@ -286,8 +287,11 @@ class BestEffort:
             e.stats["matches"] += 1
             return planner.match_bits(job.request, avail, policy)
 
-        chosen = choose_victims(match, base, cands, now)
-        if chosen is None:  # cannot happen while lent resources are up; keep the policy's choice
+        if e.options.preempt_victims == "plan":
+            chosen = None
+        else:
+            chosen = choose_victims(match, base, cands, now)
+        if chosen is None:  # the plan's placement (with fewest, only if lent resources went down)
             chosen = ([j for j, b in self._lent.values() if b & placement[1]], placement)
         victims, placement = chosen
         rs = planner.resolve(placement)
@@ -377,12 +381,13 @@ class BestEffort:
         actions, self._actions = self._actions, []
         return actions
 
-    def run(self, now: float, out: list[Response]) -> PassResult:
-        """After the regular pass: start pending best-effort jobs where no
-        regular job can go, annotate them; return the pass's result."""
+    def run(self, now: float, out: list[Response], passed: bool = False) -> PassResult:
+        """After the regular pass (``passed``), or when only best-effort
+        jobs changed: start pending best-effort jobs where no regular job
+        can go, annotate them; return the pass's result."""
         e = self.e
         q = self.queue
-        if self.dirty and q.npending:
+        if (self.dirty or passed) and q.npending:
             e._sort_queue(q)
             self._start_pending(now, out)
         self.dirty = False

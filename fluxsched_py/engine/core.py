@@ -402,7 +402,7 @@ class Engine:
             return self._policy_failed(p, exc)
         end_pass(self, p)
         self._pass = self._pass_gen = None
-        return self.besteffort.run(now, out)
+        return self.besteffort.run(now, out, passed=True)
 
     # ------------------------------------------------------------------
     # Special cases and helpers
