@@ -116,6 +116,12 @@ def choose_victims(
 class BestEffort:
     """The engine's best-effort jobs: see the module docstring."""
 
+    #: Pending best-effort jobs a pass looks at past the last one it could
+    #: try (the others were of shapes that already failed), once the
+    #: annotated ones are done: a million queued jobs of one shape cost one
+    #: failed match, not a million.
+    LOOKAHEAD = 256
+
     def __init__(self, engine: Engine) -> None:
         self.e = engine
         #: The graph the planner reads: lent resources count as free.
@@ -400,13 +406,14 @@ class BestEffort:
         policy = _REVERSED.get(e.options.placement, e.options.placement)
         failed: set[int] = set()
         depth = e.options.annotate_depth
-        shown = 0
+        shown = misses = 0
         q = self.queue
         for i in range(q.head, len(q.jobs)):
             job = q.jobs[i]
             if not e._live(job):
                 continue
             if free and job.shape_id not in failed:
+                misses = 0
                 window = min(job.duration, job.preemptible_after or 0.0)
                 avail = free
                 if planner.nreserved:
@@ -418,11 +425,13 @@ class BestEffort:
                     free &= ~found[1]
                     continue
                 failed.add(job.shape_id)
-            elif not free and (depth is not None and shown >= depth):
-                break
+            else:
+                misses += 1
             if depth is None or shown < depth:
                 shown += 1
                 self._annotate(job, {"reason_pending": "best-effort: waiting for resources no regular job needs"}, out)
+            elif not free or misses > self.LOOKAHEAD:
+                break
 
     def _start(self, job: Job, found: tuple[Any, int], now: float, window: float, out: list[Response]) -> None:
         e = self.e
