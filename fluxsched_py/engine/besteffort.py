@@ -404,7 +404,7 @@ class BestEffort:
         planner = e.planner
         free = planner.codec.encode(e.graph.free())
         policy = _REVERSED.get(e.options.placement, e.options.placement)
-        failed: set[int] = set()
+        failed: set[tuple[int, float]] = set()  # (shape, window) that did not fit
         depth = e.options.annotate_depth
         shown = misses = 0
         q = self.queue
@@ -412,9 +412,9 @@ class BestEffort:
             job = q.jobs[i]
             if not e._live(job):
                 continue
-            if free and job.shape_id not in failed:
+            window = min(job.duration, job.preemptible_after or 0.0)
+            if free and (job.shape_id, window) not in failed:
                 misses = 0
-                window = min(job.duration, job.preemptible_after or 0.0)
                 avail = free
                 if planner.nreserved:
                     avail &= ~planner.reserved_during(now, now + max(window, 1e-9))
@@ -424,7 +424,7 @@ class BestEffort:
                     self._start(job, found, now, window, out)
                     free &= ~found[1]
                     continue
-                failed.add(job.shape_id)
+                failed.add((job.shape_id, window))
             else:
                 misses += 1
             if depth is None or shown < depth:
