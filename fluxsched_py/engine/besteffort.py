@@ -143,7 +143,10 @@ class BestEffort:
     # -- queries ---------------------------------------------------------------
 
     def next_wakeup(self) -> float | None:
-        """When the next protected window ends (a pass is due then), or None."""
+        """When the next protected window ends (a pass is due then), or None.
+
+        A job's window is ``preemptible-after`` long; its planner span ends
+        then or at its walltime, whichever comes first."""
         w = self._windows
         while w and not self._protected(w[0][1]):
             heapq.heappop(w)
@@ -209,8 +212,8 @@ class BestEffort:
             h = self._handoffs.get(owner) if owner is not None else None
             if h is not None:
                 part = released & h.rs
-                if part:
-                    e.graph.allocate(h.job.id, part)
+                if part:  # held by nobody now, even if its rank went down meanwhile
+                    e.graph.allocate(h.job.id, part, running=True)
                 h.waiting.discard(jobid)
                 if not h.waiting:
                     self._ready.append(h.job.id)
@@ -253,12 +256,18 @@ class BestEffort:
         if preempted:
             self._preempted[job.id] = None
             return
-        until = self.span_end(job)
+        until = self._protected_until(job)
         if until > (job.t_start or 0.0):
-            e.planner.add_running(job.id, job.resources, job.t_start or 0.0, until)
+            e.planner.add_running(
+                job.id, job.resources, job.t_start or 0.0, max(self.span_end(job), job.t_start + 1e-9)
+            )
             heapq.heappush(self._windows, (until, job.id))
         else:
             self._lend(job)
+
+    @staticmethod
+    def _protected_until(job: Job) -> float:
+        return (job.t_start or 0.0) + (job.preemptible_after or 0.0)
 
     # -- lending -------------------------------------------------------------------
 
@@ -318,6 +327,8 @@ class BestEffort:
         h = self._handoffs[job.id] = _Handoff(job, rs)
         name = e._job_name
         for v in victims:
+            if p._free is not None:  # what a victim holds beyond the placement is not free either
+                p._free &= ~self._lent[v.id][1]
             self._unlend(v.id)
             self._preempted[v.id] = job.id
             h.waiting.add(v.id)
@@ -444,9 +455,9 @@ class BestEffort:
         job.queue.npending -= 1
         end = self._end(job, now)
         job.resources, job.t_start, job.expiration = rs, now, end
-        until = now + window
-        if window > 0:
-            planner.add_running(job.id, rs, now, until, found[1])
+        until = now + (job.preemptible_after or 0.0)
+        if until > now:  # planned as a job that ends then (or at its walltime)
+            planner.add_running(job.id, rs, now, now + window, found[1])
             heapq.heappush(self._windows, (until, job.id))
         else:
             self._lend(job)

@@ -131,8 +131,10 @@ class Engine:
 
     def pending(self, queue: str | None | object = _ALL) -> list[Job]:
         """Pending jobs in order (a copy; never disturbs a pass in progress):
-        of every queue, or of ``queue`` only (None: the anonymous queue)."""
-        qs = self._queues.values() if queue is _ALL else [q for q in self._queues.values() if q.name == queue]
+        of every queue (best-effort jobs included), or of ``queue`` only
+        (None: the anonymous queue)."""
+        qs = [*self._queues.values(), self.besteffort.queue] if queue is _ALL else self._queues.values()
+        qs = qs if queue is _ALL else [q for q in qs if q.name == queue]
         return sorted((j for q in qs for j in q.jobs if self._live(j)), key=lambda j: j.sortkey)
 
     def policy_for(self, queue: str | None) -> QueuePolicy:
