@@ -190,7 +190,7 @@ class _Job:
     submit: float
     runtime: float | None = None
     preemptible_after: float | None = None
-    state: str = "pending"  # pending | running | killing | ending | done
+    state: str = "pending"  # pending | running | ending | done | killed (preempted: freed at once)
     vkill: float | None = None  # workload time of the decision to preempt it
     alloc: IdSet | None = None
     start: float | None = None  # Batsim time of the EXECUTE_JOB
@@ -328,7 +328,7 @@ class BatsimScheduler:
             raise ProtocolError(f"{what} for job {batsim_id!r}, which was never submitted")
         if job.state == "pending":
             raise ProtocolError(f"{what} for job {batsim_id!r}, which was never started")
-        if job.state in ("done", "ending"):
+        if job.state in ("done", "ending", "killed"):
             return None
         return job
 
@@ -341,28 +341,28 @@ class BatsimScheduler:
 
     def complete(self, batsim_id: str, t: float, state: str | None = None) -> None:
         """JOB_COMPLETED at Batsim time ``t``: the job's nodes are freed at its workload end time."""
+        if self.jobs.get(batsim_id) is not None and self.jobs[batsim_id].state == "killed":
+            return  # preempted and freed already; Batsim reports the kill as COMPLETED_KILLED
         job = self._running(batsim_id, "JOB_COMPLETED")
         if job is None:
             raise ProtocolError(f"JOB_COMPLETED for job {batsim_id!r}, which had already ended")
+        v = self._vtime_of_end(job, t)
         job.state = "ending"
         self.stats["completed"] += 1
-        self._push(self._vtime_of_end(job, t), 0, "free", job)
+        self._push(v, 0, "free", job)
         log.debug("job %s completed at %.6f (%s)", batsim_id, t, state or "?")
 
     def killed(self, batsim_ids: Iterable[str], t: float) -> None:
         """JOB_KILLED: free the jobs still running (some may have completed
-        first: then their JOB_COMPLETED freed them and this says nothing).
-        A job preempted by a pass is freed at that pass's workload time, so
-        the regular job it made room for starts at the instant the replay
-        starts it."""
+        first: then their JOB_COMPLETED freed them and this says nothing;
+        a job this scheduler preempted was freed when it sent KILL_JOB)."""
         for bid in batsim_ids:
             job = self._running(bid, "JOB_KILLED")
             if job is not None:
                 job.state = "ending"
                 self.stats["killed"] += 1
                 lag = (job.start or 0.0) - (job.vstart or 0.0)
-                v = job.vkill if job.vkill is not None else t - lag
-                self._push(max(self.vnow, v), 0, "free", job)
+                self._push(max(self.vnow, t - lag), 0, "free", job)
 
     def _known(self, ids: IdSet, what: str) -> None:
         """Every protocol names machines by index: one the platform does not have is a protocol error."""
@@ -427,9 +427,18 @@ class BatsimScheduler:
                     elif r.type is ResponseType.DENY:
                         out.append(self._reject(job, r.note or "denied"))
                 for a in result.preempt:
+                    # Killed at once, as in the replay: KILL_JOB goes out
+                    # before the EXECUTE_JOB of the job it makes room for,
+                    # in the same reply (Batsim refuses an allocation on a
+                    # host still running a job), and Batsim's report of the
+                    # kill is only acknowledged.
                     victim = self._by_engine_id[a.id]
-                    victim.state, victim.vkill = "killing", v
+                    victim.state, victim.vkill = "killed", v
+                    self.stats["killed"] += 1
+                    engine.free(victim.engine_id, final=True)
                     out.append(Kill(victim.batsim_id, a.note))
+                if result.preempt:
+                    continue
                 if not result.more:
                     break
         if not pending:
@@ -505,7 +514,7 @@ class BatsimScheduler:
     # -- reporting -----------------------------------------------------------
 
     def unfinished(self) -> list[str]:
-        return [j.batsim_id for j in self.jobs.values() if j.state != "done"]
+        return [j.batsim_id for j in self.jobs.values() if j.state not in ("done", "killed")]
 
     def summary(self) -> str:
         s = self.stats
