@@ -79,4 +79,3 @@ def test_a_protected_window_makes_the_regular_job_wait_and_says_until_when(inst)
     reason = inst.run("jobs", "-no", "{annotations.sched.reason_pending}", regular)
     assert "reserved to start at" in reason, reason
     assert not any(exceptions(inst, j) for j in besteffort)
-
