@@ -29,6 +29,14 @@ from .sim import COMPLETED, KILLED, REJECTED, ReplayResult
 __all__ = ["Summary", "summarize", "TAU"]
 
 TAU = 10.0
+_BESTEFFORT_FIELDS = (
+    "besteffort",
+    "besteffort_completed_nh",
+    "besteffort_lost_nh",
+    "preemptions",
+    "utilization_with_besteffort",
+    "campaigns",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +64,12 @@ class Summary:
     campaigns: tuple[tuple[str, float | None], ...] = ()
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        """The fields by name; the best-effort ones only when the workload had such jobs."""
+        d = asdict(self)
+        if not self.besteffort:
+            for k in _BESTEFFORT_FIELDS:
+                del d[k]
+        return d
 
 
 def summarize(result: ReplayResult, tau: float = TAU) -> Summary:
