@@ -8,8 +8,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..engine import EngineOptions
-from .driver import BatsimScheduler, CallMeLater, Decision, Driver, Execute, Host, Kill, Reject, profile_runtime
+from .driver import BatsimScheduler, Decision, Driver, Execute, Host, Kill, Reject, profile_runtime
 from .errors import ProtocolError
+from .ordering import order_decisions
 
 __all__ = ["V4Driver"]
 
@@ -62,29 +63,10 @@ class V4Driver(Driver):
         return v4.encode_message(now, out)
 
     def _encode(self, now: float, decisions: list[Decision]) -> list[dict[str, Any]]:
-        """The decisions as events, ordered for Batsim's clock.
-
-        Batsim 4.2.1 hands each event of a reply to its server actor as one
-        simulated message, one after the other, so every event costs the
-        platform's latency to the master host (1.2 ms on cluster512.xml)
-        before the next one is applied (rfcs/preemption.md).  So all kills
-        go out as ONE KILL_JOB (one message, one killer actor, one
-        JOB_KILLED), first, and regular jobs' EXECUTE_JOBs before
-        best-effort ones.  A job started and killed in the same reply
-        (not seen so far) keeps the engine's order, one KILL_JOB per job.
-        """
+        """The decisions as events, in :func:`.ordering.order_decisions`' order."""
         v4 = self._v4
-        killed = [d.job_id for d in decisions if isinstance(d, Kill)]
-        if any(isinstance(d, Execute) and d.job_id in killed for d in decisions):
-            order = list(decisions)
-            kills_first: list[str] = []
-        else:
-            jobs = self.scheduler.jobs
-            regular = [d for d in decisions if isinstance(d, Execute) and jobs[d.job_id].preemptible_after is None]
-            first = {d.job_id for d in regular}
-            rest = [d for d in decisions if not isinstance(d, Kill) and getattr(d, "job_id", None) not in first]
-            order = regular + sorted(rest, key=lambda d: isinstance(d, CallMeLater))
-            kills_first = killed
+        jobs = self.scheduler.jobs
+        kills_first, order = order_decisions(decisions, lambda j: jobs[j].preemptible_after is not None)
         out = [v4.kill_job(now, kills_first)] if kills_first else []
         for d in order:
             if isinstance(d, Execute):
