@@ -246,6 +246,7 @@ class _Engine:
         class R:
             responses: list = []
             more = False
+            preempt: list = []
 
         return R()
 
@@ -304,3 +305,42 @@ def test_simultaneous_completions_split_by_batsim_latency_are_decided_together()
 def test_without_run_times_each_completion_is_decided_at_once():
     # No delay profile: nothing says the second completion is on its way, so EASY backfills job 4.
     assert _regroup_run(with_profiles=False) == [["w0!1", "w0!2"], [], [], ["w0!4"], []]
+
+
+# -- best-effort jobs (rfcs/preemption.md) -----------------------------------
+
+
+def submit_be(t, jid, res, after=0, walltime=100.0):
+    job = {"id": jid, "res": res, "profile": "p", "walltime": walltime, "preemptible-after": after}
+    return (t, "JOB_SUBMITTED", {"job_id": jid, "job": job})
+
+
+def test_a_regular_job_kills_best_effort_jobs_then_starts_in_the_same_reply(d):
+    r = reply(d, 0.0, *(submit_be(0.0, f"w0!{i}", 1) for i in range(1, 5)))
+    assert types(r) == ["EXECUTE_JOB"] * 4
+    r = reply(d, 1.0, submit(1.0, "w0!10", 2))
+    # Killed at once, as in the replay; both in ONE KILL_JOB before the
+    # EXECUTE_JOB (Batsim charges simulated time per event of a reply).
+    assert types(r) == ["KILL_JOB", "EXECUTE_JOB"]
+    victims = r["events"][0]["data"]["job_ids"]
+    assert len(victims) == 2 and set(victims) < {f"w0!{i}" for i in range(1, 5)}
+    assert r["events"][1]["data"]["job_id"] == "w0!10"
+    # Batsim then reports the kills (JOB_COMPLETED with COMPLETED_KILLED, or
+    # JOB_KILLED, also for a job that completed on its own first): acknowledged.
+    killed = {"job_ids": victims, "job_progress": {}}
+    r = reply(d, 1.2, completed(1.2, victims[0]), (1.2, "JOB_KILLED", killed))
+    assert "EXECUTE_JOB" not in types(r) and "KILL_JOB" not in types(r)
+    assert d.scheduler.engine.stats["preemptions"] == 2 and d.scheduler.stats["killed"] == 2
+    assert set(d.scheduler.unfinished()) == {"w0!10"} | ({f"w0!{i}" for i in range(1, 5)} - set(victims))
+
+
+def test_regular_jobs_execute_before_best_effort_ones_in_a_reply(d):
+    # Best-effort w0!1 first in the queue, then the regular w0!2: the engine
+    # decides both at once; the regular EXECUTE_JOB goes out first.
+    r = reply(d, 0.0, submit_be(0.0, "w0!1", 1), submit(0.0, "w0!2", 1))
+    assert [e["data"]["job_id"] for e in r["events"] if e["type"] == "EXECUTE_JOB"] == ["w0!2", "w0!1"]
+
+
+def test_malformed_preemptible_after_is_a_protocol_error(d):
+    with pytest.raises(ProtocolError, match="preemptible-after"):
+        reply(d, 0.0, submit_be(0.0, "w0!1", 1, after="later"))

@@ -122,3 +122,25 @@ def test_job_table_needs_jobs(tmp_path):
     p.write_text(json.dumps({"jobs": []}))
     with pytest.raises(ValueError, match="--workload"):
         load_job_table([str(p)])
+
+
+def test_best_effort_jobs_run_as_regular_jobs_the_protocol_has_no_kill(tmp_path, caplog):
+    # Batsim 2.0 (d1e34905, the last text-protocol Batsim) has no kill stamp
+    # (src/network.hpp: J R N S C P n E p Q e W): a best-effort job is never
+    # preempted, and the run says so once.
+    wl = tmp_path / "wl.json"
+    jobs = [{"id": 1, "res": 2, "walltime": 100, "preemptible-after": 0}, {"id": 2, "res": 2, "walltime": 100}]
+    wl.write_text(json.dumps({"nb_res": 2, "jobs": jobs}))
+    table = load_job_table([str(wl)])
+    assert table.best_effort == 1
+    d = LegacyDriver(["queue-policy=easy"], table)
+    with caplog.at_level("WARNING", logger="fluxsched_py.batsim"):
+        r1 = d.handle(b"3:0.000000|0.000000:A|0.000000:S:wl!1")
+        r2 = d.handle(b"3:1.000000|1.000000:S:wl!2")
+    assert r1 == b"3:0.000000|0.000000:J:wl!1=0-1"
+    assert r2 == b"3:1.000000|1.000000:N"  # waits for wl!1: no kill
+    assert [r.getMessage() for r in caplog.records].count(
+        "1 jobs have preemptible-after, but the legacy protocol cannot kill a job: they run as regular jobs "
+        "(never preempted)"
+    ) == 1
+    assert d.scheduler.stats["killed"] == 0

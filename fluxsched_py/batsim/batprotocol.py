@@ -27,7 +27,16 @@ JobsKilledEvent, RequestedCallEvent, AllStaticJobsHaveBeenSubmittedEvent,
 AllStaticExternalEventsHaveBeenInjectedEvent, SimulationEndsEvent.
 HostPStateChangedEvent, ExternalEventOccurredEvent and ProbeDataEmittedEvent
 are logged and ignored (this EDC never asks for them).  Decisions:
-ExecuteJobEvent, RejectJobEvent, CallMeLaterEvent (one-shot).
+ExecuteJobEvent, RejectJobEvent, CallMeLaterEvent (one-shot), and
+KillJobsEvent ``{job_ids}`` to preempt best-effort jobs (all of a reply's
+victims in one event, first: :mod:`.ordering`).
+
+Best-effort jobs: Batsim 3bb38700 forwards of a workload job only its
+``extra_data`` (a string; an object there is forwarded as its JSON text), so
+``preemptible-after`` is read from a JSON object in ``extra_data``, else
+from the job's entry in the workload file ``SimulationBeginsEvent`` names
+(the format ``bench/make_campaign_workload.py`` writes, also read by the v4
+driver).
 
 ``host_allocation`` interval sets are comma-separated at 3bb38700 and
 space-separated in later release candidates: both are accepted, and the
@@ -46,10 +55,12 @@ from typing import Any
 
 from ..engine import EngineOptions
 from ..inputs import read_bytes
-from .driver import BatsimScheduler, Driver, Execute, Host, Reject, profile_runtime
+from ..jobspec.fsd import parse_fsd
+from .driver import BatsimScheduler, Decision, Driver, Execute, Host, Kill, Reject, profile_runtime
 from .envelope import decode_envelope, number
 from .errors import ProtocolError
 from .intervals import format_intervals
+from .ordering import order_decisions
 
 __all__ = [
     "BatprotocolDriver",
@@ -173,6 +184,8 @@ class BatprotocolDriver(Driver):
         self._call_ids = 0
         self.profiles: dict[str, dict[str, Any]] = {}  # "workload!name" -> ProfileAndId, or a workload file's profile
         self.workload_files = [str(f) for f in workload_files]
+        # "workload!job id" -> the workload file's "preemptible-after" value, for best-effort jobs
+        self.file_preemptible: dict[str, Any] = {}
 
     def handle(self, raw: bytes) -> bytes:
         if self.finished:
@@ -232,7 +245,8 @@ class BatprotocolDriver(Driver):
             walltime = None if wt is None else number(wt, f"job {job_id} 'walltime'")
             t_submit = number(data.get("submission_time", ts), f"job {job_id} 'submission_time'")
             runtime = self._runtime(job_id, job, data.get("profile"))
-            sched.submit(job_id, res, walltime if walltime and walltime > 0 else None, t_submit, runtime)
+            pa = self._preemptible_after(job_id, job)
+            sched.submit(job_id, res, walltime if walltime and walltime > 0 else None, t_submit, runtime, pa)
             return []
         if etype == "JobCompletedEvent":
             sched.complete(self._job_id(data), ts, data.get("state"))
@@ -253,6 +267,29 @@ class BatprotocolDriver(Driver):
         elif etype in _IGNORED:
             log.info("%s ignored: %s", etype, json.dumps(data)[:200])
         return []
+
+    def _preemptible_after(self, job_id: str, job: dict[str, Any]) -> float | None:
+        """``preemptible-after`` of a best-effort job: from a JSON object in the
+        job's ``extra_data``, else from its workload file entry; None for a
+        regular job.  ``extra_data`` that is not a JSON object is user data,
+        ignored."""
+        raw: Any = None
+        extra = job.get("extra_data")
+        if isinstance(extra, str) and extra.lstrip().startswith("{"):
+            try:
+                doc = json.loads(extra)
+            except ValueError:
+                doc = None
+            if isinstance(doc, dict):
+                raw = doc.get("preemptible-after")
+        if raw is None:
+            raw = self.file_preemptible.get(job_id)
+        if raw is None:
+            return None
+        try:
+            return parse_fsd(raw)
+        except ValueError as exc:
+            raise ProtocolError(f"job {job_id}: preemptible-after: {exc}") from None
 
     def _runtime(self, job_id: str, job: dict[str, Any], forwarded: Any) -> float | None:
         """A job's run time when its profile is a delay (flatbuffers JSON: ``profile_type`` + ``profile``)."""
@@ -289,10 +326,15 @@ class BatprotocolDriver(Driver):
             candidates = [f for f in self.workload_files if os.path.basename(f) == base] + [filename]
             for path in candidates:
                 try:
-                    profiles = json.loads(read_bytes(path)).get("profiles")
+                    doc = json.loads(read_bytes(path))
+                    profiles = doc.get("profiles")
                 except (OSError, ValueError, AttributeError, RecursionError) as exc:
                     log.debug("workload %s: cannot read profiles from %s: %s", name, path, exc)
                     continue
+                jobs = doc.get("jobs")
+                for j in jobs if isinstance(jobs, list) else []:
+                    if isinstance(j, dict) and "preemptible-after" in j and "id" in j:
+                        self.file_preemptible[f"{name}!{j['id']}"] = j["preemptible-after"]
                 if isinstance(profiles, dict):
                     for pname, prof in profiles.items():
                         if isinstance(prof, dict):
@@ -375,9 +417,14 @@ class BatprotocolDriver(Driver):
         return out
 
     def _decisions(self, now: float) -> list[dict[str, Any]]:
-        out = []
-        for d in self.scheduler.decide(now):
-            if isinstance(d, Execute):
+        jobs = self.scheduler.jobs
+        decisions: list[Decision] = self.scheduler.decide(now)
+        kills, order = order_decisions(decisions, lambda j: jobs[j].preemptible_after is not None)
+        out = [_event(now, "KillJobsEvent", {"job_ids": kills})] if kills else []
+        for d in order:
+            if isinstance(d, Kill):
+                out.append(_event(now, "KillJobsEvent", {"job_ids": [d.job_id]}))
+            elif isinstance(d, Execute):
                 out.append(
                     _event(
                         now,

@@ -52,6 +52,8 @@ class JobTable:
 
     jobs: dict[str, tuple]
     nb_res: int | None = None
+    #: Jobs of the files with ``preemptible-after``: run as regular jobs (this protocol cannot kill).
+    best_effort: int = 0
 
     def lookup(self, job_id: str) -> tuple[int, float | None, float | None]:
         hit = self.jobs.get(job_id)
@@ -67,6 +69,7 @@ def load_job_table(paths: Iterable[str]) -> JobTable:
     jobs: dict[str, tuple[int, float | None, float | None]] = {}
     ambiguous: set[str] = set()
     nb_res = None
+    best_effort = 0
     for path in paths:
         p = Path(path)
         try:
@@ -95,6 +98,7 @@ def load_job_table(paths: Iterable[str]) -> JobTable:
                 raise ValueError(f"{p}: --workload: job {jid[:40]!r}: walltime {wt} is not a finite time")
             walltime = walltime if walltime is not None and walltime > 0 else None
             runtime = profile_runtime((data.get("profiles") or {}).get(j.get("profile")))
+            best_effort += "preemptible-after" in j
             tail = jid.rsplit("!", 1)[-1]
             # Real Batsim 2.0 (the last text-protocol Batsim) names a workload by the first 6 hex digits
             # of the SHA-1 of its file name as given on its command line ("df1c41!0").
@@ -108,7 +112,7 @@ def load_job_table(paths: Iterable[str]) -> JobTable:
         del jobs[key]  # only full WORKLOAD!ID names resolve these
     if not jobs:
         raise ValueError("--protocol legacy needs --workload FILE (with jobs): job sizes are not in that protocol")
-    return JobTable(jobs, nb_res)
+    return JobTable(jobs, nb_res, best_effort)
 
 
 def _time(text: str, what: str) -> float:
@@ -190,6 +194,13 @@ class LegacyDriver(Driver):
             if not self.table.nb_res:
                 raise ProtocolError("the number of machines is unknown: give --nodes or a workload with nb_res")
             hosts = [Host(i, f"host{i}") for i in range(self.table.nb_res)]
+        if self.table.best_effort:
+            # Batsim 2.0's stamps (src/network.hpp: J R N S C P n E p Q e W) have no kill.
+            log.warning(
+                "%d jobs have preemptible-after, but the legacy protocol cannot kill a job: they run as regular "
+                "jobs (never preempted)",
+                self.table.best_effort,
+            )
         self.scheduler.begin(hosts)
 
     def handle(self, raw: bytes) -> bytes:

@@ -8,8 +8,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..engine import EngineOptions
-from .driver import BatsimScheduler, Driver, Execute, Host, Reject, profile_runtime
+from .driver import BatsimScheduler, Decision, Driver, Execute, Host, Kill, Reject, profile_runtime
 from .errors import ProtocolError
+from .ordering import order_decisions
 
 __all__ = ["V4Driver"]
 
@@ -58,14 +59,25 @@ class V4Driver(Driver):
             log.info("simulation ends at %.6f: %s", now, sched.summary())
             return v4.encode_message(now, [])
         if sched.started:
-            for d in sched.decide(now):
-                if isinstance(d, Execute):
-                    out.append(v4.execute_job(now, d.job_id, d.alloc))
-                elif isinstance(d, Reject):
-                    out.append(v4.reject_job(now, d.job_id))
-                else:
-                    out.append(v4.call_me_later(now, d.when))
+            out.extend(self._encode(now, sched.decide(now)))
         return v4.encode_message(now, out)
+
+    def _encode(self, now: float, decisions: list[Decision]) -> list[dict[str, Any]]:
+        """The decisions as events, in :func:`.ordering.order_decisions`' order."""
+        v4 = self._v4
+        jobs = self.scheduler.jobs
+        kills_first, order = order_decisions(decisions, lambda j: jobs[j].preemptible_after is not None)
+        out = [v4.kill_job(now, kills_first)] if kills_first else []
+        for d in order:
+            if isinstance(d, Execute):
+                out.append(v4.execute_job(now, d.job_id, d.alloc))
+            elif isinstance(d, Kill):
+                out.append(v4.kill_job(now, [d.job_id]))
+            elif isinstance(d, Reject):
+                out.append(v4.reject_job(now, d.job_id))
+            else:
+                out.append(v4.call_me_later(now, d.when))
+        return out
 
     # -- one method per event type; each returns events for the reply --------
 
@@ -93,7 +105,9 @@ class V4Driver(Driver):
         profile = ev.data.get("profile")  # present when Batsim forwards profiles on submission
         if not isinstance(profile, dict) and job.profile is not None:
             profile = (self.profiles.get(job.id.split("!", 1)[0]) or {}).get(job.profile)
-        self.scheduler.submit(job.id, job.res, job.walltime, job.subtime, profile_runtime(profile))
+        self.scheduler.submit(
+            job.id, job.res, job.walltime, job.subtime, profile_runtime(profile), job.preemptible_after
+        )
         return []
 
     def _job_id(self, ev: Any) -> str:

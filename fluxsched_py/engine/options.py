@@ -158,6 +158,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("annotate-depth", "annotate_depth", _annotate_depth, 64,
            "pending jobs, from the head of each queue, that get reason_pending and jobs_ahead "
            "(every reserved job gets t_estimate); 0 none, None unlimited"),
+    Option("preempt-victims", "preempt_victims", _choice(("plan", "fewest")), "plan",
+           "which best-effort jobs a regular job preempts: plan, those on the placement its plan "
+           "chose (regular jobs start exactly as with no best-effort load); fewest, the fewest "
+           "jobs, then the least lost work (the placement may differ from the plan's)"),
     Option("mode", "queue_depth", _mode, None,
            "sched-simple's spelling of queue-depth: mode=unlimited or mode=limited=N"),
 )  # fmt: skip
@@ -180,6 +184,7 @@ class EngineOptions:
     log_level: str = _default("log_level")
     annotate_depth: int | None = _default("annotate_depth")
     queue_policy_per_queue: tuple[tuple[str, str], ...] = _default("queue_policy_per_queue")
+    preempt_victims: str = _default("preempt_victims")
 
     @classmethod
     def parse(cls, args: Iterable[str] | Mapping[str, Any] | None = None) -> EngineOptions:
@@ -218,4 +223,5 @@ class EngineOptions:
             "reserve-depth": None if rd is POLICY_DEFAULT else ("unlimited" if rd is None else rd),
             "annotate-depth": self.annotate_depth,
             "log-level": self.log_level,
+            "preempt-victims": self.preempt_victims,
         }

@@ -146,11 +146,15 @@ class Pass:
         return True
 
     def start(self, job: Job, placement: tuple[Any, int]) -> None:
-        if job.id in self.e.planner:
-            self.e.planner.remove(job.id)
+        e = self.e
+        if job.id in e.planner:
+            e.planner.remove(job.id)
         job.estimate = None
-        self.e._start(self, job, placement)
-        if self._free is not None and job.state is JobState.RUNNING:
+        if placement[1] & e.besteffort.lent_bits:  # on resources best-effort jobs hold
+            placement = e.besteffort.handoff(self, job, placement)
+        else:
+            e._start(self, job, placement)
+        if self._free is not None and job.state is not JobState.PENDING:
             self._free ^= self._free & placement[1]  # & ~ without a negative int
 
     def earliest(

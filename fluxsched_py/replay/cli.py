@@ -33,7 +33,7 @@ from .platform import PlatformError, load_platform, nodes_graph
 from .report import print_summary, write_jobs_csv
 from .sim import replay
 from .synthetic import EXAMPLE_NAME, example_path, generate
-from .workload import Workload, WorkloadError, load_workload, parse_walltime_model, read_batsim
+from .workload import Workload, WorkloadError, load_workload, mark_besteffort, parse_walltime_model, read_batsim
 
 __all__ = ["main", "build_parser", "DEFAULT_POLICIES"]
 
@@ -110,6 +110,23 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="P",
         help="SWF: processors per node, to turn processor counts into nodes (default 1)",
     )
+    ap.add_argument(
+        "--besteffort-queue",
+        type=int,
+        metavar="N",
+        help="SWF: jobs of queue N (field 15) are best-effort (preemptible-after 0)",
+    )
+    ap.add_argument(
+        "--resubmit-preempted",
+        action="store_true",
+        help="submit a preempted best-effort job again at once, as CiGri does",
+    )
+    ap.add_argument(
+        "--preempt-victims",
+        choices=("plan", "fewest"),
+        default="plan",
+        help="which best-effort jobs a regular job preempts (default plan: the ones on its planned placement)",
+    )
     ap.add_argument("--output-dir", metavar="DIR", help="write DIR/jobs.csv (DIR/POLICY/jobs.csv with several)")
     ap.add_argument("--compare", metavar="P1,P2,...", help="replay under these queue policies, side by side")
     ap.add_argument(
@@ -123,7 +140,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _options(args: argparse.Namespace, policy: str) -> EngineOptions:
-    opts: dict[str, str] = {"queue-policy": policy, "policy": args.policy, "annotate-depth": args.annotate_depth}
+    opts: dict[str, str] = {
+        "queue-policy": policy,
+        "policy": args.policy,
+        "annotate-depth": args.annotate_depth,
+        "preempt-victims": args.preempt_victims,
+    }
     if args.reserve_depth is not None:
         opts["reserve-depth"] = args.reserve_depth
     if args.queue_depth is not None:
@@ -174,7 +196,11 @@ def _finite(obj: Any) -> Any:
 
 def _load(args: argparse.Namespace) -> Workload:
     if args.workload:
-        return load_workload(args.workload, walltime=args.walltime, procs_per_node=args.procs_per_node)
+        w = load_workload(args.workload, walltime=args.walltime, procs_per_node=args.procs_per_node)
+        if args.besteffort_queue is not None:
+            n = mark_besteffort(w, args.besteffort_queue)
+            w.notes.append(f"{n} jobs of queue {args.besteffort_queue} are best-effort")
+        return w
     p = example_path()
     if p:
         return load_workload(p)
@@ -248,9 +274,16 @@ def main(argv: list[str] | None = None) -> int:
                     graph,
                     o,
                     progress=lambda done, total, task=task: progress_bar.update(task, completed=done),
+                    resubmit_preempted=args.resubmit_preempted,
                 )
         else:
-            result = replay(workload, graph, o, progress=_plain_progress(o.queue_policy, sys.stderr) if plain else None)
+            result = replay(
+                workload,
+                graph,
+                o,
+                progress=_plain_progress(o.queue_policy, sys.stderr) if plain else None,
+                resubmit_preempted=args.resubmit_preempted,
+            )
         results.append(result)
         summaries.append(summarize(result))
         if outdir is not None:
