@@ -17,6 +17,7 @@ from ..ids import IdSet
 from ..planner import MatchCache, Planner
 from ..policy import QueuePolicy, make_policy, order_key
 from .annotations import end_pass, fmt_clock, resource_summary
+from .hooks import Hooks
 from .jobs import Job, JobQueue
 from .options import EngineOptions
 from .passctx import Pass
@@ -51,12 +52,9 @@ class Engine:
     matcher, feasibility:
         the placement functions; default to :mod:`fluxsched_py.match`.
     build_R:
-        put RFC 20 R in SUCCESS responses (drivers that only need the
-        ResourceSet, like the replay, turn it off).
-    stopwatch:
-        measures pass work for ``budget``; never used for decisions.
-    time_format:
-        how ``reason_pending`` shows an absolute time (default ``HH:MM``).
+        put RFC 20 R in SUCCESS responses (the replay, which needs only the ResourceSet, does not).
+    stopwatch, time_format:
+        measure pass work for ``budget`` (never for decisions); show an absolute time (default ``HH:MM``).
     job_name:
         how annotations show a job id to users (default the decimal id; the
         Flux driver passes f58, ``ƒLqTPgb``, as ``flux jobs`` shows it).
@@ -112,6 +110,7 @@ class Engine:
         self._restart = False  # ... in a way that invalidates a pass in progress
         self._compress = True  # ... in a way that may let reservations move earlier
         self.stats = {"passes": 0, "matches": 0, "started": 0, "denied": 0, "canceled": 0}
+        self.hooks = Hooks(self)  # optional features: EASY++, affinity, campaigns (engine/hooks.py)
 
     # ------------------------------------------------------------------
     # Queries
@@ -208,7 +207,7 @@ class Engine:
         if old is not None:
             return self._duplicate_alloc(old)
         try:
-            request = self._parse(jobspec)
+            request = self.hooks.checked(self._parse(jobspec))
         except Exception as exc:
             self.stats["denied"] += 1
             return [Response(jobid, ResponseType.DENY, note=f"invalid jobspec: {exc}")]
@@ -216,7 +215,7 @@ class Engine:
         if reason is not None:
             self.stats["denied"] += 1
             return [Response(jobid, ResponseType.DENY, note=reason)]
-        job = Job(jobid, priority, userid, t_submit, request)
+        job = self.hooks.submitted(Job(jobid, priority, userid, t_submit, request))
         job.shape_id = self._take_shape(job)
         self._transition(job, "alloc")
         self._jobs[jobid] = job
@@ -260,7 +259,7 @@ class Engine:
                 self.graph.release(jobid)
                 span = self.planner.remove(jobid)
                 self.planner.graph_changed(version, given=span.bits if span is not None else None)
-                del self._jobs[jobid]
+                self.hooks.ended(self._jobs.pop(jobid))
             else:
                 self._transition(job, "free")
                 part = self._rs_from_R(R) & job.resources if R is not None else None
@@ -366,6 +365,7 @@ class Engine:
         nothing.
         """
         out: list[Response] = []
+        self.hooks.tick(now)  # before the plan is read: EASY++ corrections, campaign bookkeeping
         if self._pass is not None and (self._restart or now < self._pass.now):
             self._pass = self._pass_gen = None
         if self._pass is None:
@@ -563,7 +563,7 @@ class Engine:
         bits = placement[1]
         rs = self.planner.resolve(placement)
         now = p.now
-        end = now + job.duration
+        end = now + job.walltime  # the kill time; the plan ends at now + duration (EASY++ plans shorter)
         if end == math.inf and self.instance_expiration:
             end = max(self.instance_expiration, now + 1e-9)
         try:
@@ -582,7 +582,7 @@ class Engine:
         job.resources = rs
         job.t_start = now
         job.expiration = end
-        self.planner.add_running(job.id, rs, now, end, bits)
+        self.planner.add_running(job.id, rs, now, min(end, now + job.duration), bits)
         R = None
         if self.build_R:
             R = rs.to_rv1(self.graph, now, 0.0 if end == math.inf else end, job.request.nslots or 1)

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from ..planner import NoEarlier
+from .campaigns import is_best_effort
 from .jobs import Job, JobQueue
 from .states import JobState, Response
 
@@ -60,6 +61,8 @@ class Pass:
         self.passed_over: Job | None = None
         #: The job :meth:`jobs` yielded last (denied if the policy raises).
         self.current: Job | None = None
+        #: ``affinity`` is set: placements first try the job's preferred nodes.
+        self.prefer = bool(engine.options.affinity)
 
     def enter(self, queue: JobQueue, depth: int | None = None) -> None:
         """Start on ``queue``'s jobs (at most ``depth`` of them)."""
@@ -83,9 +86,16 @@ class Pass:
         i = queue.head
         prev = None
         q = queue.jobs
+        # Best-effort jobs take the places best-effort jobs hold, in campaign order.
+        order = self._campaign_order(queue) if e.hooks.best_effort > 0 else []
+        places = {j.id for j in order}
+        ordered = iter(order)
         while i < len(q):
             job = q[i]
             i += 1
+            if job.id in places:
+                places.discard(job.id)
+                job = next(ordered)
             if job.state is not JobState.PENDING or e._jobs.get(job.id) is not job:
                 continue
             n += 1
@@ -95,6 +105,11 @@ class Pass:
                 self.passed_over = prev  # the policy is done with it, and it waits
             prev = self.current = job
             yield job
+
+    def _campaign_order(self, queue: JobQueue) -> list[Job]:
+        e = self.e
+        live = [j for j in queue.jobs[queue.head :] if e._live(j) and is_best_effort(j.request)]
+        return e.hooks.order(live, self.now)
 
     # A placement handed to policies is an opaque (ResourceSet, flat bits) pair.
 
@@ -109,14 +124,28 @@ class Pass:
         return not (self.free() & (codec.leaf_mask or codec.ranked_mask))
 
     def _match(self, job: Job, avail: int) -> tuple[Any, int] | None:
-        self.e.stats["matches"] += 1
-        return self.e.planner.match_bits(job.request, avail, self.e.options.placement)
+        e = self.e
+        e.stats["matches"] += 1
+        if self.prefer and (avoid := e.hooks.excluded(job)) is not None:
+            # affinity: on the preferred nodes alone when it fits there, else anywhere
+            found = e.planner.match_bits(job.request, avail & ~avoid, e.options.placement)
+            if found is not None:
+                return found
+        return e.planner.match_bits(job.request, avail, e.options.placement)
 
     def fits_now(self, job: Job) -> tuple[Any, int] | None:
         # Running jobs hold what is not free; only reservations can take more.
         planner = self.e.planner
         avail = self.free()
         if planner.nreserved:
+            expected = self.e.hooks.expected_duration(job) if is_best_effort(job.request) else 0.0
+            if expected > job.duration:
+                # A best-effort job plans with its protected window; it goes
+                # first where its campaign's predicted run time ends before any
+                # reservation claims the nodes (less work lost to preemption).
+                clear = avail & ~planner.reserved_during(self.now, self.now + expected)
+                if (found := self._match(job, clear)) is not None:
+                    return found
             avail &= ~planner.reserved_during(self.now, self.now + job.duration)
         return self._match(job, avail)
 
@@ -148,8 +177,10 @@ class Pass:
             self.e.planner.remove(job.id)
         job.estimate = None
         self.e._start(self, job, placement)
-        if self._free is not None and job.state is JobState.RUNNING:
-            self._free &= ~placement[1]
+        if job.state is JobState.RUNNING:
+            self.e.hooks.started(job, self.now)
+            if self._free is not None:
+                self._free &= ~placement[1]
 
     def earliest(
         self, job: Job, before: float = math.inf, not_before: float = -math.inf

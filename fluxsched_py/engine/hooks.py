@@ -1,0 +1,168 @@
+"""The engine's optional features, behind one object the core calls at five points.
+
+``engine/core.py`` holds the RFC 27 state machine and stays small; the
+features below each live in their own module and are reached through
+:class:`Hooks`:
+
+=====================  ==============================================  ======================
+point                  what runs                                        module
+=====================  ==============================================  ======================
+``checked(request)``   ``campaign-type`` validated (a bad one DENYs)    :mod:`.campaigns`
+``submitted(job)``     EASY++ prediction; campaign bookkeeping           :mod:`.predict`,
+                                                                        :mod:`.runtimes`
+``started(job, now)``  EASY++ watch; campaign's first start              (from :mod:`.passctx`)
+``ended(job)``         run times measured at the next ``tick``           all
+``tick(now)``          EASY++ corrections; usage, predictor, sink        :mod:`.predict`,
+                       effect (:meth:`drains`)                          :mod:`.campaigns`,
+                                                                        :mod:`.sink`
+=====================  ==============================================  ======================
+
+and, during a pass, :meth:`order` (campaign order of best-effort jobs),
+:meth:`excluded` (affinity) and :meth:`expected_duration` (the campaign
+predictor).  Each reads the engine's current options, so ``flux config
+reload`` turns a feature on or off; with every feature off the engine
+decides exactly as without this module.
+
+``sched.free`` carries no time, so a job's run time is measured at the
+next :meth:`tick` (the start of the next pass, which drivers run right
+after a free).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from .affinity import Affinity
+from .campaigns import DecayedUsage, campaign_of, campaign_order, is_best_effort
+from .predict import RuntimePredictor
+from .runtimes import CampaignRuntimes
+from .sink import Drain, SinkDetector
+
+if TYPE_CHECKING:
+    from .core import Engine
+    from .jobs import Job
+
+__all__ = ["Hooks"]
+
+
+class Hooks:
+    """See the module docstring."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.e = engine
+        self.predictor = RuntimePredictor()
+        self.runtimes = CampaignRuntimes()
+        self._usage: DecayedUsage | None = None
+        self._sink: SinkDetector | None = None
+        self._affinity: Affinity | None = None
+        self._ended: list[tuple[Job, float]] = []  # (job, start) freed since the last tick
+        self._drains: list[Drain] = []
+        #: Pending best-effort jobs (campaign order applies only when there are some).
+        self.best_effort = 0
+
+    # -- the core's calls ----------------------------------------------------
+
+    def checked(self, request: Any) -> Any:
+        campaign_of(request)  # raises ValueError for a bad campaign-type: the alloc is denied
+        return request
+
+    def submitted(self, job: Job) -> Job:
+        if self.e.options.predict_runtimes and not is_best_effort(job.request):
+            self.predictor.submitted(job)
+        name, _ = campaign_of(job.request)
+        if name is not None:
+            self.runtimes.submitted(name, job.id)
+        if is_best_effort(job.request):
+            self.best_effort += 1
+        return job
+
+    def started(self, job: Job, now: float) -> None:
+        if job.duration < job.walltime:
+            self.predictor.started(job, now)
+        name, _ = campaign_of(job.request)
+        if name is not None:
+            self.runtimes.started(name, job.id, now)
+        if is_best_effort(job.request):
+            self.best_effort -= 1
+
+    def ended(self, job: Job) -> None:
+        if job.t_start is not None:
+            self._ended.append((job, job.t_start))
+
+    def tick(self, now: float) -> None:
+        e = self.e
+        opts = e.options
+        ended, self._ended = self._ended, []
+        for job, start in ended:
+            runtime = max(0.0, now - start)
+            if opts.predict_runtimes and not is_best_effort(job.request):
+                self.predictor.record(job.userid, runtime)
+            name, _ = campaign_of(job.request)
+            ranks = job.resources.ranks if job.resources is not None else ()
+            if is_best_effort(job.request) or name is not None:
+                self.usage().add(name, runtime * max(1, len(ranks)), now)
+            if name is not None:
+                self.runtimes.ended(name, job.id, runtime)
+                sink = self._sink_detector()
+                if sink is not None:
+                    self._drains += sink.ended(name, ranks, runtime, self.runtimes.get(name).median())
+        if self.predictor.tick(e, now):
+            e._changed()
+
+    # -- during a pass -------------------------------------------------------
+
+    def usage(self) -> DecayedUsage:
+        half = self.e.options.campaign_half_life
+        if self._usage is None:
+            self._usage = DecayedUsage(half)
+        self._usage.half_life = half
+        return self._usage
+
+    def order(self, jobs: Iterable[Job], now: float) -> list[Job]:
+        """Best-effort ``jobs`` (queue order) in campaign order (:mod:`.campaigns`)."""
+        return campaign_order(jobs, self.usage(), now)
+
+    def excluded(self, job: Job) -> int | None:
+        """The flat mask of ranks ``job`` should avoid when it can (``affinity``), or None."""
+        pairs = self.e.options.affinity
+        if not pairs:
+            return None
+        if self._affinity is None or self._affinity.map != dict(pairs):
+            self._affinity = Affinity(pairs)
+        return self._affinity.excluded(job, self.e.graph, self.e.planner.codec)
+
+    def expected_duration(self, job: Job) -> float:
+        """How long a best-effort ``job`` is expected to run: its campaign's
+        predicted run time (:mod:`.runtimes`) capped at its walltime, else
+        its walltime."""
+        predicted = self.runtimes.predicted(campaign_of(job.request)[0])
+        return job.walltime if predicted is None else min(predicted, job.walltime)
+
+    def campaign_eta(self, job: Job, now: float) -> float | None:
+        c = self.runtimes.get(campaign_of(job.request)[0])
+        return None if c is None else c.eta(now)
+
+    # -- outputs --------------------------------------------------------------
+
+    def _sink_detector(self) -> SinkDetector | None:
+        n = self.e.options.sink_jobs
+        if n <= 0:
+            return None
+        if self._sink is None or self._sink.n != n:
+            reported = self._sink.reported if self._sink is not None else set()
+            self._sink = SinkDetector(n)
+            self._sink.reported = reported
+        return self._sink
+
+    def drains(self) -> list[Drain]:
+        """The drain actions found since the last call (drivers carry them out)."""
+        out, self._drains = self._drains, []
+        return out
+
+    def stats(self, now: float) -> dict[str, Any]:
+        """For ``stats-get``: each campaign's counts, mean run time, ETA and decayed usage."""
+        out = self.runtimes.stats(now)
+        for name, row in out.items():
+            row["usage"] = self._usage.at(name, now) if self._usage is not None else 0.0
+        return out
