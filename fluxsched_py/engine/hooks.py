@@ -155,6 +155,12 @@ class Hooks:
             self._sink.reported = reported
         return self._sink
 
+    def wakeup(self) -> float:
+        """When the engine next needs a pass though nothing else happens (a
+        running job reaches its EASY++ prediction); inf when never.  An
+        event-driven driver runs ``schedule`` then."""
+        return self.predictor.next_correction()
+
     def drains(self) -> list[Drain]:
         """The drain actions found since the last call (drivers carry them out)."""
         out, self._drains = self._drains, []

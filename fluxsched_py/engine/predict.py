@@ -43,15 +43,18 @@ __all__ = ["RuntimePredictor", "predict"]
 
 #: Completed run times kept per user (the paper's "last two").
 HISTORY = 2
+#: No plan is shorter (a job that ended at once must not make zero-length plans).
+MIN_PREDICTION = 1.0
 
 
 def predict(history: Iterable[float], walltime: float) -> float:
     """The EASY++ prediction: the mean of ``history`` (the user's last run
-    times), capped at ``walltime``; ``walltime`` when there is no history."""
+    times), capped at ``walltime`` and at least :data:`MIN_PREDICTION`;
+    ``walltime`` when there is no history."""
     runs = list(history)
     if not runs:
         return walltime
-    return min(sum(runs) / len(runs), walltime)
+    return min(max(sum(runs) / len(runs), MIN_PREDICTION), walltime)
 
 
 class RuntimePredictor:
@@ -84,6 +87,10 @@ class RuntimePredictor:
     def ended(self, job: Any) -> None:
         if job.t_start is not None:
             self._ended.append((job.userid, job.t_start))
+
+    def next_correction(self) -> float:
+        """When the next running job reaches its prediction (inf: none)."""
+        return self._watch[0][0] if self._watch else math.inf
 
     def record(self, user: int, runtime: float) -> None:
         """A job of ``user`` completed after ``runtime`` seconds."""

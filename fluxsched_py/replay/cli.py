@@ -110,6 +110,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="P",
         help="SWF: processors per node, to turn processor counts into nodes (default 1)",
     )
+    ap.add_argument(
+        "--predict-runtimes",
+        action="store_true",
+        help="EASY++: plan with the mean of each user's last two run times, capped at the walltime",
+    )
+    ap.add_argument(
+        "--affinity", metavar="USER:PROP,...", help="prefer nodes with PROP for USER's (or a campaign's) jobs"
+    )
     ap.add_argument("--output-dir", metavar="DIR", help="write DIR/jobs.csv (DIR/POLICY/jobs.csv with several)")
     ap.add_argument("--compare", metavar="P1,P2,...", help="replay under these queue policies, side by side")
     ap.add_argument(
@@ -128,6 +136,10 @@ def _options(args: argparse.Namespace, policy: str) -> EngineOptions:
         opts["reserve-depth"] = args.reserve_depth
     if args.queue_depth is not None:
         opts["queue-depth"] = args.queue_depth
+    if args.predict_runtimes:
+        opts["predict-runtimes"] = "true"
+    if args.affinity is not None:
+        opts["affinity"] = args.affinity
     return EngineOptions.parse(opts)
 
 

@@ -86,7 +86,7 @@ def replay(
     done = 0
     reported = 0
     while i < total or ends:
-        t = min(jobs[i].submit if i < total else math.inf, ends[0][0] if ends else math.inf)
+        t = min(jobs[i].submit if i < total else math.inf, ends[0][0] if ends else math.inf, engine.hooks.wakeup())
         while ends and ends[0][0] <= t:
             _, jobid = heapq.heappop(ends)
             engine.free(jobid, final=True)
