@@ -30,10 +30,10 @@ after a free).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from .affinity import Affinity
+from .affinity import Affinity, user_name
 from .campaigns import DecayedUsage, campaign_of, campaign_order, is_best_effort
 from .predict import RuntimePredictor
 from .runtimes import CampaignRuntimes
@@ -60,6 +60,8 @@ class Hooks:
         self._drains: list[Drain] = []
         #: Pending best-effort jobs (campaign order applies only when there are some).
         self.best_effort = 0
+        #: How ``affinity`` names a uid (default: the local passwd database).
+        self.user_names: Callable[[int], str | None] = user_name
 
     # -- the core's calls ----------------------------------------------------
 
@@ -129,7 +131,7 @@ class Hooks:
         if not pairs:
             return None
         if self._affinity is None or self._affinity.map != dict(pairs):
-            self._affinity = Affinity(pairs)
+            self._affinity = Affinity(pairs, self.user_names)
         return self._affinity.excluded(job, self.e.graph, self.e.planner.codec)
 
     def expected_duration(self, job: Job) -> float:
