@@ -61,6 +61,8 @@ class Pass:
         self.passed_over: Job | None = None
         #: The job :meth:`jobs` yielded last (denied if the policy raises).
         self.current: Job | None = None
+        #: Best-effort job -> the best-effort job whose place in the queue it takes this pass.
+        self._slot_of: dict[int, Job] = {}
         #: ``affinity`` is set: placements first try the job's preferred nodes.
         self.prefer = bool(engine.options.affinity)
 
@@ -95,7 +97,8 @@ class Pass:
             i += 1
             if job.id in places:
                 places.discard(job.id)
-                job = next(ordered)
+                slot, job = job, next(ordered)
+                self._slot_of[job.id] = slot
             if job.state is not JobState.PENDING or e._jobs.get(job.id) is not job:
                 continue
             n += 1
@@ -179,6 +182,12 @@ class Pass:
         self.e._start(self, job, placement)
         if job.state is JobState.RUNNING:
             self.e.hooks.started(job, self.now)
+            slot = self._slot_of.pop(job.id, None)
+            if slot is not None and slot is not job and job.queue is not None:
+                # It started in another's place: that job takes its place (and
+                # key), so every regular job keeps as many best-effort jobs ahead.
+                job.sortkey, slot.sortkey = slot.sortkey, job.sortkey
+                job.queue.sorted = False
             if self._free is not None:
                 self._free &= ~placement[1]
 

@@ -444,6 +444,7 @@ class Driver(Startup):
             s["engine"] = dict(e.stats)
             o = e.options
             s["options"] = o.as_dict()
+            s["campaigns"] = e.hooks.stats(self.clock())
         return s
 
     # ------------------------------------------------------------------
@@ -484,6 +485,9 @@ class Driver(Startup):
         else:
             self.stats["sched_passes"] += 1
         self._send(res.responses)
+        for d in self.engine.hooks.drains():  # the sink effect: no further job is placed there
+            self.log(LOG_INFO, f"draining ranks {d.ranks}: {d.reason}")
+            self.transport.drain(str(d.ranks), d.reason)
         if res.more and not self._pass_armed:
             self._pass_armed = True
             self.transport.request_pass(0.0)

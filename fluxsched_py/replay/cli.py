@@ -265,6 +265,8 @@ def main(argv: list[str] | None = None) -> int:
             result = replay(workload, graph, o, progress=_plain_progress(o.queue_policy, sys.stderr) if plain else None)
         results.append(result)
         summaries.append(summarize(result))
+        for t, ranks, reason in result.drains:
+            print(f"{PROG}: {o.queue_policy}: t={t:.0f}s: drained rank {ranks}: {reason}", file=sys.stderr)
         if outdir is not None:
             path = write_jobs_csv(
                 result, outdir / o.queue_policy / "jobs.csv" if len(opts) > 1 else outdir / "jobs.csv"

@@ -51,6 +51,8 @@ class ReplayResult:
     records: list[JobRecord]
     elapsed: float
     stats: dict = field(default_factory=dict)
+    #: (time, ranks, reason) of each node drained for the sink effect (marked down: no job placed there after)
+    drains: list[tuple[float, IdSet, str]] = field(default_factory=list)
 
     @property
     def policy(self) -> str:
@@ -85,6 +87,7 @@ def replay(
     i = 0
     done = 0
     reported = 0
+    drains: list[tuple[float, IdSet, str]] = []
     while i < total or ends:
         t = min(jobs[i].submit if i < total else math.inf, ends[0][0] if ends else math.inf, engine.hooks.wakeup())
         while ends and ends[0][0] <= t:
@@ -117,6 +120,9 @@ def replay(
             elif r.type is ResponseType.DENY:
                 rec.state, rec.note = REJECTED, r.note
                 done += 1
+        for d in engine.hooks.drains():
+            engine.resource_update(down=d.ranks)
+            drains.append((t, d.ranks, d.reason))
         if check is not None:
             check(engine)
         if progress is not None and done != reported and (done - reported >= 64 or done == total):
@@ -133,4 +139,5 @@ def replay(
         [records[j.id] for j in jobs],
         time.perf_counter() - t_wall,
         dict(engine.stats),
+        drains,
     )
