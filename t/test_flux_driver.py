@@ -526,3 +526,37 @@ def test_requests_before_resources_are_known_do_not_crash():
     d.handle("sched-py.stats-get", "s", None)
     assert replies(t, "f")[0][0] == errno.EAGAIN
     assert replies(t, "a") == [] and replies(t, "s")[0]["pending_jobs"] == 0
+
+
+# -- the sink effect -----------------------------------------------------------
+
+
+def test_the_sink_effect_sends_resource_drain_and_stats_show_campaigns():
+    # 2 ranks of 4 cores, sink-jobs=2.  Campaign s: two 100 s jobs on rank 0
+    # (policy low), then rank 1 swallows two jobs in 1 s each.  The median of
+    # (100, 100, 1, 1) is 50.5: 1 s is under a tenth -> drain rank 1.
+    d, t = make(["sink-jobs=2", "policy=low"])
+    spec = jobspec(ncores=4, nnodes=1, duration=1000)
+    spec["attributes"]["user"] = {"campaign": "s"}
+    clock = d.clock
+    for jobid in (1, 2):
+        alloc(d, t, jobid, spec)
+        R = t.kvs[kvs_key(jobid, "R")]
+        assert R["execution"]["R_lite"][0]["rank"] == "0"
+        clock.t += 100
+        d.handle("sched.free", "f", {"id": jobid, "R": R, "final": True})
+        t.run_passes()
+    alloc(d, t, 9, jobspec(ncores=4, nnodes=1, duration=1000))  # holds rank 0
+    for jobid in (3, 4):
+        alloc(d, t, jobid, spec)
+        R = t.kvs[kvs_key(jobid, "R")]
+        assert R["execution"]["R_lite"][0]["rank"] == "1"
+        clock.t += 1
+        d.handle("sched.free", "f", {"id": jobid, "R": R, "final": True})
+        t.run_passes()
+    drains = [p for k, _, p in t.sent if k == "drain"]
+    assert len(drains) == 1 and drains[0]["targets"] == "1"
+    assert "the last 2 jobs of campaign s" in drains[0]["reason"]
+    stats = d.stats_get()
+    assert stats["campaigns"]["s"]["completed"] == 4
+    assert stats["options"]["sink-jobs"] == 2

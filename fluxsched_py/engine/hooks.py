@@ -57,6 +57,8 @@ class Hooks:
         self._sink: SinkDetector | None = None
         self._affinity: Affinity | None = None
         self._ended: list[tuple[Job, float]] = []  # (job, start) freed since the last tick
+        #: job id -> (campaign, best-effort) of the jobs that have either (pruned in tick)
+        self._info: dict[int, tuple[str | None, bool]] = {}
         self._drains: list[Drain] = []
         #: Pending best-effort jobs (campaign order applies only when there are some).
         self.best_effort = 0
@@ -70,26 +72,28 @@ class Hooks:
         return request
 
     def submitted(self, job: Job) -> Job:
-        if self.e.options.predict_runtimes and not is_best_effort(job.request):
-            self.predictor.submitted(job)
         name, _ = campaign_of(job.request)
-        if name is not None:
-            self.runtimes.submitted(name, job.id)
-        if is_best_effort(job.request):
-            self.best_effort += 1
+        best_effort = is_best_effort(job.request)
+        if self.e.options.predict_runtimes and not best_effort:
+            self.predictor.submitted(job)
+        if name is not None or best_effort:
+            self._info[job.id] = (name, best_effort)
+            if name is not None:
+                self.runtimes.submitted(name, job.id)
+            self.best_effort += best_effort
         return job
 
     def started(self, job: Job, now: float) -> None:
         if job.duration < job.walltime:
             self.predictor.started(job, now)
-        name, _ = campaign_of(job.request)
-        if name is not None:
-            self.runtimes.started(name, job.id, now)
-        if is_best_effort(job.request):
-            self.best_effort -= 1
+        info = self._info.get(job.id)
+        if info is not None:
+            if info[0] is not None:
+                self.runtimes.started(info[0], job.id, now)
+            self.best_effort -= info[1]
 
     def ended(self, job: Job) -> None:
-        if job.t_start is not None:
+        if job.t_start is not None and (job.id in self._info or self.e.options.predict_runtimes):
             self._ended.append((job, job.t_start))
 
     def tick(self, now: float) -> None:
@@ -98,11 +102,11 @@ class Hooks:
         ended, self._ended = self._ended, []
         for job, start in ended:
             runtime = max(0.0, now - start)
-            if opts.predict_runtimes and not is_best_effort(job.request):
+            name, best_effort = self._info.pop(job.id, (None, False))
+            if opts.predict_runtimes and not best_effort:
                 self.predictor.record(job.userid, runtime)
-            name, _ = campaign_of(job.request)
             ranks = job.resources.ranks if job.resources is not None else ()
-            if is_best_effort(job.request) or name is not None:
+            if best_effort or name is not None:
                 self.usage().add(name, runtime * max(1, len(ranks)), now)
             if name is not None:
                 self.runtimes.ended(name, job.id, runtime)
@@ -111,6 +115,9 @@ class Hooks:
                     self._drains += sink.ended(name, ranks, runtime, self.runtimes.get(name).median())
         if self.predictor.tick(e, now):
             e._changed()
+        if len(self._info) > 2 * len(e._jobs) + 1024:  # jobs that left pending (cancel, deny)
+            self._info = {k: v for k, v in self._info.items() if k in e._jobs}
+            self.best_effort = sum(1 for k, (_, be) in self._info.items() if be and e._live(e._jobs[k]))
 
     # -- during a pass -------------------------------------------------------
 

@@ -141,7 +141,8 @@ class Pass:
         planner = self.e.planner
         avail = self.free()
         if planner.nreserved:
-            expected = self.e.hooks.expected_duration(job) if is_best_effort(job.request) else 0.0
+            be = self.e.hooks.best_effort > 0 and is_best_effort(job.request)
+            expected = self.e.hooks.expected_duration(job) if be else 0.0
             if expected > job.duration:
                 # A best-effort job plans with its protected window; it goes
                 # first where its campaign's predicted run time ends before any
