@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import json
+import math
 import subprocess
 import sys
 
@@ -560,3 +561,26 @@ def test_the_sink_effect_sends_resource_drain_and_stats_show_campaigns():
     stats = d.stats_get()
     assert stats["campaigns"]["s"]["completed"] == 4
     assert stats["options"]["sink-jobs"] == 2
+
+
+def test_easypp_arms_a_pass_for_the_prediction_and_corrects_there():
+    d, t = make(["predict-runtimes=true", "policy=low"])
+    clock = d.clock
+    spec = jobspec(ncores=4, nnodes=1, duration=100)
+    alloc(d, t, 1, spec)
+    R = t.kvs[kvs_key(1, "R")]
+    clock.t += 10
+    d.handle("sched.free", "f", {"id": 1, "R": R, "final": True})
+    t.run_passes()
+    assert t.pass_requests and d.engine.hooks.wakeup() == math.inf
+    alloc(d, t, 2, spec)  # predicted 10 s (job 1's run time), walltime 100
+    start = clock.t
+    assert d.engine.planner.span(2).end == start + 10
+    assert d.engine.hooks.wakeup() == start + 10
+    n = t.pass_requests
+    d.run_pass()  # nothing to do: the pass (re-)arms the wakeup
+    assert t.pass_requests == n + 1
+    clock.t = start + 10
+    d.run_pass()  # the timer fires: job 2 outlived its prediction
+    assert d.engine.planner.span(2).end == start + 100
+    assert t.kvs[kvs_key(2, "R")]["execution"]["expiration"] == start + 100  # the kill time never moved
