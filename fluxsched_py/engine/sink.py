@@ -60,6 +60,6 @@ class SinkDetector:
         ranks_s = IdSet(sinks)
         reason = (
             f"sink effect: the last {self.n} jobs of campaign {campaign} here each ended in under "
-            f"{limit:g}s, a tenth of its median run time ({median:g}s)"
+            f"{limit:.3g}s, a tenth of its median run time ({median:.3g}s)"
         )
         return [Drain(ranks_s, reason)]
