@@ -229,3 +229,48 @@ def test_campaign_half_life_and_sink_jobs_reject_bad_values():
         with pytest.raises(EngineError, match=f"^{opt}="):
             EngineOptions.parse({opt: bad})
     assert math.isclose(EngineOptions.parse({"campaign-half-life": "60"}).campaign_half_life, 60.0)
+
+
+def _placed_with_history(runtime: float) -> list[int]:
+    """4 nodes, easy, policy low.  Campaign c first completes one job that ran
+    ``runtime`` s.  At t=1000: A and B (regular) hold ranks 0 and 1 until
+    1100; H needs 3 nodes and is reserved at 1100 on ranks 0-2; rank 3 is
+    never reserved.  X (best-effort, campaign c) plans with a protected
+    window of 10 s (as the preemption core plans it) and a walltime of 5000 s.
+    Returns X's ranks."""
+    e = Engine(
+        ResourceGraph.from_rv1(nodes_R([f"n{i}" for i in range(4)], 1)), {"queue-policy": "easy", "policy": "low"}
+    )
+    submitted = e.hooks.submitted
+
+    def window(job):  # the preemption core's planning rule: the protected window
+        job = submitted(job)
+        if is_best_effort(job.request):
+            job.duration = 10.0
+        return job
+
+    e.hooks.submitted = window
+    e.alloc(1, 0, 1, 0.0, jobspec(duration=5000.0, campaign="c"))
+    started(e, 0.0)
+    e.free(1)
+    started(e, runtime)
+    t = 1000.0
+    e.alloc(2, 0, 1, t, jobspec(duration=100.0))
+    e.alloc(3, 0, 1, t, jobspec(duration=100.0))
+    assert started(e, t) == [(2, [0]), (3, [1])]
+    spec = jobspec(duration=100.0)
+    spec["resources"][0]["count"] = 3
+    e.alloc(4, 0, 1, t, spec)
+    assert started(e, t) == []
+    e.alloc(5, 0, 1, t, jobspec(duration=5000.0, campaign="c", best_effort=True))
+    ((jobid, ranks),) = started(e, t)
+    assert jobid == 5
+    return ranks
+
+
+def test_best_effort_jobs_go_where_their_predicted_run_ends_before_a_reservation():
+    # Expected 200 s > the 10 s window: rank 2 is reserved for H from 1100,
+    # rank 3 never is: X goes to rank 3 (it would be preempted on rank 2).
+    assert _placed_with_history(200.0) == [3]
+    # Expected 5 s < the window: no preference, the lowest free rank.
+    assert _placed_with_history(5.0) == [2]
