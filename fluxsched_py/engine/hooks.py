@@ -60,6 +60,7 @@ class Hooks:
         #: job id -> (campaign, best-effort) of the jobs that have either (pruned in tick)
         self._info: dict[int, tuple[str | None, bool]] = {}
         self._drains: list[Drain] = []
+        self._checked: tuple[Any, str | None, bool] = (None, None, False)  # the last request checked()
         #: Pending best-effort jobs (campaign order applies only when there are some).
         self.best_effort = 0
         #: How ``affinity`` names a uid (default: the local passwd database).
@@ -68,12 +69,14 @@ class Hooks:
     # -- the core's calls ----------------------------------------------------
 
     def checked(self, request: Any) -> Any:
-        campaign_of(request)  # raises ValueError for a bad campaign-type: the alloc is denied
+        # raises ValueError for a bad campaign-type: the alloc is denied
+        self._checked = (request, campaign_of(request)[0], is_best_effort(request))
         return request
 
     def submitted(self, job: Job) -> Job:
-        name, _ = campaign_of(job.request)
-        best_effort = is_best_effort(job.request)
+        request, name, best_effort = self._checked
+        if request is not job.request:  # not through checked(): read the attributes
+            name, best_effort = campaign_of(job.request)[0], is_best_effort(job.request)
         if self.e.options.predict_runtimes and not best_effort:
             self.predictor.submitted(job)
         if name is not None or best_effort:
@@ -149,7 +152,8 @@ class Hooks:
         return job.walltime if predicted is None else min(predicted, job.walltime)
 
     def campaign_eta(self, job: Job, now: float) -> float | None:
-        c = self.runtimes.get(campaign_of(job.request)[0])
+        info = self._info.get(job.id)
+        c = None if info is None else self.runtimes.get(info[0])
         return None if c is None else c.eta(now)
 
     # -- outputs --------------------------------------------------------------
