@@ -21,6 +21,7 @@ from .hooks import Hooks
 from .jobs import Job, JobQueue
 from .options import EngineOptions
 from .passctx import Pass
+from .resources import apply_resource_update
 from .states import EngineError, JobState, PassResult, Response, ResponseType, next_state
 
 __all__ = ["Engine"]
@@ -28,14 +29,6 @@ __all__ = ["Engine"]
 log = logging.getLogger("fluxsched_py.engine")
 
 _ALL = object()  # Engine.pending(): every queue
-
-
-def _idset(value: Any) -> IdSet:
-    if isinstance(value, IdSet):
-        return value
-    if isinstance(value, str):
-        return IdSet.parse(value)
-    return IdSet(value)
 
 
 class Engine:
@@ -331,17 +324,13 @@ class Engine:
         down: Any = None,
         shrink: Any = None,
         expiration: float | None = None,
+        grow: Mapping[str, Any] | None = None,
+        properties: Mapping[int, Any] | None = None,
     ) -> list[Response]:
-        """A ``resource.acquire`` update: ranks up/down/shrunk, or a new instance expiration."""
-        g = self.graph
-        if up:
-            g.set_up(_idset(up))
-        if down:
-            g.set_down(_idset(down))
-        if shrink:
-            g.shrink(_idset(shrink))
-        if expiration is not None:
-            self.instance_expiration = float(expiration)
+        """A ``resource.acquire`` update: ranks grown (an R fragment, up and
+        free), ranks' properties replaced, ranks up/down/shrunk, or a new
+        instance expiration (see :mod:`.resources`)."""
+        apply_resource_update(self, up, down, shrink, expiration, grow, properties)
         self._feasible_cache.clear()
         self._changed()
         return []

@@ -29,6 +29,7 @@ import networkx as nx
 
 from ..ids import IdSet
 from .builder import CONTAINMENT
+from .edit import SHRUNK, add_ranks, check_properties, mark_shrunk, set_rank_properties
 from .errors import ResourceError
 from .resourceset import ResourceSet, with_twins
 from .state import Availability
@@ -91,6 +92,10 @@ class ResourceGraph:
         n = topo.n
         self._avail = Availability(topo, (1 << n) - 1, [dict(p) for p in topo.pools])
         self._all_static = ResourceSet(topo, (1 << n) - 1, {v: dict(topo.pools[v]) for v in topo.pool_vertices})
+        shrunk = IdSet(model.graph.get(SHRUNK) or ()).mask & topo.ranks_mask
+        if shrunk:  # a model that was shrunk before (see :meth:`update`)
+            self._shrunk = shrunk
+            self._refresh_ranks(shrunk)
 
     @classmethod
     def from_networkx(cls, G: nx.DiGraph, *, subsystem: str = CONTAINMENT) -> ResourceGraph:
@@ -412,10 +417,79 @@ class ResourceGraph:
         self._refresh_ranks(m)
 
     def shrink(self, ranks: IdSet | str | int) -> None:
-        """Remove ``ranks`` from the instance for good (RFC 28 shrink)."""
-        m = self._rank_mask(ranks)
-        self._shrunk |= m
-        self._refresh_ranks(m)
+        """Remove ``ranks`` from the instance for good (RFC 28 shrink): ``update(shrink=ranks)``."""
+        self.update(shrink=ranks)
+
+    # -- model edits -------------------------------------------------------------
+    def update(
+        self,
+        *,
+        grow: Mapping[str, Any] | None = None,
+        shrink: IdSet | str | int | None = None,
+        properties: Mapping[int, Any] | None = None,
+    ) -> IdSet:
+        """Change the model and its compiled index together; return the ranks grown.
+
+        This is the one way the model changes after it is built (see
+        :mod:`fluxsched_py.resource.edit` for what each edit writes):
+
+        * ``grow``: an RFC 20 R fragment of new ranks, added under the
+          containment root, up and free.  The index is recompiled in place
+          (the same :class:`Topology` object, every existing vertex at its
+          index), so resource sets of running jobs stay valid;
+        * ``shrink``: ranks removed for good; the index is patched (their
+          availability is cleared);
+        * ``properties``: ``{rank: names}`` replaces those ranks' properties;
+          the index's per-rank properties are patched.
+
+        Edits apply in that order; ``properties`` and ``shrink`` name ranks
+        the graph had before the grow (a grown rank's properties come with
+        its R).  A bad edit raises :class:`ResourceError` before anything
+        changes.  Sets and planners made before a grow
+        describe the graph before it (a driver rebuilds its planner).
+        """
+        added = IdSet()
+        if shrink is not None:
+            shrink_mask = self._rank_mask(shrink)
+        if properties:
+            self._rank_mask(IdSet(properties))
+            check_properties(properties)
+        if grow is not None:
+            added = add_ranks(self._model, grow, IdSet.from_mask(self.topo.ranks_mask | self._shrunk))
+            self._recompile()
+        if properties:
+            set_rank_properties(self._model, properties)
+            now = self._model.graph["rank_properties"]
+            tprops = self.topo.properties
+            for r in properties:
+                if r in now:
+                    tprops[r] = frozenset(now[r])
+                else:
+                    tprops.pop(r, None)
+            self._version += 1
+        if shrink is not None:
+            mark_shrunk(self._model, IdSet.from_mask(shrink_mask))
+            self._shrunk |= shrink_mask
+            self._refresh_ranks(shrink_mask)
+        return added
+
+    def _recompile(self) -> None:
+        """Recompile the index from the model in place, after vertices were added after the old ones."""
+        topo = self.topo
+        n0 = topo.n
+        new = Topology.compile(self._model, topo.subsystem)
+        if new.key[:n0] != topo.key:
+            raise ResourceError("the model changed in a way that moves existing vertices of the index")
+        vars(topo).clear()  # lazy caches too (e.g. match.network's leaf switches)
+        vars(topo).update(vars(new))  # the same object: every ResourceSet of this graph stays valid
+        n = topo.n
+        av = self._avail
+        loc = av.loc + [dict(topo.pools[v]) for v in range(n0, n)]
+        fresh = Availability(topo, av.cont | (((1 << n) - 1) & ~((1 << n0) - 1)), loc)
+        for slot in Availability.__slots__:
+            setattr(av, slot, getattr(fresh, slot))
+        self._all_static = ResourceSet(topo, (1 << n) - 1, {v: dict(topo.pools[v]) for v in topo.pool_vertices})
+        self._version += 1
 
     # -- internals -------------------------------------------------------------
     def _refresh_vertex(self, v: int, bad: int | None = None) -> None:

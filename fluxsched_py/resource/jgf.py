@@ -272,8 +272,17 @@ def model_from_jgf(obj: dict | str | Path, *, source: str | None = None) -> nx.D
 
 
 def resourceset_to_jgf(g: ResourceGraph, rs: ResourceSet) -> dict:
-    """JGF of the items in ``rs`` and the containers above them."""
+    """JGF of the items in ``rs`` and the containers above them.
+
+    Every vertex's metadata (type, name, id, rank, size, unit, properties)
+    and every pool's (size, unit, basename) is read from the model
+    (``g.nx``); the compiled index says which model vertex each item is
+    (``topo.key``) and where it sits in the tree the set was matched on.
+    """
     topo = g.topo
+    attrs = g.nx._node
+    key = topo.key
+    sub = topo.subsystem
     keep = set()
     for v in rs.containers:
         keep.update(topo.ancestors(v))
@@ -282,11 +291,12 @@ def resourceset_to_jgf(g: ResourceGraph, rs: ResourceSet) -> dict:
     nodes: list[dict] = []
     edges: list[dict] = []
     vid: dict[int, str] = {}
+    paths: dict[int, str] = {}
     uniq = 0
 
     def vertex(type_, basename, name, id_, rank, size, unit, path, props=None) -> str:
         nonlocal uniq
-        key = str(uniq)
+        k = str(uniq)
         md = {
             "type": type_,
             "basename": basename,
@@ -301,33 +311,29 @@ def resourceset_to_jgf(g: ResourceGraph, rs: ResourceSet) -> dict:
         }
         if props:
             md["properties"] = props
-        nodes.append({"id": key, "metadata": md})
+        nodes.append({"id": k, "metadata": md})
         uniq += 1
-        return key
+        return k
 
     pool_items = {(v, t): m for v, t, m in rs.pools()}
-    for v in sorted(keep):
-        path = topo.path(v)
+    for v in sorted(keep):  # pre-order: a parent comes before its children
+        a = attrs[key[v]]
+        p = topo.parent[v]
+        path = paths[v] = (paths[p] if p >= 0 else "") + "/" + a["name"]
+        rank = a["rank"]
         vid[v] = vertex(
-            topo.type[v],
-            topo.basename[v],
-            topo.name[v],
-            topo.id[v],
-            topo.rank[v],
-            topo.size[v],
-            topo.unit[v],
-            path,
-            topo.vprops[v] or None,
+            a["type"], a["basename"], a["name"], a["id"], rank, a["size"], a["unit"], path, a["properties"] or None
         )
-        if topo.parent[v] >= 0:
-            edges.append({"source": vid[topo.parent[v]], "target": vid[v], "metadata": {"subsystem": "containment"}})
-        for t in topo.pools[v]:
+        if p >= 0:
+            edges.append({"source": vid[p], "target": vid[v], "metadata": {"subsystem": "containment"}})
+        for t, pool in a["pools"].items():
+            if pool.subsystem != sub:
+                continue
             ids = pool_items.get((v, t))
             if not ids:
                 continue
-            size, unit, base = topo.pool_info[(v, t)]
             for i in ids:
-                name = f"{base}{i}"
-                k = vertex(t, base, name, i, topo.rank[v], size, unit, f"{path}/{name}")
+                name = f"{pool.basename}{i}"
+                k = vertex(t, pool.basename, name, i, rank, pool.size, pool.unit, f"{path}/{name}")
                 edges.append({"source": vid[v], "target": k, "metadata": {"subsystem": "containment"}})
     return {"graph": {"nodes": nodes, "edges": edges}}

@@ -242,31 +242,52 @@ def resourceset_to_rv1(
     nslots: int | None = None,
     with_jgf: bool = False,
 ) -> dict:
-    """R version 1 for ``rs`` (see the module docstring for the rules)."""
+    """R version 1 for ``rs`` (see the module docstring for the rules).
+
+    What is written is read from the model (``g.nx``): each vertex's rank
+    and name, the host names, rank properties and R_lite types of
+    ``G.graph``.  The compiled index only says which model vertex each of
+    the set's items is (``topo.key``).
+    """
     topo = g.topo
-    types = topo.rlite_types
-    by_rank = rs.by_rank(types)
+    G = g.nx
+    gattr = G.graph
+    attrs = G._node
+    key = topo.key
+    types = tuple(dict.fromkeys(gattr.get("rlite_types") or RLITE_TYPES))
+    acc: dict[int, dict[str, int]] = {}
+    for v, tm in rs._pools.items():
+        r = attrs[key[v]]["rank"]
+        if r < 0:
+            continue
+        d = acc.setdefault(r, {})
+        for t, m in tm.items():
+            if t in types:
+                d[t] = d.get(t, 0) | m
     # ranks held only as containers (e.g. a node with no cores) still appear
-    for r in rs.ranks:
-        by_rank.setdefault(r, {})
+    for lo, hi in IdSet.from_mask(rs._cont).runs():
+        for v in range(lo, hi + 1):
+            r = attrs[key[v]]["rank"]
+            if r >= 0 and r not in acc:
+                acc[r] = {}
     groups: dict[tuple, int] = {}
-    for r in sorted(by_rank):
-        ch = by_rank[r]
-        key = tuple((t, ch[t].encode()) for t in types if t in ch and ch[t]) + tuple(
-            (t, ch[t].encode()) for t in sorted(ch) if t not in types and ch[t]
-        )
-        groups[key] = groups.get(key, 0) | (1 << r)
+    for r in sorted(acc):
+        ch = acc[r]
+        grp = tuple((t, IdSet.from_mask(ch[t]).encode()) for t in types if ch.get(t))
+        groups[grp] = groups.get(grp, 0) | (1 << r)
     entries = sorted(groups.items(), key=lambda kv: kv[1] & -kv[1])
-    rlite = [{"rank": IdSet.from_mask(mask).encode(), "children": dict(key)} for key, mask in entries]
+    rlite = [{"rank": IdSet.from_mask(mask).encode(), "children": dict(grp)} for grp, mask in entries]
     ex: dict[str, Any] = {"R_lite": rlite}
-    ranks = sorted(by_rank)
-    if topo.hostnames:
-        ex["nodelist"] = [Hostlist(topo.hostnames.get(r) or topo.name[topo.rank_root[r]] for r in ranks).encode()]
+    ranks = sorted(acc)
+    hostnames = gattr.get("hostnames") or {}
+    if hostnames:
+        ex["nodelist"] = [Hostlist(hostnames.get(r) or attrs[key[topo.rank_root[r]]]["name"] for r in ranks).encode()]
         if not ranks:
             ex["nodelist"] = []
+    rank_props = gattr.get("rank_properties") or {}
     props: dict[str, int] = {}
     for r in ranks:
-        for p in topo.properties.get(r, ()):
+        for p in rank_props.get(r, ()):
             if not p.startswith("+"):
                 props[p] = props.get(p, 0) | (1 << r)
     if props:

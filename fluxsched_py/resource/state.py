@@ -109,7 +109,7 @@ class Availability:
     def for_resourceset(cls, rs: ResourceSet) -> Availability:
         """Like :meth:`from_resourceset`, cached on the (immutable) set."""
         cached = rs._cache
-        if cached is None:
+        if cached is None or len(cached.busy) != rs._topo.n:  # none yet, or made before the graph grew
             cached = rs._cache = cls.from_resourceset(rs)
         return cached
 

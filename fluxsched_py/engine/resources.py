@@ -1,0 +1,75 @@
+"""Resource changes an engine learns from its driver (``resource.acquire``).
+
+Up, down and shrink change which items are available; the planner's flat
+sets keep their meaning.  Grow and property changes edit the model
+(:meth:`ResourceGraph.update <fluxsched_py.resource.ResourceGraph.update>`):
+a grow lays the planner's flat sets out anew and a property change alters
+what constrained requests match, so the planner and its match cache are
+rebuilt from the running jobs, and every reservation is re-planned by the
+next pass.  Both are rare; a pass costs more than the rebuild.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from ..ids import IdSet
+from ..planner import MatchCache, Planner
+from .states import JobState
+
+if TYPE_CHECKING:
+    from .core import Engine
+
+__all__ = ["apply_resource_update", "rebuild_planner"]
+
+
+def _idset(x: Any) -> IdSet:
+    if isinstance(x, IdSet):
+        return x
+    if isinstance(x, str):
+        return IdSet.parse(x)
+    if isinstance(x, int):
+        return IdSet([x])
+    return IdSet(x)
+
+
+def apply_resource_update(
+    engine: Engine,
+    up: Any = None,
+    down: Any = None,
+    shrink: Any = None,
+    expiration: float | None = None,
+    grow: Mapping[str, Any] | None = None,
+    properties: Mapping[int, Any] | None = None,
+) -> None:
+    """See :meth:`Engine.resource_update`."""
+    g = engine.graph
+    if grow is not None or properties:
+        g.update(grow=grow, properties=properties)
+        rebuild_planner(engine)
+    if up:
+        g.set_up(_idset(up))
+    if down:
+        g.set_down(_idset(down))
+    if shrink:
+        g.shrink(_idset(shrink))
+    if expiration is not None:
+        engine.instance_expiration = float(expiration)
+
+
+def rebuild_planner(engine: Engine) -> None:
+    """A new planner and match cache for the engine's graph, holding its running jobs' spans."""
+    old = engine.planner
+    engine._match = MatchCache(old.matcher.matcher, fast_paths=old.matcher.fast_paths)
+    new = Planner(engine.graph, matcher=engine._match)
+    for span in old.spans():
+        job = engine.job(span.jobid)
+        if span.running and job is not None and job.state is JobState.RUNNING and job.resources is not None:
+            new.add_running(span.jobid, job.resources, span.start, span.end)
+    for job in engine.pending():
+        job.estimate = job.proof = None
+    if old.now > -float("inf"):
+        new.set_now(old.now)
+    engine.planner = new
+    engine._pass = engine._pass_gen = None
