@@ -129,3 +129,15 @@ def test_the_option_parses_to_pairs():
     o = EngineOptions.parse(["affinity=alice:lyon, bob:grenoble"])
     assert o.affinity == (("alice", "lyon"), ("bob", "grenoble"))
     assert o.as_dict()["affinity"] == {"alice": "lyon", "bob": "grenoble"}
+
+
+def test_a_property_change_moves_the_preference():
+    # Rank 3 becomes grenoble's only node (resource.acquire property update):
+    # bob's next job goes there, not to rank 2.
+    e = engine(graph(4, LYON_GRENOBLE), "bob:grenoble")
+    e.alloc(1, 0, 1002, 0.0, jobspec(1))
+    assert started(e) == {1: [2]}
+    e.free(1)
+    e.resource_update(properties={2: [], 3: ["grenoble"]})
+    e.alloc(2, 0, 1002, 1.0, jobspec(1))
+    assert started(e, 1.0) == {2: [3]}
