@@ -170,6 +170,20 @@ def test_campaign_eta_annotation_and_stats():
     assert st["usage"] == pytest.approx(10.0 * 2 ** (-10.0 / 86400) + 10.0)  # 10 node-s at 10 (decayed 10 s), 10 at 20
 
 
+def test_a_cancelled_job_leaves_its_campaigns_count():
+    e = engine()
+    for jobid in range(1, 4):
+        e.alloc(jobid, 0, 1, 0.0, jobspec(campaign="c", best_effort=True))
+    started(e, 0.0)
+    e.free(1)
+    started(e, 10.0)
+    e.cancel(3)
+    st = e.hooks.stats(10.0)["c"]
+    assert (st["pending"], st["running"], st["completed"]) == (0, 1, 1)
+    assert st["eta"] == pytest.approx(20.0)  # 1 left at 1 job / 10 s
+    assert e.hooks.best_effort == 0
+
+
 def test_expected_duration_is_the_campaign_mean_capped_at_the_walltime():
     e = engine()
     e.alloc(1, 0, 1, 0.0, jobspec(duration=100.0, campaign="c", best_effort=True))

@@ -436,6 +436,7 @@ class Engine:
 
     def _forget_pending(self, job: Job, event: str) -> None:
         self._transition(job, event)
+        self.hooks.left(job)
         self._drop_shape(job)
         del self._jobs[job.id]
         self._npending -= 1

@@ -1,4 +1,4 @@
-"""The engine's optional features, behind one object the core calls at five points.
+"""The engine's optional features, behind one object the core calls at a few points.
 
 ``engine/core.py`` holds the RFC 27 state machine and stays small; the
 features below each live in their own module and are reached through
@@ -12,6 +12,7 @@ point                  what runs                                        module
                                                                         :mod:`.runtimes`
 ``started(job, now)``  EASY++ watch; campaign's first start              (from :mod:`.passctx`)
 ``ended(job)``         run times measured at the next ``tick``           all
+``left(job)``          a pending job cancelled or denied                 :mod:`.runtimes`
 ``tick(now)``          EASY++ corrections; usage, predictor, sink        :mod:`.predict`,
                        effect (:meth:`drains`)                          :mod:`.campaigns`,
                                                                         :mod:`.sink`
@@ -93,6 +94,14 @@ class Hooks:
         if info is not None:
             if info[0] is not None:
                 self.runtimes.started(info[0], job.id, now)
+            self.best_effort -= info[1]
+
+    def left(self, job: Job) -> None:
+        """A pending job left without running (cancelled or denied)."""
+        info = self._info.pop(job.id, None)
+        if info is not None:
+            if info[0] is not None:
+                self.runtimes.left(info[0], job.id)
             self.best_effort -= info[1]
 
     def ended(self, job: Job) -> None:
