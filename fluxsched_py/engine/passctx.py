@@ -131,7 +131,7 @@ class Pass:
         e.stats["matches"] += 1
         if self.prefer and (avoid := e.hooks.excluded(job)) is not None:
             # affinity: on the preferred nodes alone when it fits there, else anywhere
-            found = e.planner.match_bits(job.request, avail & ~avoid, e.options.placement)
+            found = e.planner.match_bits(job.request, avail ^ (avail & avoid), e.options.placement)
             if found is not None:
                 return found
         return e.planner.match_bits(job.request, avail, e.options.placement)
@@ -147,17 +147,19 @@ class Pass:
                 # A best-effort job plans with its protected window; it goes
                 # first where its campaign's predicted run time ends before any
                 # reservation claims the nodes (less work lost to preemption).
-                clear = avail & ~planner.reserved_during(self.now, self.now + expected)
+                clear = avail ^ (avail & planner.reserved_during(self.now, self.now + expected))
                 if (found := self._match(job, clear)) is not None:
                     return found
-            avail &= ~planner.reserved_during(self.now, self.now + job.duration)
+            # x ^ (x & y) is x & ~y without a negative int (each of which
+            # costs a full two's-complement copy of a set: issue 15)
+            avail ^= avail & planner.reserved_during(self.now, self.now + job.duration)
         return self._match(job, avail)
 
     def fits_now_ignoring(self, job: Job, reserved: Job) -> tuple[Any, int] | None:
         planner = self.e.planner
         avail = self.free()
         if planner.nreserved > 1:
-            avail &= ~planner.reserved_during(self.now, self.now + job.duration, exclude=reserved.id)
+            avail ^= avail & planner.reserved_during(self.now, self.now + job.duration, exclude=reserved.id)
         return self._match(job, avail)
 
     def try_move(self, job: Job, blocker: tuple[Any, int], blocker_end: float) -> bool:
@@ -190,7 +192,7 @@ class Pass:
                 job.sortkey, slot.sortkey = slot.sortkey, job.sortkey
                 job.queue.sorted = False
             if self._free is not None:
-                self._free &= ~placement[1]
+                self._free ^= self._free & placement[1]  # & ~ without a negative int
 
     def earliest(
         self, job: Job, before: float = math.inf, not_before: float = -math.inf

@@ -11,6 +11,7 @@ request run, and *on what*?  One module per job:
 :mod:`.noearlier`   proofs that a whole-node search would fail
 :mod:`.flat`        the flat (one big integer) encoding of resource sets
 :mod:`.fastfit`     exact fit tests for whole nodes and ``slot[k] > core[c]``
+:mod:`.nodeindex`   free units per node, kept in place as a set changes
 
 Internally every set is a flat integer, so the timeline's unions and
 differences are single big-integer operations; sets become

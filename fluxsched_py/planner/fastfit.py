@@ -20,16 +20,15 @@ descending vertex; ``worst``, the ``worstfit`` policy: most free cores
 first, ties by ascending vertex), and packs into each as many slots as fit
 (``free // c``) until it has ``k``, each slot taking the ``c`` lowest free
 core ids (``low``, ``worst``) or highest (``first``, ``high``).  So it succeeds exactly
-when ``sum(free // c) >= k`` (:func:`slot_capacity`), and
+when ``sum(free // c) >= k`` (:meth:`~.nodeindex.NodeIndex.capacity`), and
 :func:`take_slots` reproduces its pick bit for bit.  The equivalence is
 checked against the real matcher on random availability in
 ``t/test_planner_fastfit.py``.
 
 Everything here is a pure function of the codec's static layout
-(:class:`UnitFields`) and a flat set.  One thing is remembered across
-calls: :meth:`UnitFields.counts` keeps the counts of the last few sets it
-was asked about and derives a new set's counts from the nearest of them by
-adjusting only the nodes whose bits differ.  A pass asks about the free set
+(:class:`UnitFields`) and a flat set.  The per-node counts are not: they are
+kept in :class:`~.nodeindex.NodeIndex` es that :meth:`UnitFields.index`
+moves, node by node, to the set asked about.  A pass asks about the free set
 again and again, and between two asks a job took or gave back a few cores:
 building every node's count afresh (a 16,384-element list for each one-core
 match on 16,384 nodes, issue 15) made a job's cost grow with the machine.
@@ -37,22 +36,30 @@ match on 16,384 nodes, issue 15) made a job's cost grow with the machine.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["UnitFields", "slot_shape", "slot_capacity", "take_slots", "unit_fields"]
+from .nodeindex import NodeIndex
+
+__all__ = ["UnitFields", "slot_shape", "take_slots", "unit_fields"]
 
 #: byte -> number of set bits in it
 _POP8 = bytes(bin(i).count("1") for i in range(256))
-#: c -> table mapping a per-node count (a byte) to the slots of c it holds
-_DIV: dict[int, bytes] = {}
-#: c -> table mapping a per-node count to 1 when it is at least c, else 0
-_GE: dict[int, bytes] = {}
-#: a byte that is not zero (to find the bits that changed between two sets)
-_NONZERO = re.compile(rb"[^\x00]")
-#: how many earlier sets :meth:`UnitFields.counts` remembers
+#: how many indexes :meth:`UnitFields.index` keeps
 _KEEP = 4
+
+
+def _few_bits(d: int, limit: int) -> list[int] | None:
+    """The positions of the bits of ``d``, or None when it has more than
+    ``limit`` (found by peeling them off the top: each step is one pass over
+    ``d``, no popcount of the whole)."""
+    out = []
+    while d:
+        if len(out) == limit:
+            return None
+        top = d.bit_length() - 1
+        out.append(top)
+        d ^= 1 << top
+    return out
 
 
 def slot_shape(request: Any) -> tuple[int, int] | None:
@@ -69,7 +76,7 @@ class UnitFields:
     its bits are ``base + i * stride + id``.  Built by :func:`unit_fields`
     only for the layout the module docstring describes."""
 
-    __slots__ = ("base", "stride", "width", "vertices", "mask", "_bytes", "_nbytes", "_memo", "_max_delta")
+    __slots__ = ("base", "stride", "width", "vertices", "mask", "_bytes", "_nbytes", "_followers", "_max_delta")
 
     def __init__(self, base: int, stride: int, width: int, vertices: tuple[int, ...]) -> None:
         self.base, self.stride, self.width, self.vertices = base, stride, width, vertices
@@ -85,61 +92,59 @@ class UnitFields:
         self._bytes = stride == 8 and width == 8
         n = len(vertices)
         self._nbytes = (n * stride + 7) // 8
-        #: ``[(fields of a set, its counts)]``, the latest last
-        self._memo: list[tuple[int, bytes | list[int]]] = []
+        #: the :class:`NodeIndex` es kept (:meth:`index`), the latest last
+        self._followers: list[NodeIndex] = []
         # Above this many changed bits, counting afresh (C-speed for bytes,
-        # a Python loop per node otherwise) is cheaper than adjusting.
+        # a Python loop per node otherwise) is cheaper than moving an index.
         self._max_delta = max(16, n // (32 if self._bytes else 4))
+
+    def index(self, x: int) -> NodeIndex:
+        """A :class:`~.nodeindex.NodeIndex` of the flat set ``x``.
+
+        The last few indexes are kept, each following the set it was last
+        asked about: the one nearest ``x`` (fewest differing bits) moves to
+        it in place, node by node; only when none is near is one counted
+        afresh.  A pass asks about the free set again and again, and between
+        two asks a job took or gave back a few cores (issue 15)."""
+        followers = self._followers
+        if followers:
+            last = followers[-1]
+            d = last.x ^ x
+            if not d:
+                return last
+            # Usually the latest one is a job or two away: take it without
+            # measuring the others (a popcount reads the whole set, and so
+            # does each bit peeled off).
+            bits = _few_bits(d, 2)
+            if bits is not None:
+                last.move(x, bits)
+                return last
+            best, best_d = None, 0
+            for f in reversed(followers):
+                dist = (f.x ^ x).bit_count() if f is not last else d.bit_count()
+                if dist <= self._max_delta and (best is None or dist < best_d):
+                    best, best_d = f, dist
+                    if dist <= 64:
+                        break
+            if best is not None:
+                followers.remove(best)
+                followers.append(best)
+                best.move(x)
+                return best
+        if len(followers) >= _KEEP:
+            f = followers.pop(0)
+            f.reset(x)
+        else:
+            f = NodeIndex(self, x)
+        followers.append(f)
+        return f
 
     def counts(self, x: int) -> bytes | list[int]:
         """Free units per node in the flat set ``x`` (indexable by node
-        position; a ``bytes`` when every field is below 256 units wide).
-
-        The answer must not be modified: it is remembered, and derived from
-        the nearest remembered set when few bits differ (see the module
-        docstring)."""
-        y = (x >> self.base) & self.mask
-        memo = self._memo
-        best = None
-        for i in range(len(memo) - 1, -1, -1):
-            yo, co = memo[i]
-            if yo == y:
-                if i != len(memo) - 1:
-                    memo.append(memo.pop(i))
-                return co
-            d = (yo ^ y).bit_count()
-            if d <= self._max_delta and (best is None or d < best[0]):
-                best = (d, yo, co)
-        counts = self._count(y) if best is None else self._adjust(best[1], best[2], y)
-        memo.append((y, counts))
-        if len(memo) > _KEEP:
-            del memo[0]
-        return counts
-
-    def _adjust(self, yo: int, co: bytes | list[int], y: int) -> bytes | list[int]:
-        """The counts of fields ``y`` from those (``co``) of fields ``yo``:
-        one step per bit that differs."""
-        d = yo ^ y
-        out = bytearray(co) if isinstance(co, bytes) else list(co)
-        s, nb = self.stride, self._nbytes
-        for bits, step in ((y & d, 1), (yo & d, -1)):
-            if not bits:
-                continue
-            if bits.bit_count() <= 32:  # a few bits: peel them off the top
-                while bits:
-                    top = bits.bit_length() - 1
-                    out[top // s] += step
-                    bits ^= 1 << top
-                continue
-            raw = bits.to_bytes(nb, "little")
-            for m in _NONZERO.finditer(raw):
-                p = m.start()
-                byte = raw[p]
-                while byte:
-                    low = byte & -byte
-                    out[(8 * p + low.bit_length() - 1) // s] += step
-                    byte ^= low
-        return bytes(out) if isinstance(out, bytearray) else out
+        position; a ``bytes`` when every field is below 256 units wide): a
+        copy of :meth:`index`'s counts."""
+        cnt = self.index(x).cnt
+        return bytes(cnt) if isinstance(cnt, bytearray) else list(cnt)
 
     def _count(self, y: int) -> bytes | list[int]:
         """Free units per node in the fields ``y``, counted afresh."""
@@ -147,13 +152,31 @@ class UnitFields:
         if self._bytes:
             return y.to_bytes(n, "little").translate(_POP8)
         s, w = self.stride, self.width
+        if s % 8 == 0 and s < 256:
+            # Whole bytes per field: popcount each byte in C, then add each
+            # field's k bytes into its first one (k - 1 shifted adds of the
+            # whole set; no byte passes 255, so nothing carries).
+            k = s // 8
+            pop = int.from_bytes(y.to_bytes(n * k, "little").translate(_POP8), "little")
+            acc = pop
+            for j in range(1, k):
+                acc += pop >> (8 * j)
+            return acc.to_bytes(n * k + 1, "little")[: n * k : k]
         bits = format(y, f"0{n * s}b")[::-1]  # bits[j] is bit j of y
         counts = [bits.count("1", i * s, i * s + w) for i in range(n)]
         return bytes(counts) if w < 256 else counts
 
     def field(self, x: int, i: int) -> int:
-        """Node ``i``'s id mask in ``x``."""
-        return (x >> (self.base + i * self.stride)) & ((1 << self.width) - 1)
+        """Node ``i``'s id mask in ``x``.
+
+        A right shift copies everything above the field, an AND with a mask
+        everything below it: whichever is shorter (on 16,384 nodes, a shift
+        of the whole set to read node 0 costs as much as a match)."""
+        off = self.base + i * self.stride
+        w = (1 << self.width) - 1
+        if 2 * off < x.bit_length():
+            return (x & (w << off)) >> off
+        return (x >> off) & w
 
 
 def unit_fields(codec: Any, rtype: str) -> UnitFields | None:
@@ -184,76 +207,8 @@ def unit_fields(codec: Any, rtype: str) -> UnitFields | None:
     return UnitFields(base, stride, width, nodes)
 
 
-def slot_capacity(counts: bytes | list[int], c: int) -> int:
-    """How many slots of ``c`` units the nodes hold: ``sum(n // c)``."""
-    if c == 1:
-        return sum(counts)
-    if isinstance(counts, bytes):
-        tab = _DIV.get(c)
-        if tab is None:
-            tab = _DIV[c] = bytes(i // c for i in range(256))
-        slots = counts.translate(tab)
-        # Few distinct values (at most width // c): count each in C rather
-        # than summing a thousand bytes one by one.
-        left = len(slots) - slots.count(0)
-        total = 0
-        v = 1
-        while left:
-            m = slots.count(v)
-            total += v * m
-            left -= m
-            v += 1
-        return total
-    return sum(n // c for n in counts)
-
-
-def _in_order(counts: bytes | list[int], c: int, order: str) -> Iterator[int]:
-    """Positions of the nodes with at least ``c`` free units, in the
-    matcher's order for ``order``; lazily, with C-speed searches of the
-    counts when they are bytes (a job usually needs the first few)."""
-    n = len(counts)
-    if not isinstance(counts, bytes):
-        if order == "low":
-            yield from (i for i in range(n) if counts[i] >= c)
-        elif order == "high":
-            yield from (i for i in range(n - 1, -1, -1) if counts[i] >= c)
-        elif order == "worst":
-            yield from sorted((i for i in range(n) if counts[i] >= c), key=lambda i: (-counts[i], i))
-        else:
-            yield from sorted((i for i in range(n) if counts[i] >= c), key=lambda i: (counts[i], i), reverse=True)
-        return
-    if order == "worst":  # most free units first, ties by ascending vertex
-        for v in range(max(counts), c - 1, -1):
-            i = counts.find(v)
-            while i >= 0:
-                yield i
-                i = counts.find(v, i + 1)
-        return
-    if order == "first":  # most free units first, ties by descending vertex
-        for v in range(max(counts), c - 1, -1):
-            end = n
-            while (i := counts.rfind(v, 0, end)) >= 0:
-                yield i
-                end = i
-        return
-    tab = _GE.get(c)
-    if tab is None:
-        tab = _GE[c] = bytes(int(i >= c) for i in range(256))
-    ok = counts.translate(tab)
-    if order == "low":
-        i = ok.find(1)
-        while i >= 0:
-            yield i
-            i = ok.find(1, i + 1)
-    else:
-        end = n
-        while (i := ok.rfind(1, 0, end)) >= 0:
-            yield i
-            end = i
-
-
 def take_slots(
-    fields: UnitFields, x: int, counts: bytes | list[int], k: int, c: int, order: str, high_ids: bool
+    fields: UnitFields, x: int, index: NodeIndex, k: int, c: int, order: str, high_ids: bool
 ) -> tuple[int, dict[int, dict[str, int]]] | None:
     """The cores the matcher picks for ``slot[k] > core[c]`` in ``x`` under
     a policy of node ``order`` (``low``, ``high``, ``first``, ``worst``) taking
@@ -263,11 +218,10 @@ def take_slots(
     Returns ``(bits, pools)``: the flat set, and ``{node vertex: {"core":
     id mask}}`` as a :class:`~fluxsched_py.resource.ResourceSet` holds it
     (so the caller need not decode the flat set)."""
-    # For one-unit slots the walk below finds out by itself (it runs out of
-    # nodes), without summing every node's count first.
-    if c > 1 and slot_capacity(counts, c) < k:
+    if index.capacity(c) < k:
         return None
-    nodes = _in_order(counts, c, order)
+    counts = index.cnt
+    nodes = index.in_order(c, order)
     out = 0
     pools: dict[int, dict[str, int]] = {}
     vertices = fields.vertices

@@ -175,6 +175,18 @@ class FlatCodec:
         low = _merge([(i * stride, 1) for i in range(len(nodes))])
         return base, stride, len(nodes), nodes[0], low
 
+    def _node_fields(self) -> Any:
+        """The cores' :class:`~fluxsched_py.planner.fastfit.UnitFields` when
+        each node's strided field (see :meth:`_node_stride`) is exactly its
+        core pool, so a node is whole when its cores are; else None."""
+        if self._strided is None:
+            return None
+        fields = self.unit_fields("core")
+        base, stride = self._strided[:2]
+        if fields is None or (fields.base, fields.stride, fields.width) != (base, stride, stride):
+            return None
+        return fields
+
     def unit_fields(self, rtype: str) -> Any:
         """Where each node's ``rtype`` pool sits (a
         :class:`~fluxsched_py.planner.fastfit.UnitFields`), or None when the
@@ -250,10 +262,17 @@ class FlatCodec:
             return x & self.node_vertex_mask & (x >> shift)
         strided = self._strided
         if strided is not None:
+            base, stride, n, v0, low = strided
+            fields = self._node_fields()
+            if fields is not None:
+                # Node i is whole when all its cores are in x (the node index
+                # keeps the nodes with every unit free: no look at every
+                # node) and its vertex bit is set.
+                present = x & (self.node_vertex_mask)
+                return (fields.index(x).ge(fields.width) << v0) & present
             # Node i is whole when its field is full (_full_fields at bit
             # i * stride) and its vertex bit is set; the field bits are
             # gathered with a stride-S string slice.
-            base, stride, n, v0, low = strided
             bits = format(_full_fields(x, base, stride) & low, f"0{n * stride}b")[::-1][::stride]
             return (int(bits[::-1], 2) << v0) & x
         cache = self._whole_cache
@@ -281,7 +300,7 @@ class FlatCodec:
         vertex bit is missing from ``x`` (usually none or a few: a node's
         vertex leaves a set with its whole rank) are looked at one by one."""
         strided = self._strided
-        if strided is None:
+        if strided is None or self._node_fields() is not None:
             return self.whole_nodes(x).bit_count()
         base, stride, n, v0, low = strided
         full = _full_fields(x, base, stride) & low

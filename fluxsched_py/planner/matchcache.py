@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..match.policy import POLICIES as MATCH_POLICIES
-from .fastfit import slot_capacity, take_slots
+from .fastfit import take_slots
 
 __all__ = ["MatchCache", "Matcher", "default_matcher", "lower_bounds"]
 
@@ -87,6 +87,17 @@ class MatchCache:
         if not avail:
             return None
         key, bounds, nodes, slots = self._facts(request)
+        if slots is not None and self.fast_paths and policy in self.SLOT_ORDER:
+            fields = codec.unit_fields("core")
+            if fields is not None:
+                # Exact, so before the bounds (they count the whole set) and
+                # not memoized: from the node index the answer costs less
+                # than the memo's key (hashing the whole set), and the memo
+                # would hold a whole set per entry (issue 15).
+                self.fast += 1
+                order, high_ids = self.SLOT_ORDER[policy]
+                took = take_slots(fields, avail, fields.index(avail), slots[0], slots[1], order, high_ids)
+                return None if took is None else (self._resourceset(codec.topo, 0, took[1]), took[0])
         for rtype, n in bounds:
             if codec.count(avail, rtype) < n:
                 self.rejects += 1
@@ -94,15 +105,6 @@ class MatchCache:
         if nodes and self.fast_paths and codec.flat_nodes and policy in self.FAST_ORDER:
             self.fast += 1
             return self._take_nodes(codec, avail, nodes, self.FAST_ORDER[policy])
-        fields = codec.unit_fields("core") if slots is not None and self.fast_paths else None
-        if fields is not None and policy in self.SLOT_ORDER:
-            # Not memoized: from the remembered per-node counts the answer
-            # costs less than the memo's key (hashing the whole set), and
-            # the memo would hold a whole set per entry (issue 15).
-            self.fast += 1
-            order, high_ids = self.SLOT_ORDER[policy]
-            took = take_slots(fields, avail, fields.counts(avail), slots[0], slots[1], order, high_ids)
-            return None if took is None else (self._resourceset(codec.topo, 0, took[1]), took[0])
         key = (key, policy, codec.spread(avail), avail)
         hit = self._cache.get(key, _MISS)
         if hit is not _MISS:
@@ -142,7 +144,7 @@ class MatchCache:
             if fields is not None:
                 # Slots of one core: every core is in some node's field, and
                 # the bounds above already counted k of them.
-                return slots[1] == 1 or slot_capacity(fields.counts(avail), slots[1]) >= slots[0]
+                return slots[1] == 1 or fields.index(avail).capacity(slots[1]) >= slots[0]
         return None
 
     def whole_nodes(self, request: Any) -> int:

@@ -118,6 +118,7 @@ class Timeline(ProofLog):
         self._running_ends: list[tuple[float, int]] = []  # sorted (end, jobid)
         self._nreserved = 0
         self._free_cache: tuple[Any, int] | None = None
+        self._bad_mask: tuple[Any, int] = (None, 0)  # (unusable ranks, everything on them)
         self._running_union = 0  # every running span's bits
         self._max_running_start = -math.inf  # an upper bound (never lowered)
         self._init_log(noearlier.PROOFS if proofs is None else proofs)
@@ -161,7 +162,9 @@ class Timeline(ProofLog):
             self._pool_cache = None
             i = bisect.bisect_left(self._running_ends, (span.end, jobid))
             del self._running_ends[i]
-            self._running_union &= ~span.bits  # spans of running jobs are disjoint
+            # spans of running jobs are disjoint; x ^ (x & y) is x & ~y
+            # without a negative int (a full two's-complement copy)
+            self._running_union ^= self._running_union & span.bits
         else:
             self._nreserved -= 1
             self._dirty_reserved()
@@ -169,10 +172,10 @@ class Timeline(ProofLog):
         self._log_gain(span.start, span.end, span.bits, jobid)
         lo = self._index(span.start)
         hi = self._index(span.end) if span.end != math.inf else len(self._times)
-        keep = ~span.bits
+        bits = span.bits
         used = self._used
         for k in range(lo, hi):
-            used[k] &= keep
+            used[k] ^= used[k] & bits
         floor = self._floor
         if span.end > floor:  # else its boundary was folded away
             self._unref(hi)
@@ -304,19 +307,30 @@ class Timeline(ProofLog):
         """The caller just allocated ``taken`` or released ``given`` in the graph.
 
         Keeps the cached free set in step without re-reading the graph, when
-        the cache was current before the change and nothing is down or
-        drained (a release on a down rank does not make anything free).
-        ``given=None`` means "unknown": the cache is dropped.
+        the cache was current before the change (a release on a down,
+        drained or shrunk rank does not make anything there free: those
+        ranks' bits are left out of ``given``).  ``given=None`` means
+        "unknown": the cache is dropped.
         """
         c = self._free_cache
         g = self.graph
         if c is None or version_before is None or c[0] != version_before or given is None:
             self._free_cache = None
             return
-        if given and _unusable_ranks(g):
-            self._free_cache = None
-            return
-        self._free_cache = (g.version, (c[1] & ~taken) | given)
+        if given:
+            bad = _unusable_ranks(g)
+            if bad:
+                # Re-reading the graph would cost a walk of every node per
+                # job freed while one node is drained (issue 15).
+                if self._bad_mask[0] != bad:
+                    self._bad_mask = (bad, self.codec.ranks_mask(bad))
+                given ^= given & self._bad_mask[1]
+        free = c[1]
+        if taken:
+            free ^= free & taken  # & ~ without a negative int
+        if given:
+            free |= given
+        self._free_cache = (g.version, free)
 
     def pool_bits(self) -> int:
         """Up resources, free now or held by a running job that is not overdue."""
