@@ -25,7 +25,10 @@ probes' max, p50, p99, p99.9 and the count over 100 ms; the jobs' final
 states (every job must complete); the scheduler's peak RSS (VmHWM); and
 sched-py's own record of the longest reactor callback, in wall and CPU ms
 (``flux module stats sched-py``: ``callback_max_ms``,
-``callback_max_cpu_ms``), which machine load inflates only in wall time.
+``callback_max_cpu_ms``), which machine load inflates only in wall time,
+with ``slow_callbacks`` (which callback, and what it did, for each over 50 ms
+of CPU) and the garbage collector's figures (``gc_*``, flux/gcpace.py); the
+module's CPU seconds (``cpu_s``); and the machine's load average.
 ``--engine-only`` runs the same burst through the engine alone, in this
 process (no Flux: alloc every job, then passes with every started job
 freed at once), and reports its peak RSS and time.
@@ -48,6 +51,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -112,6 +116,15 @@ def vm_hwm_kib(pid: int) -> int | None:
     return None
 
 
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU time of a process so far (load barely changes it)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def flux_run(a: argparse.Namespace) -> list[dict]:
     from t.flux.instance import Instance, flux_exe
 
@@ -126,7 +139,7 @@ def flux_run(a: argparse.Namespace) -> list[dict]:
         for name in ["sched-py", *a.compare]:
             rows.append(one_run(a, inst, name, script))
             print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
-            inst.run("job", "purge", "--force", "--num-limit=0", check=False)
+            inst.run("job", "purge", "--force", "--num-limit=0", check=False, timeout=3600)
     return rows
 
 
@@ -137,6 +150,15 @@ def one_run(a: argparse.Namespace, inst: Any, name: str, script: Path) -> dict:
     inst.use_scheduler(name, *(a.sched_py_args if name == "sched-py" else []))
     time.sleep(1.0)
     pid = int(re.findall(rf"module-python-exec {name} pid=(\d+)", inst.dmesg())[-1])
+    load: list[float] = []
+    stop = threading.Event()
+
+    def sample_load() -> None:  # the machine's 1-min load average every 10 s
+        while not stop.wait(10.0):
+            load.append(os.getloadavg()[0])
+
+    sampler = threading.Thread(target=sample_load, daemon=True)
+    sampler.start()
     probes = {}
     for target in ("module", "broker"):
         log = open(inst.dir / f"ping-{target}.log", "w")
@@ -156,6 +178,7 @@ def one_run(a: argparse.Namespace, inst: Any, name: str, script: Path) -> dict:
         inst.run("ping", "-c1", name, timeout=3600)
         t_settled = time.time()
     finally:
+        stop.set()
         for p, log in probes.values():
             p.send_signal(signal.SIGINT)
             try:
@@ -168,6 +191,8 @@ def one_run(a: argparse.Namespace, inst: Any, name: str, script: Path) -> dict:
     lat = {t: percentiles([float(x) for x in _TIME.findall((inst.dir / f"ping-{t}.log").read_text())]) for t in probes}
     keys = ("allocs", "frees", "commits", "commit_errors", "sched_passes")
     keys += ("callback_max_ms", "callback_max_cpu_ms", "callbacks_over_100ms_cpu", "pass_deferrals")
+    keys += ("gc_max_ms", "gc_max_cpu_ms", "gc_over_50ms_cpu", "gc_full", "gc_full_max_cpu_ms")
+    keys += ("gc_full_collected", "gc_full_limit", "slow_callbacks")
     return {
         "scheduler": name,
         "njobs": a.njobs,
@@ -180,6 +205,8 @@ def one_run(a: argparse.Namespace, inst: Any, name: str, script: Path) -> dict:
         "jobs_per_s": round(a.njobs / (t_drained - out["t0"]), 1),
         "jobs": stats_line,
         "peak_rss_mib": round((vm_hwm_kib(pid) or 0) / 1024, 1),
+        "cpu_s": round(cpu_seconds(pid) or 0.0, 1),
+        "load_average": {"median": statistics.median(load), "max": max(load)} if load else None,
         "stats": {k: st[k] for k in keys if k in st},
         "ping_module": lat["module"],
         "ping_broker": lat["broker"],

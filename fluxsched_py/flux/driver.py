@@ -152,6 +152,8 @@ class Driver(Startup):
         self._duration_ewma = 0.0
         self._delay = 0.0
         self._hello_count = 0
+        #: What the last callback did, for the module's slow-callback records.
+        self.last_work: tuple[Any, ...] = ()
         self.stats = {
             "sched_passes": 0,
             "sched_yields": 0,
@@ -213,6 +215,7 @@ class Driver(Startup):
     def handle(self, topic: str, msg: Any, payload: Any) -> None:
         """Dispatch one request.  ``payload`` is the decoded JSON (None when
         empty) or :func:`bad_payload`.  Never raises."""
+        self.last_work = (topic,)
         try:
             if topic == f"{self.name}.config-reload":
                 self.on_config_reload(msg, payload)
@@ -431,6 +434,12 @@ class Driver(Startup):
                 self._changed()
         self.transport.respond(msg, None)
 
+    def job_count(self) -> int:
+        """Jobs the engine knows plus alloc messages held: what the module's
+        memory grows with (:mod:`~fluxsched_py.flux.gcpace`)."""
+        e = self.engine
+        return (len(e._jobs) if e is not None else 0) + len(self._allocs)
+
     def stats_get(self) -> dict:
         e = self.engine
         s = dict(self.stats)
@@ -473,7 +482,8 @@ class Driver(Startup):
         except Exception as exc:  # an engine bug must not kill the module
             self.error(f"scheduling pass failed: {exc!r}")
             return False
-        dt = time.monotonic() - t0
+        t1 = time.monotonic()
+        dt = t1 - t0
         self._duration_ewma = 0.25 * dt + 0.75 * self._duration_ewma
         # Coalesce during bursts: when changes come faster than passes run,
         # wait about one pass duration so one pass serves many changes.
@@ -489,6 +499,13 @@ class Driver(Startup):
         for d in self.engine.hooks.drains():  # the sink effect: no further job is placed there
             self.log(LOG_INFO, f"draining ranks {d.ranks}: {d.reason}")
             self.transport.drain(str(d.ranks), d.reason)
+        self.last_work = (
+            "pass",
+            f"schedule {1e3 * dt:.1f} ms, send {1e3 * (time.monotonic() - t1):.1f} ms",
+            f"{len(res.responses)} responses",
+            f"{self.engine.pending_count} pending",
+            "more" if res.more else "done",
+        )
         if res.more and not self._pass_armed:
             self._pass_armed = True
             self.transport.request_pass(0.0)
@@ -524,6 +541,7 @@ class Driver(Startup):
 
     def _committed(self, batch: list[Response], err: str | None) -> None:
         self._committing -= 1
+        self.last_work = ("commit", f"{len(batch)} jobs")
         if err is None:
             self.stats["commits"] += 1
             for r in batch:

@@ -39,7 +39,9 @@ import flux  # noqa: F401  (the broker's bindings)
 import flux.constants
 import flux.kvs
 
+from .cbtime import CallbackClock
 from .driver import LOG_ERR, LOG_INFO, Driver, bad_payload, kvs_key
+from .gcpace import GcPacer
 from .siteconf import config_options
 
 
@@ -95,8 +97,11 @@ class FluxBinding:
         options = config_options(conf, self.name, args)  # ValueError -> the load fails
         _warm_imports()
         self.driver = Driver(self, options, name=self.name, job_name=_f58, module_args=args)
+        self._clock = CallbackClock(self.driver.stats, lambda: " / ".join(map(str, self.driver.last_work)))
+        self._gc = GcPacer(self.driver.job_count, self.driver.stats)
+        self._gc_timer = h.timer_watcher_create(0.0, self._timed(lambda *_: self._gc.tick(), "gc"))
         self._watchers: list[Any] = []
-        self._timer = h.timer_watcher_create(0.0, self._timed(self._on_timer))
+        self._timer = h.timer_watcher_create(0.0, self._timed(self._on_timer, "pass-timer"))
         self._acquire_f: Any = None
         self._failed = False
         self._deferred_since: float | None = None
@@ -126,18 +131,26 @@ class FluxBinding:
             done(str(exc))
             return
 
+        # A flux Future with a continuation is a reference cycle (it holds a
+        # handle to itself), so whatever its callback still refers to waits
+        # for a full garbage collection (see gcpace).  The callback drops the
+        # transaction and ``done`` (which holds the batch: every job's R)
+        # before it returns, so that only the future itself is left.
+        held: list[Any] = [txn, done]  # the transaction lives until the commit completes
+
         def cont(future: Any, _arg: Any = None) -> None:
+            if not held:  # pragma: no cover - a commit completes once
+                return
+            finish = held[1]
+            held.clear()
             try:
                 future.get()
             except OSError as exc:
-                done(str(exc))
+                finish(str(exc))
             else:
-                done(None)
-            finally:
-                del txn_ref[:]
+                finish(None)
 
-        txn_ref = [txn]  # keep the transaction alive until the commit completes
-        f.then(self._timed(cont))
+        f.then(self._timed(cont, "kvs-commit"))
 
     def log(self, level: int, text: str) -> None:
         self.h.log(level, text)
@@ -176,28 +189,11 @@ class FluxBinding:
 
     # -- watchers --------------------------------------------------------
 
-    def _timed(self, fn: Callable[..., Any]) -> Callable[..., Any]:
-        """``fn`` as a reactor callback that records, in the module's stats,
-        the longest time one callback kept the reactor (wall and CPU ms)
-        and how many took more than 100 ms of CPU: how long sched-py ever
-        made a request wait behind its own work (bench/bench_flux_load.py)."""
-        stats = self.driver.stats
-        perf, cpu = time.perf_counter, time.thread_time
-
-        def timed(*args: Any) -> Any:
-            t0, c0 = perf(), cpu()
-            try:
-                return fn(*args)
-            finally:
-                wall, used = 1e3 * (perf() - t0), 1e3 * (cpu() - c0)
-                if wall > stats["callback_max_ms"]:
-                    stats["callback_max_ms"] = wall
-                if used > stats["callback_max_cpu_ms"]:
-                    stats["callback_max_cpu_ms"] = used
-                if used > 100.0:
-                    stats["callbacks_over_100ms_cpu"] += 1
-
-        return timed
+    def _timed(self, fn: Callable[..., Any], name: str = "") -> Callable[..., Any]:
+        """``fn`` as a reactor callback timed into the module's stats
+        (:class:`~fluxsched_py.flux.cbtime.CallbackClock`): how long sched-py
+        ever made a request wait behind its own work."""
+        return self._clock.wrap(name or getattr(fn, "__name__", "?"), fn)
 
     def _on_timer(self, *_args: Any) -> None:
         # libflux dispatches ONE message per reactor loop iteration.  Were a
@@ -215,9 +211,16 @@ class FluxBinding:
                 return
         self._deferred_since = None
         try:
-            self.driver.run_pass()
+            more = self.driver.run_pass()
         except Exception as exc:  # pragma: no cover - driver.run_pass never raises
             self.log(LOG_ERR, f"pass failed: {exc!r}")
+            return
+        if not more and self._gc.active and self._gc.due():
+            # A full collection while it is cheap (gcpace), in a callback of
+            # its own so that it never adds to a pass slice.
+            self._gc_timer.stop()
+            self._gc_timer.reset(after=0.0)
+            self._gc_timer.start()
 
     def _payload(self, msg: Any) -> Any:
         if lib is None:  # pragma: no cover
@@ -239,7 +242,7 @@ class FluxBinding:
                 payload = bad_payload(str(exc))
             handle(topic, msg, payload)
 
-        return self._timed(cb)
+        return self._timed(cb, topic)
 
     def _register(self) -> None:
         for service in ("sched", "feasibility"):
@@ -266,7 +269,7 @@ class FluxBinding:
         self.driver.acquire(first)
         f.reset()
         self._acquire_f = f
-        f.then(self._timed(self._on_acquire))
+        f.then(self._timed(self._on_acquire, "resource.acquire"))
 
     def _on_acquire(self, future: Any, _arg: Any = None) -> None:
         try:
@@ -331,6 +334,8 @@ class FluxBinding:
         except (OSError, ValueError) as exc:
             self.log(LOG_ERR, f"initialization failed: {exc}")
             raise OSError(getattr(exc, "errno", None) or errno.EINVAL, str(exc)) from exc
+        self._clock.install_gc_probe()
+        self._gc.start()
         prof_path = os.environ.get("FLUXSCHED_PY_PROFILE")
         if prof_path:  # a developer aid: cProfile the reactor, dump at exit
             import cProfile
@@ -342,6 +347,8 @@ class FluxBinding:
                 prof.dump_stats(prof_path)
         else:
             rc = self.h.reactor_run()
+        self._clock.remove_gc_probe()
+        self._gc.stop()
         self.driver.close()
         if rc < 0 or self._failed:
             raise OSError(errno.ECONNRESET, "reactor exited with error")

@@ -81,6 +81,7 @@ class ProofLog:
     _gains_mark: int
     proofs: int
     use_proofs: bool
+    _times: list[float]
 
     def _init_log(self, use_proofs: bool) -> None:
         #: See :data:`PROOFS`.
@@ -189,7 +190,7 @@ class ProofLog:
                 # Every window [t, t + duration) that overlaps [a, b) from
                 # t >= now also covers [b, now + duration): what is in use
                 # there now is no gain to any of them.
-                ptimes, used = self._times, self._used
+                ptimes, used = self._times, self._materialize(bisect.bisect_left(self._times, limit) + 1)
                 k = bisect.bisect_right(ptimes, b) - 1
                 nseg = len(ptimes)
                 useful = bits
@@ -244,9 +245,23 @@ class ProofLog:
         and no segment of the step function that the window overlaps uses
         any of it (``own``, the job's own span still in the plan, aside)."""
         codec = self.codec
-        nodes = [full for full in codec.node_bits.values() if gained & full and pool & full == full]
-        if len(nodes) > self.WHOLE_AGAIN_NODES:
-            return None
+        shift = codec.unit_shift
+        if shift is not None:
+            # one unit per node: the touched nodes and the whole ones are
+            # two masks, not a walk of every node
+            cand = (gained | gained >> shift) & codec.whole_nodes(pool)
+            if cand.bit_count() > self.WHOLE_AGAIN_NODES:
+                return None
+            node_bits = codec.node_bits
+            nodes = []
+            while cand:
+                low = cand & -cand
+                cand ^= low
+                nodes.append(node_bits[low.bit_length() - 1])
+        else:
+            nodes = [full for full in codec.node_bits.values() if gained & full and pool & full == full]
+            if len(nodes) > self.WHOLE_AGAIN_NODES:
+                return None
         add = [0] * len(times)
         if not nodes:
             return add
@@ -261,7 +276,7 @@ class ProofLog:
         mask = 0
         for full in fulls:
             mask |= full
-        busy = [u & mask for u in self._used[k0:kend]]
+        busy = [u & mask for u in self._materialize(kend)[k0:kend]]
         last = len(times) - 1
         for full in fulls:
             # 1 where the node is unused, per segment; runs of 1s are the

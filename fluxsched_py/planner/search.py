@@ -123,7 +123,7 @@ class Planner(Timeline):
         match = self.match_bits
         fit, codec = self.matcher.fit, self.codec
         window = _WindowUnion()
-        used = self._used
+        used = self._materialize(self._reach(cands, duration))
         n = len(times)
         lo = self._index(start)  # first segment in the window
         hi = lo  # first segment not yet pushed
@@ -151,6 +151,11 @@ class Planner(Timeline):
             last_failed = avail
         return None
 
+    def _reach(self, cands: list[float], duration: float) -> int:
+        """How many segments a search over ``cands`` for ``duration`` reads."""
+        end = cands[-1] + duration
+        return len(self._times) if end == math.inf else bisect.bisect_left(self._times, end) + 1
+
     def _earliest_whole(
         self, request: Any, now: float, duration: float, policy: str, cands: list[float], pool: int, trace: NoEarlier
     ) -> tuple[float, Any, int] | None:
@@ -162,7 +167,7 @@ class Planner(Timeline):
         n = trace.n
         whole_count = self.codec.whole_count
         ttimes, twhole = trace.times, trace.whole
-        times, used = self._times, self._used
+        times, used = self._times, self._materialize(self._reach(cands, duration))
         nseg = len(times)
         back: list[int] = []
         back_agg = 0
@@ -220,7 +225,7 @@ class Planner(Timeline):
         it exactly (``exact``), the matcher is called once, at the time the
         search settles on, instead of at every probe that fits.  The probes
         and their outcomes are the same, so is the answer."""
-        used, index, match = self._used, self._index, self.match_bits
+        used, index, match = self._materialize(self._index(cands[-1]) + 1), self._index, self.match_bits
         fit = self.matcher.fit if exact else None
         codec = self.codec
 

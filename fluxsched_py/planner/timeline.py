@@ -7,10 +7,22 @@ is a promise made to a pending job.  Spans of different jobs that overlap in
 time must use disjoint resources; the planner trusts its callers on that,
 exactly as the graph refuses double allocation.
 
-The step function: sorted boundary times, and for each segment between two
-boundaries the union of the resources used during it.  Adding or removing a
-span touches only the segments it covers.  :meth:`Timeline.available_bits`
-intersects over a window.  Every set is a flat integer (:mod:`.flat`).
+The step function: sorted boundary times, and at each boundary the union of
+the resources of the spans that start there and of those that end there
+(difference encoding).  What is in use during a segment follows from the
+segment before it: drop what ends, add what starts.  Adding or removing a
+span touches its two boundaries only, whatever it covers, so a job started
+on a machine with thousands of running jobs costs two set operations, not
+one per segment.  The segments' unions are a cache, rebuilt from the first
+boundary a change touched up to the furthest one a question reads
+(:meth:`Timeline._materialize`): a pass that only starts jobs never rebuilds
+it.  :meth:`Timeline.available_bits` intersects over a window.  Every set is
+a flat integer (:mod:`.flat`).
+
+The difference encoding needs spans that overlap in time to use disjoint
+resources (the planner's contract).  A span that breaks it (``sched.expiration``
+can) is caught when it is added, and the timeline then keeps every segment's
+union up to date directly, for good, as the union of the spans over it.
 
 What "up" means comes from the graph: a resource is in the pool at time
 ``t0`` if it is free in the graph now, or held by a running job that is
@@ -108,9 +120,18 @@ class Timeline(ProofLog):
         self.codec = FlatCodec(graph)
         self._spans: dict[int, Span] = {}
         self._reserved: dict[int, Span] = {}  # the reserved spans, in _spans' order
-        # The step function: _used[k] is busy during [_times[k], _times[k+1]).
+        # The step function: _used[k] is busy during [_times[k], _times[k+1]),
+        # a cache that is right for k < _valid (see _materialize); _used[0]
+        # always is.  _starts[k] and _ends[k] (k >= 1) are the unions of the
+        # spans that start and end at _times[k].  Once spans overlapped
+        # (_eager), _used is kept whole and _starts/_ends are unused.
         self._times: list[float] = [-math.inf]
         self._used: list[int] = [0]
+        self._starts: list[int] = [0]
+        self._ends: list[int] = [0]
+        self._valid = 1
+        self._eager = False
+        self._start_times: list[float] = []  # starts after the floor, sorted, one per span
         self._refs: list[int] = [1]  # spans starting or ending at _times[k]
         # Boundaries at or before _floor are folded into the first segment
         # (see _forget_past): it stands for [_floor, _times[1]).
@@ -172,11 +193,27 @@ class Timeline(ProofLog):
         self._log_gain(span.start, span.end, span.bits, jobid)
         lo = self._index(span.start)
         hi = self._index(span.end) if span.end != math.inf else len(self._times)
-        bits = span.bits
-        used = self._used
-        for k in range(lo, hi):
-            used[k] ^= used[k] & bits
         floor = self._floor
+        if self._eager:
+            bits = span.bits
+            used = self._used
+            for k in range(lo, hi):
+                used[k] ^= used[k] & bits  # & ~ without a negative int
+        elif hi > lo:
+            b = span.bits
+            if lo == 0:
+                self._used[0] ^= self._used[0] & b  # & ~ without a negative int
+                self._valid = 1
+            else:
+                self._starts[lo] ^= self._starts[lo] & b
+                st = self._start_times
+                del st[bisect.bisect_left(st, span.start)]
+                if lo < self._valid:
+                    self._valid = lo
+            if hi < len(self._times):
+                self._ends[hi] ^= self._ends[hi] & b
+                if hi < self._valid:
+                    self._valid = hi
         if span.end > floor:  # else its boundary was folded away
             self._unref(hi)
         if span.start > floor:
@@ -286,10 +323,16 @@ class Timeline(ProofLog):
         span that starts (or ends) at or before the floor takes no boundary
         there, and gives none back when it is removed.
         """
-        times, used, refs = self._times, self._used, self._refs
+        times, refs = self._times, self._refs
         k = bisect.bisect_right(times, self.now) - 1  # the segment holding now
+        used = self._materialize(k + 1)
         used[0] = used[k]
         del times[1 : k + 1], used[1 : k + 1], refs[1 : k + 1]
+        if not self._eager:
+            del self._starts[1 : k + 1], self._ends[1 : k + 1]
+            st = self._start_times
+            del st[: bisect.bisect_right(st, self.now)]
+            self._valid = max(1, self._valid - k)
         self._floor = self.now
 
     def free_bits(self) -> int:
@@ -367,7 +410,7 @@ class Timeline(ProofLog):
         lo = self._index(t0)
         hi = bisect.bisect_left(self._times, t1)
         busy = 0
-        used = self._used
+        used = self._materialize(hi)
         for k in range(lo, hi):
             busy |= used[k]
         return self.pool_bits() & ~busy
@@ -392,6 +435,57 @@ class Timeline(ProofLog):
         rs, bits = placement
         return rs if rs is not None else self.codec.decode(bits)
 
+    def _materialize(self, upto: int | None = None) -> list[int]:
+        """The segments' unions, right for every segment before ``upto``
+        (every segment when None): rebuilt from the first stale one, each
+        from the one before it (what ends there goes, what starts comes)."""
+        used = self._used
+        if self._eager:
+            return used
+        n = len(used)
+        if upto is None or upto > n:
+            upto = n
+        k = self._valid
+        if k < upto:
+            starts, ends = self._starts, self._ends
+            u = used[k - 1]
+            for j in range(k, upto):
+                # spans over a segment are disjoint: xor is and-not, then or
+                e = ends[j]
+                if e:
+                    u ^= e
+                s = starts[j]
+                if s:
+                    u ^= s
+                used[j] = u
+            self._valid = upto
+        return used
+
+    def _overlaps(self, lo: int, hi: int, b: int) -> bool:
+        """True when ``b`` meets a span over segments ``[lo, hi)``: what is
+        in use during segment ``lo``, or what starts at a later boundary
+        before ``hi``."""
+        if self._materialize(lo + 1)[lo] & b:
+            return True
+        st = self._start_times
+        times = self._times
+        i = bisect.bisect_right(st, times[lo])
+        j = bisect.bisect_left(st, times[hi]) if hi < len(times) else len(st)
+        if i < j:
+            starts, index = self._starts, self._index
+            last = None
+            for t in st[i:j]:
+                if t != last and starts[index(t)] & b:
+                    return True
+                last = t
+        return False
+
+    def _go_eager(self) -> None:
+        """Spans overlapped: from now on keep every segment's union whole."""
+        self._materialize()
+        self._eager = True
+        self._starts, self._ends, self._start_times = [], [], []
+
     def _index(self, t: float) -> int:
         """Index of the segment containing ``t``."""
         return bisect.bisect_right(self._times, t) - 1
@@ -405,8 +499,17 @@ class Timeline(ProofLog):
         if self._times[k] != t:
             k += 1
             self._times.insert(k, t)
-            self._used.insert(k, self._used[k - 1])
             self._refs.insert(k, 0)
+            if self._eager:
+                self._used.insert(k, self._used[k - 1])
+            else:
+                self._starts.insert(k, 0)
+                self._ends.insert(k, 0)
+                if k < self._valid:  # nothing starts or ends there yet
+                    self._used.insert(k, self._used[k - 1])
+                    self._valid += 1
+                else:
+                    self._used.insert(k, 0)
         self._refs[k] += 1
         return k
 
@@ -416,10 +519,15 @@ class Timeline(ProofLog):
         self._refs[k] -= 1
         if self._refs[k] == 0 and k > 0:
             used = self._used
-            freed = used[k] & ~used[k - 1]
-            if freed:  # only when spans overlapped: the merge frees something
-                end = self._times[k + 1] if k + 1 < len(self._times) else math.inf
-                self._log_gain(self._times[k], end, freed, -2)
+            if self._eager:
+                freed = used[k] & ~used[k - 1]
+                if freed:  # only when spans overlapped: the merge frees something
+                    end = self._times[k + 1] if k + 1 < len(self._times) else math.inf
+                    self._log_gain(self._times[k], end, freed, -2)
+            else:  # nothing starts or ends there any more: same union as before it
+                del self._starts[k], self._ends[k]
+                if k < self._valid:
+                    self._valid -= 1
             del self._times[k], used[k], self._refs[k]
 
     def _add(self, span: Span) -> None:
@@ -430,11 +538,25 @@ class Timeline(ProofLog):
         lo = self._split(span.start)
         hi = self._split(span.end) if span.end != math.inf else len(self._times)
         b = span.bits
-        used = self._used
-        for k in range(lo, hi):
-            if used[k] & b:
-                self._overlapped = True
-            used[k] |= b
+        if not self._eager and hi > lo and self._overlaps(lo, hi, b):
+            self._go_eager()
+        if self._eager:
+            used = self._used
+            for k in range(lo, hi):
+                if used[k] & b:
+                    self._overlapped = True
+                used[k] |= b
+        elif hi > lo:
+            if lo == 0:
+                self._used[0] |= b
+                self._valid = 1
+            else:
+                self._starts[lo] |= b
+                bisect.insort(self._start_times, span.start)
+                if lo < self._valid:
+                    self._valid = lo
+            if hi < len(self._times):
+                self._ends[hi] |= b
         self._spans[span.jobid] = span
         if not span.running:
             self._reserved[span.jobid] = span
