@@ -252,6 +252,7 @@ class _Engine:
         class R:
             responses: list = []
             more = False
+            preempt: list = []
 
         return R()
 
@@ -335,3 +336,32 @@ def test_call_me_later_for_an_easypp_correction():
     plain.submit("w!b", 1, 100.0, 20.0)
     plain.submit("w!c", 2, 50.0, 20.0)
     assert not any(isinstance(d, CallMeLater) for d in plain.decide(20.0))  # b's completion explains c's start
+
+
+# -- best-effort jobs (rfcs/preemption.md) -----------------------------------
+
+
+def submit_be(t, jid, res, after=0, walltime=100.0):
+    job = {"id": jid, "res": res, "profile": "p", "walltime": walltime, "preemptible-after": after}
+    return (t, "JOB_SUBMITTED", {"job_id": jid, "job": job})
+
+
+def test_a_regular_job_kills_best_effort_jobs_then_starts_in_the_same_reply(d):
+    r = reply(d, 0.0, *(submit_be(0.0, f"w0!{i}", 1) for i in range(1, 5)))
+    assert types(r) == ["EXECUTE_JOB"] * 4
+    r = reply(d, 1.0, submit(1.0, "w0!10", 2))
+    assert types(r) == ["KILL_JOB", "KILL_JOB", "EXECUTE_JOB"]  # killed at once, as in the replay
+    victims = [e["data"]["job_ids"][0] for e in r["events"] if e["type"] == "KILL_JOB"]
+    assert r["events"][2]["data"]["job_id"] == "w0!10"
+    # Batsim then reports the kills (JOB_COMPLETED with COMPLETED_KILLED, or
+    # JOB_KILLED, also for a job that completed on its own first): acknowledged.
+    killed = {"job_ids": victims, "job_progress": {}}
+    r = reply(d, 1.2, completed(1.2, victims[0]), (1.2, "JOB_KILLED", killed))
+    assert "EXECUTE_JOB" not in types(r) and "KILL_JOB" not in types(r)
+    assert d.scheduler.engine.stats["preemptions"] == 2 and d.scheduler.stats["killed"] == 2
+    assert set(d.scheduler.unfinished()) == {"w0!10"} | ({f"w0!{i}" for i in range(1, 5)} - set(victims))
+
+
+def test_malformed_preemptible_after_is_a_protocol_error(d):
+    with pytest.raises(ProtocolError, match="preemptible-after"):
+        reply(d, 0.0, submit_be(0.0, "w0!1", 1, after="later"))

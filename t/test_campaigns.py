@@ -14,17 +14,18 @@ from types import SimpleNamespace
 import pytest
 
 from fluxsched_py.engine import Engine, ResponseType
-from fluxsched_py.engine.campaigns import DecayedUsage, campaign_of, campaign_order, is_best_effort
+from fluxsched_py.engine.campaigns import DecayedUsage, campaign_of, campaign_order
+from fluxsched_py.engine.jobs import Job
 from fluxsched_py.engine.sink import SinkDetector
 from fluxsched_py.jobspec import parse_jobspec
 from fluxsched_py.replay.platform import nodes_R
 from fluxsched_py.resource import ResourceGraph
 
 
-def jobspec(duration=100.0, campaign=None, kind=None, best_effort=False):
+def jobspec(duration=100.0, campaign=None, kind=None, best_effort=False, after=0):
     system = {"duration": duration}
     if best_effort:
-        system["preemptible-after"] = 0
+        system["preemptible-after"] = after
     spec = {
         "version": 1,
         "resources": [
@@ -78,8 +79,8 @@ def test_campaign_attributes():
     assert campaign_of(parse_jobspec(jobspec(campaign="c1", kind="test"))) == ("c1", "test")
     with pytest.raises(ValueError, match="campaign-type='urgent'"):
         campaign_of(parse_jobspec(jobspec(campaign="c1", kind="urgent")))
-    assert is_best_effort(parse_jobspec(jobspec(best_effort=True)))
-    assert not is_best_effort(parse_jobspec(jobspec(campaign="c1")))
+    assert Job(1, 0, 0, 0.0, parse_jobspec(jobspec(best_effort=True))).preemptible_after == 0
+    assert Job(1, 0, 0, 0.0, parse_jobspec(jobspec(campaign="c1"))).preemptible_after is None
 
 
 def _job(name, campaign, kind=None):
@@ -119,7 +120,8 @@ def test_a_bad_campaign_type_is_denied_with_the_attribute_named():
 
 def _run_queue(best_effort: bool) -> list[int]:
     """1 node, fcfs.  X (campaign big) runs 0-50: big's usage is 50 node-s.
-    Then R1, B1 (big), R2, B2 (test campaign), B3 (small) wait; each runs 10 s."""
+    Then R1, B1 (big), R2, B2 (test campaign), B3 (small) wait; each runs 10 s.
+    Best-effort jobs start after the regular pass, on what no regular job takes."""
     e = engine(**{"campaign-half-life": "1000"})
     order = []
     e.alloc(100, 0, 1, 0.0, jobspec(campaign="big", best_effort=best_effort))
@@ -145,8 +147,8 @@ def _run_queue(best_effort: bool) -> list[int]:
 
 
 def test_best_effort_jobs_go_in_campaign_order_and_regular_jobs_keep_theirs():
-    # Places of best-effort jobs: 2nd and 4th and 5th; campaign order: try (test), small (0), big (50).
-    assert _run_queue(best_effort=True) == [100, 1, 4, 3, 5, 2]
+    # Regular jobs first (R1, R2), then campaign order: try (test), small (0), big (50).
+    assert _run_queue(best_effort=True) == [100, 1, 3, 4, 5, 2]
     assert _run_queue(best_effort=False) == [100, 1, 2, 3, 4, 5]  # not best-effort: queue order
 
 
@@ -181,7 +183,7 @@ def test_a_cancelled_job_leaves_its_campaigns_count():
     st = e.hooks.stats(10.0)["c"]
     assert (st["pending"], st["running"], st["completed"]) == (0, 1, 1)
     assert st["eta"] == pytest.approx(20.0)  # 1 left at 1 job / 10 s
-    assert e.hooks.best_effort == 0
+    assert e.besteffort.queue.npending == 0
 
 
 def test_expected_duration_is_the_campaign_mean_capped_at_the_walltime():
@@ -245,25 +247,17 @@ def test_campaign_half_life_and_sink_jobs_reject_bad_values():
     assert math.isclose(EngineOptions.parse({"campaign-half-life": "60"}).campaign_half_life, 60.0)
 
 
-def _placed_with_history(runtime: float) -> list[int]:
-    """4 nodes, easy, policy low.  Campaign c first completes one job that ran
-    ``runtime`` s.  At t=1000: A and B (regular) hold ranks 0 and 1 until
-    1100; H needs 3 nodes and is reserved at 1100 on ranks 0-2; rank 3 is
-    never reserved.  X (best-effort, campaign c) plans with a protected
-    window of 10 s (as the preemption core plans it) and a walltime of 5000 s.
-    Returns X's ranks."""
+def _placed_with_history(runtime: float, predictor: str = "true") -> list[int]:
+    """4 nodes, easy, policy locality (best-effort jobs use it too).
+    Campaign c first completes one job that ran ``runtime`` s.  At t=1000: A
+    and B (regular) hold ranks 0 and 1 until 1100; H needs 3 nodes and is
+    reserved at 1100 on ranks 0-2; rank 3 is never reserved.  X
+    (best-effort, campaign c, preemptible-after 10: its protected window)
+    has a walltime of 5000 s.  Returns X's ranks."""
     e = Engine(
-        ResourceGraph.from_rv1(nodes_R([f"n{i}" for i in range(4)], 1)), {"queue-policy": "easy", "policy": "low"}
+        ResourceGraph.from_rv1(nodes_R([f"n{i}" for i in range(4)], 1)),
+        {"queue-policy": "easy", "policy": "locality", "campaign-predictor": predictor},
     )
-    submitted = e.hooks.submitted
-
-    def window(job):  # the preemption core's planning rule: the protected window
-        job = submitted(job)
-        if is_best_effort(job.request):
-            job.duration = 10.0
-        return job
-
-    e.hooks.submitted = window
     e.alloc(1, 0, 1, 0.0, jobspec(duration=5000.0, campaign="c"))
     started(e, 0.0)
     e.free(1)
@@ -276,7 +270,8 @@ def _placed_with_history(runtime: float) -> list[int]:
     spec["resources"][0]["count"] = 3
     e.alloc(4, 0, 1, t, spec)
     assert started(e, t) == []
-    e.alloc(5, 0, 1, t, jobspec(duration=5000.0, campaign="c", best_effort=True))
+    assert e.planner.span(4).start == 1100.0
+    e.alloc(5, 0, 1, t, jobspec(duration=5000.0, campaign="c", best_effort=True, after=10))
     ((jobid, ranks),) = started(e, t)
     assert jobid == 5
     return ranks
@@ -286,5 +281,7 @@ def test_best_effort_jobs_go_where_their_predicted_run_ends_before_a_reservation
     # Expected 200 s > the 10 s window: rank 2 is reserved for H from 1100,
     # rank 3 never is: X goes to rank 3 (it would be preempted on rank 2).
     assert _placed_with_history(200.0) == [3]
-    # Expected 5 s < the window: no preference, the lowest free rank.
+    # The same with the predictor off: the first free rank, 2.
+    assert _placed_with_history(200.0, predictor="false") == [2]
+    # Expected 5 s < the window: no preference, the first free rank.
     assert _placed_with_history(5.0) == [2]

@@ -17,6 +17,11 @@ test freed), which ranks are down, drained or shrunk.  After every step:
   free (up, not drained, not shrunk, held by nobody);
 * free + allocated + down = all, comparing the engine's
   ``resource_status()`` and ``graph.free()`` with the model;
+* best-effort jobs (``preemptible-after``): a preemption only ever names a
+  running best-effort job past its protected window, never twice (a
+  restart included: hello says which were preempted), for a pending
+  regular job; what the engine holds for a job waiting for its victims is
+  held by no running job, counts as allocated, and is in its SUCCESS;
 * every alloc gets exactly one final response (SUCCESS, DENY or CANCEL):
   no final response, and no ANNOTATE, goes to a job that has no alloc in
   flight, so no SUCCESS ever goes to a cancelled or denied job and a denied
@@ -54,7 +59,8 @@ from fluxsched_py.resource import ResourceGraph
 NODES = 4
 CORES = 4
 ALL_ITEMS = frozenset((r, c) for r in range(NODES) for c in range(CORES))
-SCHED_KEYS = {"t_estimate", "reason_pending", "jobs_ahead", "queue", "resource_summary", "backfill"}
+SCHED_KEYS = {"t_estimate", "reason_pending", "jobs_ahead", "queue", "resource_summary", "backfill", "besteffort"}
+RUNNING_KEYS = {"resource_summary", "backfill", "besteffort"}
 
 
 def instance_R() -> dict:
@@ -98,7 +104,7 @@ def R_of(items: set[tuple[int, int]]) -> dict:
     return {"version": 1, "execution": {"R_lite": lite, "starttime": 0.0, "expiration": 0.0}}
 
 
-def jobspec(nnodes: int, ncores: int, duration: float, queue: str | None) -> dict:
+def jobspec(nnodes: int, ncores: int, duration: float, queue: str | None, pa: float | None = None) -> dict:
     if nnodes:
         slot = {"type": "slot", "count": 1, "label": "task", "with": [{"type": "core", "count": CORES}]}
         res = [{"type": "node", "count": nnodes, "exclusive": True, "with": [slot]}]
@@ -107,6 +113,8 @@ def jobspec(nnodes: int, ncores: int, duration: float, queue: str | None) -> dic
     system: dict = {"duration": duration}
     if queue:
         system["queue"] = queue
+    if pa is not None:
+        system["preemptible-after"] = pa
     return {
         "version": 1,
         "resources": res,
@@ -147,6 +155,8 @@ job_shapes = st.one_of(
     st.tuples(st.just(0), st.integers(1, CORES * 2 + 1)),  # cores anywhere
 )
 durations = st.sampled_from([0.0, 5.0, 10.0, 30.0, 100.0])
+#: preemptible-after: None for a regular job (most), else seconds or an FSD string
+windows = st.sampled_from([None, None, None, 0, 0, 20.0, "1m"])
 
 
 class EngineModel(RuleBasedStateMachine):
@@ -169,6 +179,9 @@ class EngineModel(RuleBasedStateMachine):
         self.ann: dict[int, dict] = {}  # id -> sched annotations the job-manager holds
         self.estimated_at: dict[int, float] = {}  # id -> when its t_estimate was sent
         self.passed = False  # a complete pass ran since the last change
+        self.preempted: dict[int, int] = {}  # victim -> the job it was preempted for (every one, ever)
+        self.claims: dict[int, set] = {}  # job waiting for its victims -> what the engine holds for it
+        self.victim_items: dict[int, set] = {}  # job -> what the jobs preempted for it held
         self.errors = ErrorLog()
         logging.getLogger("fluxsched_py").addHandler(self.errors)
         self.engine = self.new_engine()
@@ -182,10 +195,19 @@ class EngineModel(RuleBasedStateMachine):
         return Engine(self.graph, self.OPTIONS, stopwatch=self.stopwatch)
 
     def held(self) -> set[tuple[int, int]]:
+        """Items of running jobs, and those the engine holds for jobs waiting
+        for their victims (:meth:`claimed`): nobody else may have them."""
         out: set[tuple[int, int]] = set()
         for j in self.running.values():
             out |= j["items"]
+        for items in self.claimed().values():
+            assert not (out & items), f"items held for a starting job are held by a running job: {out & items}"
+            out |= items
         return out
+
+    def claimed(self) -> dict[int, set[tuple[int, int]]]:
+        e = self.engine
+        return {y: items_of(e.graph.allocation(y).to_rv1(e.graph)) for y in e.besteffort.starting()}
 
     def model_all(self) -> set[tuple[int, int]]:
         held = self.held()
@@ -201,6 +223,7 @@ class EngineModel(RuleBasedStateMachine):
     def take(self, responses, expect_only: tuple[ResponseType, ...] | None = None) -> None:
         """Apply the engine's responses to the model, checking each."""
         free_before = self.model_free()
+        claims = self.claims
         for r in responses:
             if expect_only is not None:
                 assert r.type in expect_only, f"unexpected {r.type.name} for job {r.id}"
@@ -215,7 +238,11 @@ class EngineModel(RuleBasedStateMachine):
             if r.type is ResponseType.SUCCESS:
                 items = items_of(r.R)
                 assert items, f"job {r.id}: SUCCESS with an empty R"
-                assert items <= free_before, f"job {r.id}: given items that are not free: {items - free_before}"
+                # What was held for it, and what its victims held (it may be on
+                # a rank drained since: a drain does not take resources back).
+                mine = claims.get(r.id, set()) | self.victim_items.get(r.id, set())
+                assert items <= free_before | mine, f"job {r.id}: given items that are not free: {items - free_before}"
+                assert claims.get(r.id, set()) <= items, f"job {r.id}: did not get what was held for it"
                 free_before -= items
                 nnodes, ncores = job["shape"]
                 if nnodes:
@@ -234,11 +261,12 @@ class EngineModel(RuleBasedStateMachine):
                     "t_submit": job["t_submit"],
                     "freed": set(),
                     "start": self.now,
+                    "pa": job["pa"],
                 }
                 self.annotate(r.id, r.annotations)
-                assert set(self.ann.get(r.id, {})) == {"resource_summary"} | (
-                    {"backfill"} if "backfill" in self.ann.get(r.id, {}) else set()
-                ), f"running job {r.id} keeps pending annotations: {self.ann[r.id]}"
+                held = set(self.ann.get(r.id, {}))
+                assert "resource_summary" in held and held <= RUNNING_KEYS, f"running job {r.id} keeps {held}"
+                assert ("besteffort" in held) == (job["pa"] is not None), f"job {r.id}: {held}"
             else:
                 if r.type is ResponseType.DENY:
                     assert r.note, f"job {r.id}: DENY without a note"
@@ -268,6 +296,17 @@ class EngineModel(RuleBasedStateMachine):
     def run_pass(self, budget: float | None = None) -> bool:
         res = self.engine.schedule(self.now, budget)
         self.take(res.responses)
+        for a in res.preempt:
+            job = self.running.get(a.id)
+            assert job is not None, f"preempt of job {a.id}, which does not run"
+            assert job["pa"] is not None, f"regular job {a.id} preempted"
+            assert a.id not in self.preempted, f"job {a.id} preempted twice"
+            window = 60.0 if job["pa"] == "1m" else job["pa"]
+            assert self.now >= job["start"] + window, f"job {a.id} preempted inside its protected window"
+            assert a.for_id in self.pending and self.pending[a.for_id]["pa"] is None, f"preempted for {a.for_id}"
+            self.preempted[a.id] = a.for_id
+            self.victim_items.setdefault(a.for_id, set()).update(job["items"])
+            STEPS["preempted"] = STEPS.get("preempted", 0) + 1
         if not res.more:
             self.passed = True
         return res.more
@@ -281,15 +320,17 @@ class EngineModel(RuleBasedStateMachine):
             self.run_pass()
 
     @rule(
-        jobs=st.lists(st.tuples(job_shapes, durations, st.integers(0, 31), st.integers(0, 2)), min_size=1, max_size=3),
+        jobs=st.lists(
+            st.tuples(job_shapes, durations, st.integers(0, 31), st.integers(0, 2), windows), min_size=1, max_size=3
+        ),
         then_pass=st.booleans(),
     )
     def alloc(self, jobs, then_pass):
-        for shape, duration, prio, q in jobs:
+        for shape, duration, prio, q, pa in jobs:
             jobid = self.next_id
             self.next_id += 1
-            spec = jobspec(shape[0], shape[1], duration, self.QUEUES[q % len(self.QUEUES)])
-            job = {"spec": spec, "prio": prio, "t_submit": self.now, "shape": shape, "duration": duration}
+            spec = jobspec(shape[0], shape[1], duration, self.QUEUES[q % len(self.QUEUES)], pa)
+            job = {"spec": spec, "prio": prio, "t_submit": self.now, "shape": shape, "duration": duration, "pa": pa}
             self.send_alloc(jobid, job)
         self.after(then_pass)
 
@@ -327,6 +368,17 @@ class EngineModel(RuleBasedStateMachine):
             assert self.engine.free(jobid, R_of(job["items"]), final=True) == []
             del self.running[jobid]
             self.ann.pop(jobid, None)
+        self.changed()
+        self.after(then_pass)
+
+    @rule(data=st.data(), then_pass=st.booleans())
+    @precondition(lambda self: any(v in self.running for v in self.preempted))
+    def preempted_job_ends(self, data, then_pass):
+        """The job-manager raised the preempt exception: the job ends and is freed."""
+        jobid = data.draw(st.sampled_from(sorted(v for v in self.preempted if v in self.running)))
+        assert self.engine.free(jobid, None, final=True) == []
+        del self.running[jobid]
+        self.ann.pop(jobid, None)
         self.changed()
         self.after(then_pass)
 
@@ -431,6 +483,9 @@ class EngineModel(RuleBasedStateMachine):
             h = {"id": jobid, "priority": job["prio"], "userid": 0, "t_submit": job["t_submit"], "R": job["R"]}
             if job["freed"]:
                 h["free"] = ",".join(map(str, sorted(job["freed"])))
+            if job["pa"] is not None:  # the Flux driver reads it from the jobspec
+                h["preemptible_after"] = 60.0 if job["pa"] == "1m" else job["pa"]
+                h["preempted"] = jobid in self.preempted
             hello.append(h)
         assert self.engine.hello(hello) == []
         STEPS["hello jobs"] = STEPS.get("hello jobs", 0) + len(hello)
@@ -447,6 +502,7 @@ class EngineModel(RuleBasedStateMachine):
     @invariant()
     def count_step(self):
         STEPS["steps"] += 1
+        self.claims = self.claimed()
 
     @invariant()
     def engine_logged_no_error(self):
@@ -481,8 +537,16 @@ class EngineModel(RuleBasedStateMachine):
     def engine_knows_what_the_model_knows(self):
         e = self.engine
         assert sorted(j.id for j in e.running) == sorted(self.running)
-        assert sorted(j.id for j in e.pending()) == sorted(self.pending)
-        assert e.pending_count == len(self.pending)
+        starting = e.besteffort.starting()
+        assert sorted([j.id for j in e.pending()] + list(starting)) == sorted(self.pending)
+        assert e.pending_count == len(self.pending) - len(starting)
+        for jobid, victims in starting.items():  # waits only for preempted jobs that still run
+            assert all(self.preempted.get(v) == jobid and v in self.running for v in victims), (
+                jobid,
+                victims,
+                self.preempted,
+                sorted(self.running),
+            )
 
     @invariant()
     def one_final_response_per_alloc(self):
@@ -494,14 +558,22 @@ class EngineModel(RuleBasedStateMachine):
     @invariant()
     def annotations_agree_with_the_engine(self):
         for jobid in self.running:
-            extra = set(self.ann.get(jobid, {})) - {"resource_summary", "backfill"}
+            extra = set(self.ann.get(jobid, {})) - RUNNING_KEYS
             assert not extra, f"running job {jobid} holds {extra}"
         if not self.passed:
             return
         depth = 64
         by_queue: dict[str | None, list[int]] = {}
+        besteffort = []
         for job in self.engine.pending():
+            if job.preemptible_after is not None:
+                besteffort.append(job.id)
+                continue
             by_queue.setdefault(job.queue.name if job.queue else None, []).append(job.id)
+        for jobid in besteffort[:depth]:
+            assert self.ann.get(jobid, {}).get("reason_pending", "").startswith("best-effort"), jobid
+        for jobid in self.engine.besteffort.starting():
+            assert self.ann[jobid]["reason_pending"].startswith("preempting "), self.ann[jobid]
         for _q, ids in by_queue.items():
             for pos, jobid in enumerate(ids[:depth]):
                 ann = self.ann.get(jobid, {})
@@ -583,3 +655,4 @@ def test_ten_thousand_steps():
     assert steps >= 10_000, STEPS
     # The interleavings did exercise every kind of answer and a recovery.
     assert all(STEPS.get(k, 0) > 100 for k in ("SUCCESS", "DENY", "CANCEL", "hello jobs")), STEPS
+    assert STEPS.get("preempted", 0) > 20, STEPS

@@ -584,3 +584,38 @@ def test_easypp_arms_a_pass_for_the_prediction_and_corrects_there():
     d.run_pass()  # the timer fires: job 2 outlived its prediction
     assert d.engine.planner.span(2).end == start + 100
     assert t.kvs[kvs_key(2, "R")]["execution"]["expiration"] == start + 100  # the kill time never moved
+
+
+# -- best-effort jobs and preemption (rfcs/preemption.md) ------------------
+
+
+def _besteffort(ncores, after=0):
+    spec = jobspec(ncores=ncores)
+    spec["attributes"]["system"]["preemptible-after"] = after
+    return spec
+
+
+def test_preemption_raises_a_preempt_exception_naming_the_job_and_succeeds_after_the_free():
+    d, t = make(job_name=lambda i: f"f{i}")
+    for i in range(1, 9):  # 8 one-core best-effort jobs fill both nodes
+        alloc(d, t, i, _besteffort(1))
+    assert all("R" in replies(t, f"alloc-{i}")[-1] for i in range(1, 9))
+    alloc(d, t, 20, jobspec(ncores=4, nnodes=1))
+    raised = [p for k, _, p in t.sent if k == "exception"]
+    assert len(raised) == 4 and {p["type"] for p in raised} == {"preempt"}
+    assert all(p["severity"] == 0 and "f20" in p["note"] for p in raised)
+    assert not any("R" in p for p in replies(t, "alloc-20"))  # no SUCCESS before the frees
+    for p in raised:
+        R = replies(t, f"alloc-{p['id']}")[-1]["R"]
+        d.handle("sched.free", f"free-{p['id']}", {"id": p["id"], "R": R, "final": True})
+        t.run_passes()
+    assert "R" in replies(t, "alloc-20")[-1]
+    stats = d.stats_get()
+    assert stats["engine"]["preemptions"] == 4 and stats["preempt_raised"] == 4
+
+
+def test_malformed_preemptible_after_is_denied_by_the_module():
+    d, t = make()
+    alloc(d, t, 1, _besteffort(1, after="later"))
+    (deny,) = replies(t, "alloc-1")
+    assert deny["type"] == 2 and "preemptible-after" in deny["note"]

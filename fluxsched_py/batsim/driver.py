@@ -33,6 +33,7 @@ else, such as an instance expiration — gets a :class:`CallMeLater`.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import logging
 import math
@@ -52,6 +53,7 @@ __all__ = [
     "Decision",
     "Execute",
     "Host",
+    "Kill",
     "Reject",
     "hosts_R",
     "profile_runtime",
@@ -91,7 +93,15 @@ class CallMeLater:
     when: float
 
 
-Decision = Execute | Reject | CallMeLater
+@dataclass(frozen=True, slots=True)
+class Kill:
+    """Preempt a running best-effort job (KILL_JOB): the engine's :class:`~fluxsched_py.engine.actions.Preempt`."""
+
+    job_id: str
+    note: str = ""
+
+
+Decision = Execute | Reject | CallMeLater | Kill
 
 
 def property_names(props: Mapping[str, Any]) -> list[str]:
@@ -179,7 +189,9 @@ class _Job:
     walltime: float | None
     submit: float
     runtime: float | None = None
-    state: str = "pending"  # pending | running | ending | done
+    preemptible_after: float | None = None
+    state: str = "pending"  # pending | running | ending | done | killed (preempted: freed at once)
+    vkill: float | None = None  # workload time of the decision to preempt it
     alloc: IdSet | None = None
     start: float | None = None  # Batsim time of the EXECUTE_JOB
     vstart: float | None = None  # workload time of the decision
@@ -282,14 +294,23 @@ class BatsimScheduler:
         self._seq += 1
         heapq.heappush(self._pending, _Pending(vtime, rank, self._seq, kind, job, arg))
 
-    def submit(self, batsim_id: str, res: int, walltime: float | None, t: float, runtime: float | None = None) -> None:
-        """JOB_SUBMITTED at workload time ``t``; ``runtime`` only if the profile fixes it (see the class doc)."""
+    def submit(
+        self,
+        batsim_id: str,
+        res: int,
+        walltime: float | None,
+        t: float,
+        runtime: float | None = None,
+        preemptible_after: float | None = None,
+    ) -> None:
+        """JOB_SUBMITTED at workload time ``t``; ``runtime`` only if the profile fixes it (see the class doc);
+        ``preemptible_after`` for a best-effort job."""
         self._engine()
         if batsim_id in self.jobs:
             raise ProtocolError(f"job {batsim_id} submitted twice")
         if walltime is not None and walltime <= 0:
             walltime = None
-        job = _Job(batsim_id, self._engine_id(batsim_id), res, walltime, t, runtime)
+        job = _Job(batsim_id, self._engine_id(batsim_id), res, walltime, t, runtime, preemptible_after)
         self.jobs[batsim_id] = job
         self._by_engine_id[job.engine_id] = job
         self.stats["submitted"] += 1
@@ -307,7 +328,7 @@ class BatsimScheduler:
             raise ProtocolError(f"{what} for job {batsim_id!r}, which was never submitted")
         if job.state == "pending":
             raise ProtocolError(f"{what} for job {batsim_id!r}, which was never started")
-        if job.state in ("done", "ending"):
+        if job.state in ("done", "ending", "killed"):
             return None
         return job
 
@@ -320,16 +341,21 @@ class BatsimScheduler:
 
     def complete(self, batsim_id: str, t: float, state: str | None = None) -> None:
         """JOB_COMPLETED at Batsim time ``t``: the job's nodes are freed at its workload end time."""
+        if self.jobs.get(batsim_id) is not None and self.jobs[batsim_id].state == "killed":
+            return  # preempted and freed already; Batsim reports the kill as COMPLETED_KILLED
         job = self._running(batsim_id, "JOB_COMPLETED")
         if job is None:
             raise ProtocolError(f"JOB_COMPLETED for job {batsim_id!r}, which had already ended")
+        v = self._vtime_of_end(job, t)
         job.state = "ending"
         self.stats["completed"] += 1
-        self._push(self._vtime_of_end(job, t), 0, "free", job)
+        self._push(v, 0, "free", job)
         log.debug("job %s completed at %.6f (%s)", batsim_id, t, state or "?")
 
     def killed(self, batsim_ids: Iterable[str], t: float) -> None:
-        """JOB_KILLED: free the jobs still running (some may have completed first)."""
+        """JOB_KILLED: free the jobs still running (some may have completed
+        first: then their JOB_COMPLETED freed them and this says nothing;
+        a job this scheduler preempted was freed when it sent KILL_JOB)."""
         for bid in batsim_ids:
             job = self._running(bid, "JOB_KILLED")
             if job is not None:
@@ -400,6 +426,19 @@ class BatsimScheduler:
                         out.append(Execute(job.batsim_id, job.alloc))
                     elif r.type is ResponseType.DENY:
                         out.append(self._reject(job, r.note or "denied"))
+                for a in result.preempt:
+                    # Killed at once, as in the replay: KILL_JOB goes out
+                    # before the EXECUTE_JOB of the job it makes room for,
+                    # in the same reply (Batsim refuses an allocation on a
+                    # host still running a job), and Batsim's report of the
+                    # kill is only acknowledged.
+                    victim = self._by_engine_id[a.id]
+                    victim.state, victim.vkill = "killed", v
+                    self.stats["killed"] += 1
+                    engine.free(victim.engine_id, final=True)
+                    out.append(Kill(victim.batsim_id, a.note))
+                if result.preempt:
+                    continue
                 if not result.more:
                     break
         if not pending:
@@ -419,7 +458,10 @@ class BatsimScheduler:
             engine.free(job.engine_id, final=True)
         elif ev.kind == "submit":
             assert job is not None
-            for r in engine.alloc(job.engine_id, 0, 0, job.submit, node_request(job.res, job.walltime)):
+            request = node_request(job.res, job.walltime)
+            if job.preemptible_after is not None:
+                request = dataclasses.replace(request, preemptible_after=job.preemptible_after)
+            for r in engine.alloc(job.engine_id, 0, 0, job.submit, request):
                 if r.type is ResponseType.DENY:
                     out.append(self._reject(job, r.note or "infeasible"))
         elif ev.kind == "down":
@@ -481,7 +523,7 @@ class BatsimScheduler:
     # -- reporting -----------------------------------------------------------
 
     def unfinished(self) -> list[str]:
-        return [j.batsim_id for j in self.jobs.values() if j.state != "done"]
+        return [j.batsim_id for j in self.jobs.values() if j.state not in ("done", "killed")]
 
     def summary(self) -> str:
         s = self.stats

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..ids import IdSet
+from ..jobspec.fsd import parse_fsd
 from .envelope import decode_envelope, number
 from .errors import ProtocolError
 from .intervals import format_intervals
@@ -71,6 +72,8 @@ class BatsimJob:
     walltime: float | None
     subtime: float
     profile: str | None = None
+    #: ``preemptible-after`` (seconds) of a best-effort job, else None.
+    preemptible_after: float | None = None
 
 
 class MessageDecoder:
@@ -113,7 +116,13 @@ def parse_job(event: Event) -> BatsimJob:
     submit = event.timestamp
     if subtime is not None:
         submit = number(subtime, f"job {job_id} 'subtime'")
-    return BatsimJob(job_id, res, wt, submit, profile if isinstance(profile, str) else None)
+    pa = None
+    if "preemptible-after" in job:
+        try:
+            pa = parse_fsd(job["preemptible-after"])
+        except ValueError as exc:
+            raise ProtocolError(f"job {job_id}: preemptible-after: {exc}") from None
+    return BatsimJob(job_id, res, wt, submit, profile if isinstance(profile, str) else None, pa)
 
 
 def parse_hosts(event: Event) -> list[dict[str, Any]]:
@@ -144,6 +153,10 @@ def _event(ts: float, etype: str, data: dict[str, Any]) -> dict[str, Any]:
 
 def execute_job(ts: float, job_id: str, alloc: IdSet) -> dict[str, Any]:
     return _event(ts, "EXECUTE_JOB", {"job_id": job_id, "alloc": format_intervals(alloc)})
+
+
+def kill_job(ts: float, job_ids: list[str]) -> dict[str, Any]:
+    return _event(ts, "KILL_JOB", {"job_ids": job_ids})
 
 
 def reject_job(ts: float, job_id: str) -> dict[str, Any]:

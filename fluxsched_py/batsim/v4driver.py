@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..engine import EngineOptions
-from .driver import BatsimScheduler, Driver, Execute, Host, Reject, profile_runtime
+from .driver import BatsimScheduler, Driver, Execute, Host, Kill, Reject, profile_runtime
 from .errors import ProtocolError
 
 __all__ = ["V4Driver"]
@@ -61,6 +61,8 @@ class V4Driver(Driver):
             for d in sched.decide(now):
                 if isinstance(d, Execute):
                     out.append(v4.execute_job(now, d.job_id, d.alloc))
+                elif isinstance(d, Kill):
+                    out.append(v4.kill_job(now, [d.job_id]))
                 elif isinstance(d, Reject):
                     out.append(v4.reject_job(now, d.job_id))
                 else:
@@ -93,7 +95,9 @@ class V4Driver(Driver):
         profile = ev.data.get("profile")  # present when Batsim forwards profiles on submission
         if not isinstance(profile, dict) and job.profile is not None:
             profile = (self.profiles.get(job.id.split("!", 1)[0]) or {}).get(job.profile)
-        self.scheduler.submit(job.id, job.res, job.walltime, job.subtime, profile_runtime(profile))
+        self.scheduler.submit(
+            job.id, job.res, job.walltime, job.subtime, profile_runtime(profile), job.preemptible_after
+        )
         return []
 
     def _job_id(self, ev: Any) -> str:

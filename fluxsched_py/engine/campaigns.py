@@ -16,9 +16,10 @@ user.campaign=NAME``) and its type with ``attributes.user.campaign-type``:
   usual one of fair-share schedulers such as Slurm's multifactor priority).
 
 A job is *best-effort* when it carries ``attributes.system.preemptible-after``
-(RFC 14).  Only best-effort jobs are reordered, and only among the places
-best-effort jobs hold in the queue: regular jobs keep their order and their
-places.  Best-effort jobs of no campaign form one ``default`` campaign
+(RFC 14; ``Job.preemptible_after``).  Only best-effort jobs are ordered so:
+they start after the regular pass, in this order
+(:meth:`~.besteffort.BestEffort.run`); regular jobs never see them in their
+queues.  Best-effort jobs of no campaign form one ``default`` campaign
 (named None).  Within a campaign, jobs keep the queue order.
 """
 
@@ -28,20 +29,10 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["CAMPAIGN_TYPES", "DecayedUsage", "campaign_key", "campaign_of", "campaign_order", "is_best_effort"]
+__all__ = ["CAMPAIGN_TYPES", "DecayedUsage", "campaign_key", "campaign_of", "campaign_order"]
 
 #: ``attributes.user.campaign-type`` values; the first is the one that goes first.
 CAMPAIGN_TYPES = ("test", "default")
-
-
-def is_best_effort(request: Any) -> bool:
-    """True when the request carries ``attributes.system.preemptible-after``.
-
-    The one place this module reads the attribute: once the preemption
-    core parses it into the job, this becomes a read of that field."""
-    attrs = getattr(request, "attributes", None)
-    system = attrs.get("system") if isinstance(attrs, Mapping) else None
-    return isinstance(system, Mapping) and system.get("preemptible-after") is not None
 
 
 def campaign_of(request: Any) -> tuple[str | None, str]:

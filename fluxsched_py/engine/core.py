@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import json
 import logging
 import math
@@ -17,8 +15,9 @@ from ..ids import IdSet
 from ..planner import MatchCache, Planner
 from ..policy import QueuePolicy, make_policy, order_key
 from .annotations import end_pass, fmt_clock, resource_summary
+from .besteffort import BestEffort
 from .hooks import Hooks
-from .jobs import Job, JobQueue
+from .jobs import Job, JobQueue, depth_limits, run_queues
 from .options import EngineOptions
 from .passctx import Pass
 from .resources import apply_resource_update
@@ -74,7 +73,10 @@ class Engine:
         self.graph = graph
         self._match = MatchCache(matcher)
         self._feasibility = feasibility
-        self.planner = Planner(graph, matcher=self._match)
+        self.stats = {"passes": 0, "matches": 0, "started": 0, "denied": 0, "canceled": 0}
+        #: Best-effort jobs and preemption; the planner sees the graph through its view.
+        self.besteffort = BestEffort(self)
+        self.planner = Planner(self.besteffort.view, matcher=self._match)
         #: The queue policy of every queue not named in ``queue-policy-per-queue``.
         self.queue_policy: QueuePolicy = make_policy(self.options.queue_policy, self.options.reserve_depth)
         self._policies: dict[str, QueuePolicy] = {
@@ -102,7 +104,6 @@ class Engine:
         self._dirty = True  # something changed since the last complete pass
         self._restart = False  # ... in a way that invalidates a pass in progress
         self._compress = True  # ... in a way that may let reservations move earlier
-        self.stats = {"passes": 0, "matches": 0, "started": 0, "denied": 0, "canceled": 0}
         self.hooks = Hooks(self)  # optional features: EASY++, affinity, campaigns (engine/hooks.py)
 
     # ------------------------------------------------------------------
@@ -122,8 +123,10 @@ class Engine:
 
     def pending(self, queue: str | None | object = _ALL) -> list[Job]:
         """Pending jobs in order (a copy; never disturbs a pass in progress):
-        of every queue, or of ``queue`` only (None: the anonymous queue)."""
-        qs = self._queues.values() if queue is _ALL else [q for q in self._queues.values() if q.name == queue]
+        of every queue (best-effort jobs included), or of ``queue`` only
+        (None: the anonymous queue)."""
+        qs = [*self._queues.values(), self.besteffort.queue] if queue is _ALL else self._queues.values()
+        qs = qs if queue is _ALL else [q for q in qs if q.name == queue]
         return sorted((j for q in qs for j in q.jobs if self._live(j)), key=lambda j: j.sortkey)
 
     def policy_for(self, queue: str | None) -> QueuePolicy:
@@ -185,6 +188,9 @@ class Engine:
             job.t_start = float(st)
             self._jobs[jobid] = job
             self.planner.add_running(jobid, rs, job.t_start, max(job.expiration, job.t_start + 1e-9))
+            if h.get("preemptible_after") is not None:  # a best-effort job (the driver read its jobspec)
+                job.preemptible_after = float(h["preemptible_after"])
+                self.besteffort.adopt(job, bool(h.get("preempted")))
         self._changed()
         return []
 
@@ -213,6 +219,8 @@ class Engine:
         self._transition(job, "alloc")
         self._jobs[jobid] = job
         self._npending += 1
+        if job.preemptible_after is not None:
+            return self.besteffort.add(job)
         name = request.queue or None
         queue = self._queues.get(name)
         if queue is None:
@@ -232,6 +240,8 @@ class Engine:
     def cancel(self, jobid: int) -> list[Response]:
         """``sched.cancel``: answer the pending alloc with CANCEL, else ignore."""
         job = self._jobs.get(jobid)
+        if job is not None and job.state is JobState.STARTING:
+            return self.besteffort.cancel_starting(job)
         if job is None or job.state is not JobState.PENDING:
             log.debug("cancel: job %d has no pending alloc; ignored", jobid)
             return []
@@ -246,6 +256,8 @@ class Engine:
             log.warning("free: job %d holds no resources; ignored", jobid)
             return []
         try:
+            if final and job.preemptible_after is not None:
+                return self.besteffort.freed(job)
             if final:
                 self._transition(job, "free-final")
                 version = getattr(self.graph, "version", None)
@@ -262,6 +274,8 @@ class Engine:
                     job.resources = job.resources - part
                     if job.resources and span is not None:
                         self.planner.add_running(jobid, job.resources, span.start, span.end)
+                    if job.preemptible_after is not None:
+                        self.besteffort.resized(job)
         except Exception as exc:  # never crash on free: log it and carry on
             log.error("free: job %d: %s", jobid, exc)
         self._changed()
@@ -293,7 +307,10 @@ class Engine:
             raise EngineError(f"expiration {expiration} is before job {jobid} started")
         self._transition(job, "expiration")
         job.expiration = float(expiration)
-        for other in self.planner.set_end(jobid, job.expiration):  # reservations in the way: re-planned
+        end = self.besteffort.span_end(job)
+        for other in (
+            self.planner.set_end(jobid, end) if jobid in self.planner else ()
+        ):  # reservations in the way: re-planned
             if (pending := self._jobs.get(other)) is not None:
                 pending.estimate = pending.proof = None
         self._changed()
@@ -353,13 +370,13 @@ class Engine:
         restarts.  Without changes since the last complete pass, it does
         nothing.
         """
-        out: list[Response] = []
         self.hooks.tick(now)  # before the plan is read: EASY++ corrections, campaign bookkeeping
+        out = self.besteffort.start_ready(now)
         if self._pass is not None and (self._restart or now < self._pass.now):
             self._pass = self._pass_gen = None
         if self._pass is None:
             if not self._dirty:
-                return PassResult(out)
+                return self.besteffort.run(now, out)
             self._begin_pass(now)
         p = self._pass
         assert p is not None and self._pass_gen is not None
@@ -371,12 +388,12 @@ class Engine:
         try:
             for _ in gen:
                 if budget is not None and self._stopwatch() - t0 >= budget:
-                    return PassResult(out, more=True)
+                    return PassResult(out, more=True, preempt=self.besteffort.take_actions())
         except Exception as exc:  # a policy bug: deny the job it was on, keep the rest
             return self._policy_failed(p, exc)
         end_pass(self, p)
         self._pass = self._pass_gen = None
-        return PassResult(out)
+        return self.besteffort.run(now, out, passed=True)
 
     # ------------------------------------------------------------------
     # Special cases and helpers
@@ -512,7 +529,7 @@ class Engine:
         self.planner.set_now(now)
         p = self._pass = Pass(self, now, self._compress, multi=len(queues) > 1)
         self._compress = False
-        limits = self._depth_limits(queues)
+        limits = depth_limits(queues, self.options.queue_depth, self._live)
         for queue in queues:
             if not queue.policy.persistent_reservations:
                 p.enter(queue)
@@ -521,33 +538,7 @@ class Engine:
             p.enter(queues[0], limits[0])
             self._pass_gen = queues[0].policy.run(p)
         else:
-            self._pass_gen = self._run_queues(p, queues, limits)
-
-    def _depth_limits(self, queues: list[JobQueue]) -> list[int | None]:
-        """How many jobs of each queue a pass considers: with ``queue-depth=N``,
-        the first N pending jobs in (priority, t_submit, id) order over all
-        queues (the same jobs as with one queue), each queue taking its own."""
-        depth = self.options.queue_depth
-        if not depth or len(queues) < 2:
-            return [depth] * len(queues)
-        live = self._live
-
-        def keys(i: int, q: JobQueue) -> Iterator[tuple[tuple[int, float, int], int]]:
-            return ((j.sortkey, i) for j in itertools.islice(q.jobs, q.head, None) if live(j))
-
-        counts = [0] * len(queues)
-        for _, i in itertools.islice(heapq.merge(*(keys(i, q) for i, q in enumerate(queues))), depth):
-            counts[i] += 1
-        return counts  # type: ignore[return-value]
-
-    @staticmethod
-    def _run_queues(p: Pass, queues: list[JobQueue], limits: list[int | None]) -> Iterator[None]:
-        """One pass over several queues: each queue's policy over its own jobs, in turn."""
-        for queue, limit in zip(queues, limits, strict=True):
-            if limit == 0:
-                continue  # none of its jobs is within queue-depth
-            p.enter(queue, limit)
-            yield from queue.policy.run(p)
+            self._pass_gen = run_queues(p, queues, limits)
 
     def _start(self, p: Pass, job: Job, placement: tuple[Any, int]) -> None:
         bits = placement[1]

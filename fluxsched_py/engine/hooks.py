@@ -10,15 +10,18 @@ point                  what runs                                        module
 ``checked(request)``   ``campaign-type`` validated (a bad one DENYs)    :mod:`.campaigns`
 ``submitted(job)``     EASY++ prediction; campaign bookkeeping           :mod:`.predict`,
                                                                         :mod:`.runtimes`
-``started(job, now)``  EASY++ watch; campaign's first start              (from :mod:`.passctx`)
-``ended(job)``         run times measured at the next ``tick``           all
+``started(job, now)``  EASY++ watch; campaign's first start              (from :mod:`.passctx`,
+                                                                        :mod:`.besteffort`)
+``ended(job, p)``      run times measured at the next ``tick``           all (a preempted job's
+                                                                        is no campaign run time)
 ``left(job)``          a pending job cancelled or denied                 :mod:`.runtimes`
 ``tick(now)``          EASY++ corrections; usage, predictor, sink        :mod:`.predict`,
                        effect (:meth:`drains`)                          :mod:`.campaigns`,
                                                                         :mod:`.sink`
 =====================  ==============================================  ======================
 
-and, during a pass, :meth:`order` (campaign order of best-effort jobs),
+and, during a pass, :meth:`order` (campaign order of best-effort jobs, in
+:meth:`~.besteffort.BestEffort.run`),
 :meth:`excluded` (affinity) and :meth:`expected_duration` (the campaign
 predictor).  Each reads the engine's current options, so ``flux config
 reload`` turns a feature on or off; with every feature off the engine
@@ -35,7 +38,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from .affinity import Affinity, user_name
-from .campaigns import DecayedUsage, campaign_of, campaign_order, is_best_effort
+from .campaigns import DecayedUsage, campaign_of, campaign_order
 from .predict import RuntimePredictor
 from .runtimes import CampaignRuntimes
 from .sink import Drain, SinkDetector
@@ -57,13 +60,14 @@ class Hooks:
         self._usage: DecayedUsage | None = None
         self._sink: SinkDetector | None = None
         self._affinity: Affinity | None = None
-        self._ended: list[tuple[Job, float]] = []  # (job, start) freed since the last tick
+        self._ended: list[tuple[Job, float, bool]] = []  # (job, start, preempted) freed since the last tick
         #: job id -> (campaign, best-effort) of the jobs that have either (pruned in tick)
         self._info: dict[int, tuple[str | None, bool]] = {}
         self._drains: list[Drain] = []
-        self._checked: tuple[Any, str | None, bool] = (None, None, False)  # the last request checked()
-        #: Pending best-effort jobs (campaign order applies only when there are some).
-        self.best_effort = 0
+        self._checked: tuple[Any, str | None, str] = (None, None, "default")  # the last request checked()
+        #: A best-effort job named a campaign or a campaign type: campaign
+        #: order applies (else best-effort jobs keep their queue order).
+        self.ordered = False
         #: How ``affinity`` names a uid (default: the local passwd database).
         self.user_names: Callable[[int], str | None] = user_name
 
@@ -71,20 +75,22 @@ class Hooks:
 
     def checked(self, request: Any) -> Any:
         # raises ValueError for a bad campaign-type: the alloc is denied
-        self._checked = (request, campaign_of(request)[0], is_best_effort(request))
+        self._checked = (request, *campaign_of(request))
         return request
 
     def submitted(self, job: Job) -> Job:
-        request, name, best_effort = self._checked
+        request, name, kind = self._checked
         if request is not job.request:  # not through checked(): read the attributes
-            name, best_effort = campaign_of(job.request)[0], is_best_effort(job.request)
+            name, kind = campaign_of(job.request)
+        best_effort = job.preemptible_after is not None
         if self.e.options.predict_runtimes and not best_effort:
             self.predictor.submitted(job)
         if name is not None or best_effort:
             self._info[job.id] = (name, best_effort)
             if name is not None:
                 self.runtimes.submitted(name, job.id)
-            self.best_effort += best_effort
+            if best_effort and (name is not None or kind != "default"):
+                self.ordered = True
         return job
 
     def started(self, job: Job, now: float) -> None:
@@ -94,7 +100,6 @@ class Hooks:
         if info is not None:
             if info[0] is not None:
                 self.runtimes.started(info[0], job.id, now)
-            self.best_effort -= info[1]
 
     def left(self, job: Job) -> None:
         """A pending job left without running (cancelled or denied)."""
@@ -102,17 +107,18 @@ class Hooks:
         if info is not None:
             if info[0] is not None:
                 self.runtimes.left(info[0], job.id)
-            self.best_effort -= info[1]
 
-    def ended(self, job: Job) -> None:
+    def ended(self, job: Job, preempted: bool = False) -> None:
+        """``job`` was freed; ``preempted``: killed for a regular job (its
+        usage counts, its run time is no campaign run time)."""
         if job.t_start is not None and (job.id in self._info or self.e.options.predict_runtimes):
-            self._ended.append((job, job.t_start))
+            self._ended.append((job, job.t_start, preempted))
 
     def tick(self, now: float) -> None:
         e = self.e
         opts = e.options
         ended, self._ended = self._ended, []
-        for job, start in ended:
+        for job, start, preempted in ended:
             runtime = max(0.0, now - start)
             name, best_effort = self._info.pop(job.id, (None, False))
             if opts.predict_runtimes and not best_effort:
@@ -120,7 +126,9 @@ class Hooks:
             ranks = job.resources.ranks if job.resources is not None else ()
             if best_effort or name is not None:
                 self.usage().add(name, runtime * max(1, len(ranks)), now)
-            if name is not None:
+            if name is not None and preempted:
+                self.runtimes.killed(name, job.id)
+            elif name is not None:
                 self.runtimes.ended(name, job.id, runtime)
                 sink = self._sink_detector()
                 if sink is not None:
@@ -129,7 +137,6 @@ class Hooks:
             e._changed()
         if len(self._info) > 2 * len(e._jobs) + 1024:  # jobs that left pending (cancel, deny)
             self._info = {k: v for k, v in self._info.items() if k in e._jobs}
-            self.best_effort = sum(1 for k, (_, be) in self._info.items() if be and e._live(e._jobs[k]))
 
     # -- during a pass -------------------------------------------------------
 

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import math
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..planner import NoEarlier
 from ..policy import QueuePolicy, order_key
 from .states import JobState
 
-__all__ = ["Job", "JobQueue"]
+__all__ = ["Job", "JobQueue", "depth_limits", "run_queues"]
 
 
 class Job:
@@ -35,6 +38,7 @@ class Job:
         "first_estimate",
         "proof",
         "queue",
+        "preemptible_after",
     )
 
     def __init__(self, jobid: int, priority: int, userid: int, t_submit: float, request: Any) -> None:
@@ -67,6 +71,9 @@ class Job:
         self.proof: NoEarlier | None = None
         #: The queue it waits in (set by the engine while it is pending).
         self.queue: JobQueue | None = None
+        #: Seconds after its start from which the job may be preempted; None
+        #: for a regular job (:mod:`fluxsched_py.engine.besteffort`).
+        self.preemptible_after: float | None = getattr(request, "preemptible_after", None)
 
     def __repr__(self) -> str:
         return f"Job({self.id}, {self.state.value})"
@@ -92,3 +99,28 @@ class JobQueue:
 
     def __repr__(self) -> str:
         return f"JobQueue({self.name!r}, {self.policy.name}, {self.npending} pending)"
+
+
+def depth_limits(queues: list[JobQueue], depth: int | None, live: Callable[[Job], bool]) -> list[int | None]:
+    """How many jobs of each queue a pass considers: with ``queue-depth=N``,
+    the first N pending jobs in (priority, t_submit, id) order over all
+    queues (the same jobs as with one queue), each queue taking its own."""
+    if not depth or len(queues) < 2:
+        return [depth] * len(queues)
+
+    def keys(i: int, q: JobQueue) -> Iterator[tuple[tuple[int, float, int], int]]:
+        return ((j.sortkey, i) for j in itertools.islice(q.jobs, q.head, None) if live(j))
+
+    counts = [0] * len(queues)
+    for _, i in itertools.islice(heapq.merge(*(keys(i, q) for i, q in enumerate(queues))), depth):
+        counts[i] += 1
+    return counts  # type: ignore[return-value]
+
+
+def run_queues(p: Any, queues: list[JobQueue], limits: list[int | None]) -> Iterator[None]:
+    """One pass over several queues: each queue's policy over its own jobs, in turn."""
+    for queue, limit in zip(queues, limits, strict=True):
+        if limit == 0:
+            continue  # none of its jobs is within queue-depth
+        p.enter(queue, limit)
+        yield from queue.policy.run(p)

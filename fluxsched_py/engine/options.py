@@ -213,6 +213,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("annotate-depth", "annotate_depth", _annotate_depth, 64,
            "pending jobs, from the head of each queue, that get reason_pending and jobs_ahead "
            "(every reserved job gets t_estimate); 0 none, None unlimited"),
+    Option("preempt-victims", "preempt_victims", _choice(("plan", "fewest")), "plan",
+           "which best-effort jobs a regular job preempts: plan, those on the placement its plan "
+           "chose (regular jobs start exactly as with no best-effort load); fewest, the fewest "
+           "jobs, then the least lost work (the placement may differ from the plan's)"),
     Option("mode", "queue_depth", _mode, None,
            "sched-simple's spelling of queue-depth: mode=unlimited or mode=limited=N"),
     Option("predict-runtimes", "predict_runtimes", _bool, False,
@@ -223,6 +227,9 @@ OPTIONS: tuple[Option, ...] = (
            "there now, else on any free nodes"),
     Option("campaign-half-life", "campaign_half_life", _seconds, 86400.0,
            "half-life in seconds of a campaign's decayed usage (fair share among default campaigns)"),
+    Option("campaign-predictor", "campaign_predictor", _bool, True,
+           "start a best-effort job first where its campaign's predicted run time ends before a "
+           "regular reservation claims the nodes (less work lost to preemption)"),
     Option("sink-jobs", "sink_jobs", _count, 5,
            "drain a node where a campaign's last N jobs each ended in under a tenth of its median "
            "run time (the sink effect); 0 off"),
@@ -246,9 +253,11 @@ class EngineOptions:
     log_level: str = _default("log_level")
     annotate_depth: int | None = _default("annotate_depth")
     queue_policy_per_queue: tuple[tuple[str, str], ...] = _default("queue_policy_per_queue")
+    preempt_victims: str = _default("preempt_victims")
     predict_runtimes: bool = _default("predict_runtimes")
     affinity: tuple[tuple[str, str], ...] = _default("affinity")
     campaign_half_life: float = _default("campaign_half_life")
+    campaign_predictor: bool = _default("campaign_predictor")
     sink_jobs: int = _default("sink_jobs")
 
     @classmethod
@@ -288,8 +297,10 @@ class EngineOptions:
             "reserve-depth": None if rd is POLICY_DEFAULT else ("unlimited" if rd is None else rd),
             "annotate-depth": self.annotate_depth,
             "log-level": self.log_level,
+            "preempt-victims": self.preempt_victims,
             "predict-runtimes": self.predict_runtimes,
             "affinity": dict(self.affinity),
             "campaign-half-life": self.campaign_half_life,
+            "campaign-predictor": self.campaign_predictor,
             "sink-jobs": self.sink_jobs,
         }

@@ -17,7 +17,6 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from ..planner import NoEarlier
-from .campaigns import is_best_effort
 from .jobs import Job, JobQueue
 from .states import JobState, Response
 
@@ -61,8 +60,6 @@ class Pass:
         self.passed_over: Job | None = None
         #: The job :meth:`jobs` yielded last (denied if the policy raises).
         self.current: Job | None = None
-        #: Best-effort job -> the best-effort job whose place in the queue it takes this pass.
-        self._slot_of: dict[int, Job] = {}
         #: ``affinity`` is set: placements first try the job's preferred nodes.
         self.prefer = bool(engine.options.affinity)
 
@@ -88,17 +85,9 @@ class Pass:
         i = queue.head
         prev = None
         q = queue.jobs
-        # Best-effort jobs take the places best-effort jobs hold, in campaign order.
-        order = self._campaign_order(queue) if e.hooks.best_effort > 0 else []
-        places = {j.id for j in order}
-        ordered = iter(order)
         while i < len(q):
             job = q[i]
             i += 1
-            if job.id in places:
-                places.discard(job.id)
-                slot, job = job, next(ordered)
-                self._slot_of[job.id] = slot
             if job.state is not JobState.PENDING or e._jobs.get(job.id) is not job:
                 continue
             n += 1
@@ -108,11 +97,6 @@ class Pass:
                 self.passed_over = prev  # the policy is done with it, and it waits
             prev = self.current = job
             yield job
-
-    def _campaign_order(self, queue: JobQueue) -> list[Job]:
-        e = self.e
-        live = [j for j in queue.jobs[queue.head :] if e._live(j) and is_best_effort(j.request)]
-        return e.hooks.order(live, self.now)
 
     # A placement handed to policies is an opaque (ResourceSet, flat bits) pair.
 
@@ -141,15 +125,6 @@ class Pass:
         planner = self.e.planner
         avail = self.free()
         if planner.nreserved:
-            be = self.e.hooks.best_effort > 0 and is_best_effort(job.request)
-            expected = self.e.hooks.expected_duration(job) if be else 0.0
-            if expected > job.duration:
-                # A best-effort job plans with its protected window; it goes
-                # first where its campaign's predicted run time ends before any
-                # reservation claims the nodes (less work lost to preemption).
-                clear = avail ^ (avail & planner.reserved_during(self.now, self.now + expected))
-                if (found := self._match(job, clear)) is not None:
-                    return found
             # x ^ (x & y) is x & ~y without a negative int (each of which
             # costs a full two's-complement copy of a set: issue 15)
             avail ^= avail & planner.reserved_during(self.now, self.now + job.duration)
@@ -179,20 +154,18 @@ class Pass:
         return True
 
     def start(self, job: Job, placement: tuple[Any, int]) -> None:
-        if job.id in self.e.planner:
-            self.e.planner.remove(job.id)
+        e = self.e
+        if job.id in e.planner:
+            e.planner.remove(job.id)
         job.estimate = None
-        self.e._start(self, job, placement)
-        if job.state is JobState.RUNNING:
-            self.e.hooks.started(job, self.now)
-            slot = self._slot_of.pop(job.id, None)
-            if slot is not None and slot is not job and job.queue is not None:
-                # It started in another's place: that job takes its place (and
-                # key), so every regular job keeps as many best-effort jobs ahead.
-                job.sortkey, slot.sortkey = slot.sortkey, job.sortkey
-                job.queue.sorted = False
-            if self._free is not None:
-                self._free ^= self._free & placement[1]  # & ~ without a negative int
+        if placement[1] & e.besteffort.lent_bits:  # on resources best-effort jobs hold
+            placement = e.besteffort.handoff(self, job, placement)
+        else:
+            e._start(self, job, placement)
+        if job.state is not JobState.PENDING:
+            e.hooks.started(job, self.now)
+        if self._free is not None and job.state is not JobState.PENDING:
+            self._free ^= self._free & placement[1]  # & ~ without a negative int
 
     def earliest(
         self, job: Job, before: float = math.inf, not_before: float = -math.inf

@@ -84,6 +84,12 @@ class CampaignRuntimes:
         if c.first_start is None:
             c.first_start = now
 
+    def killed(self, name: str, jobid: int) -> None:
+        """A running job was preempted: it is no longer running, and its run
+        time says nothing of the campaign's."""
+        c = self.campaigns.setdefault(name, CampaignStats())
+        c.running.discard(jobid)
+
     def ended(self, name: str, jobid: int, runtime: float) -> None:
         c = self.campaigns.setdefault(name, CampaignStats())
         c.running.discard(jobid)

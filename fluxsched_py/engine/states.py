@@ -11,6 +11,8 @@ RUNNING (SUCCESS sent, or learned at ``hello``: it holds resources).
     (new) --alloc--> PENDING --schedule: start--> RUNNING --free(final)--> (gone)
                      PENDING --alloc denied / infeasible--> (gone)    DENY
                      PENDING --cancel--> (gone)                       CANCEL
+                     PENDING --preempt--> STARTING --start--> RUNNING
+                                          STARTING --cancel--> (gone) CANCEL
     (new) --hello--> RUNNING --free(partial)--> RUNNING
                      RUNNING --expiration--> RUNNING
 
@@ -29,10 +31,11 @@ RFC 27 forbids error responses to them.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import FluxschedError
+from .actions import Preempt
 
 __all__ = [
     "EngineError",
@@ -52,6 +55,9 @@ class EngineError(FluxschedError):
 class JobState(enum.Enum):
     PENDING = "pending"  # sched.alloc received, not answered yet
     RUNNING = "running"  # SUCCESS sent (or learned at hello): holds resources
+    #: Chosen to start, waiting for the jobs preempted for it to be freed
+    #: (RFC 27: still pending, no answer sent yet); see :mod:`.besteffort`.
+    STARTING = "starting"
 
 
 class ResponseType(enum.IntEnum):
@@ -72,6 +78,9 @@ TRANSITIONS: dict[tuple[JobState | None, str], JobState | None] = {
     (JobState.PENDING, "deny"): None,
     (JobState.PENDING, "cancel"): None,
     (JobState.PENDING, "prioritize"): JobState.PENDING,
+    (JobState.PENDING, "preempt"): JobState.STARTING,
+    (JobState.STARTING, "start"): JobState.RUNNING,
+    (JobState.STARTING, "cancel"): None,
     (JobState.RUNNING, "free"): JobState.RUNNING,
     (JobState.RUNNING, "free-final"): None,
     (JobState.RUNNING, "expiration"): JobState.RUNNING,
@@ -110,10 +119,12 @@ class Response:
 @dataclass(slots=True)
 class PassResult:
     """What :meth:`Engine.schedule` did: responses to send, and whether the
-    pass stopped early because its budget ran out (call again soon)."""
+    pass stopped early because its budget ran out (call again soon), and
+    the best-effort jobs to preempt (:class:`~.actions.Preempt`)."""
 
     responses: list[Response]
     more: bool = False
+    preempt: list[Preempt] = field(default_factory=list)
 
 
 def next_state(state: JobState | None, event: str, jobid: int) -> JobState | None:

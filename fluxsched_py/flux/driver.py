@@ -506,6 +506,9 @@ class Driver(Startup):
             f"{self.engine.pending_count} pending",
             "more" if res.more else "done",
         )
+        for a in res.preempt:  # the job-manager ends it; its sched.free follows as usual
+            self.stats["preempt_raised"] = self.stats.get("preempt_raised", 0) + 1
+            self.transport.raise_exception(a.id, "preempt", 0, a.note)
         if res.more and not self._pass_armed:
             self._pass_armed = True
             self.transport.request_pass(0.0)

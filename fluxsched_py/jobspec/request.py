@@ -180,6 +180,11 @@ class Request:
     constraints: Constraint | None = None
     version: int = 1
     attributes: Any = field(default=None, compare=False, hash=False, repr=False)
+    #: ``attributes.system.preemptible-after`` in seconds: the job is
+    #: best-effort and may be preempted that long after it starts.  None
+    #: for a regular job.  Not part of :attr:`key` (it does not change
+    #: where the job fits).
+    preemptible_after: float | None = None
     #: A hashable key identifying the request's shape (for caches).
     key: RequestKey = field(init=False, compare=False, hash=False, repr=False)
     #: Minimum number of slots: the slot count times the counts above it.

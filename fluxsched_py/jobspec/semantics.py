@@ -11,6 +11,7 @@ from typing import Any
 from .constraints import ConstraintError, parse_constraint
 from .counts import parse_count
 from .errors import JobspecError
+from .fsd import parse_fsd
 from .request import Request, ResourceRequest, TaskRequest
 
 __all__ = ["check_task_labels", "to_request"]
@@ -72,6 +73,12 @@ def to_request(doc: dict[str, Any]) -> Request:
             constraints = parse_constraint(system["constraints"])
         except ConstraintError as e:
             raise JobspecError(e.path, e.reason) from None
+    preemptible_after = None
+    if "preemptible-after" in system:
+        try:
+            preemptible_after = parse_fsd(system["preemptible-after"])
+        except ValueError as e:
+            raise JobspecError("/attributes/system/preemptible-after", str(e)) from None
     return Request(
         resources=resources,
         tasks=tasks,
@@ -80,6 +87,7 @@ def to_request(doc: dict[str, Any]) -> Request:
         constraints=constraints,
         version=doc["version"],
         attributes=attributes,
+        preemptible_after=preemptible_after,
     )
 
 

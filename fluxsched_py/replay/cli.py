@@ -33,7 +33,7 @@ from .platform import PlatformError, load_platform, nodes_graph
 from .report import print_summary, write_jobs_csv
 from .sim import replay
 from .synthetic import EXAMPLE_NAME, example_path, generate
-from .workload import Workload, WorkloadError, load_workload, parse_walltime_model, read_batsim
+from .workload import Workload, WorkloadError, load_workload, mark_besteffort, parse_walltime_model, read_batsim
 
 __all__ = ["main", "build_parser", "DEFAULT_POLICIES"]
 
@@ -118,6 +118,28 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument(
         "--affinity", metavar="USER:PROP,...", help="prefer nodes with PROP for USER's (or a campaign's) jobs"
     )
+    ap.add_argument(
+        "--besteffort-queue",
+        type=int,
+        metavar="N",
+        help="SWF: jobs of queue N (field 15) are best-effort (preemptible-after 0)",
+    )
+    ap.add_argument(
+        "--resubmit-preempted",
+        action="store_true",
+        help="submit a preempted best-effort job again at once, as CiGri does",
+    )
+    ap.add_argument(
+        "--no-campaign-predictor",
+        action="store_true",
+        help="start best-effort jobs without their campaign's predicted run time (campaign-predictor=false)",
+    )
+    ap.add_argument(
+        "--preempt-victims",
+        choices=("plan", "fewest"),
+        default="plan",
+        help="which best-effort jobs a regular job preempts (default plan: the ones on its planned placement)",
+    )
     ap.add_argument("--output-dir", metavar="DIR", help="write DIR/jobs.csv (DIR/POLICY/jobs.csv with several)")
     ap.add_argument("--compare", metavar="P1,P2,...", help="replay under these queue policies, side by side")
     ap.add_argument(
@@ -131,13 +153,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _options(args: argparse.Namespace, policy: str) -> EngineOptions:
-    opts: dict[str, str] = {"queue-policy": policy, "policy": args.policy, "annotate-depth": args.annotate_depth}
+    opts: dict[str, str] = {
+        "queue-policy": policy,
+        "policy": args.policy,
+        "annotate-depth": args.annotate_depth,
+        "preempt-victims": args.preempt_victims,
+    }
     if args.reserve_depth is not None:
         opts["reserve-depth"] = args.reserve_depth
     if args.queue_depth is not None:
         opts["queue-depth"] = args.queue_depth
     if args.predict_runtimes:
         opts["predict-runtimes"] = "true"
+    if args.no_campaign_predictor:
+        opts["campaign-predictor"] = "false"
     if args.affinity is not None:
         opts["affinity"] = args.affinity
     return EngineOptions.parse(opts)
@@ -186,7 +215,11 @@ def _finite(obj: Any) -> Any:
 
 def _load(args: argparse.Namespace) -> Workload:
     if args.workload:
-        return load_workload(args.workload, walltime=args.walltime, procs_per_node=args.procs_per_node)
+        w = load_workload(args.workload, walltime=args.walltime, procs_per_node=args.procs_per_node)
+        if args.besteffort_queue is not None:
+            n = mark_besteffort(w, args.besteffort_queue)
+            w.notes.append(f"{n} jobs of queue {args.besteffort_queue} are best-effort")
+        return w
     p = example_path()
     if p:
         return load_workload(p)
@@ -260,9 +293,16 @@ def main(argv: list[str] | None = None) -> int:
                     graph,
                     o,
                     progress=lambda done, total, task=task: progress_bar.update(task, completed=done),
+                    resubmit_preempted=args.resubmit_preempted,
                 )
         else:
-            result = replay(workload, graph, o, progress=_plain_progress(o.queue_policy, sys.stderr) if plain else None)
+            result = replay(
+                workload,
+                graph,
+                o,
+                progress=_plain_progress(o.queue_policy, sys.stderr) if plain else None,
+                resubmit_preempted=args.resubmit_preempted,
+            )
         results.append(result)
         summaries.append(summarize(result))
         for t, ranks, reason in result.drains:

@@ -9,6 +9,14 @@
 * **t_estimate accuracy**: for jobs that were given a ``t_estimate``, the mean
   absolute error of the first estimate against the actual start, and the share
   of jobs that started no later than it.
+
+With best-effort jobs (``preemptible-after``) in the workload, every metric
+above is of the regular jobs alone (so it compares with a run without the
+best-effort load), and the summary adds: best-effort work completed and lost
+to preemption (node-hours), preemptions, utilization counting every busy
+node-second over the same window (best-effort work included, cut at the
+regular makespan), and each campaign's makespan (its last finish minus its
+first submission; None while some of its jobs did not complete).
 """
 
 from __future__ import annotations
@@ -16,11 +24,19 @@ from __future__ import annotations
 import statistics
 from dataclasses import asdict, dataclass
 
-from .sim import KILLED, REJECTED, ReplayResult
+from .sim import COMPLETED, KILLED, REJECTED, ReplayResult
 
 __all__ = ["Summary", "summarize", "TAU"]
 
 TAU = 10.0
+_BESTEFFORT_FIELDS = (
+    "besteffort",
+    "besteffort_completed_nh",
+    "besteffort_lost_nh",
+    "preemptions",
+    "utilization_with_besteffort",
+    "campaigns",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,13 +56,25 @@ class Summary:
     estimate_mae: float | None
     estimate_kept: float | None
     elapsed: float
+    besteffort: int = 0
+    besteffort_completed_nh: float = 0.0
+    besteffort_lost_nh: float = 0.0
+    preemptions: int = 0
+    utilization_with_besteffort: float | None = None
+    campaigns: tuple[tuple[str, float | None], ...] = ()
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        """The fields by name; the best-effort ones only when the workload had such jobs."""
+        d = asdict(self)
+        if not self.besteffort:
+            for k in _BESTEFFORT_FIELDS:
+                del d[k]
+        return d
 
 
 def summarize(result: ReplayResult, tau: float = TAU) -> Summary:
-    recs = result.records
+    recs = [r for r in result.records if r.job.preemptible_after is None]
+    be = [r for r in result.records if r.job.preemptible_after is not None]
     started = [r for r in recs if r.start is not None and r.finish is not None]
     waits = [r.start - r.job.submit for r in started]
     runs = [r.finish - r.start for r in started]
@@ -59,7 +87,9 @@ def summarize(result: ReplayResult, tau: float = TAU) -> Summary:
     est = [r for r in started if r.first_estimate is not None]
     mae = statistics.fmean(abs(r.start - r.first_estimate) for r in est) if est else None
     kept = sum(1 for r in est if r.start <= r.first_estimate + 1e-6) / len(est) if est else None
+    extra = _besteffort(be, first_submit, makespan, span, used) if be else {}
     return Summary(
+        **extra,
         policy=result.policy,
         jobs=len(recs),
         started=len(started),
@@ -76,3 +106,29 @@ def summarize(result: ReplayResult, tau: float = TAU) -> Summary:
         estimate_kept=kept,
         elapsed=result.elapsed,
     )
+
+
+def _besteffort(be: list, t0: float, t1: float, span: float, used: float) -> dict:
+    """The best-effort fields of :class:`Summary` (see the module docstring)."""
+    done = [r for r in be if r.state == COMPLETED and r.start is not None]
+    completed = sum((r.finish - r.start) * len(r.ranks or ()) for r in done)
+    lost = sum(r.lost for r in be)
+    # Preempted runs all end when a regular job starts, by the regular makespan.
+    busy = used + lost
+    for r in done:
+        busy += max(0.0, min(r.finish, t1) - max(r.start, t0)) * len(r.ranks or ())
+    campaigns: dict[str, list] = {}
+    for r in be:
+        campaigns.setdefault(r.job.campaign or "(none)", []).append(r)
+    spans = []
+    for name, rs in sorted(campaigns.items()):
+        complete = all(r.state == COMPLETED for r in rs)
+        spans.append((name, max(r.finish for r in rs) - min(r.job.submit for r in rs) if complete else None))
+    return {
+        "besteffort": len(be),
+        "besteffort_completed_nh": completed / 3600,
+        "besteffort_lost_nh": lost / 3600,
+        "preemptions": sum(r.preemptions for r in be),
+        "utilization_with_besteffort": busy / span if span > 0 else 0.0,
+        "campaigns": tuple(spans),
+    }

@@ -115,6 +115,18 @@ def summary_table(summaries: Sequence[Summary], title: str = "replay") -> Table:
         ("started by first t_estimate", lambda s: _fmt(s.estimate_kept, "%")),
         ("replay time", lambda s: f"{s.elapsed:.2f} s"),
     ]
+    if any(s.besteffort for s in summaries):
+        rows[-1:-1] = [
+            (
+                "best-effort work: completed / lost",
+                lambda s: f"{s.besteffort_completed_nh:,.1f} / {s.besteffort_lost_nh:,.1f} node-h",
+            ),
+            ("preemptions", lambda s: str(s.preemptions)),
+            ("utilization with best-effort work", lambda s: _fmt(s.utilization_with_besteffort, "%")),
+        ]
+        names = sorted({n for s in summaries for n, _ in s.campaigns})
+        for n in names:
+            rows.insert(-1, (f"campaign {n}: makespan", lambda s, n=n: _fmt(dict(s.campaigns).get(n))))
     for name, fn in rows:
         t.add_row(name, *(fn(s) for s in summaries))
     return t

@@ -26,6 +26,7 @@ __all__ = ["JobRecord", "ReplayResult", "replay"]
 
 COMPLETED = "COMPLETED_SUCCESSFULLY"
 KILLED = "COMPLETED_WALLTIME_REACHED"
+PREEMPTED = "COMPLETED_KILLED"  # Batsim's state for a job it was told to kill
 REJECTED = "REJECTED"
 NOT_STARTED = "NOT_STARTED"
 
@@ -41,6 +42,9 @@ class JobRecord:
     state: str = NOT_STARTED
     first_estimate: float | None = None
     note: str | None = None
+    #: Best-effort jobs: times preempted, and node-seconds of work lost to it.
+    preemptions: int = 0
+    lost: float = 0.0
 
 
 @dataclass(slots=True)
@@ -70,11 +74,15 @@ def replay(
     progress: Callable[[int, int], None] | None = None,
     check: Callable[[Engine], None] | None = None,
     engine_factory: Callable[..., Engine] = Engine,
+    resubmit_preempted: bool = False,
 ) -> ReplayResult:
     """Replay ``workload`` on ``graph`` (which it allocates from) and return the records.
 
     ``progress(done, total)`` is called as jobs finish; ``check(engine)`` after
-    every pass (tests use it for invariants).
+    every pass (tests use it for invariants).  A preempted best-effort job
+    is killed at once (state ``COMPLETED_KILLED``); with
+    ``resubmit_preempted`` it is submitted again at that time, as CiGri
+    does, and its record keeps its last run.
     """
     t_wall = time.perf_counter()
     engine = engine_factory(graph, options, build_R=False, time_format=lambda t: f"t={t:.0f}s")
@@ -83,15 +91,24 @@ def replay(
     if len(records) != len(jobs):
         raise ValueError("workload job ids must be unique")
     total = len(jobs)
-    ends: list[tuple[float, int]] = []
+    ends: list[tuple[float, int, int]] = []  # (finish, job id, run number)
+    runs: dict[int, int] = {}  # job id -> its current run (stale ends are skipped)
     i = 0
     done = 0
     reported = 0
     drains: list[tuple[float, IdSet, str]] = []
+    wake = engine.besteffort.next_wakeup
     while i < total or ends:
-        t = min(jobs[i].submit if i < total else math.inf, ends[0][0] if ends else math.inf, engine.hooks.wakeup())
+        t = min(
+            jobs[i].submit if i < total else math.inf,
+            ends[0][0] if ends else math.inf,
+            wake() or math.inf,
+            engine.hooks.wakeup(),
+        )
         while ends and ends[0][0] <= t:
-            _, jobid = heapq.heappop(ends)
+            _, jobid, run = heapq.heappop(ends)
+            if runs.get(jobid) != run:
+                continue  # preempted before it ended
             engine.free(jobid, final=True)
             done += 1
         while i < total and jobs[i].submit <= t:
@@ -103,23 +120,22 @@ def replay(
                     rec.state, rec.note = REJECTED, r.note
                     done += 1
         result = engine.schedule(t)
-        for r in result.responses:
-            rec = records[r.id]
-            if r.type is ResponseType.SUCCESS:
-                j = rec.job
-                rec.start = t
-                run = min(j.runtime, j.walltime)
-                rec.finish = t + run
-                rec.state = KILLED if j.runtime > j.walltime else COMPLETED
-                rec.ranks = r.resources.ranks
-                heapq.heappush(ends, (rec.finish, r.id))
-            elif r.type is ResponseType.ANNOTATE:
-                est = (r.annotations or {}).get("sched", {}).get("t_estimate")
-                if est is not None and rec.first_estimate is None:
-                    rec.first_estimate = est
-            elif r.type is ResponseType.DENY:
-                rec.state, rec.note = REJECTED, r.note
-                done += 1
+        while result.preempt:  # kill at once, then pass again: the regular jobs start now
+            done += _answer(engine, result.responses, records, ends, runs, t)
+            for a in result.preempt:
+                rec = records[a.id]
+                rec.state, rec.finish, rec.note = PREEMPTED, t, a.note
+                rec.preemptions += 1
+                rec.lost += (t - (rec.start or t)) * len(rec.ranks or ())
+                runs.pop(a.id, None)
+                engine.free(a.id, final=True)
+                if resubmit_preempted:
+                    j = rec.job
+                    engine.alloc(j.id, 0, max(j.user, 0), t, j.request)
+                else:
+                    done += 1
+            result = engine.schedule(t)
+        done += _answer(engine, result.responses, records, ends, runs, t)
         for d in engine.hooks.drains():
             engine.resource_update(down=d.ranks)
             drains.append((t, d.ranks, d.reason))
@@ -128,7 +144,7 @@ def replay(
         if progress is not None and done != reported and (done - reported >= 64 or done == total):
             progress(done, total)
             reported = done
-        if i >= total and not ends and engine.pending_count:
+        if i >= total and not ends and engine.pending_count and wake() is None:
             # Nothing left to happen: the rest can never start (resources down).
             break
     nb = len(graph.ranks) if hasattr(graph, "ranks") else 0
@@ -141,3 +157,34 @@ def replay(
         dict(engine.stats),
         drains,
     )
+
+
+def _answer(
+    engine: Engine,
+    responses: list[Any],
+    records: dict[int, JobRecord],
+    ends: list[tuple[float, int, int]],
+    runs: dict[int, int],
+    t: float,
+) -> int:
+    """Record one pass's answers; returns how many jobs they finished (denied)."""
+    done = 0
+    for r in responses:
+        rec = records[r.id]
+        if r.type is ResponseType.SUCCESS:
+            j = rec.job
+            rec.start = t
+            run = min(j.runtime, j.walltime)
+            rec.finish = t + run
+            rec.state = KILLED if j.runtime > j.walltime else COMPLETED
+            rec.ranks = r.resources.ranks
+            runs[r.id] = runs.get(r.id, 0) + 1
+            heapq.heappush(ends, (rec.finish, r.id, runs[r.id]))
+        elif r.type is ResponseType.ANNOTATE:
+            est = (r.annotations or {}).get("sched", {}).get("t_estimate")
+            if est is not None and rec.first_estimate is None:
+                rec.first_estimate = est
+        elif r.type is ResponseType.DENY:
+            rec.state, rec.note = REJECTED, r.note
+            done += 1
+    return done

@@ -37,6 +37,7 @@ YAML jobspec list
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import lzma
@@ -50,6 +51,7 @@ from typing import Any
 
 from ..errors import FluxschedError
 from ..inputs import MAX_INPUT_BYTES, MAX_JOBS, MAX_NODES, MAX_SECONDS, bounded_lines, open_stream
+from ..jobspec.fsd import parse_fsd
 from ..jobspec.loader import MAX_BYTES
 from ..jobspec.request import Request, node_request
 
@@ -59,6 +61,7 @@ __all__ = [
     "WorkloadError",
     "WALLTIME_MODELS",
     "load_workload",
+    "mark_besteffort",
     "node_request",
     "parse_walltime_model",
     "read_batsim",
@@ -85,6 +88,14 @@ class WorkloadJob:
     profile: str = ""
     user: int = -1  # SWF field 12 (-1: unknown)
     queue: int = -1  # SWF field 15 (-1: unknown)
+    #: CiGri campaign name and type (``test`` or ``default``), "" when none.
+    campaign: str = ""
+    campaign_type: str = ""
+
+    @property
+    def preemptible_after(self) -> float | None:
+        """Seconds after its start from which it may be preempted; None: regular."""
+        return self.request.preemptible_after
 
 
 @dataclass(slots=True)
@@ -307,17 +318,46 @@ def read_batsim(text: str | dict, name: str = "workload", source: str = "<batsim
             walltime_s = math.inf
         else:
             walltime_s = _time(wall_s, where, "walltime")
+        request = node_request(res, walltime_s)
+        extra = _besteffort_fields(j, where)
+        if extra[0] is not None:
+            request = dataclasses.replace(request, preemptible_after=extra[0])
         number = _job_number(raw_id, i)
         if number in seen:
             number = top + 1  # max(seen) here made many colliding ids quadratic
         seen.add(number)
         top = max(top, number)
-        jobs.append(
-            WorkloadJob(
-                number, str(raw_id), subtime, node_request(res, walltime_s), walltime_s, runtime, res, prof_name
-            )
-        )
+        job = WorkloadJob(number, str(raw_id), subtime, request, walltime_s, runtime, res, prof_name, *extra[1:])
+        jobs.append(job)
     return Workload(jobs, nb_res, name)
+
+
+def _besteffort_fields(j: dict, where: str) -> tuple[float | None, int, int, str, str]:
+    """A Batsim job's ``preemptible-after``, ``user``, ``campaign`` and ``campaign-type``."""
+    pa = None
+    if "preemptible-after" in j:
+        try:
+            pa = parse_fsd(j["preemptible-after"])
+        except ValueError as exc:
+            raise WorkloadError(f"{where}: preemptible-after: {exc}") from None
+    user = j.get("user", -1)
+    if isinstance(user, bool) or not isinstance(user, int):
+        user = -1 if user in (None, "") else zlib.crc32(str(user).encode()) & 0x7FFFFFFF  # a name: a stable uid
+    campaign = str(j.get("campaign", "") or "")
+    ctype = str(j.get("campaign-type", "") or "")
+    if ctype not in ("", "test", "default"):
+        raise WorkloadError(f"{where}: campaign-type must be 'test' or 'default', got {ctype[:40]!r}")
+    return pa, int(user), -1, campaign, ctype
+
+
+def mark_besteffort(workload: Workload, queue: int, preemptible_after: float = 0.0) -> int:
+    """Make the jobs of SWF queue ``queue`` (field 15) best-effort; returns how many."""
+    n = 0
+    for j in workload.jobs:
+        if j.queue == queue:
+            j.request = dataclasses.replace(j.request, preemptible_after=preemptible_after)
+            n += 1
+    return n
 
 
 def _model_name(model: tuple[str, float | None]) -> str:
@@ -479,6 +519,9 @@ def read_jobspec_list(text: str, name: str = "workload", base: Path | None = Non
         if raw in seen:
             raise WorkloadError(f"{where}: duplicate job id {raw}")
         seen.add(raw)
-        jobs.append(WorkloadJob(raw, str(raw), submit, request, walltime, runtime, request.nnodes, ""))
+        user = (request.attributes or {}).get("user") or {}
+        job = WorkloadJob(raw, str(raw), submit, request, walltime, runtime, request.nnodes, "")
+        job.campaign, job.campaign_type = str(user.get("campaign", "")), str(user.get("campaign-type", ""))
+        jobs.append(job)
     jobs.sort(key=lambda j: (j.submit, j.id))
     return Workload(jobs, nb_res, name)

@@ -1,0 +1,504 @@
+"""Best-effort jobs and preemption (``attributes.system.preemptible-after``).
+
+A job with ``preemptible-after`` is *best-effort*; every other job is
+*regular*.  The rules, all enforced here:
+
+* **Regular jobs plan as if best-effort resources were free** from the
+  moment each best-effort job becomes preemptible (``start +
+  preemptible-after``).  Until then the planner holds them with a running
+  span that ends then; afterwards they are *lent*: the planner's graph is a
+  :class:`~.regularview.RegularView` that counts them free.  Reservations,
+  shadow times, backfill and ``t_estimate`` all see that view.
+* **Starting a regular job on lent resources** (:meth:`BestEffort.handoff`):
+  the victims are chosen (:func:`choose_victims`), a :class:`~.actions.Preempt`
+  goes out for each, and the job goes to ``STARTING``: its planner span is
+  in place and it holds in the graph what was already free; what each victim
+  frees is handed to it as the victim's ``sched.free`` arrives.  The SUCCESS
+  goes out on the first pass after the last one.  Nobody else can take those
+  resources meanwhile (they are the job's, or still the victims'), and a
+  preempted job is never lent again, so it is never preempted twice.
+* **Victim choice:** the fewest jobs, then the least lost work (elapsed
+  node-seconds).  Only lent jobs are candidates: never a regular job, never
+  a job inside its protected window.  A best-effort job never preempts.
+* **Pending best-effort jobs** start after the regular pass, only on what is
+  free in the graph and not reserved for a regular job over their protected
+  window (``min(walltime, preemptible-after)``): they never delay a regular
+  reservation.  They are placed from the other end of the placement order
+  (``high`` when regular jobs take ``low`` first), so that regular jobs meet
+  them last.
+
+Best-effort events (their alloc, their free once lent) do not make the
+regular jobs re-plan: for those, nothing changed.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .actions import Preempt
+from .annotations import resource_summary
+from .jobs import Job, JobQueue
+from .regularview import RegularView
+from .states import JobState, PassResult, Response, ResponseType
+
+if TYPE_CHECKING:
+    from .core import Engine
+    from .passctx import Pass
+
+__all__ = ["BestEffort", "choose_victims"]
+
+#: Best-effort jobs take resources from the other end of the placement order.
+_REVERSED = {"first": "high", "low": "high", "high": "low", "lonodex": "hinodex", "hinodex": "lonodex"}
+
+
+@dataclass(slots=True)
+class _Handoff:
+    """A regular job waiting for the jobs preempted for it to be freed."""
+
+    job: Job
+    rs: Any
+    waiting: set[int] = field(default_factory=set)
+
+
+def lost_work(job: Job, now: float) -> float:
+    """Elapsed node-seconds of a running job: what preempting it loses."""
+    return max(0.0, now - (job.t_start or 0.0)) * len(job.resources.ranks)
+
+
+def choose_victims(
+    match: Any, base: int, candidates: Iterable[tuple[Job, int]], now: float
+) -> tuple[list[Job], Any] | None:
+    """The victims to preempt so that ``match(avail)`` finds a placement.
+
+    ``base`` is what is available without preempting anyone; each candidate
+    is ``(job, bits)``.  Returns ``(victims, placement)``: no victim when
+    ``base`` suffices; else one victim when one is enough, the one that
+    loses the least work; else a greedy choice (biggest jobs first, cheapest
+    first among equals), pruned of every victim the placement can do
+    without, most costly first.  Exact for one victim and for victims of
+    one size (the common case: one-node best-effort jobs); a heuristic
+    otherwise.  None when even all of them are not enough."""
+    got = match(base)
+    if got is not None:
+        return [], got
+    cands = list(candidates)
+    cost = {j.id: lost_work(j, now) for j, _ in cands}
+    for j, b in sorted(cands, key=lambda c: (cost[c[0].id], c[0].id)):
+        got = match(base | b)
+        if got is not None:
+            return [j], got
+    chosen: list[tuple[Job, int]] = []
+    avail = base
+    for c in sorted(cands, key=lambda c: (-c[1].bit_count(), cost[c[0].id], c[0].id)):
+        chosen.append(c)
+        avail |= c[1]
+        got = match(avail)
+        if got is not None:
+            break
+    else:
+        return None
+    for c in sorted(chosen, key=lambda c: (-cost[c[0].id], -c[0].id)):
+        rest = [o for o in chosen if o is not c]
+        trial = base
+        for o in rest:
+            trial |= o[1]
+        g2 = match(trial)
+        if g2 is not None:
+            chosen, got = rest, g2
+    bits = got[1]
+    return [j for j, b in chosen if b & bits], got
+
+
+class BestEffort:
+    """The engine's best-effort jobs: see the module docstring."""
+
+    #: Pending best-effort jobs a pass looks at past the last one it could
+    #: try (the others were of shapes that already failed), once the
+    #: annotated ones are done: a million queued jobs of one shape cost one
+    #: failed match, not a million.
+    LOOKAHEAD = 256
+
+    def __init__(self, engine: Engine) -> None:
+        self.e = engine
+        #: The graph the planner reads: lent resources count as free.
+        self.view = RegularView(engine.graph)
+        #: Pending best-effort jobs, in order (the engine's queue helpers sort it).
+        self.queue = JobQueue(None, None)  # type: ignore[arg-type]
+        self.dirty = False
+        self._windows: list[tuple[float, int]] = []  # (end of protected window, job id)
+        self._lent: dict[int, tuple[Job, int]] = {}  # preemptible now: (job, flat bits)
+        self._lent_rs: Any = None
+        #: Flat union of what is lent (regular jobs may take it).
+        self.lent_bits = 0
+        self._preempted: dict[int, int | None] = {}  # victim -> the job it makes room for
+        self._handoffs: dict[int, _Handoff] = {}
+        self._ready: list[int] = []
+        self._actions: list[Preempt] = []
+        engine.stats.update({"preemptions": 0, "preempted_node_seconds": 0.0})
+
+    # -- queries ---------------------------------------------------------------
+
+    def next_wakeup(self) -> float | None:
+        """When the next protected window ends (a pass is due then), or None.
+
+        A job's window is ``preemptible-after`` long; its planner span ends
+        then or at its walltime, whichever comes first."""
+        w = self._windows
+        while w and not self._protected(w[0][1]):
+            heapq.heappop(w)
+        return w[0][0] if w else None
+
+    def preempted(self) -> set[int]:
+        """Jobs preempted and not freed yet."""
+        return set(self._preempted)
+
+    def starting(self) -> dict[int, set[int]]:
+        """Regular jobs waiting for victims: ``{job: victims not freed yet}``."""
+        return {y: set(h.waiting) for y, h in self._handoffs.items()}
+
+    def _protected(self, jobid: int) -> bool:
+        job = self.e._jobs.get(jobid)
+        return job is not None and job.state is JobState.RUNNING and jobid in self.e.planner and jobid not in self._lent
+
+    # -- engine hooks -------------------------------------------------------------
+
+    def add(self, job: Job) -> list[Response]:
+        """A new pending best-effort job (``alloc``)."""
+        q = self.queue
+        job.queue = q
+        q.npending += 1
+        if q.jobs and q.sorted and job.sortkey < q.jobs[-1].sortkey:
+            q.sorted = False
+        q.jobs.append(job)
+        self.dirty = True
+        return []
+
+    def span_end(self, job: Job) -> float:
+        """Where a job's planner span ends: its expiration, or for a
+        best-effort job the end of its protected window."""
+        pa = job.preemptible_after
+        return job.expiration if pa is None else min(job.expiration, (job.t_start or 0.0) + pa)
+
+    def advance(self, now: float) -> None:
+        """Lend the jobs whose protected window ended by ``now``."""
+        w = self._windows
+        changed = False
+        while w and w[0][0] <= now:
+            _, jobid = heapq.heappop(w)
+            if self._protected(jobid):
+                self.e.planner.remove(jobid)
+                self._lend(self.e._jobs[jobid])
+                changed = True
+        if changed:
+            self.e._changed()  # for regular jobs, resources were freed
+
+    def freed(self, job: Job) -> list[Response]:
+        """``sched.free`` (final) of a best-effort job."""
+        e = self.e
+        jobid = job.id
+        e._transition(job, "free-final")
+        released = e.graph.release(jobid)
+        span = e.planner.remove(jobid)
+        e.planner.graph_changed(None)
+        del e._jobs[jobid]
+        e.hooks.ended(job, preempted=jobid in self._preempted)
+        if jobid in self._lent:
+            self._unlend(jobid)
+        if jobid in self._preempted:
+            owner = self._preempted.pop(jobid)
+            h = self._handoffs.get(owner) if owner is not None else None
+            if h is not None:
+                part = released & h.rs
+                if part:  # held by nobody now, even if its rank went down meanwhile
+                    e.graph.allocate(h.job.id, part, running=True)
+                h.waiting.discard(jobid)
+                if not h.waiting:
+                    self._ready.append(h.job.id)
+        if span is not None:
+            e._changed()  # its protected window ended early: regular jobs may move up
+        self.dirty = True
+        return []
+
+    def resized(self, job: Job) -> None:
+        """A best-effort job freed part of what it holds."""
+        if job.id in self._lent:
+            self._unlend(job.id)
+            self._lend(job)
+
+    def cancel_starting(self, job: Job) -> list[Response]:
+        """``sched.cancel`` of a regular job waiting for its victims: what it
+        holds goes back; the victims stay preempted."""
+        e = self.e
+        h = self._handoffs.pop(job.id)
+        for v in h.waiting:
+            self._preempted[v] = None
+        if job.id in self._ready:
+            self._ready.remove(job.id)
+        e._transition(job, "cancel")
+        if e.graph.jobs.get(job.id) is not None:
+            e.graph.release(job.id)
+        e.planner.remove(job.id)
+        e.planner.graph_changed(None)
+        del e._jobs[job.id]
+        e.stats["canceled"] += 1
+        e._changed()
+        return [Response(job.id, ResponseType.CANCEL)]
+
+    def adopt(self, job: Job, preempted: bool) -> None:
+        """A best-effort job learned at ``hello`` (a scheduler restart): its
+        span ends with its protected window, or it is lent; when a
+        preemption was already sent for it, it is preempted (never again)."""
+        e = self.e
+        e.planner.remove(job.id)
+        if preempted:
+            self._preempted[job.id] = None
+            return
+        until = self._protected_until(job)
+        if until > (job.t_start or 0.0):
+            e.planner.add_running(
+                job.id, job.resources, job.t_start or 0.0, max(self.span_end(job), job.t_start + 1e-9)
+            )
+            heapq.heappush(self._windows, (until, job.id))
+        else:
+            self._lend(job)
+
+    @staticmethod
+    def _protected_until(job: Job) -> float:
+        return (job.t_start or 0.0) + (job.preemptible_after or 0.0)
+
+    # -- lending -------------------------------------------------------------------
+
+    def _lend(self, job: Job) -> None:
+        bits = self.e.planner.codec.encode(job.resources)
+        self._lent[job.id] = (job, bits)
+        self.lent_bits |= bits
+        self._lent_rs = job.resources if self._lent_rs is None else self._lent_rs | job.resources
+        self.view.set_lent(self._lent_rs)
+
+    def _unlend(self, jobid: int) -> None:
+        job, bits = self._lent.pop(jobid)
+        self.lent_bits &= ~bits
+        self._lent_rs = self._lent_rs - job.resources if self._lent else None
+        self.view.set_lent(self._lent_rs)
+
+    # -- starting a regular job on lent resources ---------------------------------
+
+    def handoff(self, p: Pass, job: Job, placement: tuple[Any, int]) -> tuple[Any, int]:
+        """Start ``job`` (regular) where ``placement`` meets lent resources:
+        choose victims, preempt them, hold what they free for ``job``.
+        Returns the placement used."""
+        e = self.e
+        planner = e.planner
+        now = p.now
+        policy = e.options.placement
+        reserved = planner.reserved_during(now, now + job.duration) if planner.nreserved else 0
+        base = p.free() & ~self.lent_bits & ~reserved
+        cands = [(j, b & ~reserved) for j, b in self._lent.values() if b & ~reserved]
+
+        def match(avail: int) -> Any:
+            e.stats["matches"] += 1
+            return planner.match_bits(job.request, avail, policy)
+
+        if e.options.preempt_victims == "plan":
+            chosen = None
+        else:
+            chosen = choose_victims(match, base, cands, now)
+        if chosen is None:  # the plan's placement (with fewest, only if lent resources went down)
+            chosen = ([j for j, b in self._lent.values() if b & placement[1]], placement)
+        victims, placement = chosen
+        rs = planner.resolve(placement)
+        if not victims:
+            e._start(p, job, placement)
+            return placement
+        e._transition(job, "preempt")
+        e._drop_shape(job)
+        e._npending -= 1
+        job.queue.npending -= 1
+        end = self._end(job, now)
+        job.resources, job.t_start, job.expiration = rs, now, end
+        own = rs & e.graph.free()
+        if own:
+            e.graph.allocate(job.id, own)
+        planner.graph_changed(None)
+        planner.add_running(job.id, rs, now, min(end, now + job.duration), placement[1])
+        h = self._handoffs[job.id] = _Handoff(job, rs)
+        name = e._job_name
+        for v in victims:
+            if p._free is not None:  # what a victim holds beyond the placement is not free either
+                p._free &= ~self._lent[v.id][1]
+            self._unlend(v.id)
+            self._preempted[v.id] = job.id
+            h.waiting.add(v.id)
+            e.stats["preemptions"] += 1
+            e.stats["preempted_node_seconds"] += lost_work(v, now)
+            self._actions.append(Preempt(v.id, job.id, f"preempted for job {name(job.id)}"))
+        n = len(victims)
+        what = f"{n} best-effort job{'s' if n > 1 else ''}"
+        ann = {"reason_pending": f"preempting {what}: {', '.join(name(v.id) for v in victims)}"}
+        self._annotate(job, ann, p.out)
+        return placement
+
+    def _end(self, job: Job, now: float) -> float:
+        """The kill time of ``job`` started at ``now`` (its walltime; the
+        planner may plan shorter: EASY++, a protected window)."""
+        end = now + job.walltime
+        if end == math.inf and self.e.instance_expiration:
+            end = max(self.e.instance_expiration, now + 1e-9)
+        return end
+
+    def _annotate(self, job: Job, ann: dict[str, Any], out: list[Response]) -> None:
+        diff = {k: v for k, v in ann.items() if job.sent.get(k) != v}
+        diff.update({k: None for k in job.sent if k not in ann})
+        self.e._annotated.discard(job.id)
+        job.sent = ann
+        if diff:
+            out.append(Response(job.id, ResponseType.ANNOTATE, {"sched": diff}))
+
+    def _success(self, job: Job, rs: Any, now: float, end: float, extra: dict[str, Any], out: list[Response]) -> None:
+        e = self.e
+        e._transition(job, "start")
+        e.stats["started"] += 1
+        R = None
+        if e.build_R:
+            R = rs.to_rv1(e.graph, now, 0.0 if end == math.inf else end, job.request.nslots or 1)
+        ann: dict[str, Any] = {k: None for k in job.sent if k != "resource_summary"}
+        ann["resource_summary"] = resource_summary(R, rs)
+        ann.update(extra)
+        job.sent = {}
+        e._annotated.discard(job.id)
+        out.append(Response(job.id, ResponseType.SUCCESS, {"sched": ann}, R=R, resources=rs, start=now, expiration=end))
+
+    def start_ready(self, now: float) -> list[Response]:
+        """Move protected windows on, and answer SUCCESS for the regular jobs
+        whose victims have all been freed (called first in every schedule)."""
+        self.advance(now)
+        out: list[Response] = []
+        e = self.e
+        ready, self._ready = self._ready, []
+        for jobid in ready:
+            h = self._handoffs.pop(jobid, None)
+            if h is None:
+                continue
+            job = h.job
+            end = self._end(job, now)
+            if (job.t_start, job.expiration) != (now, end):
+                for other in e.planner.set_end(job.id, min(end, now + job.duration)):
+                    if (pending := e._jobs.get(other)) is not None:
+                        pending.estimate = pending.proof = None
+                        e._changed()
+            job.t_start, job.expiration = now, end
+            self._success(job, h.rs, now, end, {}, out)
+        return out
+
+    # -- the best-effort pass -------------------------------------------------------
+
+    def take_actions(self) -> list[Preempt]:
+        """The preemptions decided since the last call."""
+        actions, self._actions = self._actions, []
+        return actions
+
+    def run(self, now: float, out: list[Response], passed: bool = False) -> PassResult:
+        """After the regular pass (``passed``), or when only best-effort
+        jobs changed: start pending best-effort jobs where no regular job
+        can go, annotate them; return the pass's result."""
+        e = self.e
+        q = self.queue
+        if (self.dirty or passed) and q.npending:
+            e._sort_queue(q)
+            self._start_pending(now, out)
+        self.dirty = False
+        return PassResult(out, preempt=self.take_actions())
+
+    def _pending(self, now: float) -> Iterator[Job]:
+        """Pending best-effort jobs in the order they may start: queue order,
+        or campaign order (test campaigns first, then least decayed usage:
+        :mod:`.campaigns`) once a job named a campaign."""
+        e = self.e
+        q = self.queue
+        if e.hooks.ordered:
+            yield from e.hooks.order([j for j in q.jobs[q.head :] if e._live(j)], now)
+            return
+        for i in range(q.head, len(q.jobs)):
+            job = q.jobs[i]
+            if e._live(job):
+                yield job
+
+    def _match(self, job: Job, avail: int, policy: str) -> tuple[Any, int] | None:
+        """A placement in ``avail``: on ``job``'s preferred nodes (``affinity``) when it fits there."""
+        e = self.e
+        e.stats["matches"] += 1
+        if e.options.affinity and (avoid := e.hooks.excluded(job)) is not None:
+            found = e.planner.match_bits(job.request, avail ^ (avail & avoid), policy)
+            if found is not None:
+                return found
+        return e.planner.match_bits(job.request, avail, policy)
+
+    def _start_pending(self, now: float, out: list[Response]) -> None:
+        e = self.e
+        planner = e.planner
+        free = planner.codec.encode(e.graph.free())
+        policy = _REVERSED.get(e.options.placement, e.options.placement)
+        failed: set[tuple[int, float]] = set()  # (shape, window) that did not fit
+        depth = e.options.annotate_depth
+        predict = e.options.campaign_predictor
+        shown = misses = 0
+        for job in self._pending(now):
+            window = min(job.walltime, job.preemptible_after or 0.0)
+            if free and (job.shape_id, window) not in failed:
+                misses = 0
+                avail = free
+                found = None
+                if planner.nreserved:
+                    expected = e.hooks.expected_duration(job) if predict else 0.0
+                    if expected > window:
+                        # First where its campaign's predicted run time ends
+                        # before any reservation claims the nodes: less work
+                        # lost to preemption (:mod:`.runtimes`).
+                        clear = avail ^ (avail & planner.reserved_during(now, now + expected))
+                        found = self._match(job, clear, policy) if clear else None
+                    avail ^= avail & planner.reserved_during(now, now + max(window, 1e-9))
+                if found is None and avail:
+                    found = self._match(job, avail, policy)
+                if found is not None:
+                    self._start(job, found, now, window, out)
+                    free ^= free & found[1]
+                    continue
+                failed.add((job.shape_id, window))
+            else:
+                misses += 1
+            if depth is None or shown < depth:
+                shown += 1
+                ann: dict[str, Any] = {"reason_pending": "best-effort: waiting for resources no regular job needs"}
+                if (eta := e.hooks.campaign_eta(job, now)) is not None:
+                    ann["campaign_eta"] = eta  # the campaign predictor (engine/runtimes.py)
+                self._annotate(job, ann, out)
+            elif not free or misses > self.LOOKAHEAD:
+                break
+
+    def _start(self, job: Job, found: tuple[Any, int], now: float, window: float, out: list[Response]) -> None:
+        e = self.e
+        planner = e.planner
+        rs = planner.resolve(found)
+        e.graph.allocate(job.id, rs)
+        planner.graph_changed(None)
+        e._drop_shape(job)
+        e._npending -= 1
+        job.queue.npending -= 1
+        end = self._end(job, now)
+        job.resources, job.t_start, job.expiration = rs, now, end
+        until = now + (job.preemptible_after or 0.0)
+        if until > now:  # planned as a job that ends then (or at its walltime)
+            planner.add_running(job.id, rs, now, now + window, found[1])
+            heapq.heappush(self._windows, (until, job.id))
+        else:
+            self._lend(job)
+        self._success(job, rs, now, end, {"besteffort": f"preemptible from {e._time_format(until)}"}, out)
+        e.hooks.started(job, now)
+
+    def lent(self) -> list[int]:
+        """Ids of the running best-effort jobs regular jobs may take now."""
+        return list(self._lent)

@@ -1,0 +1,74 @@
+"""The resource graph as regular jobs see it: best-effort jobs' resources free.
+
+Regular jobs plan as if the resources of a preemptible job were free from
+the moment it becomes preemptible (``start + preemptible-after``).  The
+planner reads what is free from its graph (``free()``, ``version``,
+``availability()``); :class:`RegularView` is the graph it is given: every
+call goes to the real graph, except that ``free()`` adds what best-effort
+jobs hold and may lose (:attr:`lent`, kept by :mod:`.besteffort`), on
+ranks that are up and not drained.  With nothing lent it is the graph
+itself, answer for answer and version for version, so an engine with no
+best-effort job plans exactly as before.
+
+Until a job's protected window has passed, the planner holds its resources
+with a running span ending at ``start + preemptible-after``, like a job that
+ends then.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["RegularView"]
+
+
+class RegularView:
+    """A read-only view of ``graph`` for the planner (see the module docstring)."""
+
+    def __init__(self, graph: Any) -> None:
+        self._g = graph
+        #: A ResourceSet of what best-effort jobs hold and regular jobs may take, or None.
+        self.lent: Any = None
+        self._epoch = 0  # bumped whenever ``lent`` changes
+        self._cache: tuple[Any, Any] | None = None
+
+    def set_lent(self, rs: Any) -> None:
+        """What regular jobs may take from best-effort jobs (None: nothing)."""
+        self.lent = rs if rs else None
+        self._epoch += 1
+        self._cache = None
+
+    @property
+    def version(self) -> Any:
+        v = self._g.version
+        return v if self.lent is None else (v, self._epoch)
+
+    def free(self) -> Any:
+        g = self._g
+        if self.lent is None:
+            return g.free()
+        key = (g.version, self._epoch)
+        c = self._cache
+        if c is not None and c[0] == key:
+            return c[1]
+        lent = self.lent
+        bad = g.down_ranks()
+        drained = g.drained_ranks()
+        if drained:
+            bad = bad | type(bad)(drained)
+        if bad:
+            lent = lent - lent.restrict(bad)
+        rs = g.free() | lent
+        self._cache = (key, rs)
+        return rs
+
+    def availability(self, available: Any = None) -> Any:
+        if available is None and self.lent is not None:
+            available = self.free()
+        return self._g.availability(available)
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._g, name)
+        if callable(value):
+            setattr(self, name, value)  # bound methods of the graph: look up once
+        return value

@@ -1,0 +1,261 @@
+"""Best-effort jobs and preemption (rfcs/preemption.md).
+
+The must-hold: Batsim's seed-1 HPC workload (250 jobs, 128 nodes) plus a
+campaign of 2,000 one-node best-effort jobs submitted at t=0 with
+``preemptible-after: 0``.  Under fcfs, easy and conservative every regular
+job starts exactly when it does in a replay of the regular jobs alone (the
+oracle is that second replay), utilization is higher, and the campaign's
+completed work is reported.  Then small hand-built cases: the victim
+choice, the protected window, the handoff (SUCCESS only once every victim
+is freed; nobody else takes the resources meanwhile), cancel, and a
+malformed attribute.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+
+import pytest
+
+from fluxsched_py.engine import Engine, JobState, ResponseType
+from fluxsched_py.engine.besteffort import choose_victims, lost_work
+from fluxsched_py.jobspec.request import node_request
+from fluxsched_py.replay.metrics import summarize
+from fluxsched_py.replay.platform import nodes_graph
+from fluxsched_py.replay.sim import COMPLETED, PREEMPTED, replay
+from fluxsched_py.replay.workload import Workload, load_workload
+
+DATA = Path(__file__).parent / "data" / "batsim"
+MIX = DATA / "seed1_campaign2000.json.gz"
+
+
+def _regular_only(w: Workload) -> Workload:
+    return Workload([j for j in w.jobs if j.preemptible_after is None], w.nb_res, w.name)
+
+
+@pytest.mark.parametrize("policy", ["fcfs", "easy", "conservative"])
+def test_regular_jobs_lose_nothing_to_a_best_effort_campaign(policy):
+    mixed = load_workload(MIX)
+    be = [j for j in mixed.jobs if j.preemptible_after is not None]
+    assert len(be) >= 2000 and all(j.submit == 0 and j.nodes == 1 and j.preemptible_after == 0 for j in be)
+    alone = replay(_regular_only(mixed), nodes_graph(128), {"queue-policy": policy})
+    both = replay(mixed, nodes_graph(128), {"queue-policy": policy})
+    expected = alone.starts()
+    got = both.starts()
+    assert len(expected) == 250
+    late = {i: (expected[i], got[i]) for i in expected if got[i] is None or abs(got[i] - expected[i]) > 1e-6}
+    assert not late, f"{len(late)} regular jobs moved, e.g. {list(late.items())[:3]}"
+    # The best-effort jobs did run, were preempted, and their work is reported.
+    recs = [r for r in both.records if r.job.preemptible_after is not None]
+    assert sum(r.state == COMPLETED for r in recs) > 100
+    assert sum(r.state == PREEMPTED for r in recs) > 100
+    for r in both.records:  # a regular job is never preempted
+        if r.job.preemptible_after is None:
+            assert r.state != PREEMPTED and r.preemptions == 0
+    s_alone, s_both = summarize(alone), summarize(both)
+    assert s_both.utilization == pytest.approx(s_alone.utilization)  # regular work, same window
+    assert s_both.utilization_with_besteffort > s_alone.utilization + 0.1
+    assert s_both.besteffort == len(be) and s_both.besteffort_completed_nh > 10
+    assert s_both.preemptions == both.stats["preemptions"] == sum(r.preemptions for r in recs)
+
+
+def test_resubmitted_campaign_completes_and_has_a_makespan():
+    both = replay(load_workload(MIX), nodes_graph(128), {"queue-policy": "easy"}, resubmit_preempted=True)
+    recs = [r for r in both.records if r.job.preemptible_after is not None]
+    assert all(r.state == COMPLETED for r in recs)
+    s = summarize(both)
+    (name, makespan), *_ = s.campaigns
+    assert name == "cigri-1" and makespan == pytest.approx(max(r.finish for r in recs))
+
+
+# -- small cases ---------------------------------------------------------------
+
+
+def be_request(nodes: int, walltime: float, pa: float = 0.0):
+    return dataclasses.replace(node_request(nodes, walltime), preemptible_after=pa)
+
+
+def engine(n: int, **opts) -> Engine:
+    return Engine(nodes_graph(n), {"queue-policy": "easy", **opts}, build_R=False, time_format=lambda t: f"t={t:.0f}s")
+
+
+def started(result) -> dict[int, set[int]]:
+    return {r.id: set(r.resources.ranks) for r in result.responses if r.type is ResponseType.SUCCESS}
+
+
+def test_best_effort_jobs_fill_idle_nodes_and_say_so():
+    e = engine(4)
+    for i in range(6):
+        e.alloc(100 + i, 0, 0, 0.0, be_request(1, 100.0))
+    r = e.schedule(0.0)
+    assert set(started(r)) == {100, 101, 102, 103}
+    ann = {x.id: x.annotations["sched"] for x in r.responses}
+    assert ann[100]["besteffort"].startswith("preemptible from")
+    assert ann[104]["reason_pending"].startswith("best-effort")
+    assert not r.preempt
+
+
+def test_handoff_waits_for_every_victim_then_succeeds():
+    e = engine(4)
+    for i in range(4):
+        e.alloc(100 + i, 0, 0, 0.0, be_request(1, 100.0))
+    e.schedule(0.0)
+    e.alloc(1, 0, 0, 5.0, node_request(2, 50.0))
+    r = e.schedule(5.0)
+    victims = [a.id for a in r.preempt]
+    assert len(victims) == 2 and all(a.for_id == 1 and "1" in a.note for a in r.preempt)
+    (ann,) = [x.annotations["sched"] for x in r.responses if x.id == 1]
+    assert ann["reason_pending"].startswith("preempting 2 best-effort jobs: ")
+    assert e.job(1).state is JobState.STARTING
+    # A regular job submitted meanwhile cannot take the victims' nodes.
+    e.alloc(2, 0, 0, 5.0, node_request(2, 50.0))
+    e.free(victims[0])
+    r = e.schedule(6.0)
+    assert 1 not in started(r)
+    assert all(a.id not in victims for a in r.preempt)  # never preempted twice
+    assert 2 not in started(r)  # it may only preempt the two other best-effort jobs
+    e.free(victims[1])
+    r = e.schedule(7.0)
+    s = started(r)
+    assert 1 in s and len(s[1]) == 2
+    e.check_invariants()
+    assert e.stats["preemptions"] >= 2
+
+
+def test_victims_never_regular_and_never_preempted_twice():
+    e = engine(4)
+    e.alloc(1, 0, 0, 0.0, node_request(2, 1000.0))  # regular, runs
+    e.alloc(100, 0, 0, 0.0, be_request(1, 1000.0))
+    e.alloc(101, 0, 0, 0.0, be_request(1, 1000.0))
+    e.schedule(0.0)
+    e.alloc(2, 0, 0, 1.0, node_request(1, 10.0))
+    e.alloc(3, 0, 0, 1.0, node_request(1, 10.0))
+    e.alloc(4, 0, 0, 1.0, node_request(1, 10.0))  # nothing left for it but regular jobs
+    r = e.schedule(1.0)
+    assert sorted(a.id for a in r.preempt) == [100, 101]
+    r2 = e.schedule(2.0)
+    assert not r2.preempt
+    assert e.job(1).state is JobState.RUNNING and e.job(4).state is JobState.PENDING
+
+
+def test_protected_window_delays_the_regular_job_and_says_until_when():
+    e = engine(2)
+    e.alloc(100, 0, 0, 0.0, be_request(2, 1000.0, pa=60.0))
+    assert set(started(e.schedule(0.0))) == {100}
+    e.alloc(1, 0, 0, 10.0, node_request(2, 50.0))
+    r = e.schedule(10.0)
+    assert not r.preempt
+    (ann,) = [x.annotations["sched"] for x in r.responses if x.id == 1]
+    assert ann["t_estimate"] == 60.0 and ann["reason_pending"].endswith("reserved to start at t=60s")
+    assert e.besteffort.next_wakeup() == 60.0
+    assert not e.schedule(59.0).preempt
+    r = e.schedule(60.0)
+    assert [a.id for a in r.preempt] == [100]
+    e.free(100)
+    assert 1 in started(e.schedule(60.0))
+
+
+def test_best_effort_job_never_delays_a_reservation():
+    e = engine(2)
+    e.alloc(1, 0, 0, 0.0, node_request(1, 100.0))
+    e.schedule(0.0)
+    e.alloc(2, 0, 0, 1.0, node_request(2, 100.0))  # reserved at t=100
+    e.alloc(100, 0, 0, 1.0, be_request(1, 1000.0, pa=200.0))  # its window would cross t=100
+    e.alloc(101, 0, 0, 1.0, be_request(1, 1000.0, pa=50.0))  # fits before t=100
+    r = e.schedule(1.0)
+    assert set(started(r)) == {101}
+
+
+def test_cancel_of_a_job_waiting_for_victims():
+    e = engine(2)
+    e.alloc(100, 0, 0, 0.0, be_request(2, 100.0))
+    e.schedule(0.0)
+    e.alloc(1, 0, 0, 1.0, node_request(1, 50.0))
+    r = e.schedule(1.0)
+    assert [a.id for a in r.preempt] == [100]
+    assert [x.type for x in e.cancel(1)] == [ResponseType.CANCEL]
+    e.free(100)
+    r = e.schedule(2.0)
+    assert not r.preempt and e.graph.free() == e.graph.all()
+    e.check_invariants()
+
+
+def test_malformed_preemptible_after_is_denied_with_a_clear_note():
+    e = engine(2)
+    js = {
+        "version": 1,
+        "resources": [{"type": "slot", "count": 1, "label": "t", "with": [{"type": "core", "count": 1}]}],
+        "tasks": [{"command": ["x"], "slot": "t", "count": {"per_slot": 1}}],
+        "attributes": {"system": {"duration": 0, "preemptible-after": "soon"}},
+    }
+    (r,) = e.alloc(1, 0, 0, 0.0, js)
+    assert r.type is ResponseType.DENY
+    assert "preemptible-after" in r.note and "Flux Standard Duration" in r.note
+    js["attributes"]["system"]["preemptible-after"] = "5m"
+    assert e.alloc(2, 0, 0, 0.0, js) == [] and e.job(2).preemptible_after == 300.0
+
+
+# -- victim choice ---------------------------------------------------------------
+
+
+class _J:
+    def __init__(self, jobid: int, t_start: float, nodes: int) -> None:
+        self.id = jobid
+        self.t_start = t_start
+        self.resources = type("RS", (), {"ranks": range(nodes)})()
+
+
+def _match(need: int):
+    """A matcher on bits: ``need`` set bits, the lowest ones."""
+
+    def match(avail: int):
+        if avail.bit_count() < need:
+            return None
+        bits, b = 0, avail
+        for _ in range(need):
+            low = b & -b
+            bits |= low
+            b &= ~low
+        return (None, bits)
+
+    return match
+
+
+def test_victims_fewest_jobs_first():
+    a = _J(1, 0.0, 2)  # 2 nodes, lost 200 node-s at t=100
+    b, c = _J(2, 90.0, 1), _J(3, 80.0, 1)  # 1 node each, lost 10 and 20
+    cands = [(a, 0b0011), (b, 0b0100), (c, 0b1000)]
+    victims, _ = choose_victims(_match(2), 0, cands, 100.0)
+    assert [v.id for v in victims] == [1]  # one job, though it loses more
+
+
+def test_victims_least_lost_work_among_equals():
+    a, b, c = _J(1, 0.0, 1), _J(2, 90.0, 1), _J(3, 50.0, 1)
+    cands = [(a, 0b001), (b, 0b010), (c, 0b100)]
+    victims, got = choose_victims(_match(1), 0, cands, 100.0)
+    assert [v.id for v in victims] == [2] and got[1] == 0b010
+    victims, _ = choose_victims(_match(2), 0, cands, 100.0)
+    assert sorted(v.id for v in victims) == [2, 3]
+    assert lost_work(a, 100.0) == 100.0
+
+
+def test_victims_none_when_free_resources_suffice_and_none_when_impossible():
+    a = _J(1, 0.0, 1)
+    assert choose_victims(_match(1), 0b10, [(a, 0b01)], 5.0) == ([], (None, 0b10))
+    assert choose_victims(_match(3), 0b10, [(a, 0b01)], 5.0) is None
+
+
+def test_fewest_mode_picks_the_cheapest_victim_in_the_engine():
+    e = engine(3, **{"preempt-victims": "fewest"})
+    e.alloc(100, 0, 0, 0.0, be_request(1, 1000.0))
+    e.schedule(0.0)
+    e.alloc(101, 0, 0, 50.0, be_request(1, 1000.0))
+    e.schedule(50.0)
+    e.alloc(102, 0, 0, 90.0, be_request(1, 1000.0))
+    e.schedule(90.0)
+    e.alloc(1, 0, 0, 100.0, node_request(1, 10.0))
+    r = e.schedule(100.0)
+    assert [a.id for a in r.preempt] == [102]  # started last: loses 10 node-s
+    assert math.isclose(e.stats["preempted_node_seconds"], 10.0)
