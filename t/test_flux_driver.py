@@ -619,3 +619,23 @@ def test_malformed_preemptible_after_is_denied_by_the_module():
     alloc(d, t, 1, _besteffort(1, after="later"))
     (deny,) = replies(t, "alloc-1")
     assert deny["type"] == 2 and "preemptible-after" in deny["note"]
+
+
+def test_a_pass_is_armed_for_the_end_of_a_protected_window():
+    # Both nodes filled with best-effort jobs protected for 60 s; a regular
+    # job then waits until they become preemptible.  Nothing else happens:
+    # the driver must still run a pass then, and the preemption goes out.
+    d, t = make(job_name=lambda i: f"f{i}")
+    start = d.clock.t
+    for i in range(1, 9):
+        alloc(d, t, i, _besteffort(1, after=60))
+    alloc(d, t, 20, jobspec(ncores=4, nnodes=1))
+    assert not [p for k, _, p in t.sent if k == "exception"]
+    assert d.engine.hooks.wakeup() == start + 60
+    n = t.pass_requests
+    d.run_pass()  # nothing to do: the pass (re-)arms the wakeup
+    assert t.pass_requests == n + 1
+    d.clock.t = start + 60
+    d.run_pass()  # the timer fires
+    raised = [p for k, _, p in t.sent if k == "exception"]
+    assert len(raised) == 4 and all("f20" in p["note"] for p in raised)

@@ -34,6 +34,7 @@ after a free).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -186,9 +187,11 @@ class Hooks:
 
     def wakeup(self) -> float:
         """When the engine next needs a pass though nothing else happens (a
-        running job reaches its EASY++ prediction); inf when never.  An
-        event-driven driver runs ``schedule`` then."""
-        return self.predictor.next_correction()
+        running job reaches its EASY++ prediction, or a best-effort job's
+        protected window ends: regular jobs may preempt it then); inf when
+        never.  An event-driven driver runs ``schedule`` then."""
+        window = self.e.besteffort.next_wakeup()
+        return min(self.predictor.next_correction(), math.inf if window is None else window)
 
     def drains(self) -> list[Drain]:
         """The drain actions found since the last call (drivers carry them out)."""

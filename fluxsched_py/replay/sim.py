@@ -97,14 +97,9 @@ def replay(
     done = 0
     reported = 0
     drains: list[tuple[float, IdSet, str]] = []
-    wake = engine.besteffort.next_wakeup
+    wake = engine.hooks.wakeup  # EASY++ corrections, ends of protected windows
     while i < total or ends:
-        t = min(
-            jobs[i].submit if i < total else math.inf,
-            ends[0][0] if ends else math.inf,
-            wake() or math.inf,
-            engine.hooks.wakeup(),
-        )
+        t = min(jobs[i].submit if i < total else math.inf, ends[0][0] if ends else math.inf, wake())
         while ends and ends[0][0] <= t:
             _, jobid, run = heapq.heappop(ends)
             if runs.get(jobid) != run:
