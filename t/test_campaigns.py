@@ -285,3 +285,25 @@ def test_best_effort_jobs_go_where_their_predicted_run_ends_before_a_reservation
     assert _placed_with_history(200.0, predictor="false") == [2]
     # Expected 5 s < the window: no preference, the first free rank.
     assert _placed_with_history(5.0) == [2]
+
+
+def test_a_preempted_job_counts_as_usage_not_as_a_campaign_run_time():
+    # 2 nodes.  Campaign c's two best-effort jobs (preemptible at once) run
+    # from 0; at 50 a regular 2-node job preempts both.  Their 2 x 50
+    # node-s count as c's usage; c has no completed job, so no mean run time.
+    e = engine(nodes=2, **{"queue-policy": "easy"})
+    for jobid in (1, 2):
+        e.alloc(jobid, 0, 1, 0.0, jobspec(campaign="c", best_effort=True))
+    assert started(e, 0.0) == [(1, [1]), (2, [0])]  # best-effort jobs take the high end first
+    spec = jobspec()
+    spec["resources"][0]["count"] = 2
+    e.alloc(3, 0, 1, 50.0, spec)
+    res = e.schedule(50.0)
+    assert sorted(a.id for a in res.preempt) == [1, 2]
+    for jobid in (1, 2):
+        e.free(jobid)
+    assert started(e, 50.0) == [(3, [0, 1])]
+    st = e.hooks.stats(50.0)["c"]
+    assert (st["pending"], st["running"], st["completed"], st["mean_runtime"]) == (0, 0, 0, None)
+    assert st["usage"] == pytest.approx(100.0)
+    assert e.hooks.expected_duration(e.job(3)) == 100.0  # no campaign history: the walltime
