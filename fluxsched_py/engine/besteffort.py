@@ -453,14 +453,16 @@ class BestEffort:
                 avail = free
                 found = None
                 if planner.nreserved:
+                    avail ^= avail & planner.reserved_during(now, now + max(window, 1e-9))
                     expected = e.hooks.expected_duration(job) if predict else 0.0
                     if expected > window:
                         # First where its campaign's predicted run time ends
                         # before any reservation claims the nodes: less work
-                        # lost to preemption (:mod:`.runtimes`).
+                        # lost to preemption (:mod:`.runtimes`).  Only when
+                        # that is less than avail: else it is the same match.
                         clear = avail ^ (avail & planner.reserved_during(now, now + expected))
-                        found = self._match(job, clear, policy) if clear else None
-                    avail ^= avail & planner.reserved_during(now, now + max(window, 1e-9))
+                        if clear != avail:
+                            found = self._match(job, clear, policy) if clear else None
                 if found is None and avail:
                     found = self._match(job, avail, policy)
                 if found is not None:
