@@ -62,6 +62,9 @@ class RecordingTransport:
     def request_pass(self, delay: float) -> None:
         self.pass_requests += 1
 
+    def drain(self, ranks: str, reason: str) -> None:
+        self.sent.append(("drain", None, {"targets": ranks, "reason": reason}))
+
     def run_passes(self, limit: int = 10000) -> None:
         assert self.driver is not None
         for _ in range(limit):

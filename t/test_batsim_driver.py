@@ -238,9 +238,15 @@ class _Planner:
         return list(self._spans)
 
 
+class _Hooks:
+    def wakeup(self):
+        return math.inf  # no EASY++ correction to wait for
+
+
 class _Engine:
     def __init__(self, spans):
         self.planner = _Planner(spans)
+        self.hooks = _Hooks()
 
     def schedule(self, now):
         class R:
@@ -305,6 +311,31 @@ def test_simultaneous_completions_split_by_batsim_latency_are_decided_together()
 def test_without_run_times_each_completion_is_decided_at_once():
     # No delay profile: nothing says the second completion is on its way, so EASY backfills job 4.
     assert _regroup_run(with_profiles=False) == [["w0!1", "w0!2"], [], [], ["w0!4"], []]
+
+
+def test_call_me_later_for_an_easypp_correction():
+    # 2 hosts, EASY++.  a (2 nodes) completes at 10: the history is [10].  b
+    # (1 node, walltime 100) is predicted 10 s and starts at 20; c (2 nodes)
+    # is reserved at b's predicted end, 30.  No completion comes at 30 (b
+    # really runs longer): the driver asks Batsim to call back then.
+    s = BatsimScheduler(["queue-policy=easy", "predict-runtimes=true"])
+    s.begin([Host(0, "h0"), Host(1, "h1")])
+    s.submit("w!a", 2, 100.0, 0.0)
+    assert [type(d).__name__ for d in s.decide(0.0)] == ["Execute"]
+    s.complete("w!a", 10.0)
+    s.decide(10.0)
+    s.submit("w!b", 1, 100.0, 20.0)
+    s.submit("w!c", 2, 50.0, 20.0)
+    assert s.decide(20.0)[-1] == CallMeLater(30.0)
+    plain = BatsimScheduler(["queue-policy=easy"])
+    plain.begin([Host(0, "h0"), Host(1, "h1")])
+    plain.submit("w!a", 2, 100.0, 0.0)
+    plain.decide(0.0)
+    plain.complete("w!a", 10.0)
+    plain.decide(10.0)
+    plain.submit("w!b", 1, 100.0, 20.0)
+    plain.submit("w!c", 2, 50.0, 20.0)
+    assert not any(isinstance(d, CallMeLater) for d in plain.decide(20.0))  # b's completion explains c's start
 
 
 # -- best-effort jobs (rfcs/preemption.md) -----------------------------------

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import json
+import math
 import subprocess
 import sys
 
@@ -528,6 +529,63 @@ def test_requests_before_resources_are_known_do_not_crash():
     assert replies(t, "a") == [] and replies(t, "s")[0]["pending_jobs"] == 0
 
 
+# -- the sink effect -----------------------------------------------------------
+
+
+def test_the_sink_effect_sends_resource_drain_and_stats_show_campaigns():
+    # 2 ranks of 4 cores, sink-jobs=2.  Campaign s: two 100 s jobs on rank 0
+    # (policy low), then rank 1 swallows two jobs in 1 s each.  The median of
+    # (100, 100, 1, 1) is 50.5: 1 s is under a tenth -> drain rank 1.
+    d, t = make(["sink-jobs=2", "policy=low"])
+    spec = jobspec(ncores=4, nnodes=1, duration=1000)
+    spec["attributes"]["user"] = {"campaign": "s"}
+    clock = d.clock
+    for jobid in (1, 2):
+        alloc(d, t, jobid, spec)
+        R = t.kvs[kvs_key(jobid, "R")]
+        assert R["execution"]["R_lite"][0]["rank"] == "0"
+        clock.t += 100
+        d.handle("sched.free", "f", {"id": jobid, "R": R, "final": True})
+        t.run_passes()
+    alloc(d, t, 9, jobspec(ncores=4, nnodes=1, duration=1000))  # holds rank 0
+    for jobid in (3, 4):
+        alloc(d, t, jobid, spec)
+        R = t.kvs[kvs_key(jobid, "R")]
+        assert R["execution"]["R_lite"][0]["rank"] == "1"
+        clock.t += 1
+        d.handle("sched.free", "f", {"id": jobid, "R": R, "final": True})
+        t.run_passes()
+    drains = [p for k, _, p in t.sent if k == "drain"]
+    assert len(drains) == 1 and drains[0]["targets"] == "1"
+    assert "the last 2 jobs of campaign s" in drains[0]["reason"]
+    stats = d.stats_get()
+    assert stats["campaigns"]["s"]["completed"] == 4
+    assert stats["options"]["sink-jobs"] == 2
+
+
+def test_easypp_arms_a_pass_for_the_prediction_and_corrects_there():
+    d, t = make(["predict-runtimes=true", "policy=low"])
+    clock = d.clock
+    spec = jobspec(ncores=4, nnodes=1, duration=100)
+    alloc(d, t, 1, spec)
+    R = t.kvs[kvs_key(1, "R")]
+    clock.t += 10
+    d.handle("sched.free", "f", {"id": 1, "R": R, "final": True})
+    t.run_passes()
+    assert t.pass_requests and d.engine.hooks.wakeup() == math.inf
+    alloc(d, t, 2, spec)  # predicted 10 s (job 1's run time), walltime 100
+    start = clock.t
+    assert d.engine.planner.span(2).end == start + 10
+    assert d.engine.hooks.wakeup() == start + 10
+    n = t.pass_requests
+    d.run_pass()  # nothing to do: the pass (re-)arms the wakeup
+    assert t.pass_requests == n + 1
+    clock.t = start + 10
+    d.run_pass()  # the timer fires: job 2 outlived its prediction
+    assert d.engine.planner.span(2).end == start + 100
+    assert t.kvs[kvs_key(2, "R")]["execution"]["expiration"] == start + 100  # the kill time never moved
+
+
 # -- best-effort jobs and preemption (rfcs/preemption.md) ------------------
 
 
@@ -561,3 +619,23 @@ def test_malformed_preemptible_after_is_denied_by_the_module():
     alloc(d, t, 1, _besteffort(1, after="later"))
     (deny,) = replies(t, "alloc-1")
     assert deny["type"] == 2 and "preemptible-after" in deny["note"]
+
+
+def test_a_pass_is_armed_for_the_end_of_a_protected_window():
+    # Both nodes filled with best-effort jobs protected for 60 s; a regular
+    # job then waits until they become preemptible.  Nothing else happens:
+    # the driver must still run a pass then, and the preemption goes out.
+    d, t = make(job_name=lambda i: f"f{i}")
+    start = d.clock.t
+    for i in range(1, 9):
+        alloc(d, t, i, _besteffort(1, after=60))
+    alloc(d, t, 20, jobspec(ncores=4, nnodes=1))
+    assert not [p for k, _, p in t.sent if k == "exception"]
+    assert d.engine.hooks.wakeup() == start + 60
+    n = t.pass_requests
+    d.run_pass()  # nothing to do: the pass (re-)arms the wakeup
+    assert t.pass_requests == n + 1
+    d.clock.t = start + 60
+    d.run_pass()  # the timer fires
+    raised = [p for k, _, p in t.sent if k == "exception"]
+    assert len(raised) == 4 and all("f20" in p["note"] for p in raised)

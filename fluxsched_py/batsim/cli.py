@@ -110,6 +110,11 @@ def build_parser() -> argparse.ArgumentParser:
         default="comma",
         help="batprotocol only: how host_allocation separates intervals (comma at Batsim 3bb38700, space later)",
     )
+    ap.add_argument(
+        "--predict-runtimes",
+        action="store_true",
+        help="EASY++: plan with the mean of each user's last two run times, capped at the walltime",
+    )
     ap.add_argument("--record", metavar="FILE", help="write every message, both directions, as JSON lines")
     ap.add_argument("--stats", metavar="FILE", help="write round-trip times and counters as JSON at the end")
     ap.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for every message)")
@@ -123,6 +128,8 @@ def _options(args: argparse.Namespace) -> EngineOptions:
         opts["reserve-depth"] = args.reserve_depth
     if args.queue_depth is not None:
         opts["queue-depth"] = args.queue_depth
+    if args.predict_runtimes:
+        opts["predict-runtimes"] = "true"
     return EngineOptions.parse(opts)
 
 

@@ -480,7 +480,16 @@ class BatsimScheduler:
         self.stats["started"] += 1
 
     def _wakeup(self, v: float) -> float | None:
-        """The earliest reservation (workload time) that no running job's end explains, if any."""
+        """The earliest of: the next EASY++ correction (a running job reaching
+        its predicted end, :meth:`Hooks.wakeup`), and the earliest reservation
+        (workload time) that no running job's end explains; None if neither."""
+        pred = self._engine().hooks.wakeup()
+        if not (v < pred < math.inf) or any(c <= pred for c in self._calls):
+            return self._reservation_wakeup(v)
+        t = self._reservation_wakeup(v)
+        return pred if t is None else min(t, pred)
+
+    def _reservation_wakeup(self, v: float) -> float | None:
         engine = self._engine()
         starts = sorted(s.start for s in engine.planner.reserved() if s.start > v)
         if not starts:

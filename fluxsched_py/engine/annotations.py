@@ -104,6 +104,8 @@ def annotations(e: Engine, p: Pass, job: Job, pos: int, head: Job | None) -> dic
     ann["jobs_ahead"] = pos
     if getattr(req, "queue", None):
         ann["queue"] = req.queue
+    if (eta := e.hooks.campaign_eta(job, p.now)) is not None:
+        ann["campaign_eta"] = eta  # the campaign predictor (engine/runtimes.py)
     return ann
 
 

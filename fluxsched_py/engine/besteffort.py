@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -205,6 +205,7 @@ class BestEffort:
         span = e.planner.remove(jobid)
         e.planner.graph_changed(None)
         del e._jobs[jobid]
+        e.hooks.ended(job, preempted=jobid in self._preempted)
         if jobid in self._lent:
             self._unlend(jobid)
         if jobid in self._preempted:
@@ -323,7 +324,7 @@ class BestEffort:
         if own:
             e.graph.allocate(job.id, own)
         planner.graph_changed(None)
-        planner.add_running(job.id, rs, now, end, placement[1])
+        planner.add_running(job.id, rs, now, min(end, now + job.duration), placement[1])
         h = self._handoffs[job.id] = _Handoff(job, rs)
         name = e._job_name
         for v in victims:
@@ -342,7 +343,9 @@ class BestEffort:
         return placement
 
     def _end(self, job: Job, now: float) -> float:
-        end = now + job.duration
+        """The kill time of ``job`` started at ``now`` (its walltime; the
+        planner may plan shorter: EASY++, a protected window)."""
+        end = now + job.walltime
         if end == math.inf and self.e.instance_expiration:
             end = max(self.e.instance_expiration, now + 1e-9)
         return end
@@ -383,7 +386,7 @@ class BestEffort:
             job = h.job
             end = self._end(job, now)
             if (job.t_start, job.expiration) != (now, end):
-                for other in e.planner.set_end(job.id, end):
+                for other in e.planner.set_end(job.id, min(end, now + job.duration)):
                     if (pending := e._jobs.get(other)) is not None:
                         pending.estimate = pending.proof = None
                         e._changed()
@@ -410,6 +413,30 @@ class BestEffort:
         self.dirty = False
         return PassResult(out, preempt=self.take_actions())
 
+    def _pending(self, now: float) -> Iterator[Job]:
+        """Pending best-effort jobs in the order they may start: queue order,
+        or campaign order (test campaigns first, then least decayed usage:
+        :mod:`.campaigns`) once a job named a campaign."""
+        e = self.e
+        q = self.queue
+        if e.hooks.ordered:
+            yield from e.hooks.order([j for j in q.jobs[q.head :] if e._live(j)], now)
+            return
+        for i in range(q.head, len(q.jobs)):
+            job = q.jobs[i]
+            if e._live(job):
+                yield job
+
+    def _match(self, job: Job, avail: int, policy: str) -> tuple[Any, int] | None:
+        """A placement in ``avail``: on ``job``'s preferred nodes (``affinity``) when it fits there."""
+        e = self.e
+        e.stats["matches"] += 1
+        if e.options.affinity and (avoid := e.hooks.excluded(job)) is not None:
+            found = e.planner.match_bits(job.request, avail ^ (avail & avoid), policy)
+            if found is not None:
+                return found
+        return e.planner.match_bits(job.request, avail, policy)
+
     def _start_pending(self, now: float, out: list[Response]) -> None:
         e = self.e
         planner = e.planner
@@ -417,30 +444,40 @@ class BestEffort:
         policy = _REVERSED.get(e.options.placement, e.options.placement)
         failed: set[tuple[int, float]] = set()  # (shape, window) that did not fit
         depth = e.options.annotate_depth
+        predict = e.options.campaign_predictor
         shown = misses = 0
-        q = self.queue
-        for i in range(q.head, len(q.jobs)):
-            job = q.jobs[i]
-            if not e._live(job):
-                continue
-            window = min(job.duration, job.preemptible_after or 0.0)
+        for job in self._pending(now):
+            window = min(job.walltime, job.preemptible_after or 0.0)
             if free and (job.shape_id, window) not in failed:
                 misses = 0
                 avail = free
+                found = None
                 if planner.nreserved:
-                    avail &= ~planner.reserved_during(now, now + max(window, 1e-9))
-                e.stats["matches"] += 1
-                found = planner.match_bits(job.request, avail, policy) if avail else None
+                    avail ^= avail & planner.reserved_during(now, now + max(window, 1e-9))
+                    expected = e.hooks.expected_duration(job) if predict else 0.0
+                    if expected > window:
+                        # First where its campaign's predicted run time ends
+                        # before any reservation claims the nodes: less work
+                        # lost to preemption (:mod:`.runtimes`).  Only when
+                        # that is less than avail: else it is the same match.
+                        clear = avail ^ (avail & planner.reserved_during(now, now + expected))
+                        if clear != avail:
+                            found = self._match(job, clear, policy) if clear else None
+                if found is None and avail:
+                    found = self._match(job, avail, policy)
                 if found is not None:
                     self._start(job, found, now, window, out)
-                    free &= ~found[1]
+                    free ^= free & found[1]
                     continue
                 failed.add((job.shape_id, window))
             else:
                 misses += 1
             if depth is None or shown < depth:
                 shown += 1
-                self._annotate(job, {"reason_pending": "best-effort: waiting for resources no regular job needs"}, out)
+                ann: dict[str, Any] = {"reason_pending": "best-effort: waiting for resources no regular job needs"}
+                if (eta := e.hooks.campaign_eta(job, now)) is not None:
+                    ann["campaign_eta"] = eta  # the campaign predictor (engine/runtimes.py)
+                self._annotate(job, ann, out)
             elif not free or misses > self.LOOKAHEAD:
                 break
 
@@ -462,6 +499,7 @@ class BestEffort:
         else:
             self._lend(job)
         self._success(job, rs, now, end, {"besteffort": f"preemptible from {e._time_format(until)}"}, out)
+        e.hooks.started(job, now)
 
     def lent(self) -> list[int]:
         """Ids of the running best-effort jobs regular jobs may take now."""

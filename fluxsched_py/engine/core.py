@@ -16,6 +16,7 @@ from ..planner import MatchCache, Planner
 from ..policy import QueuePolicy, make_policy, order_key
 from .annotations import end_pass, fmt_clock, resource_summary
 from .besteffort import BestEffort
+from .hooks import Hooks
 from .jobs import Job, JobQueue, depth_limits, run_queues
 from .options import EngineOptions
 from .passctx import Pass
@@ -43,12 +44,9 @@ class Engine:
     matcher, feasibility:
         the placement functions; default to :mod:`fluxsched_py.match`.
     build_R:
-        put RFC 20 R in SUCCESS responses (drivers that only need the
-        ResourceSet, like the replay, turn it off).
-    stopwatch:
-        measures pass work for ``budget``; never used for decisions.
-    time_format:
-        how ``reason_pending`` shows an absolute time (default ``HH:MM``).
+        put RFC 20 R in SUCCESS responses (the replay, which needs only the ResourceSet, does not).
+    stopwatch, time_format:
+        measure pass work for ``budget`` (never for decisions); show an absolute time (default ``HH:MM``).
     job_name:
         how annotations show a job id to users (default the decimal id; the
         Flux driver passes f58, ``ƒLqTPgb``, as ``flux jobs`` shows it).
@@ -106,6 +104,7 @@ class Engine:
         self._dirty = True  # something changed since the last complete pass
         self._restart = False  # ... in a way that invalidates a pass in progress
         self._compress = True  # ... in a way that may let reservations move earlier
+        self.hooks = Hooks(self)  # optional features: EASY++, affinity, campaigns (engine/hooks.py)
 
     # ------------------------------------------------------------------
     # Queries
@@ -207,7 +206,7 @@ class Engine:
         if old is not None:
             return self._duplicate_alloc(old)
         try:
-            request = self._parse(jobspec)
+            request = self.hooks.checked(self._parse(jobspec))
         except Exception as exc:
             self.stats["denied"] += 1
             return [Response(jobid, ResponseType.DENY, note=f"invalid jobspec: {exc}")]
@@ -215,7 +214,7 @@ class Engine:
         if reason is not None:
             self.stats["denied"] += 1
             return [Response(jobid, ResponseType.DENY, note=reason)]
-        job = Job(jobid, priority, userid, t_submit, request)
+        job = self.hooks.submitted(Job(jobid, priority, userid, t_submit, request))
         job.shape_id = self._take_shape(job)
         self._transition(job, "alloc")
         self._jobs[jobid] = job
@@ -265,7 +264,7 @@ class Engine:
                 self.graph.release(jobid)
                 span = self.planner.remove(jobid)
                 self.planner.graph_changed(version, given=span.bits if span is not None else None)
-                del self._jobs[jobid]
+                self.hooks.ended(self._jobs.pop(jobid))
             else:
                 self._transition(job, "free")
                 part = self._rs_from_R(R) & job.resources if R is not None else None
@@ -371,6 +370,7 @@ class Engine:
         restarts.  Without changes since the last complete pass, it does
         nothing.
         """
+        self.hooks.tick(now)  # before the plan is read: EASY++ corrections, campaign bookkeeping
         out = self.besteffort.start_ready(now)
         if self._pass is not None and (self._restart or now < self._pass.now):
             self._pass = self._pass_gen = None
@@ -453,6 +453,7 @@ class Engine:
 
     def _forget_pending(self, job: Job, event: str) -> None:
         self._transition(job, event)
+        self.hooks.left(job)
         self._drop_shape(job)
         del self._jobs[job.id]
         self._npending -= 1
@@ -543,7 +544,7 @@ class Engine:
         bits = placement[1]
         rs = self.planner.resolve(placement)
         now = p.now
-        end = now + job.duration
+        end = now + job.walltime  # the kill time; the plan ends at now + duration (EASY++ plans shorter)
         if end == math.inf and self.instance_expiration:
             end = max(self.instance_expiration, now + 1e-9)
         try:
@@ -562,7 +563,7 @@ class Engine:
         job.resources = rs
         job.t_start = now
         job.expiration = end
-        self.planner.add_running(job.id, rs, now, end, bits)
+        self.planner.add_running(job.id, rs, now, min(end, now + job.duration), bits)
         R = None
         if self.build_R:
             R = rs.to_rv1(self.graph, now, 0.0 if end == math.inf else end, job.request.nslots or 1)

@@ -25,6 +25,7 @@ class Job:
         "t_submit",
         "request",
         "duration",
+        "walltime",
         "shape_id",
         "whole_nodes",
         "state",
@@ -47,8 +48,11 @@ class Job:
         self.t_submit = t_submit
         self.request = request
         d = float(getattr(request, "duration", 0.0) or 0.0) if request is not None else 0.0
-        #: Walltime in seconds, ``math.inf`` when unlimited.
-        self.duration = d if d > 0 else math.inf
+        #: Walltime in seconds, ``math.inf`` when unlimited: the kill time.
+        self.walltime = d if d > 0 else math.inf
+        #: What the planner plans with: the walltime, or shorter with
+        #: ``predict-runtimes`` (:mod:`fluxsched_py.engine.predict`).
+        self.duration = self.walltime
         #: A small int the engine gives each (request shape, walltime) of its
         #: pending jobs: equal ids are interchangeable for matching.
         self.shape_id = -1

@@ -22,6 +22,7 @@ Conventions, the same for every option:
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -127,6 +128,60 @@ def _per_queue(key: str, value: Any) -> tuple[tuple[str, str], ...]:
     return tuple(pairs.items())
 
 
+def _bool(key: str, value: Any) -> bool:
+    """``true``/``false`` (also ``1``/``0``, ``yes``/``no``, ``on``/``off``, or a bool)."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes", "on"):
+        return True
+    if text in ("false", "0", "no", "off"):
+        return False
+    raise EngineError(f"{key}={value!r}: expected true or false")
+
+
+def _seconds(key: str, value: Any) -> float:
+    """A positive number of seconds."""
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        x = math.nan
+    if not (x > 0 and math.isfinite(x)):
+        raise EngineError(f"{key}={value!r}: expected a positive number of seconds")
+    return x
+
+
+def _count(key: str, value: Any) -> int:
+    """A non-negative integer (0 turns the feature off)."""
+    try:
+        n = int(str(value).strip())
+    except (TypeError, ValueError):
+        n = -1
+    if n < 0:
+        raise EngineError(f"{key}={value!r}: expected a non-negative integer (0: off)")
+    return n
+
+
+def _affinity(key: str, value: Any) -> tuple[tuple[str, str], ...]:
+    """``alice:lyon,bob:grenoble`` (or a mapping) -> (user or campaign, node property) pairs."""
+    entries = [f"{k}:{v}" for k, v in value.items()] if isinstance(value, Mapping) else str(value).split(",")
+    pairs: dict[str, str] = {}
+    bad: list[str] = []
+    for entry in (e.strip() for e in entries):
+        if not entry:
+            continue
+        name, sep, prop = (x.strip() for x in entry.partition(":"))
+        if not sep or not name or not prop or ":" in prop or any(c.isspace() for c in name + prop):
+            bad.append(repr(entry))
+        elif name in pairs:
+            bad.append(f"{entry!r} ({name!r} listed twice)")
+        else:
+            pairs[name] = prop
+    if bad:
+        raise EngineError(f"{key}={value!r}: bad entries {', '.join(bad)}; expected NAME:PROPERTY[,NAME:PROPERTY...]")
+    return tuple(pairs.items())
+
+
 @dataclass(frozen=True, slots=True)
 class Option:
     """One row of :data:`OPTIONS`.  ``field`` is the :class:`EngineOptions`
@@ -164,6 +219,20 @@ OPTIONS: tuple[Option, ...] = (
            "jobs, then the least lost work (the placement may differ from the plan's)"),
     Option("mode", "queue_depth", _mode, None,
            "sched-simple's spelling of queue-depth: mode=unlimited or mode=limited=N"),
+    Option("predict-runtimes", "predict_runtimes", _bool, False,
+           "EASY++ (Tsafrir et al. 2007): plan with the mean of the user's last two run times, "
+           "capped at the walltime, instead of the walltime"),
+    Option("affinity", "affinity", _affinity, (),
+           "USER-or-CAMPAIGN:PROPERTY pairs: a job starts on nodes with that property when it fits "
+           "there now, else on any free nodes"),
+    Option("campaign-half-life", "campaign_half_life", _seconds, 86400.0,
+           "half-life in seconds of a campaign's decayed usage (fair share among default campaigns)"),
+    Option("campaign-predictor", "campaign_predictor", _bool, True,
+           "start a best-effort job first where its campaign's predicted run time ends before a "
+           "regular reservation claims the nodes (less work lost to preemption)"),
+    Option("sink-jobs", "sink_jobs", _count, 5,
+           "drain a node where a campaign's last N jobs each ended in under a tenth of its median "
+           "run time (the sink effect); 0 off"),
 )  # fmt: skip
 
 _BY_NAME = {o.name: o for o in OPTIONS}
@@ -185,6 +254,11 @@ class EngineOptions:
     annotate_depth: int | None = _default("annotate_depth")
     queue_policy_per_queue: tuple[tuple[str, str], ...] = _default("queue_policy_per_queue")
     preempt_victims: str = _default("preempt_victims")
+    predict_runtimes: bool = _default("predict_runtimes")
+    affinity: tuple[tuple[str, str], ...] = _default("affinity")
+    campaign_half_life: float = _default("campaign_half_life")
+    campaign_predictor: bool = _default("campaign_predictor")
+    sink_jobs: int = _default("sink_jobs")
 
     @classmethod
     def parse(cls, args: Iterable[str] | Mapping[str, Any] | None = None) -> EngineOptions:
@@ -224,4 +298,9 @@ class EngineOptions:
             "annotate-depth": self.annotate_depth,
             "log-level": self.log_level,
             "preempt-victims": self.preempt_victims,
+            "predict-runtimes": self.predict_runtimes,
+            "affinity": dict(self.affinity),
+            "campaign-half-life": self.campaign_half_life,
+            "campaign-predictor": self.campaign_predictor,
+            "sink-jobs": self.sink_jobs,
         }

@@ -60,6 +60,8 @@ class Pass:
         self.passed_over: Job | None = None
         #: The job :meth:`jobs` yielded last (denied if the policy raises).
         self.current: Job | None = None
+        #: ``affinity`` is set: placements first try the job's preferred nodes.
+        self.prefer = bool(engine.options.affinity)
 
     def enter(self, queue: JobQueue, depth: int | None = None) -> None:
         """Start on ``queue``'s jobs (at most ``depth`` of them)."""
@@ -109,8 +111,14 @@ class Pass:
         return not (self.free() & (codec.leaf_mask or codec.ranked_mask))
 
     def _match(self, job: Job, avail: int) -> tuple[Any, int] | None:
-        self.e.stats["matches"] += 1
-        return self.e.planner.match_bits(job.request, avail, self.e.options.placement)
+        e = self.e
+        e.stats["matches"] += 1
+        if self.prefer and (avoid := e.hooks.excluded(job)) is not None:
+            # affinity: on the preferred nodes alone when it fits there, else anywhere
+            found = e.planner.match_bits(job.request, avail ^ (avail & avoid), e.options.placement)
+            if found is not None:
+                return found
+        return e.planner.match_bits(job.request, avail, e.options.placement)
 
     def fits_now(self, job: Job) -> tuple[Any, int] | None:
         # Running jobs hold what is not free; only reservations can take more.
@@ -154,6 +162,8 @@ class Pass:
             placement = e.besteffort.handoff(self, job, placement)
         else:
             e._start(self, job, placement)
+        if job.state is not JobState.PENDING:
+            e.hooks.started(job, self.now)
         if self._free is not None and job.state is not JobState.PENDING:
             self._free ^= self._free & placement[1]  # & ~ without a negative int
 

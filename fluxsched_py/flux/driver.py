@@ -146,6 +146,7 @@ class Driver(Startup):
         self._allocs: dict[int, Any] = {}  # job id -> its pending sched.alloc message
         self._committing = 0
         self._pass_armed = False
+        self._wakeup_armed = False  # the armed pass is only the engine's wakeup (EASY++ correction)
         self._last_change = 0.0
         self._interval_ewma = 0.0
         self._duration_ewma = 0.0
@@ -453,6 +454,7 @@ class Driver(Startup):
             s["engine"] = dict(e.stats)
             o = e.options
             s["options"] = o.as_dict()
+            s["campaigns"] = e.hooks.stats(self.clock())
         return s
 
     # ------------------------------------------------------------------
@@ -464,14 +466,14 @@ class Driver(Startup):
         if self._last_change:
             self._interval_ewma = 0.25 * (now - self._last_change) + 0.75 * self._interval_ewma
         self._last_change = now
-        if not self._pass_armed:
-            self._pass_armed = True
+        if not self._pass_armed or self._wakeup_armed:
+            self._pass_armed, self._wakeup_armed = True, False
             self.transport.request_pass(self._delay)
 
     def run_pass(self) -> bool:
         """Run (part of) a scheduling pass and send what it decided.
         Returns True when the pass is not finished (another is armed)."""
-        self._pass_armed = False
+        self._pass_armed = self._wakeup_armed = False
         if self.engine is None:
             return False
         t0 = time.monotonic()
@@ -494,6 +496,9 @@ class Driver(Startup):
         else:
             self.stats["sched_passes"] += 1
         self._send(res.responses)
+        for d in self.engine.hooks.drains():  # the sink effect: no further job is placed there
+            self.log(LOG_INFO, f"draining ranks {d.ranks}: {d.reason}")
+            self.transport.drain(str(d.ranks), d.reason)
         self.last_work = (
             "pass",
             f"schedule {1e3 * dt:.1f} ms, send {1e3 * (time.monotonic() - t1):.1f} ms",
@@ -507,6 +512,10 @@ class Driver(Startup):
         if res.more and not self._pass_armed:
             self._pass_armed = True
             self.transport.request_pass(0.0)
+        elif not self._pass_armed and (wake := self.engine.hooks.wakeup()) < math.inf:
+            # a running job reaches its EASY++ prediction: re-plan then
+            self._pass_armed = self._wakeup_armed = True
+            self.transport.request_pass(max(0.0, wake - self.clock()))
         return res.more
 
     def _send(self, responses: list[Response]) -> None:

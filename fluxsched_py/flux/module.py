@@ -169,6 +169,19 @@ class FluxBinding:
 
         f.then(cont)
 
+    def drain(self, ranks: str, reason: str) -> None:
+        # flux-core src/modules/resource/drain.c: {targets, reason?, mode?} to rank 0;
+        # "update" leaves ranks an admin already drained as they are.
+        f = self.h.rpc("resource.drain", {"targets": ranks, "reason": reason, "mode": "update"}, nodeid=0)
+
+        def cont(future: Any, _arg: Any = None) -> None:
+            try:
+                future.get()
+            except OSError as exc:
+                self.log(LOG_ERR, f"draining ranks {ranks} failed: {exc}")
+
+        f.then(cont)
+
     def request_pass(self, delay: float) -> None:
         self._timer.stop()
         self._timer.reset(after=max(0.0, delay))

@@ -56,6 +56,9 @@ class Transport(Protocol):
     def request_pass(self, delay: float) -> None:
         """Call :meth:`Driver.run_pass` after ``delay`` seconds (from the reactor)."""
 
+    def drain(self, ranks: str, reason: str) -> None:
+        """``resource.drain`` of ``ranks`` (an RFC 22 idset) with ``reason`` (the sink effect)."""
+
 
 #: The largest instance ``R.scheduling`` copied into every job's R.
 JOB_SCHEDULING_MAX = 64 * 1024

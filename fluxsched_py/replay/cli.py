@@ -111,6 +111,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="SWF: processors per node, to turn processor counts into nodes (default 1)",
     )
     ap.add_argument(
+        "--predict-runtimes",
+        action="store_true",
+        help="EASY++: plan with the mean of each user's last two run times, capped at the walltime",
+    )
+    ap.add_argument(
+        "--affinity", metavar="USER:PROP,...", help="prefer nodes with PROP for USER's (or a campaign's) jobs"
+    )
+    ap.add_argument(
         "--besteffort-queue",
         type=int,
         metavar="N",
@@ -120,6 +128,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--resubmit-preempted",
         action="store_true",
         help="submit a preempted best-effort job again at once, as CiGri does",
+    )
+    ap.add_argument(
+        "--no-campaign-predictor",
+        action="store_true",
+        help="start best-effort jobs without their campaign's predicted run time (campaign-predictor=false)",
     )
     ap.add_argument(
         "--preempt-victims",
@@ -150,6 +163,12 @@ def _options(args: argparse.Namespace, policy: str) -> EngineOptions:
         opts["reserve-depth"] = args.reserve_depth
     if args.queue_depth is not None:
         opts["queue-depth"] = args.queue_depth
+    if args.predict_runtimes:
+        opts["predict-runtimes"] = "true"
+    if args.no_campaign_predictor:
+        opts["campaign-predictor"] = "false"
+    if args.affinity is not None:
+        opts["affinity"] = args.affinity
     return EngineOptions.parse(opts)
 
 
@@ -286,6 +305,8 @@ def main(argv: list[str] | None = None) -> int:
             )
         results.append(result)
         summaries.append(summarize(result))
+        for t, ranks, reason in result.drains:
+            print(f"{PROG}: {o.queue_policy}: t={t:.0f}s: drained rank {ranks}: {reason}", file=sys.stderr)
         if outdir is not None:
             path = write_jobs_csv(
                 result, outdir / o.queue_policy / "jobs.csv" if len(opts) > 1 else outdir / "jobs.csv"

@@ -55,6 +55,8 @@ class ReplayResult:
     records: list[JobRecord]
     elapsed: float
     stats: dict = field(default_factory=dict)
+    #: (time, ranks, reason) of each node drained for the sink effect (marked down: no job placed there after)
+    drains: list[tuple[float, IdSet, str]] = field(default_factory=list)
 
     @property
     def policy(self) -> str:
@@ -94,9 +96,10 @@ def replay(
     i = 0
     done = 0
     reported = 0
-    wake = engine.besteffort.next_wakeup
+    drains: list[tuple[float, IdSet, str]] = []
+    wake = engine.hooks.wakeup  # EASY++ corrections, ends of protected windows
     while i < total or ends:
-        t = min(jobs[i].submit if i < total else math.inf, ends[0][0] if ends else math.inf, wake() or math.inf)
+        t = min(jobs[i].submit if i < total else math.inf, ends[0][0] if ends else math.inf, wake())
         while ends and ends[0][0] <= t:
             _, jobid, run = heapq.heappop(ends)
             if runs.get(jobid) != run:
@@ -128,6 +131,9 @@ def replay(
                     done += 1
             result = engine.schedule(t)
         done += _answer(engine, result.responses, records, ends, runs, t)
+        for d in engine.hooks.drains():
+            engine.resource_update(down=d.ranks)
+            drains.append((t, d.ranks, d.reason))
         if check is not None:
             check(engine)
         if progress is not None and done != reported and (done - reported >= 64 or done == total):
@@ -144,6 +150,7 @@ def replay(
         [records[j.id] for j in jobs],
         time.perf_counter() - t_wall,
         dict(engine.stats),
+        drains,
     )
 
 

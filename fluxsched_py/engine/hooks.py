@@ -1,0 +1,206 @@
+"""The engine's optional features, behind one object the core calls at a few points.
+
+``engine/core.py`` holds the RFC 27 state machine and stays small; the
+features below each live in their own module and are reached through
+:class:`Hooks`:
+
+=====================  ==============================================  ======================
+point                  what runs                                        module
+=====================  ==============================================  ======================
+``checked(request)``   ``campaign-type`` validated (a bad one DENYs)    :mod:`.campaigns`
+``submitted(job)``     EASY++ prediction; campaign bookkeeping           :mod:`.predict`,
+                                                                        :mod:`.runtimes`
+``started(job, now)``  EASY++ watch; campaign's first start              (from :mod:`.passctx`,
+                                                                        :mod:`.besteffort`)
+``ended(job, p)``      run times measured at the next ``tick``           all (a preempted job's
+                                                                        is no campaign run time)
+``left(job)``          a pending job cancelled or denied                 :mod:`.runtimes`
+``tick(now)``          EASY++ corrections; usage, predictor, sink        :mod:`.predict`,
+                       effect (:meth:`drains`)                          :mod:`.campaigns`,
+                                                                        :mod:`.sink`
+=====================  ==============================================  ======================
+
+and, during a pass, :meth:`order` (campaign order of best-effort jobs, in
+:meth:`~.besteffort.BestEffort.run`),
+:meth:`excluded` (affinity) and :meth:`expected_duration` (the campaign
+predictor).  Each reads the engine's current options, so ``flux config
+reload`` turns a feature on or off; with every feature off the engine
+decides exactly as without this module.
+
+``sched.free`` carries no time, so a job's run time is measured at the
+next :meth:`tick` (the start of the next pass, which drivers run right
+after a free).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from .affinity import Affinity, user_name
+from .campaigns import DecayedUsage, campaign_of, campaign_order
+from .predict import RuntimePredictor
+from .runtimes import CampaignRuntimes
+from .sink import Drain, SinkDetector
+
+if TYPE_CHECKING:
+    from .core import Engine
+    from .jobs import Job
+
+__all__ = ["Hooks"]
+
+
+class Hooks:
+    """See the module docstring."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.e = engine
+        self.predictor = RuntimePredictor()
+        self.runtimes = CampaignRuntimes()
+        self._usage: DecayedUsage | None = None
+        self._sink: SinkDetector | None = None
+        self._affinity: Affinity | None = None
+        self._ended: list[tuple[Job, float, bool]] = []  # (job, start, preempted) freed since the last tick
+        #: job id -> (campaign, best-effort) of the jobs that have either (pruned in tick)
+        self._info: dict[int, tuple[str | None, bool]] = {}
+        self._drains: list[Drain] = []
+        self._checked: tuple[Any, str | None, str] = (None, None, "default")  # the last request checked()
+        #: A best-effort job named a campaign or a campaign type: campaign
+        #: order applies (else best-effort jobs keep their queue order).
+        self.ordered = False
+        #: How ``affinity`` names a uid (default: the local passwd database).
+        self.user_names: Callable[[int], str | None] = user_name
+
+    # -- the core's calls ----------------------------------------------------
+
+    def checked(self, request: Any) -> Any:
+        # raises ValueError for a bad campaign-type: the alloc is denied
+        self._checked = (request, *campaign_of(request))
+        return request
+
+    def submitted(self, job: Job) -> Job:
+        request, name, kind = self._checked
+        if request is not job.request:  # not through checked(): read the attributes
+            name, kind = campaign_of(job.request)
+        best_effort = job.preemptible_after is not None
+        if self.e.options.predict_runtimes and not best_effort:
+            self.predictor.submitted(job)
+        if name is not None or best_effort:
+            self._info[job.id] = (name, best_effort)
+            if name is not None:
+                self.runtimes.submitted(name, job.id)
+            if best_effort and (name is not None or kind != "default"):
+                self.ordered = True
+        return job
+
+    def started(self, job: Job, now: float) -> None:
+        if job.duration < job.walltime:
+            self.predictor.started(job, now)
+        info = self._info.get(job.id)
+        if info is not None:
+            if info[0] is not None:
+                self.runtimes.started(info[0], job.id, now)
+
+    def left(self, job: Job) -> None:
+        """A pending job left without running (cancelled or denied)."""
+        info = self._info.pop(job.id, None)
+        if info is not None:
+            if info[0] is not None:
+                self.runtimes.left(info[0], job.id)
+
+    def ended(self, job: Job, preempted: bool = False) -> None:
+        """``job`` was freed; ``preempted``: killed for a regular job (its
+        usage counts, its run time is no campaign run time)."""
+        if job.t_start is not None and (job.id in self._info or self.e.options.predict_runtimes):
+            self._ended.append((job, job.t_start, preempted))
+
+    def tick(self, now: float) -> None:
+        e = self.e
+        opts = e.options
+        ended, self._ended = self._ended, []
+        for job, start, preempted in ended:
+            runtime = max(0.0, now - start)
+            name, best_effort = self._info.pop(job.id, (None, False))
+            if opts.predict_runtimes and not best_effort:
+                self.predictor.record(job.userid, runtime)
+            ranks = job.resources.ranks if job.resources is not None else ()
+            if best_effort or name is not None:
+                self.usage().add(name, runtime * max(1, len(ranks)), now)
+            if name is not None and preempted:
+                self.runtimes.killed(name, job.id)
+            elif name is not None:
+                self.runtimes.ended(name, job.id, runtime)
+                sink = self._sink_detector()
+                if sink is not None:
+                    self._drains += sink.ended(name, ranks, runtime, self.runtimes.get(name).median())
+        if self.predictor.tick(e, now):
+            e._changed()
+        if len(self._info) > 2 * len(e._jobs) + 1024:  # jobs that left pending (cancel, deny)
+            self._info = {k: v for k, v in self._info.items() if k in e._jobs}
+
+    # -- during a pass -------------------------------------------------------
+
+    def usage(self) -> DecayedUsage:
+        half = self.e.options.campaign_half_life
+        if self._usage is None:
+            self._usage = DecayedUsage(half)
+        self._usage.half_life = half
+        return self._usage
+
+    def order(self, jobs: Iterable[Job], now: float) -> list[Job]:
+        """Best-effort ``jobs`` (queue order) in campaign order (:mod:`.campaigns`)."""
+        return campaign_order(jobs, self.usage(), now)
+
+    def excluded(self, job: Job) -> int | None:
+        """The flat mask of ranks ``job`` should avoid when it can (``affinity``), or None."""
+        pairs = self.e.options.affinity
+        if not pairs:
+            return None
+        if self._affinity is None or self._affinity.map != dict(pairs):
+            self._affinity = Affinity(pairs, self.user_names)
+        return self._affinity.excluded(job, self.e.graph, self.e.planner.codec)
+
+    def expected_duration(self, job: Job) -> float:
+        """How long a best-effort ``job`` is expected to run: its campaign's
+        predicted run time (:mod:`.runtimes`) capped at its walltime, else
+        its walltime."""
+        predicted = self.runtimes.predicted(campaign_of(job.request)[0])
+        return job.walltime if predicted is None else min(predicted, job.walltime)
+
+    def campaign_eta(self, job: Job, now: float) -> float | None:
+        info = self._info.get(job.id)
+        c = None if info is None else self.runtimes.get(info[0])
+        return None if c is None else c.eta(now)
+
+    # -- outputs --------------------------------------------------------------
+
+    def _sink_detector(self) -> SinkDetector | None:
+        n = self.e.options.sink_jobs
+        if n <= 0:
+            return None
+        if self._sink is None or self._sink.n != n:
+            reported = self._sink.reported if self._sink is not None else set()
+            self._sink = SinkDetector(n)
+            self._sink.reported = reported
+        return self._sink
+
+    def wakeup(self) -> float:
+        """When the engine next needs a pass though nothing else happens (a
+        running job reaches its EASY++ prediction, or a best-effort job's
+        protected window ends: regular jobs may preempt it then); inf when
+        never.  An event-driven driver runs ``schedule`` then."""
+        window = self.e.besteffort.next_wakeup()
+        return min(self.predictor.next_correction(), math.inf if window is None else window)
+
+    def drains(self) -> list[Drain]:
+        """The drain actions found since the last call (drivers carry them out)."""
+        out, self._drains = self._drains, []
+        return out
+
+    def stats(self, now: float) -> dict[str, Any]:
+        """For ``stats-get``: each campaign's counts, mean run time, ETA and decayed usage."""
+        out = self.runtimes.stats(now)
+        for name, row in out.items():
+            row["usage"] = self._usage.at(name, now) if self._usage is not None else 0.0
+        return out
