@@ -88,7 +88,9 @@ def test_extra_data_makes_a_job_best_effort_and_a_regular_job_kills_in_one_event
 def test_preemptible_after_protects_a_best_effort_job_for_that_long():
     d = begun(2)
     r = out(d.handle(m(0.0, be_job(0.0, "w0!1", 2, '{"preemptible-after": "1m"}'))))
-    assert kinds(r) == ["ExecuteJobEvent"]
+    # It starts, and the driver asks to be called when its protected window ends.
+    assert kinds(r) == ["ExecuteJobEvent", "CallMeLaterEvent"]
+    assert r["events"][1]["event"]["when"] == {"time": 60000, "time_unit": "Millisecond"}
     r = out(d.handle(m(10.0, job(10.0, "w0!2", 2))))
     assert "KillJobsEvent" not in kinds(r)
     assert d.scheduler.jobs["w0!1"].preemptible_after == 60.0
