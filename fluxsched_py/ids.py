@@ -101,6 +101,17 @@ class IdSet:
         return cls.from_mask(((1 << (hi - lo + 1)) - 1) << lo)
 
     @classmethod
+    def of(cls, ids: IdSet | str | int | Iterable[int]) -> IdSet:
+        """``ids`` as an IdSet: itself, an RFC 22 string, one id, or ids."""
+        if isinstance(ids, IdSet):
+            return ids
+        if isinstance(ids, str):
+            return cls.parse(ids)
+        if isinstance(ids, int):
+            return cls([ids])
+        return cls(ids)
+
+    @classmethod
     def parse(cls, text: str) -> IdSet:
         """Parse an RFC 22 idset string, with or without surrounding brackets."""
         if not isinstance(text, str):

@@ -24,16 +24,6 @@ if TYPE_CHECKING:
 __all__ = ["apply_resource_update", "rebuild_planner"]
 
 
-def _idset(x: Any) -> IdSet:
-    if isinstance(x, IdSet):
-        return x
-    if isinstance(x, str):
-        return IdSet.parse(x)
-    if isinstance(x, int):
-        return IdSet([x])
-    return IdSet(x)
-
-
 def apply_resource_update(
     engine: Engine,
     up: Any = None,
@@ -49,11 +39,11 @@ def apply_resource_update(
         g.update(grow=grow, properties=properties)
         rebuild_planner(engine)
     if up:
-        g.set_up(_idset(up))
+        g.set_up(IdSet.of(up))
     if down:
-        g.set_down(_idset(down))
+        g.set_down(IdSet.of(down))
     if shrink:
-        g.shrink(_idset(shrink))
+        g.shrink(IdSet.of(shrink))
     if expiration is not None:
         engine.instance_expiration = float(expiration)
 

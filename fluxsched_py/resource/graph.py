@@ -38,16 +38,6 @@ from .topology import Topology
 __all__ = ["ResourceGraph"]
 
 
-def _ranks_arg(ranks: IdSet | str | int | Any) -> IdSet:
-    if isinstance(ranks, IdSet):
-        return ranks
-    if isinstance(ranks, str):
-        return IdSet.parse(ranks)
-    if isinstance(ranks, int):
-        return IdSet([ranks])
-    return IdSet(ranks)
-
-
 class ResourceGraph:
     """A resource graph with allocation state.  Build one with a ``from_*`` reader or :meth:`load`.
 
@@ -406,7 +396,7 @@ class ResourceGraph:
 
     # -- rank state ------------------------------------------------------------
     def _rank_mask(self, ranks: IdSet | str | int) -> int:
-        ids = _ranks_arg(ranks)
+        ids = IdSet.of(ranks)
         unknown = ids.mask & ~self.topo.ranks_mask
         if unknown:
             raise ResourceError(f"ranks {IdSet.from_mask(unknown)} are not in the resource graph")
