@@ -18,7 +18,10 @@ Startup, in order:
 3. ``resource.acquire`` (streaming): the first response synchronously, the
    rest through a continuation;
 4. ``job-manager.sched-hello`` (streaming, ``partial-ok``): each job's R is
-   read from the KVS at ``job.<dothex id>.R``;
+   read from the KVS at ``job.<dothex id>.R``, and its jobspec and eventlog
+   asked of the job-manager (``job-manager.getattr``, up to
+   :data:`HELLO_WINDOW` at once), for best-effort jobs and preemptions in
+   flight (:mod:`~fluxsched_py.flux.helloinfo`);
 5. ``job-manager.sched-ready``, then the reactor.
 
 ``flux_module_set_running()`` is called between 2 and 3: reporting running
@@ -32,6 +35,7 @@ import json
 import os
 import sys
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -62,6 +66,9 @@ __all__ = ["mod_main", "FluxBinding"]
 #: How long a pass that has more to do waits for the requests queued on the
 #: handle before it resumes anyway (seconds); see FluxBinding._on_timer.
 DEFER_MAX = 0.1
+
+#: Running jobs whose ``job-manager.getattr`` is in flight at once at hello.
+HELLO_WINDOW = 256
 
 
 def _module_name(h: Any, default: str = "sched-py") -> str:
@@ -272,11 +279,16 @@ class FluxBinding:
         future.reset()
 
     def _hello(self) -> None:
+        """The hello stream.  Each job's ``job-manager.getattr`` (jobspec
+        and eventlog: best-effort? already preempted?) is sent as its hello
+        response arrives and read up to :data:`HELLO_WINDOW` jobs later, so
+        the round trips overlap and at most that many answers are held."""
         f = self.h.rpc(
             "job-manager.sched-hello",
             self.driver.hello_payload(),
             flags=flux.constants.FLUX_RPC_STREAMING,
         )
+        window: deque[tuple[Any, Any, Any]] = deque()
         while True:
             try:
                 payload = f.get()
@@ -285,14 +297,31 @@ class FluxBinding:
                     break
                 raise OSError(exc.errno, f"job-manager.sched-hello failed: {exc.strerror}") from exc
             R: Any
+            info: Any
             try:
                 jobid = int(payload["id"])
                 R = self._kvs_get_text(kvs_key(jobid, "R"))
             except Exception as exc:
                 R = exc
-            self.driver.hello(payload, R)
+            try:
+                info = self.h.rpc("job-manager.getattr", self.driver.hello_info_request(int(payload["id"])))
+            except Exception as exc:
+                info = exc
+            window.append((payload, R, info))
+            if len(window) >= HELLO_WINDOW:
+                self._hello_one(*window.popleft())
             f.reset()
+        while window:
+            self._hello_one(*window.popleft())
         self.driver.hello_done()
+
+    def _hello_one(self, payload: Any, R: Any, info: Any) -> None:
+        if not isinstance(info, BaseException):
+            try:
+                info = info.get()
+            except Exception as exc:
+                info = exc
+        self.driver.hello(payload, R, info)
 
     def _kvs_get_text(self, key: str) -> Any:
         """The value at ``key``: decoded JSON, or the text when it is not JSON
