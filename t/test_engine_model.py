@@ -575,8 +575,12 @@ class EngineModel(RuleBasedStateMachine):
             by_queue.setdefault(job.queue.name if job.queue else None, []).append(job.id)
         for jobid in besteffort[:depth]:
             assert self.ann.get(jobid, {}).get("reason_pending", "").startswith("best-effort"), jobid
-        for jobid in self.engine.besteffort.starting():
-            assert self.ann[jobid]["reason_pending"].startswith("preempting "), self.ann[jobid]
+        for jobid, victims in self.engine.besteffort.starting().items():
+            reason = self.ann[jobid]["reason_pending"]
+            if reason.startswith("waiting for "):  # only jobs preempted before a restart
+                assert victims <= self.spent, (reason, victims, self.spent)
+            else:
+                assert reason.startswith("preempting "), self.ann[jobid]
         for _q, ids in by_queue.items():
             for pos, jobid in enumerate(ids[:depth]):
                 ann = self.ann.get(jobid, {})
