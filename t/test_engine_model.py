@@ -180,6 +180,7 @@ class EngineModel(RuleBasedStateMachine):
         self.estimated_at: dict[int, float] = {}  # id -> when its t_estimate was sent
         self.passed = False  # a complete pass ran since the last change
         self.preempted: dict[int, int] = {}  # victim -> the job it was preempted for (every one, ever)
+        self.spent: set[int] = set()  # preempted before the last restart, still running then
         self.claims: dict[int, set] = {}  # job waiting for its victims -> what the engine holds for it
         self.victim_items: dict[int, set] = {}  # job -> what the jobs preempted for it held
         self.errors = ErrorLog()
@@ -478,6 +479,7 @@ class EngineModel(RuleBasedStateMachine):
         if self.drained:
             g.drain(",".join(map(str, sorted(self.drained))), "model")
             self.engine.resource_update()
+        self.spent = {v for v in self.preempted if v in self.running}
         hello = []
         for jobid, job in sorted(self.running.items()):
             h = {"id": jobid, "priority": job["prio"], "userid": 0, "t_submit": job["t_submit"], "R": job["R"]}
@@ -541,7 +543,8 @@ class EngineModel(RuleBasedStateMachine):
         assert sorted([j.id for j in e.pending()] + list(starting)) == sorted(self.pending)
         assert e.pending_count == len(self.pending) - len(starting)
         for jobid, victims in starting.items():  # waits only for preempted jobs that still run
-            assert all(self.preempted.get(v) == jobid and v in self.running for v in victims), (
+            # (or, after a restart, for jobs preempted before it, which any regular job may claim)
+            assert all((self.preempted.get(v) == jobid or v in self.spent) and v in self.running for v in victims), (
                 jobid,
                 victims,
                 self.preempted,
@@ -572,8 +575,12 @@ class EngineModel(RuleBasedStateMachine):
             by_queue.setdefault(job.queue.name if job.queue else None, []).append(job.id)
         for jobid in besteffort[:depth]:
             assert self.ann.get(jobid, {}).get("reason_pending", "").startswith("best-effort"), jobid
-        for jobid in self.engine.besteffort.starting():
-            assert self.ann[jobid]["reason_pending"].startswith("preempting "), self.ann[jobid]
+        for jobid, victims in self.engine.besteffort.starting().items():
+            reason = self.ann[jobid]["reason_pending"]
+            if reason.startswith("waiting for "):  # only jobs preempted before a restart
+                assert victims <= self.spent, (reason, victims, self.spent)
+            else:
+                assert reason.startswith("preempting "), self.ann[jobid]
         for _q, ids in by_queue.items():
             for pos, jobid in enumerate(ids[:depth]):
                 ann = self.ann.get(jobid, {})

@@ -259,3 +259,55 @@ def test_fewest_mode_picks_the_cheapest_victim_in_the_engine():
     r = e.schedule(100.0)
     assert [a.id for a in r.preempt] == [102]  # started last: loses 10 node-s
     assert math.isclose(e.stats["preempted_node_seconds"], 10.0)
+
+
+def _hello_of(e: Engine, ids, preempted=()) -> list[dict]:
+    out = []
+    for j in ids:
+        job = e.job(j)
+        R = job.resources.to_rv1(e.graph, job.t_start, job.expiration, 1)
+        out.append({"id": j, "R": R, "preemptible_after": job.preemptible_after, "preempted": j in preempted})
+    return out
+
+
+def test_restart_with_a_preemption_in_flight_preempts_nothing_more():
+    """The scheduler restarts after preempting two jobs for job 1 and before
+    their free: job 1, re-sent, waits for those two (no new preemption, the
+    other two keep running) and starts on their nodes once they are freed."""
+    e = engine(4)
+    besteffort = [100, 101, 102, 103]
+    for j in besteffort:
+        e.alloc(j, 0, 0, 0.0, be_request(1, 100.0))
+    e.schedule(0.0)
+    e.alloc(1, 0, 0, 5.0, node_request(2, 50.0))
+    victims = {a.id for a in e.schedule(5.0).preempt}
+    assert len(victims) == 2
+    victim_ranks = set().union(*(e.job(v).resources.ranks for v in victims))
+    hello = _hello_of(e, besteffort, victims)
+
+    e2 = engine(4)
+    assert e2.hello(hello) == []
+    e2.alloc(1, 0, 0, 5.0, node_request(2, 50.0))  # re-sent by the job-manager
+    r = e2.schedule(6.0)
+    assert not r.preempt and 1 not in started(r)
+    assert e2.job(1).state is JobState.STARTING and e2.besteffort.starting() == {1: victims}
+    assert e2.stats["preemptions"] == 0
+    for v in sorted(victims):
+        assert not e2.schedule(7.0).preempt
+        e2.free(v)
+    s = started(e2.schedule(8.0))
+    assert set(s[1]) == victim_ranks
+    assert all(e2.job(j).state is JobState.RUNNING for j in besteffort if j not in victims)
+    e2.check_invariants()
+
+
+def test_restart_with_best_effort_jobs_keeps_them_preemptible():
+    e = engine(4)
+    for j in (100, 101, 102, 103):
+        e.alloc(j, 0, 0, 0.0, be_request(1, 100.0))
+    e.schedule(0.0)
+    e2 = engine(4)
+    e2.hello(_hello_of(e, (100, 101, 102, 103)))
+    e2.alloc(1, 0, 0, 5.0, node_request(2, 50.0))
+    r = e2.schedule(5.0)
+    assert len(r.preempt) == 2 and e2.stats["preemptions"] == 2

@@ -17,6 +17,12 @@ A job with ``preemptible-after`` is *best-effort*; every other job is
   goes out on the first pass after the last one.  Nobody else can take those
   resources meanwhile (they are the job's, or still the victims'), and a
   preempted job is never lent again, so it is never preempted twice.
+* **A restart** (:meth:`BestEffort.adopt`): the driver says, for each
+  running job, whether it is best-effort and whether it was preempted
+  already.  A job preempted before the restart is *spent*: lent at no
+  cost, so that the regular job it was preempted for (pending again) or
+  another one takes it and waits for its free with no new preemption; no
+  preemption is ever sent for it again.
 * **Victim choice:** the fewest jobs, then the least lost work (elapsed
   node-seconds).  Only lent jobs are candidates: never a regular job, never
   a job inside its protected window.  A best-effort job never preempts.
@@ -35,7 +41,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Container, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -70,7 +76,7 @@ def lost_work(job: Job, now: float) -> float:
 
 
 def choose_victims(
-    match: Any, base: int, candidates: Iterable[tuple[Job, int]], now: float
+    match: Any, base: int, candidates: Iterable[tuple[Job, int]], now: float, spent: Container[int] = ()
 ) -> tuple[list[Job], Any] | None:
     """The victims to preempt so that ``match(avail)`` finds a placement.
 
@@ -81,12 +87,16 @@ def choose_victims(
     first among equals), pruned of every victim the placement can do
     without, most costly first.  Exact for one victim and for victims of
     one size (the common case: one-node best-effort jobs); a heuristic
-    otherwise.  None when even all of them are not enough."""
+    otherwise.  None when even all of them are not enough.
+
+    ``spent`` are candidates already preempted (before a scheduler restart)
+    that no job waits for: taking them loses nothing more, so they cost
+    less than any other."""
     got = match(base)
     if got is not None:
         return [], got
     cands = list(candidates)
-    cost = {j.id: lost_work(j, now) for j, _ in cands}
+    cost = {j.id: -1.0 if j.id in spent else lost_work(j, now) for j, _ in cands}
     for j, b in sorted(cands, key=lambda c: (cost[c[0].id], c[0].id)):
         got = match(base | b)
         if got is not None:
@@ -135,6 +145,9 @@ class BestEffort:
         #: Flat union of what is lent (regular jobs may take it).
         self.lent_bits = 0
         self._preempted: dict[int, int | None] = {}  # victim -> the job it makes room for
+        #: Preempted before a restart, for no job known now: lent, and a
+        #: regular job that takes them waits for their free (no new preemption).
+        self._spent: set[int] = set()
         self._handoffs: dict[int, _Handoff] = {}
         self._ready: list[int] = []
         self._actions: list[Preempt] = []
@@ -208,6 +221,7 @@ class BestEffort:
         e.hooks.ended(job, preempted=jobid in self._preempted)
         if jobid in self._lent:
             self._unlend(jobid)
+        self._spent.discard(jobid)
         if jobid in self._preempted:
             owner = self._preempted.pop(jobid)
             h = self._handoffs.get(owner) if owner is not None else None
@@ -251,11 +265,16 @@ class BestEffort:
     def adopt(self, job: Job, preempted: bool) -> None:
         """A best-effort job learned at ``hello`` (a scheduler restart): its
         span ends with its protected window, or it is lent; when a
-        preemption was already sent for it, it is preempted (never again)."""
+        preemption was already sent for it, it is preempted (never again)
+        and *spent*: lent, so that the regular job it was preempted for
+        (re-sent after the restart) or another one takes its resources by
+        waiting for its free rather than by preempting other jobs."""
         e = self.e
         e.planner.remove(job.id)
         if preempted:
             self._preempted[job.id] = None
+            self._spent.add(job.id)
+            self._lend(job)
             return
         until = self._protected_until(job)
         if until > (job.t_start or 0.0):
@@ -306,7 +325,7 @@ class BestEffort:
         if e.options.preempt_victims == "plan":
             chosen = None
         else:
-            chosen = choose_victims(match, base, cands, now)
+            chosen = choose_victims(match, base, cands, now, self._spent)
         if chosen is None:  # the plan's placement (with fewest, only if lent resources went down)
             chosen = ([j for j, b in self._lent.values() if b & placement[1]], placement)
         victims, placement = chosen
@@ -327,18 +346,25 @@ class BestEffort:
         planner.add_running(job.id, rs, now, min(end, now + job.duration), placement[1])
         h = self._handoffs[job.id] = _Handoff(job, rs)
         name = e._job_name
+        spent = [v for v in victims if v.id in self._spent]
         for v in victims:
             if p._free is not None:  # what a victim holds beyond the placement is not free either
                 p._free &= ~self._lent[v.id][1]
             self._unlend(v.id)
             self._preempted[v.id] = job.id
             h.waiting.add(v.id)
+            if v.id in self._spent:  # preempted already: just wait for its free
+                self._spent.discard(v.id)
+                continue
             e.stats["preemptions"] += 1
             e.stats["preempted_node_seconds"] += lost_work(v, now)
             self._actions.append(Preempt(v.id, job.id, f"preempted for job {name(job.id)}"))
         n = len(victims)
         what = f"{n} best-effort job{'s' if n > 1 else ''}"
-        ann = {"reason_pending": f"preempting {what}: {', '.join(name(v.id) for v in victims)}"}
+        if len(spent) == n:  # all preempted before a restart
+            ann = {"reason_pending": f"waiting for {what} preempted: {', '.join(name(v.id) for v in victims)}"}
+        else:
+            ann = {"reason_pending": f"preempting {what}: {', '.join(name(v.id) for v in victims)}"}
         self._annotate(job, ann, p.out)
         return placement
 

@@ -164,6 +164,8 @@ class Driver(Startup):
             "bad_requests": 0,
             "hello_jobs": 0,
             "hello_errors": 0,
+            "hello_besteffort": 0,
+            "hello_preempted": 0,
             "config_reloads": 0,
             # filled in by the broker binding (fluxsched_py.flux.module)
             "callback_max_ms": 0.0,

@@ -18,7 +18,10 @@ Startup, in order:
 3. ``resource.acquire`` (streaming): the first response synchronously, the
    rest through a continuation;
 4. ``job-manager.sched-hello`` (streaming, ``partial-ok``): each job's R is
-   read from the KVS at ``job.<dothex id>.R``;
+   looked up in the KVS at ``job.<dothex id>.R``, and its jobspec and eventlog
+   asked of the job-manager (``job-manager.getattr``, up to
+   :data:`HELLO_WINDOW` at once), for best-effort jobs and preemptions in
+   flight (:mod:`~fluxsched_py.flux.helloinfo`);
 5. ``job-manager.sched-ready``, then the reactor.
 
 ``flux_module_set_running()`` is called between 2 and 3: reporting running
@@ -32,6 +35,7 @@ import json
 import os
 import sys
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -63,6 +67,9 @@ __all__ = ["mod_main", "FluxBinding"]
 #: handle before it resumes anyway (seconds); see FluxBinding._on_timer.
 DEFER_MAX = 0.1
 
+#: Running jobs whose R lookup and ``job-manager.getattr`` are in flight at once at hello.
+HELLO_WINDOW = 256
+
 
 def _module_name(h: Any, default: str = "sched-py") -> str:
     if lib is None:
@@ -82,6 +89,32 @@ def _warm_imports() -> None:
     import fluxsched_py.jobspec  # noqa: F401
     import fluxsched_py.match  # noqa: F401
     import fluxsched_py.resource.rv1  # noqa: F401
+
+
+class _Lookup:
+    """A KVS lookup in flight (a raw ``flux_kvs_lookup`` future)."""
+
+    __slots__ = ("_f",)
+
+    def __init__(self, future: Any) -> None:
+        self._f = future
+
+    def value(self) -> Any:
+        """The value: decoded JSON, or the text when it is not JSON (the
+        driver decides what does not parse).  Raises OSError when the
+        lookup failed.  Frees the future."""
+        try:
+            valp = ffi.new("char *[1]")
+            flux.kvs.RAW.flux_kvs_lookup_get(self._f, valp)
+            if valp[0] == ffi.NULL:
+                return None
+            text = ffi.string(valp[0]).decode("utf-8", "replace")
+            try:
+                return json.loads(text)
+            except ValueError:
+                return text
+        finally:
+            flux.kvs.RAW.flux_future_destroy(self._f)
 
 
 class FluxBinding:
@@ -285,11 +318,17 @@ class FluxBinding:
         future.reset()
 
     def _hello(self) -> None:
+        """The hello stream.  Each job's R lookup and ``job-manager.getattr``
+        (jobspec and eventlog: best-effort? already preempted?) are sent as
+        its hello response arrives and read up to :data:`HELLO_WINDOW` jobs
+        later, so the round trips overlap and at most that many answers are
+        held."""
         f = self.h.rpc(
             "job-manager.sched-hello",
             self.driver.hello_payload(),
             flags=flux.constants.FLUX_RPC_STREAMING,
         )
+        window: deque[tuple[Any, Any, Any]] = deque()
         while True:
             try:
                 payload = f.get()
@@ -298,19 +337,44 @@ class FluxBinding:
                     break
                 raise OSError(exc.errno, f"job-manager.sched-hello failed: {exc.strerror}") from exc
             R: Any
+            info: Any
             try:
                 jobid = int(payload["id"])
-                R = self._kvs_get_text(kvs_key(jobid, "R"))
+                R = self._kvs_lookup(kvs_key(jobid, "R"))
             except Exception as exc:
                 R = exc
-            self.driver.hello(payload, R)
+            try:
+                info = self.h.rpc("job-manager.getattr", self.driver.hello_info_request(int(payload["id"])))
+            except Exception as exc:
+                info = exc
+            window.append((payload, R, info))
+            if len(window) >= HELLO_WINDOW:
+                self._hello_one(*window.popleft())
             f.reset()
+        while window:
+            self._hello_one(*window.popleft())
         self.driver.hello_done()
 
-    def _kvs_get_text(self, key: str) -> Any:
-        """The value at ``key``: decoded JSON, or the text when it is not JSON
-        (the driver decides what does not parse)."""
-        return flux.kvs.get(self.h, key)
+    def _hello_one(self, payload: Any, R: Any, info: Any) -> None:
+        if isinstance(R, _Lookup):
+            try:
+                R = R.value()
+            except Exception as exc:
+                R = exc
+        if not isinstance(info, BaseException):
+            try:
+                info = info.get()
+            except Exception as exc:
+                info = exc
+        self.driver.hello(payload, R, info)
+
+    def _kvs_lookup(self, key: str) -> Any:
+        """A lookup of ``key`` sent now and read by ``.value()`` later
+        (:class:`_Lookup`); the value itself when the bindings offer no
+        raw lookup."""
+        if ffi is None:  # pragma: no cover - very old bindings
+            return flux.kvs.get(self.h, key)
+        return _Lookup(flux.kvs.RAW.flux_kvs_lookup(self.h, None, 0, key))
 
     def _ready(self) -> None:
         f = self.h.rpc("job-manager.sched-ready", self.driver.ready_payload())

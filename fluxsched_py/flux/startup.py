@@ -16,6 +16,7 @@ from ..engine import Engine
 from ..ids import IdSet
 from ..resource import ResourceSet
 from ..resource.rlist import rlist_summary
+from .helloinfo import hello_info
 from .wire import LOG_DEBUG, LOG_INFO, LOG_WARNING, _float, _int, _jobid, job_scheduling, kvs_key
 
 __all__ = ["Startup"]
@@ -105,9 +106,18 @@ class Startup:
         """The ``job-manager.sched-hello`` request payload."""
         return {"partial-ok": True}
 
-    def hello(self, payload: Any, R: Any) -> None:
+    def hello_info_request(self, jobid: int) -> dict:
+        """The ``job-manager.getattr`` payload that asks for what
+        :func:`~.helloinfo.hello_info` reads (jobspec and eventlog)."""
+        return {"id": jobid, "attrs": ["jobspec", "eventlog"]}
+
+    def hello(self, payload: Any, R: Any, info: Any = None) -> None:
         """One ``sched-hello`` response, with the job's R as read from the KVS
-        (a dict, JSON text, or an exception if the lookup failed)."""
+        (a dict, JSON text, or an exception if the lookup failed) and, when
+        given, the ``job-manager.getattr`` answer for
+        :meth:`hello_info_request` (or an exception): whether the job is
+        best-effort and whether it was already preempted.  Without it
+        (None), the job is regular."""
         jobid = _jobid(payload)
         if jobid is None:
             self.error(f"hello: response without a valid job id: {payload!r}")
@@ -131,12 +141,35 @@ class Startup:
             self.stats["hello_errors"] += 1
             self._hello_unreadable(jobid, payload, R, exc)
             return
-        self._engine_hello(jobid, payload, R)
+        self._engine_hello(jobid, payload, R, self._hello_info(jobid, info))
         if self.engine.job(jobid) is None:
             self.stats["hello_errors"] += 1
             self.error(f"hello: job {jobid}: its R could not be marked allocated (see above)")
 
-    def _engine_hello(self, jobid: int, payload: Mapping[str, Any], R: Mapping[str, Any]) -> None:
+    def _hello_info(self, jobid: int, info: Any) -> tuple[float | None, bool]:
+        """``(preemptible-after, preempted)`` from the getattr answer.
+
+        When it cannot be read the job is taken as regular: it is never
+        preempted, so nothing can be preempted twice; regular jobs wait for
+        its end instead (logged)."""
+        if info is None:
+            return None, False
+        try:
+            if isinstance(info, BaseException):
+                raise info
+            return hello_info(info)
+        except Exception as exc:
+            self.stats["hello_errors"] += 1
+            self.error(f"hello: job {jobid}: cannot read its jobspec/eventlog ({exc}); taken as a regular job")
+            return None, False
+
+    def _engine_hello(
+        self,
+        jobid: int,
+        payload: Mapping[str, Any],
+        R: Mapping[str, Any],
+        info: tuple[float | None, bool] = (None, False),
+    ) -> None:
         assert self.engine is not None
         h = {
             "id": jobid,
@@ -147,6 +180,13 @@ class Startup:
         }
         if payload.get("free"):
             h["free"] = str(payload["free"])
+        pa, preempted = info
+        if pa is not None:
+            h["preemptible_after"] = pa
+            h["preempted"] = preempted
+            self.stats["hello_besteffort"] += 1
+            if preempted:
+                self.stats["hello_preempted"] += 1
         self.engine.hello([h])
         self._hello_count += 1
 
