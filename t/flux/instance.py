@@ -19,6 +19,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -192,3 +194,18 @@ class Instance:
 
 def _hostlist(n: int) -> str:
     return "node0" if n == 1 else f"node[0-{n - 1}]"
+
+
+@contextmanager
+def sched_py_instance(
+    size: int, nodes: int, cores: int, *args: str, properties: dict[str, str] | None = None, **kwargs
+) -> Iterator[Instance]:
+    """An instance of ``size`` brokers with ``nodes`` x ``cores`` fake resources, sched-py loaded with ``args``."""
+    i = Instance(size, **kwargs)
+    try:
+        i.use_scheduler(None)
+        i.set_resources(nodes, cores, properties=properties)
+        i.use_scheduler("sched-py", *args)
+        yield i
+    finally:
+        i.stop()

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from .instance import Instance
+from .instance import Instance, sched_py_instance
 
 
 def runs(seconds: float) -> str:
@@ -23,14 +23,9 @@ def runs(seconds: float) -> str:
 
 @pytest.fixture(scope="module")
 def inst():
-    i = Instance(4)
-    try:
-        i.use_scheduler(None)
-        i.set_resources(4, 4, properties={"lyon": "0-1", "grenoble": "2-3"})
-        i.use_scheduler("sched-py", "policy=low", "sink-jobs=2", f"affinity={os.getuid()}:grenoble,s:lyon")
+    args = ("policy=low", "sink-jobs=2", f"affinity={os.getuid()}:grenoble,s:lyon")
+    with sched_py_instance(4, 4, 4, *args, properties={"lyon": "0-1", "grenoble": "2-3"}) as i:
         yield i
-    finally:
-        i.stop()
 
 
 def rank_of(inst: Instance, jobid: str) -> str:

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from .instance import Instance, python_path_for_broker
+from .instance import Instance, python_path_for_broker, sched_py_instance
 from .test_flux_module import fields, nnodes, ranks_of, resource_list, runs, wait_until
 
 FAULTS = Path(__file__).resolve().parent / "faults"
@@ -87,14 +87,8 @@ def status_cores(inst: Instance, key: str) -> set[tuple[int, int]]:
 
 @pytest.fixture(scope="module")
 def big():
-    i = Instance(1)
-    try:
-        i.use_scheduler(None)
-        i.set_resources(25, 4)  # 100 cores
-        i.use_scheduler("sched-py", "queue-policy=easy")
+    with sched_py_instance(1, 25, 4, "queue-policy=easy") as i:
         yield i
-    finally:
-        i.stop()
 
 
 def submit_many(inst: Instance, n: int, *args: str) -> list[str]:

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from .instance import MODPROBE_DIR, Instance
+from .instance import MODPROBE_DIR, Instance, sched_py_instance
 
 ARGS = ("queue-policy=easy", "policy=low")
 
@@ -36,14 +36,8 @@ def wait_until(fn, timeout=20.0, what="condition"):
 
 @pytest.fixture(scope="module")
 def inst():
-    i = Instance(4)
-    try:
-        i.use_scheduler(None)
-        i.set_resources(4, 4)
-        i.use_scheduler("sched-py", *ARGS)
+    with sched_py_instance(4, 4, 4, *ARGS) as i:
         yield i
-    finally:
-        i.stop()
 
 
 @pytest.fixture

@@ -15,19 +15,13 @@ import time
 
 import pytest
 
-from .instance import Instance
+from .instance import Instance, sched_py_instance
 
 
 @pytest.fixture()
 def inst():
-    i = Instance(1)
-    try:
-        i.use_scheduler(None)
-        i.set_resources(4, 4)
-        i.use_scheduler("sched-py", "queue-policy=easy")
+    with sched_py_instance(1, 4, 4, "queue-policy=easy") as i:
         yield i
-    finally:
-        i.stop()
 
 
 def fill(inst: Instance, after: int) -> list[str]:

@@ -20,7 +20,7 @@ import pytest
 
 from fluxsched_py.ids import IdSet
 
-from .instance import Instance
+from .instance import Instance, sched_py_instance
 
 ARGS = ("queue-policy=easy",)
 EPILOG = 'command = ["sh", "-c", "flux job info $FLUX_JOB_ID jobspec | grep -q preemptible-after && sleep 8; exit 0"]'
@@ -30,14 +30,8 @@ EPILOG = 'command = ["sh", "-c", "flux job info $FLUX_JOB_ID jobspec | grep -q p
 def inst(tmp_path):
     conf = tmp_path / "epilog.toml"
     conf.write_text(f'[job-manager]\nplugins = [ {{ load = "perilog.so" }} ]\n[job-manager.epilog]\n{EPILOG}\n')
-    i = Instance(1, conf=[str(conf)])
-    try:
-        i.use_scheduler(None)
-        i.set_resources(4, 4)
-        i.use_scheduler("sched-py", *ARGS)
+    with sched_py_instance(1, 4, 4, *ARGS, conf=[str(conf)]) as i:
         yield i
-    finally:
-        i.stop()
 
 
 def fill(inst: Instance) -> list[str]:
