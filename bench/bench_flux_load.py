@@ -232,7 +232,7 @@ def one_run(a: argparse.Namespace, inst: Any, name: str, script: Path) -> dict:
         t_released = time.time()
         mark()
         if a.hold:
-            inst.run("queue", "start", "--all")
+            inst.run("queue", "start", "--all", timeout=3600)
         inst.run("queue", "drain", timeout=7200)
         t_drained = time.time()
         mark()
