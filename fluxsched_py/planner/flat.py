@@ -13,6 +13,13 @@ Bit layout, for a topology of ``n`` vertices::
     [0, n)                     containers, by vertex index
     [n, ...)                   pools in vertex order, each as wide as its
                                largest id + 1
+
+The layout is the graph's (:class:`~fluxsched_py.resource.flatfree.FlatLayout`,
+``ResourceGraph.flat_layout``), so the graph's own flat free set and the
+planner's sets agree bit for bit.  Where a set may be a
+:class:`~fluxsched_py.resource.flatfree.Bits` (the live free set, a placement
+made on it, the timeline's first segment), the codec's questions take it as
+the int it stands for.
 """
 
 from __future__ import annotations
