@@ -77,8 +77,8 @@ def test_free_bits_log_names_what_changed(monkeypatch):
     )
     g.set_down(IdSet.of(2))
     flipped = set()
-    for p in free.since(seq):
-        flipped ^= {p}
+    for off, mask in free.since(seq):
+        flipped ^= {off + i for i in range(mask.bit_length()) if mask >> i & 1}
     assert {p for p in range(free.layout.width) if (before ^ free.value()) >> p & 1} == flipped
     with pytest.raises(TypeError):
         free.or_(1)  # only the graph changes it

@@ -131,11 +131,15 @@ class NodeIndex:
             self.reset(live.value())
         elif changed:
             odd: set[int] = set()
-            for p in changed:  # a bit flipped twice is back as it was
-                if p in odd:
-                    odd.remove(p)
-                else:
-                    odd.add(p)
+            for off, mask in changed:
+                while mask:
+                    low = mask & -mask
+                    mask ^= low
+                    p = off + low.bit_length() - 1
+                    if p in odd:  # a bit flipped twice is back as it was
+                        odd.remove(p)
+                    else:
+                        odd.add(p)
             bit = live.bit
             self._apply([(p, 1 if bit(p) else -1) for p in odd])
         self.x = None

@@ -109,9 +109,13 @@ class Bits:
     # -- in place ------------------------------------------------------------
 
     def _chunks_of(self, other: Any) -> Mapping[int, int]:
-        if isinstance(other, Bits) and other.shift == self.shift:
+        if type(other) is int:
+            if other.bit_length() <= 1 << self.shift:
+                return {0: other} if other else {}
+            return _split(other, self.shift)
+        if other.shift == self.shift:
             return other.chunks
-        return _split(as_int(other), self.shift)
+        return _split(other.value(), self.shift)
 
     def or_(self, other: Any) -> None:
         """Add ``other`` (an int or a :class:`Bits`) to this set, in place."""
@@ -150,9 +154,18 @@ class Bits:
         if not mask:
             return
         chunks, shift = self.chunks, self.shift
-        i, r = off >> shift, off & ((1 << shift) - 1)
+        size = 1 << shift
+        i, r = off >> shift, off & (size - 1)
         m = mask << r
-        full = (1 << (1 << shift)) - 1
+        self._value = None
+        if m.bit_length() <= size:  # within one chunk (a pool never spans many)
+            new = chunks.get(i, 0) ^ m
+            if new:
+                chunks[i] = new
+            else:
+                chunks.pop(i, None)
+            return
+        full = (1 << size) - 1
         while m:
             part = m & full
             if part:
@@ -161,9 +174,8 @@ class Bits:
                     chunks[i] = new
                 else:
                     chunks.pop(i, None)
-            m >>= 1 << shift
+            m >>= size
             i += 1
-        self._value = None
 
     # -- reading -------------------------------------------------------------
 
@@ -268,7 +280,7 @@ class FreeBits(Bits):
 
     __slots__ = ("layout", "_log", "_base")
 
-    #: positions kept in the log; a follower further behind counts afresh
+    #: flips kept in the log; a follower further behind counts afresh
     LOG = 8192
 
     def __init__(
@@ -289,13 +301,13 @@ class FreeBits(Bits):
 
     @property
     def seq(self) -> int:
-        """How many bits were flipped since the set was made."""
+        """How many flips were made since the set was made."""
         return self._base + len(self._log)
 
-    def since(self, seq: int) -> list[int] | None:
-        """The positions flipped since change number ``seq`` (a position
-        flipped twice was flipped back), or None when the log no longer
-        reaches back that far."""
+    def since(self, seq: int) -> list[tuple[int, int]] | None:
+        """What was flipped since change number ``seq``, as ``(offset,
+        mask)`` pairs in order (a bit flipped twice was flipped back), or
+        None when the log no longer reaches back that far."""
         if seq < self._base:
             return None
         return self._log[seq - self._base :]
@@ -305,18 +317,18 @@ class FreeBits(Bits):
             return
         super().flip(off, mask)
         log = self._log
-        if mask.bit_count() > self.LOG:
-            self._base += len(log) + mask.bit_count()
-            log.clear()
-            return
-        while mask:
-            low = mask & -mask
-            log.append(off + low.bit_length() - 1)
-            mask ^= low
+        log.append((off, mask))  # the bits are read out only if a follower asks
         if len(log) > self.LOG:
             half = len(log) // 2
             del log[:half]
             self._base += half
+
+    def flip_chunks(self, acc: Mapping[int, int]) -> None:
+        """Flip ``mask << (i << shift)`` for each ``{i: mask}`` of ``acc``
+        (a job's changes gathered per chunk, so a chunk changes once)."""
+        shift = self.shift
+        for i, m in acc.items():
+            self.flip(i << shift, m)
 
     def pool(self, v: int, t: str, old: int, new: int) -> None:
         """Vertex ``v``'s available ``t`` ids went from ``old`` to ``new``."""

@@ -180,8 +180,12 @@ class Availability:
             step = -1
         flat = self.flat
         if flat is not None:
-            flat.flip(0, c)
-            offsets = flat.layout.offsets
+            # What changes in the flat free set, per chunk (applied at once, below)
+            offsets, shift = flat.layout.offsets, flat.shift
+            low = (1 << shift) - 1
+            acc: dict[int, int] = {}
+            if c:
+                flat.flip(0, c)
         conts = _members(c)
         deep: dict[int, tuple[int, dict[str, int]]] = {}  # vertices with containers below them
         pend: dict[int, list] = {}  # what each ancestor gets from below (see _spread)
@@ -201,7 +205,9 @@ class Availability:
                         di += k
                         du[t] = k * info[(v, t)][0]
                         if flat is not None:
-                            flat.flip(offsets[(v, t)], x)
+                            off = offsets[(v, t)]
+                            ci = off >> shift
+                            acc[ci] = acc.get(ci, 0) ^ (x << (off & low))
                 if not di:
                     continue
                 lock[v] = {t: x for t in tpools[v] if (x := old.get(t, 0) | tm.get(t, 0))}
@@ -215,7 +221,9 @@ class Availability:
                         du[t] = -k * info[(v, t)][0]
                         m ^= x
                         if flat is not None:
-                            flat.flip(offsets[(v, t)], x)
+                            off = offsets[(v, t)]
+                            ci = off >> shift
+                            acc[ci] = acc.get(ci, 0) ^ (x << (off & low))
                     if m:
                         new[t] = m
                 if not di:
@@ -263,6 +271,8 @@ class Availability:
         for v in conts:  # containers without pools of their own in the set
             deep[v] = (step, {})
         self._spread(deep, pend)
+        if flat is not None:
+            flat.flip_chunks(acc)
 
     def _spread(self, deep: Mapping[int, tuple[int, dict[str, int]]], pend: dict[int, list]) -> None:
         """Carry changes up to the aggregates, visiting each ancestor once,
