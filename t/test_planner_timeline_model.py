@@ -213,7 +213,6 @@ def test_earliest_is_the_first_candidate_that_matches(seq):
             span = p.remove(victim)
             if span.running:
                 g.release(victim)
-                p.graph_changed(None)
         req = cores(n) if kind == "cores" else node_request(n, duration)
         got = p.earliest_bits(req, now, duration, "low")
         spans = {s.jobid: (s.start, s.end, s.bits) for s in p.spans()}
@@ -235,7 +234,6 @@ def test_earliest_is_the_first_candidate_that_matches(seq):
         rs = p.resolve((rs, bits))
         if t == now:
             g.allocate(jobid, rs)
-            p.graph_changed(None)
             p.add_running(jobid, rs, now, now + d)
         else:
             p.reserve(jobid, rs, t, t + d, bits)

@@ -216,7 +216,6 @@ class BestEffort:
         e._transition(job, "free-final")
         released = e.graph.release(jobid)
         span = e.planner.remove(jobid)
-        e.planner.graph_changed(None)
         del e._jobs[jobid]
         e.hooks.ended(job, preempted=jobid in self._preempted)
         if jobid in self._lent:
@@ -256,7 +255,6 @@ class BestEffort:
         if e.graph.jobs.get(job.id) is not None:
             e.graph.release(job.id)
         e.planner.remove(job.id)
-        e.planner.graph_changed(None)
         del e._jobs[job.id]
         e.stats["canceled"] += 1
         e._changed()
@@ -342,7 +340,6 @@ class BestEffort:
         own = rs & e.graph.free()
         if own:
             e.graph.allocate(job.id, own)
-        planner.graph_changed(None)
         planner.add_running(job.id, rs, now, min(end, now + job.duration), placement[1])
         h = self._handoffs[job.id] = _Handoff(job, rs)
         name = e._job_name
@@ -512,7 +509,6 @@ class BestEffort:
         planner = e.planner
         rs = planner.resolve(found)
         e.graph.allocate(job.id, rs)
-        planner.graph_changed(None)
         e._drop_shape(job)
         e._npending -= 1
         job.queue.npending -= 1

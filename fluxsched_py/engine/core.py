@@ -260,10 +260,8 @@ class Engine:
                 return self.besteffort.freed(job)
             if final:
                 self._transition(job, "free-final")
-                version = getattr(self.graph, "version", None)
                 self.graph.release(jobid)
-                span = self.planner.remove(jobid)
-                self.planner.graph_changed(version, given=span.bits if span is not None else None)
+                self.planner.remove(jobid)
                 self.hooks.ended(self._jobs.pop(jobid))
             else:
                 self._transition(job, "free")
@@ -548,9 +546,7 @@ class Engine:
         if end == math.inf and self.instance_expiration:
             end = max(self.instance_expiration, now + 1e-9)
         try:
-            version = getattr(self.graph, "version", None)
             self.graph.allocate(job.id, rs)
-            self.planner.graph_changed(version, taken=bits)
         except Exception as exc:  # a matcher bug must not crash the scheduler
             log.error("job %d: allocation of matched resources failed: %s", job.id, exc)
             p.held[job.id] = "error"

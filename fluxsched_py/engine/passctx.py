@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from ..planner import NoEarlier
+from ..resource.flatfree import as_int
 from .jobs import Job, JobQueue
 from .states import JobState, Response
 
@@ -100,8 +101,10 @@ class Pass:
 
     # A placement handed to policies is an opaque (ResourceSet, flat bits) pair.
 
-    def free(self) -> int:
-        """What is free now, flat, minus what this pass started."""
+    def free(self) -> Any:
+        """What is free now, flat, minus what this pass started: the graph's
+        live flat free set (allocating a job takes it out there), or an int
+        when best-effort resources are lent (see :meth:`start`)."""
         if self._free is None:
             self._free = self.e.planner.free_bits()
         return self._free
@@ -125,16 +128,22 @@ class Pass:
         planner = self.e.planner
         avail = self.free()
         if planner.nreserved:
-            # x ^ (x & y) is x & ~y without a negative int (each of which
-            # costs a full two's-complement copy of a set: issue 15)
-            avail ^= avail & planner.reserved_during(self.now, self.now + job.duration)
+            reserved = planner.reserved_during(self.now, self.now + job.duration)
+            if reserved:
+                # x ^ (x & y) is x & ~y without a negative int (each of which
+                # costs a full two's-complement copy of a set: issue 15)
+                avail = as_int(avail)
+                avail ^= avail & reserved
         return self._match(job, avail)
 
     def fits_now_ignoring(self, job: Job, reserved: Job) -> tuple[Any, int] | None:
         planner = self.e.planner
         avail = self.free()
         if planner.nreserved > 1:
-            avail ^= avail & planner.reserved_during(self.now, self.now + job.duration, exclude=reserved.id)
+            others = planner.reserved_during(self.now, self.now + job.duration, exclude=reserved.id)
+            if others:
+                avail = as_int(avail)
+                avail ^= avail & others
         return self._match(job, avail)
 
     def try_move(self, job: Job, blocker: tuple[Any, int], blocker_end: float) -> bool:
@@ -158,14 +167,18 @@ class Pass:
         if job.id in e.planner:
             e.planner.remove(job.id)
         job.estimate = None
-        if placement[1] & e.besteffort.lent_bits:  # on resources best-effort jobs hold
+        lent = e.besteffort.lent_bits
+        if lent and placement[1] & lent:  # on resources best-effort jobs hold
             placement = e.besteffort.handoff(self, job, placement)
         else:
             e._start(self, job, placement)
         if job.state is not JobState.PENDING:
             e.hooks.started(job, self.now)
-        if self._free is not None and job.state is not JobState.PENDING:
-            self._free ^= self._free & placement[1]  # & ~ without a negative int
+        free = self._free
+        if type(free) is int and job.state is not JobState.PENDING:
+            # The int of a graph with lent resources; the live set already
+            # lost what the graph allocated (and never held what is lent).
+            self._free = free ^ (free & as_int(placement[1]))  # & ~ without a negative int
 
     def earliest(
         self, job: Job, before: float = math.inf, not_before: float = -math.inf

@@ -31,12 +31,13 @@ class RegularView:
         self.lent: Any = None
         self._epoch = 0  # bumped whenever ``lent`` changes
         self._cache: tuple[Any, Any] | None = None
+        self._flat: tuple[Any, int] | None = None
 
     def set_lent(self, rs: Any) -> None:
         """What regular jobs may take from best-effort jobs (None: nothing)."""
         self.lent = rs if rs else None
         self._epoch += 1
-        self._cache = None
+        self._cache = self._flat = None
 
     @property
     def version(self) -> Any:
@@ -51,16 +52,33 @@ class RegularView:
         c = self._cache
         if c is not None and c[0] == key:
             return c[1]
+        lent = self._lent_up()
+        rs = g.free() | lent
+        self._cache = (key, rs)
+        return rs
+
+    def free_bits(self) -> Any:
+        """:meth:`free` as a flat set: the graph's live one while nothing is
+        lent, else an int (made once per change of either)."""
+        g = self._g
+        live = g.free_bits()
+        if self.lent is None:
+            return live
+        key = (g.version, self._epoch)
+        c = self._flat
+        if c is None or c[0] != key:
+            c = self._flat = (key, live.value() | g.flat_layout.encode(self._lent_up()))
+        return c[1]
+
+    def _lent_up(self) -> Any:
+        """What is lent, on ranks that are up and not drained."""
+        g = self._g
         lent = self.lent
         bad = g.down_ranks()
         drained = g.drained_ranks()
         if drained:
             bad = bad | type(bad)(drained)
-        if bad:
-            lent = lent - lent.restrict(bad)
-        rs = g.free() | lent
-        self._cache = (key, rs)
-        return rs
+        return lent - lent.restrict(bad) if bad else lent
 
     def availability(self, available: Any = None) -> Any:
         if available is None and self.lent is not None:

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..resource.flatfree import Bits, FreeBits
 from .nodeindex import NodeIndex
 
 __all__ = ["UnitFields", "slot_shape", "take_slots", "unit_fields"]
@@ -76,7 +77,18 @@ class UnitFields:
     its bits are ``base + i * stride + id``.  Built by :func:`unit_fields`
     only for the layout the module docstring describes."""
 
-    __slots__ = ("base", "stride", "width", "vertices", "mask", "_bytes", "_nbytes", "_followers", "_max_delta")
+    __slots__ = (
+        "base",
+        "stride",
+        "width",
+        "vertices",
+        "mask",
+        "_bytes",
+        "_nbytes",
+        "_followers",
+        "_max_delta",
+        "_live",
+    )
 
     def __init__(self, base: int, stride: int, width: int, vertices: tuple[int, ...]) -> None:
         self.base, self.stride, self.width, self.vertices = base, stride, width, vertices
@@ -97,6 +109,8 @@ class UnitFields:
         # Above this many changed bits, counting afresh (C-speed for bytes,
         # a Python loop per node otherwise) is cheaper than moving an index.
         self._max_delta = max(16, n // (32 if self._bytes else 4))
+        #: the index that follows the graph's live free set, and that set
+        self._live: tuple[Any, NodeIndex] | None = None
 
     def index(self, x: int) -> NodeIndex:
         """A :class:`~.nodeindex.NodeIndex` of the flat set ``x``.
@@ -105,7 +119,24 @@ class UnitFields:
         asked about: the one nearest ``x`` (fewest differing bits) moves to
         it in place, node by node; only when none is near is one counted
         afresh.  A pass asks about the free set again and again, and between
-        two asks a job took or gave back a few cores (issue 15)."""
+        two asks a job took or gave back a few cores (issue 15).
+
+        The graph's live free set (a
+        :class:`~fluxsched_py.resource.flatfree.FreeBits`) has an index of
+        its own, which reads from the set's log what changed since it last
+        looked (:meth:`NodeIndex.follow`): no whole-set operation at all."""
+        if isinstance(x, FreeBits):
+            live = self._live
+            if live is None or live[0] is not x:
+                f = NodeIndex(self, x.value())
+                f.seq = x.seq
+                self._live = (x, f)
+            else:
+                f = live[1]
+                f.follow(x)
+            return f
+        if isinstance(x, Bits):
+            x = x.value()
         followers = self._followers
         if followers:
             last = followers[-1]
@@ -173,6 +204,8 @@ class UnitFields:
         everything below it: whichever is shorter (on 16,384 nodes, a shift
         of the whole set to read node 0 costs as much as a match)."""
         off = self.base + i * self.stride
+        if isinstance(x, Bits):
+            return x.field(off, self.width)
         w = (1 << self.width) - 1
         if 2 * off < x.bit_length():
             return (x & (w << off)) >> off
@@ -217,12 +250,14 @@ def take_slots(
 
     Returns ``(bits, pools)``: the flat set, and ``{node vertex: {"core":
     id mask}}`` as a :class:`~fluxsched_py.resource.ResourceSet` holds it
-    (so the caller need not decode the flat set)."""
+    (so the caller need not decode the flat set).  On a :class:`Bits` (the
+    live free set), ``bits`` is a :class:`Bits` of the job's chunks only."""
     if index.capacity(c) < k:
         return None
     counts = index.cnt
     nodes = index.in_order(c, order)
-    out = 0
+    sparse = isinstance(x, Bits)
+    out: Any = Bits(shift=x.shift) if sparse else 0
     pools: dict[int, dict[str, int]] = {}
     vertices = fields.vertices
     left = k
@@ -235,7 +270,10 @@ def take_slots(
             bit = 1 << (free.bit_length() - 1) if high_ids else free & -free
             free ^= bit
             picked |= bit
-        out |= picked << (fields.base + i * fields.stride)
+        if sparse:
+            out.flip(fields.base + i * fields.stride, picked)
+        else:
+            out |= picked << (fields.base + i * fields.stride)
         pools[vertices[i]] = {"core": picked}
         left -= m
         if not left:

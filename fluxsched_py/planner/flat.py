@@ -13,6 +13,13 @@ Bit layout, for a topology of ``n`` vertices::
     [0, n)                     containers, by vertex index
     [n, ...)                   pools in vertex order, each as wide as its
                                largest id + 1
+
+The layout is the graph's (:class:`~fluxsched_py.resource.flatfree.FlatLayout`,
+``ResourceGraph.flat_layout``), so the graph's own flat free set and the
+planner's sets agree bit for bit.  Where a set may be a
+:class:`~fluxsched_py.resource.flatfree.Bits` (the live free set, a placement
+made on it, the timeline's first segment), the codec's questions take it as
+the int it stands for.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ..ids import IdSet
+from ..resource.flatfree import FlatLayout
 
 __all__ = ["FlatCodec"]
 
@@ -46,18 +54,17 @@ class FlatCodec:
             type_chunks.setdefault(topo.type[v], []).append((v, 1))
             if topo.rank[v] >= 0:
                 ranked_chunks.append((v, 1))
-        self.offsets: dict[tuple[int, str], int] = {}
-        layout: list[tuple[int, int, int, str]] = []  # (offset, width, vertex, type)
-        off = n
-        for v in range(n):
-            for t, mask in topo.pools[v].items():
-                width = max(1, mask.bit_length())
-                self.offsets[(v, t)] = off
-                layout.append((off, width, v, t))
-                type_chunks.setdefault(t, []).append((off, mask))
-                if topo.rank[v] >= 0:
-                    ranked_chunks.append((off, mask))
-                off += width
+        flat = getattr(graph, "flat_layout", None)
+        self.flat = flat if flat is not None else FlatLayout(topo)
+        self.offsets: dict[tuple[int, str], int] = self.flat.offsets
+        layout = self.flat.layout
+        pools = topo.pools
+        for off, _, v, t in layout:
+            mask = pools[v][t]
+            type_chunks.setdefault(t, []).append((off, mask))
+            if topo.rank[v] >= 0:
+                ranked_chunks.append((off, mask))
+        off = self.flat.width
         self.layout = layout
         self._starts = [e[0] for e in layout]
         self.width = off

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..match.policy import POLICIES as MATCH_POLICIES
+from ..resource.flatfree import as_int
 from .fastfit import take_slots
 
 __all__ = ["MatchCache", "Matcher", "default_matcher", "lower_bounds"]
@@ -98,6 +99,7 @@ class MatchCache:
                 order, high_ids = self.SLOT_ORDER[policy]
                 took = take_slots(fields, avail, fields.index(avail), slots[0], slots[1], order, high_ids)
                 return None if took is None else (self._resourceset(codec.topo, 0, took[1]), took[0])
+        avail = as_int(avail)
         for rtype, n in bounds:
             if codec.count(avail, rtype) < n:
                 self.rejects += 1

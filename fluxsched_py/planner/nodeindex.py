@@ -57,7 +57,7 @@ class NodeIndex:
     """Per-node free units of the flat set ``x`` (see the module docstring),
     in the :class:`~.fastfit.UnitFields` layout ``fields``."""
 
-    __slots__ = ("fields", "x", "cnt", "hist", "total", "vmax", "eq", "ge1")
+    __slots__ = ("fields", "x", "cnt", "hist", "total", "vmax", "eq", "ge1", "seq")
 
     def __init__(self, fields: Any, x: int) -> None:
         self.fields = fields
@@ -72,6 +72,8 @@ class NodeIndex:
         counts = fields._count((x >> fields.base) & fields.mask)
         width = fields.width
         self.x = x
+        #: the change number of the live set followed (:meth:`follow`)
+        self.seq = -1
         if isinstance(counts, bytes):
             self.cnt: bytearray | list[int] = bytearray(counts)
             hist = [counts.count(v) for v in range(width + 1)]
@@ -116,6 +118,35 @@ class NodeIndex:
             # is in x (tested from whichever end of x is nearer)
             half = x.bit_length() // 2
             steps = [(p, 1 if ((x >> p) & 1 if p >= half else x & (1 << p)) else -1) for p in changed]
+        self.x = x
+        self._apply(steps)
+
+    def follow(self, live: Any) -> None:
+        """Catch up with the graph's live free set ``live`` (a
+        :class:`~fluxsched_py.resource.flatfree.FreeBits`): one update per
+        node whose bits it flipped since the last call, read from its log;
+        counted afresh when the log no longer reaches back."""
+        changed = live.since(self.seq)
+        if changed is None:
+            self.reset(live.value())
+        elif changed:
+            odd: set[int] = set()
+            for off, mask in changed:
+                while mask:
+                    low = mask & -mask
+                    mask ^= low
+                    p = off + low.bit_length() - 1
+                    if p in odd:  # a bit flipped twice is back as it was
+                        odd.remove(p)
+                    else:
+                        odd.add(p)
+            bit = live.bit
+            self._apply([(p, 1 if bit(p) else -1) for p in odd])
+        self.x = None
+        self.seq = live.seq
+
+    def _apply(self, steps: list[tuple[int, int]]) -> None:
+        """Add each ``(position, +1 or -1)`` of ``steps`` to its node's count."""
         fields = self.fields
         base, stride, width, n = fields.base, fields.stride, fields.width, len(fields.vertices)
         delta: dict[int, int] = {}
@@ -123,7 +154,6 @@ class NodeIndex:
             i, r = divmod(p - base, stride)
             if p >= base and r < width and i < n:
                 delta[i] = delta.get(i, 0) + step
-        self.x = x
         cnt, hist, eq = self.cnt, self.hist, self.eq
         vmax = self.vmax
         total = self.total

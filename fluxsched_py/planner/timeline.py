@@ -39,6 +39,7 @@ from typing import Any
 
 from ..errors import FluxschedError
 from ..ids import IdSet
+from ..resource.flatfree import Bits, as_int
 from . import noearlier
 from .flat import FlatCodec
 from .matchcache import MatchCache, Matcher, default_matcher
@@ -121,15 +122,19 @@ class Timeline(ProofLog):
         self._spans: dict[int, Span] = {}
         self._reserved: dict[int, Span] = {}  # the reserved spans, in _spans' order
         # The step function: _used[k] is busy during [_times[k], _times[k+1]),
-        # a cache that is right for k < _valid (see _materialize); _used[0]
-        # always is.  _starts[k] and _ends[k] (k >= 1) are the unions of the
-        # spans that start and end at _times[k].  Once spans overlapped
-        # (_eager), _used is kept whole and _starts/_ends are unused.
+        # an int cache that is right for k < _valid (see _materialize).  The
+        # first segment's truth is _head, kept in place (a job's span changes
+        # only its chunks: see resource/flatfree.py); _used[0] is its value.
+        # _starts[k] and _ends[k] (k >= 1) are the unions of the spans that
+        # start and end at _times[k] (ints, or Bits changed in place).  Once
+        # spans overlapped (_eager), _used is kept whole as ints and _head,
+        # _starts and _ends are unused.
         self._times: list[float] = [-math.inf]
+        self._head = Bits()
         self._used: list[int] = [0]
-        self._starts: list[int] = [0]
-        self._ends: list[int] = [0]
-        self._valid = 1
+        self._starts: list[Any] = [0]
+        self._ends: list[Any] = [0]
+        self._valid = 0
         self._eager = False
         self._start_times: list[float] = []  # starts after the floor, sorted, one per span
         self._refs: list[int] = [1]  # spans starting or ending at _times[k]
@@ -138,9 +143,7 @@ class Timeline(ProofLog):
         self._floor = -math.inf
         self._running_ends: list[tuple[float, int]] = []  # sorted (end, jobid)
         self._nreserved = 0
-        self._free_cache: tuple[Any, int] | None = None
-        self._bad_mask: tuple[Any, int] = (None, 0)  # (unusable ranks, everything on them)
-        self._running_union = 0  # every running span's bits
+        self._running_union = Bits()  # every running span's bits, kept in place
         self._max_running_start = -math.inf  # an upper bound (never lowered)
         self._init_log(noearlier.PROOFS if proofs is None else proofs)
         # Set for good once two spans overlapped on a resource (sched.expiration
@@ -164,7 +167,7 @@ class Timeline(ProofLog):
         self._add(Span(jobid, rs, float(start), float(end), True, b, self.codec))
         self._pool_cache = None
         bisect.insort(self._running_ends, (float(end), jobid))
-        self._running_union |= b
+        self._running_union.or_(b)
         self._max_running_start = max(self._max_running_start, float(start))
 
     def reserve(self, jobid: int, rs: Any, start: float, end: float = math.inf, bits: int | None = None) -> None:
@@ -183,9 +186,8 @@ class Timeline(ProofLog):
             self._pool_cache = None
             i = bisect.bisect_left(self._running_ends, (span.end, jobid))
             del self._running_ends[i]
-            # spans of running jobs are disjoint; x ^ (x & y) is x & ~y
-            # without a negative int (a full two's-complement copy)
-            self._running_union ^= self._running_union & span.bits
+            # spans of running jobs are disjoint
+            self._running_union.andnot_(span.bits)
         else:
             self._nreserved -= 1
             self._dirty_reserved()
@@ -202,16 +204,16 @@ class Timeline(ProofLog):
         elif hi > lo:
             b = span.bits
             if lo == 0:
-                self._used[0] ^= self._used[0] & b  # & ~ without a negative int
-                self._valid = 1
+                self._head.andnot_(b)
+                self._valid = 0
             else:
-                self._starts[lo] ^= self._starts[lo] & b
+                _clear(self._starts, lo, b)
                 st = self._start_times
                 del st[bisect.bisect_left(st, span.start)]
                 if lo < self._valid:
                     self._valid = lo
             if hi < len(self._times):
-                self._ends[hi] ^= self._ends[hi] & b
+                _clear(self._ends, hi, b)
                 if hi < self._valid:
                     self._valid = hi
         if span.end > floor:  # else its boundary was folded away
@@ -310,6 +312,11 @@ class Timeline(ProofLog):
         times = self._times
         if len(times) > 1 and times[1] <= self.now:
             self._forget_past()
+        elif self.now > self._floor:
+            # No boundary since the floor: the first segment stands for
+            # [now, ...) already, and a span that starts now joins it in
+            # place rather than making a boundary (and folding it later).
+            self._floor = self.now
 
     def _forget_past(self) -> None:
         """Fold every boundary at or before :attr:`now` into the first segment.
@@ -323,57 +330,39 @@ class Timeline(ProofLog):
         span that starts (or ends) at or before the floor takes no boundary
         there, and gives none back when it is removed.
         """
-        times, refs = self._times, self._refs
+        times, refs, used = self._times, self._refs, self._used
         k = bisect.bisect_right(times, self.now) - 1  # the segment holding now
-        used = self._materialize(k + 1)
-        used[0] = used[k]
-        del times[1 : k + 1], used[1 : k + 1], refs[1 : k + 1]
-        if not self._eager:
-            del self._starts[1 : k + 1], self._ends[1 : k + 1]
+        if self._eager:
+            self._materialize(k + 1)
+            used[0] = used[k]
+        else:
+            # Fold in place what starts and ends there into the first
+            # segment (a job's chunks each), rather than rebuild its union.
+            head, starts, ends = self._head, self._starts, self._ends
+            for j in range(1, k + 1):
+                if ends[j]:
+                    head.xor_(ends[j])
+                if starts[j]:
+                    head.xor_(starts[j])
+            if self._valid > k:
+                used[0] = used[k]
+                self._valid -= k
+            else:
+                self._valid = 0
+            del starts[1 : k + 1], ends[1 : k + 1]
             st = self._start_times
             del st[: bisect.bisect_right(st, self.now)]
-            self._valid = max(1, self._valid - k)
+        del times[1 : k + 1], used[1 : k + 1], refs[1 : k + 1]
         self._floor = self.now
 
-    def free_bits(self) -> int:
-        """``graph.free()``, flat (cached on the graph's version counter)."""
+    def free_bits(self) -> Any:
+        """What is free now, flat: the graph's own flat free set
+        (:meth:`ResourceGraph.free_bits <fluxsched_py.resource.ResourceGraph.free_bits>`,
+        a :class:`~fluxsched_py.resource.flatfree.Bits` the graph changes in
+        place), or an int for a graph that has none."""
         g = self.graph
-        version = getattr(g, "version", None)
-        c = self._free_cache
-        if c is not None and version is not None and c[0] == version:
-            return c[1]
-        bits = self.codec.encode(g.free())
-        self._free_cache = (version, bits)
-        return bits
-
-    def graph_changed(self, version_before: Any, taken: int = 0, given: int | None = 0) -> None:
-        """The caller just allocated ``taken`` or released ``given`` in the graph.
-
-        Keeps the cached free set in step without re-reading the graph, when
-        the cache was current before the change (a release on a down,
-        drained or shrunk rank does not make anything there free: those
-        ranks' bits are left out of ``given``).  ``given=None`` means
-        "unknown": the cache is dropped.
-        """
-        c = self._free_cache
-        g = self.graph
-        if c is None or version_before is None or c[0] != version_before or given is None:
-            self._free_cache = None
-            return
-        if given:
-            bad = _unusable_ranks(g)
-            if bad:
-                # Re-reading the graph would cost a walk of every node per
-                # job freed while one node is drained (issue 15).
-                if self._bad_mask[0] != bad:
-                    self._bad_mask = (bad, self.codec.ranks_mask(bad))
-                given ^= given & self._bad_mask[1]
-        free = c[1]
-        if taken:
-            free ^= free & taken  # & ~ without a negative int
-        if given:
-            free |= given
-        self._free_cache = (g.version, free)
+        fb = getattr(g, "free_bits", None)
+        return fb() if fb is not None else self.codec.encode(g.free())
 
     def pool_bits(self) -> int:
         """Up resources, free now or held by a running job that is not overdue."""
@@ -387,8 +376,8 @@ class Timeline(ProofLog):
         return pool
 
     def _pool_bits(self) -> int:
-        free = self.free_bits()
-        held = self._running_union
+        free = as_int(self.free_bits())
+        held = self._running_union.value()
         i = bisect.bisect_right(self._running_ends, (self.now, math.inf))
         if i:  # overdue jobs (few): their end is unknown, keep them out
             spans = self._spans
@@ -422,12 +411,10 @@ class Timeline(ProofLog):
     def match_bits(self, request: Any, avail: int, policy: str = "first") -> tuple[Any, int] | None:
         """Match ``request`` on a flat available set: ``(rs, bits)`` or None.
 
-        ``rs`` may be None (not decoded yet): see :meth:`resolve`."""
-        live = (
-            self._free_cache is not None
-            and avail == self._free_cache[1]
-            and self._free_cache[0] == getattr(self.graph, "version", None)
-        )
+        ``rs`` may be None (not decoded yet): see :meth:`resolve`.  When
+        ``avail`` is :meth:`free_bits` itself, the matcher reads the graph's
+        live availability, and the slot fast path follows the live set."""
+        live = avail is self.free_bits()
         return self.matcher.flat(self.graph, self.codec, request, policy, avail, live)
 
     def resolve(self, placement: tuple[Any, int]) -> Any:
@@ -447,6 +434,9 @@ class Timeline(ProofLog):
             upto = n
         k = self._valid
         if k < upto:
+            if k == 0:
+                used[0] = self._head.value()
+                k = 1
             starts, ends = self._starts, self._ends
             u = used[k - 1]
             for j in range(k, upto):
@@ -465,7 +455,10 @@ class Timeline(ProofLog):
         """True when ``b`` meets a span over segments ``[lo, hi)``: what is
         in use during segment ``lo``, or what starts at a later boundary
         before ``hi``."""
-        if self._materialize(lo + 1)[lo] & b:
+        if lo == 0 and not self._eager:
+            if self._head.intersects(b):  # only b's chunks are read
+                return True
+        elif _meets(self._materialize(lo + 1)[lo], b):
             return True
         st = self._start_times
         times = self._times
@@ -475,15 +468,16 @@ class Timeline(ProofLog):
             starts, index = self._starts, self._index
             last = None
             for t in st[i:j]:
-                if t != last and starts[index(t)] & b:
+                if t != last and _meets(starts[index(t)], b):
                     return True
                 last = t
         return False
 
     def _go_eager(self) -> None:
         """Spans overlapped: from now on keep every segment's union whole."""
-        self._materialize()
+        self._materialize()  # _used[0] is the head's value from here on
         self._eager = True
+        self._head = Bits()
         self._starts, self._ends, self._start_times = [], [], []
 
     def _index(self, t: float) -> int:
@@ -548,16 +542,47 @@ class Timeline(ProofLog):
                 used[k] |= b
         elif hi > lo:
             if lo == 0:
-                self._used[0] |= b
-                self._valid = 1
+                self._head.or_(b)
+                self._valid = 0
             else:
-                self._starts[lo] |= b
+                _put(self._starts, lo, b)
                 bisect.insort(self._start_times, span.start)
                 if lo < self._valid:
                     self._valid = lo
             if hi < len(self._times):
-                self._ends[hi] |= b
+                _put(self._ends, hi, b)
         self._spans[span.jobid] = span
         if not span.running:
             self._reserved[span.jobid] = span
         self._net_gain(span)
+
+
+def _put(sets: list[Any], k: int, b: Any) -> None:
+    """``sets[k] |= b``, in place when ``sets[k]`` is a :class:`Bits` (an
+    empty entry takes a copy of a :class:`Bits`: its chunks are changed in
+    place later)."""
+    x = sets[k]
+    if isinstance(x, Bits):
+        x.or_(b)
+    elif not x:
+        sets[k] = b.copy() if isinstance(b, Bits) else b
+    else:
+        sets[k] = x | as_int(b)
+
+
+def _clear(sets: list[Any], k: int, b: Any) -> None:
+    """``sets[k] &= ~b``, in place when ``sets[k]`` is a :class:`Bits`."""
+    x = sets[k]
+    if isinstance(x, Bits):
+        x.andnot_(b)
+    elif x:
+        sets[k] = x ^ (x & as_int(b))  # & ~ without a negative int
+
+
+def _meets(x: Any, b: Any) -> bool:
+    """``x & b`` is not empty (x an int or :class:`Bits`, b too)."""
+    if isinstance(x, Bits):
+        return x.intersects(b)
+    if isinstance(b, Bits):
+        return b.intersects(x)
+    return bool(x & b)

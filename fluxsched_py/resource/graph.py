@@ -31,6 +31,7 @@ from ..ids import IdSet
 from .builder import CONTAINMENT
 from .edit import SHRUNK, add_ranks, check_properties, mark_shrunk, set_rank_properties
 from .errors import ResourceError
+from .flatfree import FlatLayout, FreeBits
 from .resourceset import ResourceSet, with_twins
 from .state import Availability
 from .topology import Topology
@@ -79,6 +80,7 @@ class ResourceGraph:
         self._shrunk = 0
         self._version = 0
         self._snap: dict[str, tuple[int, ResourceSet]] = {}
+        self._layout: FlatLayout | None = None
         n = topo.n
         self._avail = Availability(topo, (1 << n) - 1, [dict(p) for p in topo.pools])
         self._all_static = ResourceSet(topo, (1 << n) - 1, {v: dict(topo.pools[v]) for v in topo.pool_vertices})
@@ -251,6 +253,25 @@ class ResourceGraph:
         return self._cached(
             "down", lambda: self._ranks_items((self._down | self._drained) & ~self._shrunk) - self.allocated()
         )
+
+    @property
+    def flat_layout(self) -> FlatLayout:
+        """Where each item sits in a flat set of this graph (laid out anew by a grow)."""
+        layout = self._layout
+        if layout is None:
+            layout = self._layout = FlatLayout(self.topo)
+        return layout
+
+    def free_bits(self) -> FreeBits:
+        """:meth:`free` as a flat set (:mod:`~fluxsched_py.resource.flatfree`):
+        the live one, changed in place by every allocation, release and rank
+        state change from the first time it is asked for; read it, never
+        keep its value across a change."""
+        av = self._avail
+        flat = av.flat
+        if flat is None:
+            flat = av.flat = FreeBits(self.flat_layout, av.cont, av.loc)
+        return flat
 
     def availability(self, available: ResourceSet | None = None) -> Availability:
         """The :class:`Availability` the matcher uses: live free state, or built for ``available``."""
@@ -500,7 +521,8 @@ class ResourceGraph:
         loc = av.loc + [dict(topo.pools[v]) for v in range(n0, n)]
         fresh = Availability(topo, av.cont | (((1 << n) - 1) & ~((1 << n0) - 1)), loc)
         for slot in Availability.__slots__:
-            setattr(av, slot, getattr(fresh, slot))
+            setattr(av, slot, getattr(fresh, slot))  # the flat free set too: laid out anew when asked
+        self._layout = None
         self._all_static = ResourceSet(topo, (1 << n) - 1, {v: dict(topo.pools[v]) for v in topo.pool_vertices})
         self._version += 1
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..ids import IdSet
+from .flatfree import FreeBits
 from .resourceset import ResourceSet
 from .topology import Topology
 
@@ -53,13 +54,16 @@ def _members(mask: int) -> set[int]:
 
 
 class Availability:
-    __slots__ = ("topo", "loc", "cont", "units", "busy", "whole", "have")
+    __slots__ = ("topo", "loc", "cont", "units", "busy", "whole", "have", "flat")
 
     def __init__(self, topo: Topology, cont: int, loc: list[dict[str, int]]) -> None:
         """Build from a container mask and per-vertex available pool masks (adopted)."""
         self.topo = topo
         self.cont = cont
         self.loc = loc
+        #: The flat free set (:class:`~.flatfree.FreeBits`) this availability
+        #: keeps in step, or None (snapshots; the graph attaches it when first asked).
+        self.flat: FreeBits | None = None
         n = topo.n
         units: list[dict[str, int]] = [None] * n  # type: ignore[list-item]
         busy = [0] * n
@@ -174,6 +178,14 @@ class Availability:
             c = cont & self.cont
             self.cont ^= c
             step = -1
+        flat = self.flat
+        if flat is not None:
+            # What changes in the flat free set, per chunk (applied at once, below)
+            offsets, shift = flat.layout.offsets, flat.shift
+            low = (1 << shift) - 1
+            acc: dict[int, int] = {}
+            if c:
+                flat.flip(0, c)
         conts = _members(c)
         deep: dict[int, tuple[int, dict[str, int]]] = {}  # vertices with containers below them
         pend: dict[int, list] = {}  # what each ancestor gets from below (see _spread)
@@ -192,6 +204,10 @@ class Availability:
                         k = x.bit_count()
                         di += k
                         du[t] = k * info[(v, t)][0]
+                        if flat is not None:
+                            off = offsets[(v, t)]
+                            ci = off >> shift
+                            acc[ci] = acc.get(ci, 0) ^ (x << (off & low))
                 if not di:
                     continue
                 lock[v] = {t: x for t in tpools[v] if (x := old.get(t, 0) | tm.get(t, 0))}
@@ -204,6 +220,10 @@ class Availability:
                         di -= k
                         du[t] = -k * info[(v, t)][0]
                         m ^= x
+                        if flat is not None:
+                            off = offsets[(v, t)]
+                            ci = off >> shift
+                            acc[ci] = acc.get(ci, 0) ^ (x << (off & low))
                     if m:
                         new[t] = m
                 if not di:
@@ -251,6 +271,8 @@ class Availability:
         for v in conts:  # containers without pools of their own in the set
             deep[v] = (step, {})
         self._spread(deep, pend)
+        if flat is not None:
+            flat.flip_chunks(acc)
 
     def _spread(self, deep: Mapping[int, tuple[int, dict[str, int]]], pend: dict[int, list]) -> None:
         """Carry changes up to the aggregates, visiting each ancestor once,
@@ -335,6 +357,10 @@ class Availability:
         old = self.loc[v]
         new = {t: m for t, m in loc.items() if m}
         self.loc[v] = new
+        flat = self.flat
+        if flat is not None:
+            for t in new.keys() | old.keys():
+                flat.pool(v, t, old.get(t, 0), new.get(t, 0))
         dunits: dict[str, int] = {}
         ditems = 0
         if new != old:
@@ -356,6 +382,8 @@ class Availability:
         elif was and not cont_bit:
             self.cont &= ~(1 << v)
             ditems -= 1
+        if flat is not None and bool(was) != bool(cont_bit):
+            flat.flip(v, 1)
         if not ditems and not dunits:
             return
         dwhole: dict[str, int] = {}
