@@ -178,3 +178,52 @@ def test_release_on_a_down_rank_keeps_its_items_unavailable():
     g.set_up(3)
     assert node <= g.free()
     recount(g, {}, set(), set(), set())
+
+
+deferred = st.lists(
+    st.one_of(
+        st.tuples(st.just("take"), st.integers(0, 69), st.integers(0, 5)),
+        st.tuples(st.just("release"), st.integers(0, 30), st.booleans()),
+        st.tuples(st.just("down"), st.integers(0, 69), st.booleans()),
+        st.tuples(st.just("check"), st.just(0), st.just(0)),
+    ),
+    max_size=60,
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.sampled_from(["racks", "flat"]), deferred)
+def test_aggregates_deferred_over_many_allocations_equal_a_recount(shape, sequence):
+    """Allocations and releases with no match between them leave the
+    aggregates to the next reader (``Availability.sync``); whenever it
+    reads, they equal a recount, however many changes it catches up on
+    (a vertex taken and given back between two reads among them).
+    ``take`` allocates what is free on a few ranks without matching (so
+    nothing syncs), all of it or only its leaves (the containers stay
+    available)."""
+    g = racks() if shape == "racks" else flat()
+    nranks = len(g.ranks)
+    held: dict[int, ResourceSet] = {}
+    down: set[int] = set()
+    jobid = 0
+    for kind, a, b in sequence:
+        if kind == "take":
+            rs = g.free().restrict(IdSet(range(a % nranks, min(a % nranks + 1 + b // 2, nranks))))
+            if b % 2:
+                rs = ResourceSet(g.topo, 0, {v: dict(tm) for v, tm in rs._pools.items()})
+            if rs:
+                jobid += 1
+                g.allocate(jobid, rs)
+                held[jobid] = rs
+        elif kind == "release":
+            if held:
+                a = sorted(held)[a % len(held)]
+                g.release(a)
+                del held[a]
+        elif kind == "down":
+            if a < nranks:
+                (g.set_down if b else g.set_up)(a)
+                (down.add if b else down.discard)(a)
+        else:
+            recount(g, held, down, set(), set())
+    recount(g, held, down, set(), set())

@@ -255,6 +255,7 @@ class ResourceGraph:
     def availability(self, available: ResourceSet | None = None) -> Availability:
         """The :class:`Availability` the matcher uses: live free state, or built for ``available``."""
         if available is None:
+            self._avail.sync()  # allocate and release leave the aggregates to the first reader
             return self._avail
         if available.topology is not self.topo:
             raise ResourceError("the available set belongs to another graph")
