@@ -517,6 +517,7 @@ class Engine:
         for name, queue in list(self._queues.items()):
             if not queue.npending:
                 del self._queues[name]  # it holds no job and no reservation
+                queue.jobs.clear()  # its stale jobs point back at it: no cycle left for the collector
                 continue
             self._sort_queue(queue)
             queues.append(queue)
