@@ -161,7 +161,9 @@ class Availability:
                 stale[v] = old
             new = {}
             for t, m in old.items():
-                m ^= m & tm.get(t, 0)
+                x = m & tm.get(t, 0)  # what this takes of the pool
+                if x:
+                    m ^= x
                 if m:
                     new[t] = m
             lock[v] = new
@@ -176,7 +178,15 @@ class Availability:
             old = lock[v]
             if v not in stale:
                 stale[v] = old
-            lock[v] = {t: x for t in tpools[v] if (x := old.get(t, 0) | tm.get(t, 0))}
+            new = {}
+            for t in tpools[v]:  # a loop, not a comprehension: no call per vertex
+                m = old.get(t, 0)
+                x = tm.get(t, 0)
+                if x:
+                    m |= x
+                if m:
+                    new[t] = m
+            lock[v] = new
 
     def sync(self) -> None:
         """Bring the aggregates up to date with what :meth:`take` and
