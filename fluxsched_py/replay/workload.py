@@ -400,9 +400,7 @@ def _swf_fields(values: list[float], procs_per_node: int) -> tuple[float, float,
     return submit, runtime, -(-procs_i // procs_per_node), req_time
 
 
-def _swf_fields_checked(
-    values: list[float], procs_per_node: int, where: str
-) -> tuple[float, float, int, float] | None:
+def _swf_fields_checked(values: list[float], procs_per_node: int, where: str) -> tuple[float, float, int, float] | None:
     """What :func:`_swf_fields` returns, one check at a time: raises
     WorkloadError naming the first bad field, None for a job to skip."""
     submit = _time(values[0], where, "submit time (field 2)")
