@@ -30,7 +30,9 @@ the scheduler works during both.  With ``--hold`` the queue is stopped while
 the jobs are submitted (flux-core's ingest runs alone: validation, KVS
 writes, the job-manager's bookkeeping) and started once they all are, so
 ``schedule`` is the scheduler's burst alone: every alloc, start, free and
-KVS commit, with nothing else submitting.
+KVS commit, with nothing else submitting.  (With 100,000 held jobs,
+flux-core 0.88's ``flux queue start`` did not return within 7 minutes, so
+``--hold`` is for smaller bursts: ``--njobs 5000``.)
 
 ``--compare sched-simple`` runs the same burst again under flux-core's own
 scheduler in the same instance, for a same-run comparison.  Reported: the
