@@ -98,3 +98,29 @@ def test_annotate_depth_none_annotates_every_pending_job():
         out = e.schedule(100.0).responses
         annotated = {r.id for r in out if r.annotations and "reason_pending" in r.annotations.get("sched", {})}
         assert len(annotated) == want, opt
+
+
+def test_finished_jobs_and_emptied_queues_leave_no_cycles_for_the_collector():
+    """A queue emptied of pending jobs is dropped at the next pass; its stale
+    jobs point back at it, so unless it lets go of them, every such queue
+    and the jobs it held (with their resource sets) are a reference cycle
+    only the cyclic collector frees (in the 100,000-job replay, four
+    objects a job, and the collections to find them: issue 15)."""
+    import gc
+
+    e = Engine(graph(nodes=4, cores=4), ["queue-policy=fcfs"])
+    gc.collect()
+    flags = gc.get_debug()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        for jobid in range(1, 41):  # one job at a time: the queue empties and goes every pass
+            e.alloc(jobid, 0, 0, float(jobid), jobspec(cores=2))
+            assert [r.id for r in e.schedule(float(jobid)).responses] == [jobid]
+            e.free(jobid)
+        e.schedule(41.0)
+        gc.collect()
+        left = [o for o in gc.garbage if type(o).__name__ in ("Job", "JobQueue")]
+    finally:
+        gc.set_debug(flags)
+        gc.garbage.clear()
+    assert left == []

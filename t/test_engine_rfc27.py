@@ -82,6 +82,23 @@ def test_alloc_success_carries_R_and_resource_summary():
     assert e.job(1).state is JobState.RUNNING
 
 
+def test_a_driver_that_sends_nothing_gets_neither_R_nor_resource_summary():
+    """The replay's engine (``build_R=False, summaries=False``) starts the
+    same job on the same resources; its SUCCESS has no R and no summary."""
+    answers = []
+    for kw in ({}, {"build_R": False, "summaries": False}):
+        e = Engine(graph(), ["queue-policy=fcfs"], **kw)
+        e.alloc(1, 16, 100, 1.0, jobspec(nnodes=2, duration=60))
+        (ok,) = by_type(e.schedule(10.0).responses, ResponseType.SUCCESS)
+        answers.append(ok)
+    full, bare = answers
+    assert full.R is not None and "resource_summary" in full.annotations["sched"]
+    assert bare.R is None and "resource_summary" not in bare.annotations["sched"]
+    assert bare.resources.ranks == full.resources.ranks  # two graphs: their sets compare by what they name
+    assert bare.resources.count("core") == full.resources.count("core") == 8
+    assert (bare.start, bare.expiration) == (full.start, full.expiration)
+
+
 def test_alloc_that_can_never_run_is_denied_with_a_note():
     e = engine(nodes=4)
     (deny,) = e.alloc(1, 16, 100, 1.0, jobspec(nnodes=5))

@@ -178,3 +178,85 @@ def test_release_on_a_down_rank_keeps_its_items_unavailable():
     g.set_up(3)
     assert node <= g.free()
     recount(g, {}, set(), set(), set())
+
+
+deferred = st.lists(
+    st.one_of(
+        st.tuples(st.just("take"), st.integers(0, 7), st.integers(0, 5)),
+        st.tuples(st.just("release"), st.integers(0, 30), st.booleans()),
+        st.tuples(st.just("down"), st.integers(0, 7), st.booleans()),
+        st.tuples(st.just("hello"), st.integers(0, 7), st.integers(0, 3)),
+        st.tuples(st.just("check"), st.just(0), st.just(0)),
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(["racks", "flat"]), deferred)
+def test_aggregates_deferred_over_many_allocations_equal_a_recount(shape, sequence):
+    """Allocations and releases with no match between them leave the
+    aggregates to the next reader (``Availability.sync``), and what jobs
+    hold to the next reader of it (``ResourceGraph._fold``: ``allocated()``,
+    a rank going down or up, a job at hello); whenever one reads, both
+    equal a recount, however many changes they catch up on (a vertex taken
+    and given back between two reads among them).  ``take`` allocates what
+    is free on a few ranks without matching (so nothing syncs), all of it
+    or only its leaves (the containers stay available); ``release`` frees a
+    whole job or its first rank; ``hello`` adds a whole rank to one of four
+    running jobs.  Ranks are drawn among the first eight, so jobs meet."""
+    g = racks() if shape == "racks" else flat()
+    nranks = len(g.ranks)
+    held: dict[int, ResourceSet] = {}
+    down: set[int] = set()
+    jobid = 0
+    for kind, a, b in sequence:
+        if kind == "take":
+            rs = g.free().restrict(IdSet(range(a % nranks, min(a % nranks + 1 + b // 2, nranks))))
+            if b % 2:
+                rs = ResourceSet(g.topo, 0, {v: dict(tm) for v, tm in rs._pools.items()})
+            if rs:
+                jobid += 1
+                g.allocate(jobid, rs)
+                held[jobid] = rs
+        elif kind == "release":
+            if held:
+                a = sorted(held)[a % len(held)]
+                whole = held[a]
+                part = whole.restrict(IdSet([whole.ranks.first()])) if b and len(whole.ranks) > 1 else None
+                rest = whole - g.release(a, part)
+                if rest:
+                    held[a] = rest
+                else:
+                    del held[a]
+        elif kind == "down":
+            if a < nranks:
+                (g.set_down if b else g.set_up)(a)
+                (down.add if b else down.discard)(a)
+        elif kind == "hello":
+            if a < nranks:
+                node = g.all().restrict(IdSet([a]))
+                jid = 1000 + b
+                try:
+                    g.allocate(jid, node, running=True)
+                except ResourceError:
+                    assert any(node & rs for rs in held.values())
+                else:
+                    held[jid] = held[jid] | node if jid in held else node
+        else:
+            recount(g, held, down, set(), set())
+    recount(g, held, down, set(), set())
+
+
+def test_a_job_allocated_before_and_after_a_fold_releases_all_it_holds():
+    """A job given rank 0, then (after something read what jobs hold) rank 1
+    too: its release takes both out, the part folded before and the part
+    allocated since."""
+    g = flat()
+    first, second = g.all().restrict(IdSet([0])), g.all().restrict(IdSet([1]))
+    g.allocate(7, first, running=True)
+    assert g.allocated() == first  # a reader: what job 7 holds so far is folded
+    g.allocate(7, second, running=True)
+    g.release(7)
+    assert not g.allocated()
+    recount(g, {}, set(), set(), set())

@@ -43,8 +43,10 @@ class Engine:
         :meth:`EngineOptions.parse`.
     matcher, feasibility:
         the placement functions; default to :mod:`fluxsched_py.match`.
-    build_R:
-        put RFC 20 R in SUCCESS responses (the replay, which needs only the ResourceSet, does not).
+    build_R, summaries:
+        put RFC 20 R, and the ``resource_summary`` annotation, in SUCCESS
+        responses (the replay, which needs only the ResourceSet and sends
+        nothing, asks for neither).
     stopwatch, time_format:
         measure pass work for ``budget`` (never for decisions); show an absolute time (default ``HH:MM``).
     job_name:
@@ -60,6 +62,7 @@ class Engine:
         matcher: Callable[..., Any] | None = None,
         feasibility: Callable[[Any, Any], str | None] | None = None,
         build_R: bool = True,
+        summaries: bool = True,
         stopwatch: Callable[[], float] = time.perf_counter,
         time_format: Callable[[float], str] = fmt_clock,
         job_name: Callable[[int], str] = str,
@@ -83,6 +86,7 @@ class Engine:
             name: make_policy(pol, self.options.reserve_depth) for name, pol in self.options.queue_policy_per_queue
         }
         self.build_R = build_R
+        self.summaries = summaries
         self._stopwatch = stopwatch
         self._time_format = time_format
         self._job_name = job_name
@@ -515,6 +519,7 @@ class Engine:
         for name, queue in list(self._queues.items()):
             if not queue.npending:
                 del self._queues[name]  # it holds no job and no reservation
+                queue.jobs.clear()  # its stale jobs point back at it: no cycle left for the collector
                 continue
             self._sort_queue(queue)
             queues.append(queue)
@@ -564,7 +569,8 @@ class Engine:
         if self.build_R:
             R = rs.to_rv1(self.graph, now, 0.0 if end == math.inf else end, job.request.nslots or 1)
         ann: dict[str, Any] = {k: None for k in job.sent if k != "resource_summary"}
-        ann["resource_summary"] = resource_summary(R, rs)
+        if self.summaries:
+            ann["resource_summary"] = resource_summary(R, rs)
         ahead = p.passed_over
         if ahead is not None and self._live(ahead):
             # It starts while a job ahead of it waits (as sched-backfill annotates).

@@ -85,7 +85,8 @@ def replay(
     does, and its record keeps its last run.
     """
     t_wall = time.perf_counter()
-    engine = engine_factory(graph, options, build_R=False, time_format=lambda t: f"t={t:.0f}s")
+    # no R and no resource_summary text: the replay sends no message (issue 15: 4 % of its CPU)
+    engine = engine_factory(graph, options, build_R=False, summaries=False, time_format=lambda t: f"t={t:.0f}s")
     jobs = sorted(workload.jobs, key=lambda j: (j.submit, j.id))
     records = {j.id: JobRecord(j) for j in jobs}
     if len(records) != len(jobs):

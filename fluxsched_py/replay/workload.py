@@ -383,6 +383,41 @@ def _lines(stream: Iterable[str], source: str) -> Iterable[tuple[int, str]]:
         raise WorkloadError(f"{source}: {exc}: not SWF") from None
 
 
+def _swf_fields(values: list[float], procs_per_node: int) -> tuple[float, float, int, float] | None:
+    """(submit, run time, nodes, requested time) of a well-formed SWF job
+    line's numbers, checked in a few comparisons; None when anything is off
+    (then :func:`_swf_fields_checked` says what, or skips the job)."""
+    submit, runtime, alloc, req_procs, req_time = values[0], values[2], values[3], values[6], values[7]
+    # a sum of floats is finite only when each of them is (inf and NaN carry)
+    if not (math.isfinite(submit + runtime + alloc + req_procs + req_time) and 0 <= submit <= MAX_SECONDS):
+        return None
+    procs = req_procs if req_procs > 0 else alloc
+    if not 0 <= runtime <= MAX_SECONDS or req_time > MAX_SECONDS or not 1 <= procs <= MAX_NODES * procs_per_node:
+        return None
+    procs_i = int(procs)
+    if procs_i != procs:
+        return None
+    return submit, runtime, -(-procs_i // procs_per_node), req_time
+
+
+def _swf_fields_checked(values: list[float], procs_per_node: int, where: str) -> tuple[float, float, int, float] | None:
+    """What :func:`_swf_fields` returns, one check at a time: raises
+    WorkloadError naming the first bad field, None for a job to skip."""
+    submit = _time(values[0], where, "submit time (field 2)")
+    runtime = _number(values[2], where, "run time (field 4)")
+    alloc = _number(values[3], where, "allocated processors (field 5)")
+    req_procs = _number(values[6], where, "requested processors (field 8)")
+    req_time = _number(values[7], where, "requested time (field 9)")
+    procs = req_procs if req_procs > 0 else alloc
+    if runtime < 0 or not procs > 0:  # -1: unknown; NaN fails the test too
+        return None
+    runtime = _time(runtime, where, "run time (field 4)")
+    procs_i = _count(procs, where, "processors (field 8 or 5)", MAX_NODES * procs_per_node)
+    if req_time > 0:
+        req_time = _time(req_time, where, "requested time (field 9)")
+    return submit, runtime, -(-procs_i // procs_per_node), req_time
+
+
 def read_swf(
     text: str | Iterable[str],
     name: str = "workload",
@@ -419,29 +454,23 @@ def read_swf(
         f = s.split()
         if len(f) < 9:
             raise WorkloadError(f"{source}:{lineno}: expected 18 fields, got {len(f)}")
-        where = f"{source}:{lineno}"
         try:
             number = int(f[0])
-            values = [float(x) for x in f[1:]]
+            values = list(map(float, f[1:]))
         except ValueError:
-            raise WorkloadError(f"{where}: fields must be numbers: {s[:60]!r}") from None
+            raise WorkloadError(f"{source}:{lineno}: fields must be numbers: {s[:60]!r}") from None
         if number in seen:
-            raise WorkloadError(f"{where}: duplicate job number {number}")
+            raise WorkloadError(f"{source}:{lineno}: duplicate job number {number}")
         seen.add(number)
-        submit = _time(values[0], where, "submit time (field 2)")
-        runtime = _number(values[2], where, "run time (field 4)")
-        alloc = _number(values[3], where, "allocated processors (field 5)")
-        req_procs = _number(values[6], where, "requested processors (field 8)")
-        req_time = _number(values[7], where, "requested time (field 9)")
-        procs = req_procs if req_procs > 0 else alloc
-        if runtime < 0 or not procs > 0:  # -1: unknown; NaN fails the test too
+        fields = _swf_fields(values, procs_per_node)
+        if fields is None:  # something is off: the checks again, one by one, to say what
+            fields = _swf_fields_checked(values, procs_per_node, f"{source}:{lineno}")
+        if fields is None:
             skipped += 1
             continue
-        runtime = _time(runtime, where, "run time (field 4)")
-        procs_i = _count(procs, where, "processors (field 8 or 5)", MAX_NODES * procs_per_node)
-        nodes = -(-procs_i // procs_per_node)
+        submit, runtime, nodes, req_time = fields
         if req_time > 0:
-            wall = _time(req_time, where, "requested time (field 9)")
+            wall = req_time
         else:
             wall = _fill_walltime(walltime, runtime)
             filled += 1
@@ -451,7 +480,7 @@ def read_swf(
             WorkloadJob(number, str(number), submit, node_request(nodes, wall), wall, runtime, nodes, "", user, queue)
         )
         if len(jobs) > MAX_JOBS:
-            raise WorkloadError(f"{where}: more than {MAX_JOBS} jobs (the limit)")
+            raise WorkloadError(f"{source}:{lineno}: more than {MAX_JOBS} jobs (the limit)")
     jobs.sort(key=lambda j: (j.submit, j.id))
     # Jobs count processors: with procs_per_node, the machine is MaxProcs / procs_per_node nodes.
     nb_res = None

@@ -74,6 +74,8 @@ class ResourceGraph:
         self._jobs: dict[int, ResourceSet] = {}
         self._alloc_pools: dict[int, dict[str, int]] = {}
         self._alloc_cont = 0
+        #: jobs' allocations not yet in ``_alloc_pools``/``_alloc_cont`` (see :meth:`_fold`)
+        self._unfolded: dict[int, ResourceSet] = {}
         self._down = 0  # rank masks
         self._drained = 0
         self._drain_reason: dict[int, str] = {}
@@ -243,6 +245,7 @@ class ResourceGraph:
         """Items held by some job."""
 
         def build() -> ResourceSet:
+            self._fold()
             pools = {v: dict(tm) for v, tm in self._alloc_pools.items() if tm}
             return ResourceSet(self.topo, self._alloc_cont, pools)
 
@@ -276,6 +279,7 @@ class ResourceGraph:
     def availability(self, available: ResourceSet | None = None) -> Availability:
         """The :class:`Availability` the matcher uses: live free state, or built for ``available``."""
         if available is None:
+            self._avail.sync()  # allocate and release leave the aggregates to the first reader
             return self._avail
         if available.topology is not self.topo:
             raise ResourceError("the available set belongs to another graph")
@@ -316,6 +320,7 @@ class ResourceGraph:
             raise ResourceError(f"job {jobid}: the resource set belongs to another graph")
         rs = with_twins(rs)
         if running:
+            self._fold()
             bad_cont = rs._cont & self._alloc_cont
         else:
             bad_cont = rs._cont & ~self._avail.cont
@@ -341,15 +346,8 @@ class ResourceGraph:
                         raise ResourceError(f"job {jobid}: {self._describe_item(v, t, i)} is not free")
         if not rs:
             return
-        self._alloc_cont |= rs._cont
-        apools = self._alloc_pools
-        for v, tm in rs._pools.items():
-            d = apools.get(v)
-            if d is None:
-                apools[v] = dict(tm)
-            else:
-                for t, m in tm.items():
-                    d[t] = d.get(t, 0) | m
+        pending = self._unfolded.get(jobid)
+        self._unfolded[jobid] = rs if pending is None else pending | rs
         old = self._jobs.get(jobid)
         self._jobs[jobid] = rs if old is None else old | rs
         self._version += 1
@@ -391,15 +389,19 @@ class ResourceGraph:
             self._jobs[jobid] = remaining
         else:
             del self._jobs[jobid]
-        self._alloc_cont &= ~part._cont
-        for v, tm in part._pools.items():
-            d = self._alloc_pools[v]
-            for t, m in tm.items():
-                d[t] &= ~m
-                if not d[t]:
-                    del d[t]
-            if not d:
-                del self._alloc_pools[v]
+        if part is held and self._unfolded.get(jobid) is held:
+            del self._unfolded[jobid]  # allocated since the last fold: nothing to take out
+        else:
+            self._fold()
+            self._alloc_cont &= ~part._cont
+            for v, tm in part._pools.items():
+                d = self._alloc_pools[v]
+                for t, m in tm.items():
+                    d[t] &= ~m
+                    if not d[t]:
+                        del d[t]
+                if not d:
+                    del self._alloc_pools[v]
         self._version += 1
         bad = self._down | self._drained | self._shrunk
         if bad:  # what is freed on a down, drained or shrunk rank stays unavailable
@@ -527,9 +529,36 @@ class ResourceGraph:
         self._version += 1
 
     # -- internals -------------------------------------------------------------
+    def _fold(self) -> None:
+        """Add the allocations made since the last fold to ``_alloc_pools``
+        and ``_alloc_cont``, for a reader of them (:meth:`allocated`, a rank
+        changing state, a running job at hello).
+
+        Allocate and release do not update them vertex by vertex: a job that
+        ends before anything reads them (every job of a replay) costs nothing
+        there, and the release of one allocated since the last fold has
+        nothing to take out (issue 15)."""
+        unfolded = self._unfolded
+        if not unfolded:
+            return
+        apools = self._alloc_pools
+        cont = self._alloc_cont
+        for rs in unfolded.values():
+            cont |= rs._cont
+            for v, tm in rs._pools.items():
+                d = apools.get(v)
+                if d is None:
+                    apools[v] = dict(tm)
+                else:
+                    for t, m in tm.items():
+                        d[t] = d.get(t, 0) | m
+        self._alloc_cont = cont
+        unfolded.clear()
+
     def _refresh_vertex(self, v: int, bad: int | None = None) -> None:
         """Recompute what is available at ``v`` itself (``bad``: the down,
         drained and shrunk ranks, when the caller has them)."""
+        self._fold()
         topo = self.topo
         r = topo.rank[v]
         if bad is None:

@@ -104,12 +104,22 @@ class ResourceSet:
             rank = self._topo.rank
             mask = 0
             for v in self._pools:
-                if rank[v] >= 0:
-                    mask |= 1 << rank[v]
-            for lo, hi in IdSet.from_mask(self._cont).runs():
-                for v in range(lo, hi + 1):
-                    if rank[v] >= 0:
-                        mask |= 1 << rank[v]
+                r = rank[v]
+                if r >= 0:
+                    mask |= 1 << r
+            c = self._cont
+            if c.bit_count() <= 64:  # a job's few containers: peel them off (no scan of the whole mask)
+                while c:
+                    low = c & -c
+                    c ^= low
+                    r = rank[low.bit_length() - 1]
+                    if r >= 0:
+                        mask |= 1 << r
+            else:
+                for lo, hi in IdSet.from_mask(c).runs():
+                    for r in rank[lo : hi + 1]:
+                        if r >= 0:
+                            mask |= 1 << r
             self._ranks = IdSet.from_mask(mask)
         return self._ranks
 

@@ -17,11 +17,17 @@ and up, or whatever a caller's snapshot says) and keeps, for every vertex:
     positive.  The matcher walks only those children, so on a machine that
     is mostly full, finding the free ones does not cost a visit per full one.
 
-The live graph keeps one and updates it incrementally: a job's allocation or
-release in one batch (:meth:`take`, :meth:`give`: each ancestor of the job's
-vertices is updated once, with the sum of the changes below it), an up/down
-change vertex by vertex (:meth:`set_local` walks the ancestors only).  A snapshot ``ResourceSet`` handed to the matcher
-gets one built bottom-up in one pass (:meth:`from_resourceset`).
+The live graph keeps one and updates it incrementally.  A job's allocation
+or release (:meth:`take`, :meth:`give`) changes ``cont``, ``loc`` and the
+graph's flat free set (``flat``, :mod:`.flatfree`: always exact, the planner
+reads it directly) and notes the vertices it changed; the aggregates catch up at the next
+:meth:`sync`, which ``ResourceGraph.availability`` calls for the matcher:
+each vertex changed since the last sync once, with its net change, then each
+ancestor once with the sum of the changes below it.  A replay whose matches
+all take the planner's flat fast paths never reads them, and never pays for
+them.  An up/down change goes vertex by vertex (:meth:`set_local` syncs,
+then walks the ancestors only).  A snapshot ``ResourceSet`` handed to the
+matcher gets one built bottom-up in one pass (:meth:`from_resourceset`).
 """
 
 from __future__ import annotations
@@ -54,13 +60,17 @@ def _members(mask: int) -> set[int]:
 
 
 class Availability:
-    __slots__ = ("topo", "loc", "cont", "units", "busy", "whole", "have", "flat")
+    __slots__ = ("topo", "loc", "cont", "units", "busy", "whole", "have", "_stale", "_cont0", "flat")
 
     def __init__(self, topo: Topology, cont: int, loc: list[dict[str, int]]) -> None:
         """Build from a container mask and per-vertex available pool masks (adopted)."""
         self.topo = topo
         self.cont = cont
         self.loc = loc
+        #: vertices whose ``loc`` changed since the aggregates were last right,
+        #: with their ``loc`` then; ``_cont0`` is ``cont`` then (see :meth:`sync`)
+        self._stale: dict[int, dict[str, int]] = {}
+        self._cont0 = cont
         #: The flat free set (:class:`~.flatfree.FreeBits`) this availability
         #: keeps in step, or None (snapshots; the graph attaches it when first asked).
         self.flat: FreeBits | None = None
@@ -146,92 +156,120 @@ class Availability:
     def take(self, cont: int, pools: Mapping[int, Mapping[str, int]]) -> None:
         """Make the containers of the mask ``cont`` and the pool items of
         ``pools`` (``{vertex: {type: ids mask}}``) unavailable, those of them
-        that are available (a job's allocation)."""
-        self._move(cont, pools, False)
+        that are available (a job's allocation).  The flat free set changes
+        here (the job's flips gathered per chunk, each chunk changed once);
+        the aggregates follow at the next :meth:`sync`."""
+        c = self.cont & cont
+        self.cont ^= c  # & ~ without a negative int
+        lock, stale, flat = self.loc, self._stale, self.flat
+        acc: dict[int, int] = {}  # the flat set's flips, per chunk (applied once, below)
+        if flat is not None:
+            offsets, shift = flat.layout.offsets, flat.shift
+            low = (1 << shift) - 1
+        for v, tm in pools.items():
+            old = lock[v]
+            if v not in stale:
+                stale[v] = old
+            new = {}
+            for t, m in old.items():
+                x = m & tm.get(t, 0)  # what this takes of the pool
+                if x:
+                    m ^= x
+                    if flat is not None:
+                        off = offsets[(v, t)]
+                        ci = off >> shift
+                        acc[ci] = acc.get(ci, 0) ^ (x << (off & low))
+                if m:
+                    new[t] = m
+            lock[v] = new
+        if flat is not None:
+            flat.flip(0, c)
+            flat.flip_chunks(acc)
 
     def give(self, cont: int, pools: Mapping[int, Mapping[str, int]]) -> None:
         """Make the containers of ``cont`` and the pool items of ``pools``
-        available (a job's release); the inverse of :meth:`take`."""
-        self._move(cont, pools, True)
-
-    def _move(self, cont: int, pools: Mapping[int, Mapping[str, int]], give: bool) -> None:
-        """:meth:`take` or :meth:`give` for a job's whole set at once.
-
-        Each vertex of the set changes once (a vertex with no container
-        below it also updates its own aggregates here); then each ancestor
-        is visited once per call with the sum of the changes below it
-        (:meth:`_spread`), where a vertex-by-vertex update would walk the
-        ancestors once per vertex of the set.
-
-        A vertex's own pool masks stay in the order of the topology's pools,
-        and the aggregates end up exactly as :meth:`set_local` would leave
-        them vertex by vertex (``t/test_resource_batch.py`` checks both).
-        """
-        topo = self.topo
-        info, tpools, end = topo.pool_info, topo.pools, topo.end
-        lock = self.loc
-        if give:
-            c = cont & ~self.cont
-            self.cont |= c
-            step = 1
-        else:
-            c = cont & self.cont
-            self.cont ^= c
-            step = -1
-        flat = self.flat
+        available (a job's release); the inverse of :meth:`take`.  A
+        vertex's own pool masks stay in the order of the topology's pools."""
+        c = cont & ~self.cont
+        self.cont |= c
+        lock, stale, tpools, flat = self.loc, self._stale, self.topo.pools, self.flat
+        acc: dict[int, int] = {}  # the flat set's flips, per chunk (applied once, below)
         if flat is not None:
-            # What changes in the flat free set, per chunk (applied at once, below)
             offsets, shift = flat.layout.offsets, flat.shift
             low = (1 << shift) - 1
-            acc: dict[int, int] = {}
-            if c:
-                flat.flip(0, c)
-        conts = _members(c)
+        for v, tm in pools.items():
+            old = lock[v]
+            if v not in stale:
+                stale[v] = old
+            new = {}
+            for t in tpools[v]:  # a loop, not a comprehension: no call per vertex
+                m = old.get(t, 0)
+                x = tm.get(t, 0)
+                if x:
+                    if flat is not None and x & ~m:
+                        off = offsets[(v, t)]
+                        ci = off >> shift
+                        acc[ci] = acc.get(ci, 0) ^ ((x & ~m) << (off & low))
+                    m |= x
+                if m:
+                    new[t] = m
+            lock[v] = new
+        if flat is not None:
+            flat.flip(0, c)
+            flat.flip_chunks(acc)
+
+    def sync(self) -> None:
+        """Bring the aggregates up to date with what :meth:`take` and
+        :meth:`give` changed since the last sync.
+
+        The aggregates are a function of ``cont`` and ``loc`` alone, so only
+        the net change of each vertex counts: a vertex taken and given back
+        in between costs nothing here.  Each changed vertex is visited once
+        (a vertex with no container below it also updates its own
+        aggregates here); then each ancestor once, with the sum of the
+        changes below it (:meth:`_spread`).  Only readers of the aggregates
+        (the matcher, through ``ResourceGraph.availability``, and
+        :meth:`set_local`) need them, so a replay whose matches all take the
+        flat fast paths never pays for them (issue 15).  The result is what
+        :meth:`set_local` would leave vertex by vertex
+        (``t/test_resource_batch.py`` checks it).
+        """
+        stale = self._stale
+        flipped = self._cont0 ^ self.cont
+        if not stale and not flipped:
+            return
+        self._stale = {}
+        self._cont0 = self.cont
+        topo = self.topo
+        info, end, cont = topo.pool_info, topo.end, self.cont
+        lock = self.loc
         deep: dict[int, tuple[int, dict[str, int]]] = {}  # vertices with containers below them
         pend: dict[int, list] = {}  # what each ancestor gets from below (see _spread)
         parent, pos, vtype = topo.parent, topo.child_pos, topo.type
         units, busy, whole = self.units, self.busy, self.whole
         lastp = -2
         pp: list | None = None
-        for v, tm in pools.items():
-            old = lock[v]
+        conts = _members(flipped) if flipped else set()
+        for v, old in stale.items():
+            new = lock[v]
             du: dict[str, int] = {}
             di = 0
-            if give:
-                for t, m in tm.items():
-                    x = m & ~old.get(t, 0)
-                    if x:
-                        k = x.bit_count()
+            if new != old:
+                for t, m in new.items():
+                    k = m.bit_count() - old.get(t, 0).bit_count()
+                    if k:
                         di += k
                         du[t] = k * info[(v, t)][0]
-                        if flat is not None:
-                            off = offsets[(v, t)]
-                            ci = off >> shift
-                            acc[ci] = acc.get(ci, 0) ^ (x << (off & low))
-                if not di:
-                    continue
-                lock[v] = {t: x for t in tpools[v] if (x := old.get(t, 0) | tm.get(t, 0))}
-            else:
-                new: dict[str, int] = {}
                 for t, m in old.items():
-                    x = m & tm.get(t, 0)
-                    if x:
-                        k = x.bit_count()
+                    if t not in new:
+                        k = m.bit_count()
                         di -= k
                         du[t] = -k * info[(v, t)][0]
-                        m ^= x
-                        if flat is not None:
-                            off = offsets[(v, t)]
-                            ci = off >> shift
-                            acc[ci] = acc.get(ci, 0) ^ (x << (off & low))
-                    if m:
-                        new[t] = m
-                if not di:
-                    continue
-                lock[v] = new
             if v in conts:
                 conts.discard(v)
-                di += step
+                di += 1 if cont >> v & 1 else -1
+            if not di and not du:
+                continue
             if end[v] != v + 1:
                 deep[v] = (di, du)
                 continue
@@ -268,11 +306,9 @@ class Availability:
                 wv[t] = wv.get(t, 0) + x
                 if pp is not None:
                     pdw[t] = pdw.get(t, 0) + x
-        for v in conts:  # containers without pools of their own in the set
-            deep[v] = (step, {})
+        for v in conts:  # containers without pools of their own that changed
+            deep[v] = (1 if cont >> v & 1 else -1, {})
         self._spread(deep, pend)
-        if flat is not None:
-            flat.flip_chunks(acc)
 
     def _spread(self, deep: Mapping[int, tuple[int, dict[str, int]]], pend: dict[int, list]) -> None:
         """Carry changes up to the aggregates, visiting each ancestor once,
@@ -353,6 +389,7 @@ class Availability:
     def set_local(self, v: int, loc: dict[str, int], cont_bit: bool) -> None:
         """Replace vertex ``v``'s own availability and update the aggregates above it
         (``loc`` is copied, never kept)."""
+        self.sync()
         topo = self.topo
         old = self.loc[v]
         new = {t: m for t, m in loc.items() if m}
@@ -384,6 +421,7 @@ class Availability:
             ditems -= 1
         if flat is not None and bool(was) != bool(cont_bit):
             flat.flip(v, 1)
+        self._cont0 = self.cont  # the aggregates follow below
         if not ditems and not dunits:
             return
         dwhole: dict[str, int] = {}
