@@ -183,9 +183,9 @@ class Availability:
             # What changes in the flat free set, per chunk (applied at once, below)
             offsets, shift = flat.layout.offsets, flat.shift
             low = (1 << shift) - 1
-            acc: dict[int, int] = {}
-            if c:
-                flat.flip(0, c)
+            acc: dict[int, int] = {0: c} if c else {}  # containers sit at offset 0
+            one = flat.layout.width <= low  # the whole set is one chunk: one int
+            fd = c  # (the loop below uses d for deltas)
         conts = _members(c)
         deep: dict[int, tuple[int, dict[str, int]]] = {}  # vertices with containers below them
         pend: dict[int, list] = {}  # what each ancestor gets from below (see _spread)
@@ -206,8 +206,11 @@ class Availability:
                         du[t] = k * info[(v, t)][0]
                         if flat is not None:
                             off = offsets[(v, t)]
-                            ci = off >> shift
-                            acc[ci] = acc.get(ci, 0) ^ (x << (off & low))
+                            if one:
+                                fd ^= x << off
+                            else:
+                                ci = off >> shift
+                                acc[ci] = acc.get(ci, 0) ^ (x << (off & low))
                 if not di:
                     continue
                 lock[v] = {t: x for t in tpools[v] if (x := old.get(t, 0) | tm.get(t, 0))}
@@ -222,8 +225,11 @@ class Availability:
                         m ^= x
                         if flat is not None:
                             off = offsets[(v, t)]
-                            ci = off >> shift
-                            acc[ci] = acc.get(ci, 0) ^ (x << (off & low))
+                            if one:
+                                fd ^= x << off
+                            else:
+                                ci = off >> shift
+                                acc[ci] = acc.get(ci, 0) ^ (x << (off & low))
                     if m:
                         new[t] = m
                 if not di:
@@ -272,7 +278,7 @@ class Availability:
             deep[v] = (step, {})
         self._spread(deep, pend)
         if flat is not None:
-            flat.flip_chunks(acc)
+            flat.flip_chunks({0: fd} if one else acc)
 
     def _spread(self, deep: Mapping[int, tuple[int, dict[str, int]]], pend: dict[int, list]) -> None:
         """Carry changes up to the aggregates, visiting each ancestor once,
