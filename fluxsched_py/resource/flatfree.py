@@ -120,13 +120,27 @@ class Bits:
     def or_(self, other: Any) -> None:
         """Add ``other`` (an int or a :class:`Bits`) to this set, in place."""
         chunks = self.chunks
+        self._value = None
+        if type(other) is int and other.bit_length() <= 1 << self.shift:  # a small machine's set
+            if other:
+                chunks[0] = chunks.get(0, 0) | other
+            return
         for i, c in self._chunks_of(other).items():
             chunks[i] = chunks.get(i, 0) | c
-        self._value = None
 
     def andnot_(self, other: Any) -> None:
         """Take ``other`` out of this set, in place."""
         chunks = self.chunks
+        self._value = None
+        if type(other) is int and other.bit_length() <= 1 << self.shift:  # a small machine's set
+            old = chunks.get(0)
+            if old and other:
+                new = old ^ (old & other)
+                if new:
+                    chunks[0] = new
+                else:
+                    del chunks[0]
+            return
         for i, c in self._chunks_of(other).items():
             old = chunks.get(i)
             if old:
@@ -208,7 +222,10 @@ class Bits:
         """The whole set as one int (built once, kept until the set changes)."""
         v = self._value
         if v is None:
-            v = self._value = _join(self.chunks, self.shift)
+            chunks = self.chunks
+            v = self._value = (
+                chunks.get(0, 0) if len(chunks) <= 1 and (not chunks or 0 in chunks) else _join(chunks, self.shift)
+            )
         return v
 
     def __bool__(self) -> bool:
@@ -326,9 +343,25 @@ class FreeBits(Bits):
     def flip_chunks(self, acc: Mapping[int, int]) -> None:
         """Flip ``mask << (i << shift)`` for each ``{i: mask}`` of ``acc``
         (a job's changes gathered per chunk, so a chunk changes once)."""
-        shift = self.shift
+        chunks, shift, log = self.chunks, self.shift, self._log
+        size = 1 << shift
         for i, m in acc.items():
-            self.flip(i << shift, m)
+            if not m:
+                continue
+            if m.bit_length() <= size:
+                new = chunks.get(i, 0) ^ m
+                if new:
+                    chunks[i] = new
+                else:
+                    chunks.pop(i, None)
+            else:  # spills into the next chunks (the containers of a big machine)
+                Bits.flip(self, i << shift, m)
+            log.append((i << shift, m))
+        self._value = None
+        if len(log) > self.LOG:
+            half = len(log) // 2
+            del log[:half]
+            self._base += half
 
     def pool(self, v: int, t: str, old: int, new: int) -> None:
         """Vertex ``v``'s available ``t`` ids went from ``old`` to ``new``."""

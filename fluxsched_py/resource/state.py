@@ -162,10 +162,12 @@ class Availability:
         c = self.cont & cont
         self.cont ^= c  # & ~ without a negative int
         lock, stale, flat = self.loc, self._stale, self.flat
-        acc: dict[int, int] = {}  # the flat set's flips, per chunk (applied once, below)
-        if flat is not None:
+        if flat is not None:  # its flips, per chunk, applied once below
             offsets, shift = flat.layout.offsets, flat.shift
             low = (1 << shift) - 1
+            acc: dict[int, int] = {0: c} if c else {}  # containers sit at offset 0
+            one = flat.layout.width <= low  # the whole set is one chunk: one int
+            fd = c
         for v, tm in pools.items():
             old = lock[v]
             if v not in stale:
@@ -177,14 +179,16 @@ class Availability:
                     m ^= x
                     if flat is not None:
                         off = offsets[(v, t)]
-                        ci = off >> shift
-                        acc[ci] = acc.get(ci, 0) ^ (x << (off & low))
+                        if one:
+                            fd ^= x << off
+                        else:
+                            ci = off >> shift
+                            acc[ci] = acc.get(ci, 0) ^ (x << (off & low))
                 if m:
                     new[t] = m
             lock[v] = new
         if flat is not None:
-            flat.flip(0, c)
-            flat.flip_chunks(acc)
+            flat.flip_chunks({0: fd} if one else acc)
 
     def give(self, cont: int, pools: Mapping[int, Mapping[str, int]]) -> None:
         """Make the containers of ``cont`` and the pool items of ``pools``
@@ -193,10 +197,12 @@ class Availability:
         c = cont & ~self.cont
         self.cont |= c
         lock, stale, tpools, flat = self.loc, self._stale, self.topo.pools, self.flat
-        acc: dict[int, int] = {}  # the flat set's flips, per chunk (applied once, below)
-        if flat is not None:
+        if flat is not None:  # its flips, per chunk, applied once below
             offsets, shift = flat.layout.offsets, flat.shift
             low = (1 << shift) - 1
+            acc: dict[int, int] = {0: c} if c else {}  # containers sit at offset 0
+            one = flat.layout.width <= low  # the whole set is one chunk: one int
+            fd = c
         for v, tm in pools.items():
             old = lock[v]
             if v not in stale:
@@ -208,15 +214,17 @@ class Availability:
                 if x:
                     if flat is not None and x & ~m:
                         off = offsets[(v, t)]
-                        ci = off >> shift
-                        acc[ci] = acc.get(ci, 0) ^ ((x & ~m) << (off & low))
+                        if one:
+                            fd ^= (x & ~m) << off
+                        else:
+                            ci = off >> shift
+                            acc[ci] = acc.get(ci, 0) ^ ((x & ~m) << (off & low))
                     m |= x
                 if m:
                     new[t] = m
             lock[v] = new
         if flat is not None:
-            flat.flip(0, c)
-            flat.flip_chunks(acc)
+            flat.flip_chunks({0: fd} if one else acc)
 
     def sync(self) -> None:
         """Bring the aggregates up to date with what :meth:`take` and
