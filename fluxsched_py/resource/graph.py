@@ -20,8 +20,7 @@ down or drained ranks.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from pathlib import Path
+from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
@@ -32,6 +31,7 @@ from .builder import CONTAINMENT
 from .edit import SHRUNK, add_ranks, check_properties, mark_shrunk, set_rank_properties
 from .errors import ResourceError
 from .flatfree import FlatLayout, FreeBits
+from .readers import GraphReaders
 from .resourceset import ResourceSet, with_twins
 from .state import Availability
 from .topology import Topology
@@ -39,7 +39,7 @@ from .topology import Topology
 __all__ = ["ResourceGraph"]
 
 
-class ResourceGraph:
+class ResourceGraph(GraphReaders):
     """A resource graph with allocation state.  Build one with a ``from_*`` reader or :meth:`load`.
 
     >>> g = ResourceGraph.from_recipe({"cluster": {"nodes": 2, "sockets": 1, "cores_per_socket": 4}})
@@ -102,65 +102,6 @@ class ResourceGraph:
         from .model import validate
 
         return cls(validate(G), subsystem=subsystem)
-
-    # -- readers -------------------------------------------------------------
-    @classmethod
-    def from_rv1(cls, R: dict | str | Path, *, source: str | None = None) -> ResourceGraph:
-        """Build from RFC 20 R version 1 (a dict, or a path to a JSON file).
-
-        ``R_lite``, ``nodelist`` and ``properties`` give ranks, cores, GPUs,
-        host names and properties.  When ``scheduling`` carries JGF, the graph
-        is built from it and R's host names and properties are laid over it.
-        """
-        from .rv1 import model_from_rv1
-
-        return cls(model_from_rv1(R, source=source))
-
-    @classmethod
-    def from_jgf(cls, jgf: dict | str | Path, *, source: str | None = None) -> ResourceGraph:
-        """Build from JSON Graph Format as Fluxion writes it (``{"graph": {nodes, edges}}``)."""
-        from .jgf import model_from_jgf
-
-        return cls(model_from_jgf(jgf, source=source))
-
-    @classmethod
-    def from_grug(cls, path: str | Path) -> ResourceGraph:
-        """Build from a Fluxion GRUG GraphML generation recipe."""
-        from .grug import model_from_grug
-
-        return cls(model_from_grug(path))
-
-    @classmethod
-    def from_recipe(cls, recipe: dict | str | Path) -> ResourceGraph:
-        """Build from the project's YAML recipe (a dict, or a path to a YAML file)."""
-        from .recipe import model_from_recipe
-
-        return cls(model_from_recipe(recipe))
-
-    @classmethod
-    def from_hwloc(
-        cls,
-        paths: str | Path | Sequence[str | Path],
-        *,
-        ranks: int | Sequence[int] | None = None,
-        hostnames: str | Sequence[str] | None = None,
-        memory: bool = False,
-    ) -> ResourceGraph:
-        """Build from hwloc XML (v1 or v2): one file per node, rank 0.. in list order.
-
-        Packages become sockets, cores and GPUs are numbered as flux-core
-        numbers them; see :mod:`fluxsched_py.resource.hwloc`.
-        """
-        from .hwloc import model_from_hwloc
-
-        return cls(model_from_hwloc(paths, ranks=ranks, hostnames=hostnames, memory=memory))
-
-    @classmethod
-    def load(cls, path: str | Path, format: str | None = None) -> ResourceGraph:
-        """Load any supported file, sniffing the format from the extension and content."""
-        from .load import load_graph
-
-        return load_graph(path, format=format)
 
     # -- identity ------------------------------------------------------------
     @property
