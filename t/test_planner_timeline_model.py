@@ -44,11 +44,6 @@ class SegmentUnions:
             self.used[0] = self.used[k]
             del self.times[1 : k + 1], self.used[1 : k + 1], self.refs[1 : k + 1]
             self.floor = now
-        elif now > self.floor:
-            # No boundary to fold: the first segment stands for [now, ...)
-            # already, so the floor follows now (a span over by now takes
-            # no boundary, and its remove clears nothing).
-            self.floor = now
 
     def _index(self, t: float) -> int:
         return bisect.bisect_right(self.times, t) - 1
