@@ -280,6 +280,24 @@ def test_cycle_in_jgf_is_a_clear_error():
         ResourceGraph.from_jgf(jgf, source="g.json")
 
 
+def test_containment_edge_to_a_vertex_outside_containment_is_a_clear_error():
+    """A vertex whose ``paths`` name other subsystems only is not in the
+    containment tree; a containment edge to it is an error naming it (found
+    by the graph-jgf fuzz target: it was a NetworkXError)."""
+
+    def n(i, t, paths):
+        return {"id": str(i), "metadata": {"type": t, "name": f"{t}{i}", "id": i, "paths": paths}}
+
+    jgf = {
+        "graph": {
+            "nodes": [n(0, "cluster", {"containment": "/c0"}), n(1, "core", {"power": "/p0/core1"})],
+            "edges": [{"source": "0", "target": "1", "metadata": {"subsystem": "containment"}}],
+        }
+    }
+    with pytest.raises(ResourceError, match=r"g.json: /graph/edges/0: containment edge '0' -> '1', but vertex 'core1'"):
+        ResourceGraph.from_jgf(jgf, source="g.json")
+
+
 def test_malformed_jgf_names_the_element():
     jgf = {"graph": {"nodes": [{"id": "0", "metadata": {"name": "x"}}], "edges": []}}
     with pytest.raises(ResourceError, match="j.json: /graph/nodes/0: metadata 'type'"):

@@ -312,11 +312,6 @@ class Timeline(ProofLog):
         times = self._times
         if len(times) > 1 and times[1] <= self.now:
             self._forget_past()
-        elif self.now > self._floor:
-            # No boundary since the floor: the first segment stands for
-            # [now, ...) already, and a span that starts now joins it in
-            # place rather than making a boundary (and folding it later).
-            self._floor = self.now
 
     def _forget_past(self) -> None:
         """Fold every boundary at or before :attr:`now` into the first segment.
@@ -455,8 +450,18 @@ class Timeline(ProofLog):
         """True when ``b`` meets a span over segments ``[lo, hi)``: what is
         in use during segment ``lo``, or what starts at a later boundary
         before ``hi``."""
-        if lo == 0 and not self._eager:
-            if self._head.intersects(b):  # only b's chunks are read
+        if not self._eager and isinstance(b, Bits):
+            # Segment lo, on b's chunks only: the first segment, then what
+            # ends and starts at each boundary up to lo (a job's chunks each).
+            starts, ends = self._starts, self._ends
+            for i, c in b.chunks.items():
+                u = self._head.chunks.get(i, 0)
+                for j in range(1, lo + 1):
+                    u ^= _chunk(ends[j], i, b.shift) ^ _chunk(starts[j], i, b.shift)
+                if u & c:
+                    return True
+        elif lo == 0 and not self._eager:
+            if self._head.intersects(b):
                 return True
         elif _meets(self._materialize(lo + 1)[lo], b):
             return True
@@ -586,3 +591,10 @@ def _meets(x: Any, b: Any) -> bool:
     if isinstance(b, Bits):
         return b.intersects(x)
     return bool(x & b)
+
+
+def _chunk(x: Any, i: int, shift: int) -> int:
+    """Chunk ``i`` of the flat set ``x`` (an int or :class:`Bits`)."""
+    if isinstance(x, Bits):
+        return x.chunks.get(i, 0) if x.shift == shift else (x.value() >> (i << shift)) & ((1 << (1 << shift)) - 1)
+    return (x >> (i << shift)) & ((1 << (1 << shift)) - 1) if x else 0

@@ -100,6 +100,13 @@ def builder_from_jgf(obj: Any, *, source: str | None = None, element: str = "") 
         if not _containment(e):
             others.setdefault(_subsystem(e), []).append((s, t))
             continue
+        for end in (s, t):
+            if end not in members:  # its 'paths' name other subsystems only
+                raise ResourceError(
+                    f"containment edge {s!r} -> {t!r}, but vertex {meta[end]['name']!r} has no containment path",
+                    source=source,
+                    element=el,
+                )
         if tree.in_degree(t) and not tree.has_edge(s, t):
             (p,) = tree.predecessors(t)
             raise ResourceError(
