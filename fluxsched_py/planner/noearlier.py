@@ -26,6 +26,11 @@ cost about 20 % there (the log and the bookkeeping cost more than the few
 searches they save when jobs are short and frees make room).  easy 7.5,
 8.1 against 7.2; fcfs 9.6, 10.1 against 8.9.
 
+Carrying a proof forward costs one pass over its pieces and one over the
+segments up to ``now + duration``, however many spans were removed since
+(a difference array and suffix unions; ``t/test_planner_noearlier.py``
+checks every bound against the plain definition).
+
 On, because a full machine with a deep backlog (the forecast case) is where
 a pass's latency matters to a live broker; a replay that wants the 20 % back
 sets ``PROOFS = False`` before it builds its engine.
