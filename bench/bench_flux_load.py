@@ -19,6 +19,21 @@ Two ``flux ping --interval=INTERVAL`` probes run the whole time:
 ``broker``
     the broker's ping: that the broker itself stays responsive.
 
+The CPU seconds the broker process and the scheduler used in each phase are
+reported too (``cpu_by_phase``): unlike the probes' wall times, machine load
+barely changes them, so they compare schedulers on a shared machine.
+
+Each probe's answers are timestamped, and the latencies are also given by
+phase: ``submit`` (pings sent while the jobs were being submitted) and
+``schedule`` (from the end of submission to the drain).  Without ``--hold``
+the scheduler works during both.  With ``--hold`` the queue is stopped while
+the jobs are submitted (flux-core's ingest runs alone: validation, KVS
+writes, the job-manager's bookkeeping) and started once they all are, so
+``schedule`` is the scheduler's burst alone: every alloc, start, free and
+KVS commit, with nothing else submitting.  (With 100,000 held jobs,
+flux-core 0.88's ``flux queue start`` did not return within 7 minutes, so
+``--hold`` is for smaller bursts: ``--njobs 5000``.)
+
 ``--compare sched-simple`` runs the same burst again under flux-core's own
 scheduler in the same instance, for a same-run comparison.  Reported: the
 probes' max, p50, p99, p99.9 and the count over 100 ms; the jobs' final
@@ -44,6 +59,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import resource
@@ -106,6 +122,46 @@ def percentiles(ms: list[float]) -> dict:
     }
 
 
+class Probe:
+    """``flux ping --interval`` on one target, each answer timestamped as it
+    arrives (so latencies can be split by phase) and copied to ``log``."""
+
+    def __init__(self, inst: Any, target: str, interval: float, log: Path) -> None:
+        from t.flux.instance import flux_exe
+
+        self.samples: list[tuple[float, float]] = []  # (time answered, round trip ms)
+        self.log = open(log, "w")
+        self.proc = subprocess.Popen(
+            [flux_exe(), "ping", f"--interval={interval}", target],
+            env=inst.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            self.log.write(line)
+            m = _TIME.search(line)
+            if m:
+                self.samples.append((time.time(), float(m.group(1))))
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.reader.join(timeout=10)
+        self.log.close()
+
+    def latencies(self, lo: float = -math.inf, hi: float = math.inf) -> list[float]:
+        """Round trips of the pings *sent* in ``[lo, hi]``."""
+        return [ms for t, ms in self.samples if lo <= t - ms / 1000.0 <= hi]
+
+
 def vm_hwm_kib(pid: int) -> int | None:
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -144,52 +200,56 @@ def flux_run(a: argparse.Namespace) -> list[dict]:
 
 
 def one_run(a: argparse.Namespace, inst: Any, name: str, script: Path) -> dict:
-    from t.flux.instance import flux_exe
 
     inst.use_scheduler(None)
     inst.use_scheduler(name, *(a.sched_py_args if name == "sched-py" else []))
     time.sleep(1.0)
     pid = int(re.findall(rf"module-python-exec {name} pid=(\d+)", inst.dmesg())[-1])
-    load: list[float] = []
+    load: list[tuple[float, float]] = []
     stop = threading.Event()
 
     def sample_load() -> None:  # the machine's 1-min load average every 10 s
         while not stop.wait(10.0):
-            load.append(os.getloadavg()[0])
+            load.append((time.time(), os.getloadavg()[0]))
 
     sampler = threading.Thread(target=sample_load, daemon=True)
     sampler.start()
-    probes = {}
-    for target in ("module", "broker"):
-        log = open(inst.dir / f"ping-{target}.log", "w")
-        p = subprocess.Popen(
-            [flux_exe(), "ping", f"--interval={a.interval}", name if target == "module" else "broker"],
-            env=inst.env,
-            stdout=log,
-            stderr=log,
-        )
-        probes[target] = (p, log)
+    probes = {
+        target: Probe(inst, name if target == "module" else "broker", a.interval, inst.dir / f"ping-{target}.log")
+        for target in ("module", "broker")
+    }
+    bpid = int(inst.run("getattr", "broker.pid").strip())
+    cpu = {"broker": [cpu_seconds(bpid)], "scheduler": [cpu_seconds(pid)]}
+
+    def mark() -> None:  # CPU seconds of the broker and the scheduler so far
+        cpu["broker"].append(cpu_seconds(bpid))
+        cpu["scheduler"].append(cpu_seconds(pid))
+
     try:
+        if a.hold:  # ingest first, with nothing scheduled; the scheduler's burst then runs alone
+            inst.run("queue", "stop", "--all", "--nocheckpoint")
         out = json.loads(
             inst.run("python", str(script), str(a.njobs), f"{a.run_duration}s", str(a.duration), timeout=7200)
         )
+        t_released = time.time()
+        mark()
+        if a.hold:
+            inst.run("queue", "start", "--all", timeout=3600)
         inst.run("queue", "drain", timeout=7200)
         t_drained = time.time()
+        mark()
         inst.run("ping", "-c1", name, timeout=3600)
         t_settled = time.time()
     finally:
         stop.set()
-        for p, log in probes.values():
-            p.send_signal(signal.SIGINT)
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-            log.close()
+        for probe in probes.values():
+            probe.stop()
     stats_line = inst.try_run("jobs", "--stats-only", "-a").stdout.strip()  # exits 1: no active job
     st = inst.json("module", "stats", name)
-    lat = {t: percentiles([float(x) for x in _TIME.findall((inst.dir / f"ping-{t}.log").read_text())]) for t in probes}
-    keys = ("allocs", "frees", "commits", "commit_errors", "sched_passes")
+    phases = {"submit": (out["t0"], out["submitted"]), "schedule": (t_released, t_drained)}
+    lat = {t: percentiles(p.latencies()) for t, p in probes.items()}
+    by_phase = {t: {ph: percentiles(p.latencies(lo, hi)) for ph, (lo, hi) in phases.items()} for t, p in probes.items()}
+    keys = ("allocs", "frees", "commits", "commit_errors", "annotations", "sched_passes")
     keys += ("callback_max_ms", "callback_max_cpu_ms", "callbacks_over_100ms_cpu", "pass_deferrals")
     keys += ("gc_max_ms", "gc_max_cpu_ms", "gc_over_50ms_cpu", "gc_full", "gc_full_max_cpu_ms")
     keys += ("gc_full_collected", "gc_full_limit", "slow_callbacks")
@@ -206,10 +266,23 @@ def one_run(a: argparse.Namespace, inst: Any, name: str, script: Path) -> dict:
         "jobs": stats_line,
         "peak_rss_mib": round((vm_hwm_kib(pid) or 0) / 1024, 1),
         "cpu_s": round(cpu_seconds(pid) or 0.0, 1),
-        "load_average": {"median": statistics.median(load), "max": max(load)} if load else None,
+        "load_average": {"median": statistics.median(x for _, x in load), "max": max(x for _, x in load)}
+        if load
+        else None,
         "stats": {k: st[k] for k in keys if k in st},
         "ping_module": lat["module"],
         "ping_broker": lat["broker"],
+        "held": a.hold,
+        "cpu_by_phase": {
+            who: {ph: round(c[i + 1] - c[i], 2) for i, ph in enumerate(("submit", "schedule"))}
+            for who, c in cpu.items()
+            if None not in c
+        },
+        "ping_by_phase": by_phase,
+        "load_by_phase": {
+            ph: statistics.median(v) if (v := [x for t, x in load if lo <= t <= hi]) else None
+            for ph, (lo, hi) in phases.items()
+        },
     }
 
 
@@ -258,6 +331,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--interval", type=float, default=0.05, help="seconds between pings of each probe")
     ap.add_argument("--sched-py-args", nargs="*", default=["queue-policy=easy"], metavar="ARG")
+    ap.add_argument(
+        "--hold",
+        action="store_true",
+        help="stop the queue while submitting, then start it: ingest and the scheduler's burst measured apart",
+    )
     ap.add_argument("--engine-only", action="store_true", help="no Flux: the engine alone, for its peak RSS")
     ap.add_argument(
         "--compare", nargs="*", default=[], metavar="MODULE", help="then the same burst under these schedulers"

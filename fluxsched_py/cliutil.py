@@ -34,6 +34,7 @@ __all__ = [
     "UsageError",
     "ArgumentParser",
     "error_line",
+    "plain_line",
     "report",
     "boundary",
     "check_output_dir",
@@ -58,7 +59,7 @@ class UsageError(CLIError):
     status = USAGE
 
 
-def _plain(text: str) -> str:
+def plain_line(text: str) -> str:
     """One line: control characters (newlines included) escaped, nothing else touched."""
     if text.isprintable():
         return text
@@ -66,7 +67,7 @@ def _plain(text: str) -> str:
 
 
 def error_line(prog: str, message: object) -> str:
-    return f"{prog}: {_plain(str(message))}"
+    return f"{prog}: {plain_line(str(message))}"
 
 
 def report(prog: str, message: object, stream: IO[str] | None = None) -> None:

@@ -247,6 +247,7 @@ def test_replay_json_never_prints_infinity_or_nan(tmp_path):
         (b"match allocate {garbage}\n", b"Jobspec error"),
         (b"match allocate x\0y\n", b"ERROR: malformed command: NUL byte"),
         (b"\xff\xfe\xfd\n", b"ERROR: unknown command"),
+        (b"\x1b[2J\x1b]0;owned\x07\n", b"ERROR: unknown command: \\x1b[2J\\x1b]0;owned\\x07"),
         (b"m" * 200_000 + b"\n", b"ERROR: malformed command: line longer than"),
     ],
 )
@@ -258,6 +259,7 @@ def test_match_hostile_commands_keep_the_session_going(tmp_path, commands, text)
     assert proc.returncode == 0
     err = proc.stderr
     assert b"Traceback" not in err and text in err, err
+    assert b"\x1b" not in err and b"\x07" not in err  # nothing reaches the terminal as a control sequence
     assert err.count(b"\n") == 2 and b"can't open /no/such" in err  # the next command still ran
 
 

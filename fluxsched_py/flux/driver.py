@@ -161,6 +161,7 @@ class Driver(Startup):
             "frees": 0,
             "commits": 0,
             "commit_errors": 0,
+            "annotations": 0,
             "bad_requests": 0,
             "hello_jobs": 0,
             "hello_errors": 0,
@@ -537,6 +538,8 @@ class Driver(Startup):
                 del self._allocs[r.id]
                 if r.type is ResponseType.DENY:
                     self.log(LOG_DEBUG, f"alloc: job {r.id} denied: {r.note}")
+            if r.type is ResponseType.ANNOTATE:
+                self.stats["annotations"] += 1
             self.transport.respond(msg, r.payload())
         if success:
             extra = self._job_scheduling

@@ -26,6 +26,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, TextIO
 
+from ..cliutil import plain_line
 from ..inputs import read_bytes
 from ..jobspec import JobspecError, Request
 from ..jobspec.loader import MAX_BYTES
@@ -102,7 +103,9 @@ class Session:
         return 0
 
     def error(self, msg: str) -> None:
-        print(f"ERROR: {msg}", file=self.err)
+        """One ``ERROR:`` line; control characters from the input (an escape
+        sequence, a newline) are shown escaped, never sent to the terminal."""
+        print(f"ERROR: {plain_line(msg)}", file=self.err)
 
     def execute(self, line: str) -> int:
         """Run one command line; -1 means quit."""
