@@ -9,6 +9,37 @@ time (uniform).  Poisson arrivals.  The same arguments give the same file.
 
     python bench/heavy_trace.py OUT.swf [--jobs 100000] [--nodes 1024] [--seed 1] [--load 0.85]
     fluxsched-py replay OUT.swf --nodes 1024 --queue-policy easy --no-progress
+
+Figures (issue 15): the default trace (100,000 jobs, seed 1), each policy
+by ``fluxsched-py replay heavy.swf --nodes 1024 --queue-policy P --json``,
+CPU seconds (user + system, ``/usr/bin/time -v``), one run each, the three
+run side by side on a 2-core machine loaded by other work (load average
+8-11), at commit b480a04:
+
+=============  =========  ==============  ============  =============
+policy         CPU        replay (wall)   makespan      mean wait
+=============  =========  ==============  ============  =============
+fcfs           169.1 s    1,213 s         67,431,116 s  16,790,264 s
+easy           196.8 s    1,381 s         32,680,066 s  16,830 s
+conservative   589.5 s    4,149 s         32,692,408 s  13,783 s
+=============  =========  ==============  ============  =============
+
+conservative / easy 3.0 (the issue allows 6), easy / fcfs 1.16 (it allows
+2).  fcfs cannot keep up with a load of 0.85 (utilization 41 %, so its
+queue grows to tens of thousands of jobs), yet its cost per job stays
+flat: 1-2 ms of CPU per job from the first thousand jobs to the last.  easy
+and conservative keep up (utilization 84 %).  conservative's cost is in its
+bursts: when a long whole-machine-sized job holds the queue, hundreds of
+jobs wait with reservations (around job 50,000: a replay of jobs 49,001 to
+51,000 alone reaches 698), and every early end re-plans each of them, each
+over a timeline as long as the queue (70-150 ms of CPU per job there,
+against 2 ms with a short queue).  Most of
+that is ``ProofLog.prove_none_before`` and ``Planner._earliest_whole``
+(py-spy).  Carrying a proof forward in linear time (commit 4f02823) cut
+that window, replayed alone under conservative, from 106.4 s to 88.5 s of
+CPU (0.83; the two side by side, one run each, load average 8-9; the same
+decisions, proofs and matches).  ``bench/bench_replay_1024.py --traces
+heavy`` runs the same commands and prints the ratios.
 """
 
 from __future__ import annotations

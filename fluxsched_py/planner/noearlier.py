@@ -26,6 +26,11 @@ cost about 20 % there (the log and the bookkeeping cost more than the few
 searches they save when jobs are short and frees make room).  easy 7.5,
 8.1 against 7.2; fcfs 9.6, 10.1 against 8.9.
 
+Carrying a proof forward costs one pass over its pieces and one over the
+segments up to ``now + duration``, however many spans were removed since
+(a difference array and suffix unions; ``t/test_planner_noearlier.py``
+checks every bound against the plain definition).
+
 On, because a full machine with a deep backlog (the forecast case) is where
 a pass's latency matters to a live broker; a replay that wants the 20 % back
 sets ``PROOFS = False`` before it builds its engine.
@@ -34,7 +39,9 @@ sets ``PROOFS = False`` before it builds its engine.
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
+import operator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -176,6 +183,12 @@ class ProofLog:
         gains = self._gains
         found: list[tuple[float, float, int]] = []  # (a, b, nodes) that may help
         gained = joined  # everything that may have made a node whole since
+        # Unions of the segments in use from segment k up to ``limit`` (the
+        # last before it first), built once for every gain that needs one.
+        ptimes = self._times
+        kl = -1  # segments before it end before limit (-1: not looked up yet)
+        used: list[int] = []
+        suffix: list[int] = []  # suffix[i]: union of used[kl - 1 - i : kl]
         for g in range(proof.seq - self._gains_base, len(gains)):
             a, b, bits, nodes, jid = gains[g]
             if b <= now or a >= horizon or jid == jobid:
@@ -190,35 +203,49 @@ class ProofLog:
                 # Every window [t, t + duration) that overlaps [a, b) from
                 # t >= now also covers [b, now + duration): what is in use
                 # there now is no gain to any of them.
-                ptimes, used = self._times, self._materialize(bisect.bisect_left(self._times, limit) + 1)
-                k = bisect.bisect_right(ptimes, b) - 1
-                nseg = len(ptimes)
-                useful = bits
-                while useful and k < nseg and ptimes[k] < limit:
-                    useful &= ~used[k] | own
-                    k += 1
-                if useful != bits:
-                    nodes = self.codec.nodes_touched(useful) if useful else 0
-                    if not nodes:
-                        continue
+                if kl < 0:
+                    kl = bisect.bisect_left(ptimes, limit)
+                    used = self._materialize(kl + 1)
+                need = kl - (bisect.bisect_right(ptimes, b) - 1)  # segments from b's to limit
+                if need > 0:
+                    while len(suffix) < need:
+                        u = used[kl - 1 - len(suffix)]
+                        suffix.append(suffix[-1] | u if suffix else u)
+                    busy = suffix[need - 1]
+                    # bits & (~busy | own), without negative ints
+                    useful = (bits ^ (bits & busy)) | (bits & own)
+                    if useful != bits:
+                        nodes = self.codec.nodes_touched(useful) if useful else 0
+                        if not nodes:
+                            continue
             found.append((a, b, nodes))
         times, whole = proof.times, proof.whole
         k = bisect.bisect_right(times, now) - 1
         if k > 0:
             times, whole = times[k:], whole[k:]
         if found or joined:
-            add = [self.codec.nodes_touched(joined) if joined else 0] * len(times)
+            # What each piece may have gained: a difference array over the
+            # pieces, one entry in and one out per gain, then summed up.
+            npieces = len(times)
+            diff = [0] * (npieces + 1)
+            diff[0] = self.codec.nodes_touched(joined) if joined else 0
             for a, b, nodes in found:
                 # The windows that overlap [a, b): a - duration < t < b.
                 first = bisect.bisect_right(times, a - duration) - 1
-                for i in range(first if first > 0 else 0, bisect.bisect_left(times, b)):
-                    add[i] += nodes
-            bound = [w + x for w, x in zip(whole, add, strict=True)]
+                if first < 0:
+                    first = 0
+                stop = bisect.bisect_left(times, b)
+                if first < stop:
+                    diff[first] += nodes
+                    diff[stop] -= nodes
+            diff.pop()
+            add = list(itertools.accumulate(diff))
+            bound = list(map(operator.add, whole, add))
             if bound and max(bound) >= proof.n:
                 add = self._whole_again(gained, pool, times, proof.t, duration, now, own)
                 if add is None:
                     return None
-                bound = [w + x for w, x in zip(whole, add, strict=True)]
+                bound = list(map(operator.add, whole, add))
                 if max(bound) >= proof.n:
                     return None
             whole = bound
