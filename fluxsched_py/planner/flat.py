@@ -206,11 +206,7 @@ class FlatCodec:
         return cache[rtype]
 
     def encode(self, rs: Any) -> int:
-        x = rs.containers.mask
-        offsets = self.offsets
-        for v, t, ids in rs.pools():
-            x |= ids.mask << offsets[(v, t)]
-        return x
+        return self.flat.encode(rs)
 
     def decode(self, x: int) -> Any:
         shift = self.unit_shift
