@@ -25,7 +25,12 @@ conservative   589.5 s    4,149 s         32,692,408 s  13,783 s
 =============  =========  ==============  ============  =============
 
 conservative / easy 3.0 (the issue allows 6), easy / fcfs 1.16 (it allows
-2).  fcfs cannot keep up with a load of 0.85 (utilization 41 %, so its
+2).  After issue 15's later work (the graph's chunked free set, lazy
+aggregates, linear proof carrying), by ``python bench/bench_replay_1024.py
+--traces heavy --policies P`` (the same trace and command; each policy in its
+own process, two or three side by side, load average 3-5): fcfs 91.8 s,
+easy 105.5 s, conservative 358.6 s of CPU, makespans unchanged;
+conservative / easy 3.4, easy / fcfs 1.15.  fcfs cannot keep up with a load of 0.85 (utilization 41 %, so its
 queue grows to tens of thousands of jobs), yet its cost per job stays
 flat: 1-2 ms of CPU per job from the first thousand jobs to the last.  easy
 and conservative keep up (utilization 84 %).  conservative's cost is in its
