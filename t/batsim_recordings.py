@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import gzip
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from fluxsched_py.batsim.cli import Recorder
@@ -20,13 +21,36 @@ from fluxsched_py.engine import EngineOptions
 from fluxsched_py.replay import load_workload, replay
 from fluxsched_py.replay.platform import nodes_graph
 
-DATA = Path(__file__).parent / "data" / "batsim"
+BATSIM_DATA = Path(__file__).parent / "data" / "batsim"
 
 Decision = tuple[float, str, str, "frozenset[int] | None"]
 
 
 def manifest(folder: Path) -> dict:
     return json.loads((folder / "MANIFEST.json").read_text())
+
+
+def recordings(folder: Path) -> tuple[list[dict], list[str]]:
+    """A folder's recordings and their test ids (file names without ``.jsonl.gz``)."""
+    recs = manifest(folder)["recordings"]
+    return recs, [r["file"].removesuffix(".jsonl.gz") for r in recs]
+
+
+@contextmanager
+def batsim_side(endpoint: str) -> Iterator:
+    """A ZeroMQ REQ socket connected to *endpoint*, as Batsim's side (10 s receive timeout)."""
+    import zmq
+
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.REQ)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.setsockopt(zmq.RCVTIMEO, 10000)
+    sock.connect(endpoint)
+    try:
+        yield sock
+    finally:
+        sock.close(0)
+        ctx.term()
 
 
 def message_pairs(path: Path) -> list[tuple[bytes, bytes]]:

@@ -31,21 +31,18 @@ from fluxsched_py.batsim.cli import Recorder
 from fluxsched_py.batsim.intervals import parse_intervals
 from fluxsched_py.engine import EngineOptions
 from t.batsim_recordings import (
-    DATA as BATSIM_DATA,
-)
-from t.batsim_recordings import (
+    BATSIM_DATA,
     assert_every_job_ran,
     assert_starts_equal_replay,
-    manifest,
+    batsim_side,
     message_pairs,
     plain_workloads,
+    recordings,
     workload_job_number,
 )
 
 DATA = BATSIM_DATA / "batprotocol"
-MANIFEST = manifest(DATA)
-RECORDINGS = MANIFEST["recordings"]
-IDS = [r["file"].removesuffix(".jsonl.gz") for r in RECORDINGS]
+RECORDINGS, IDS = recordings(DATA)
 
 
 @pytest.fixture(scope="module")
@@ -145,7 +142,7 @@ def test_real_batsim5_and_real_batsim4_runs_got_the_same_decisions(rec):
 
 
 def test_cli_over_zmq_answers_the_recorded_batsim5_side_and_exits_0(tmp_path, workloads):
-    zmq = pytest.importorskip("zmq")
+    pytest.importorskip("zmq")
     rec = next(r for r in RECORDINGS if r.get("rejected"))
     endpoint = f"ipc://{tmp_path}/edc.sock"
     opts = [f"--{k}={v}" for k, v in rec["options"].items()]
@@ -156,13 +153,8 @@ def test_cli_over_zmq_answers_the_recorded_batsim5_side_and_exits_0(tmp_path, wo
         stderr=subprocess.PIPE,
         text=True,
     )
-    ctx = zmq.Context()
-    sock = ctx.socket(zmq.REQ)
-    sock.setsockopt(zmq.LINGER, 0)
-    sock.setsockopt(zmq.RCVTIMEO, 10000)
-    sock.connect(endpoint)
     pairs = load(rec)
-    try:
+    with batsim_side(endpoint) as sock:
         for i, (msg, reply) in enumerate(pairs):
             sock.send(msg)
             got = sock.recv()
@@ -170,9 +162,6 @@ def test_cli_over_zmq_answers_the_recorded_batsim5_side_and_exits_0(tmp_path, wo
                 assert _without_version(got) == _without_version(reply)
             else:
                 assert got == reply, f"reply {i} differs"
-    finally:
-        sock.close(0)
-        ctx.term()
     _, err = proc.communicate(timeout=20)
     assert proc.returncode == 0, err
     # Recorded like the committed file: init frame as hex, NULs kept.

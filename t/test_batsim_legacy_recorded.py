@@ -35,20 +35,16 @@ from fluxsched_py.batsim.intervals import parse_intervals
 from fluxsched_py.batsim.legacy import LegacyDriver, load_job_table
 from fluxsched_py.engine import EngineOptions
 from t.batsim_recordings import (
-    DATA as BATSIM_DATA,
-)
-from t.batsim_recordings import (
+    BATSIM_DATA,
     assert_every_job_ran,
     assert_starts_equal_replay,
-    manifest,
     message_pairs,
     plain_workloads,
+    recordings,
 )
 
 DATA = BATSIM_DATA / "legacy"
-MANIFEST = manifest(DATA)
-RECORDINGS = MANIFEST["recordings"]
-IDS = [r["file"].removesuffix(".jsonl.gz") for r in RECORDINGS]
+RECORDINGS, IDS = recordings(DATA)
 
 
 @pytest.fixture(scope="module")

@@ -36,16 +36,17 @@ from fluxsched_py.batsim.intervals import parse_intervals
 from fluxsched_py.batsim.legacy import LegacyDriver, load_job_table
 from fluxsched_py.engine import EngineOptions
 from t.batsim_recordings import (
-    DATA,
+    BATSIM_DATA,
     assert_every_job_ran,
     assert_starts_equal_replay,
+    batsim_side,
     manifest,
     message_pairs,
     workload_job_number,
 )
 
-MANIFEST = manifest(DATA)
-RECORDINGS = MANIFEST["recordings"]
+DATA = BATSIM_DATA
+RECORDINGS = manifest(DATA)["recordings"]
 IDS = [r["file"] for r in RECORDINGS]
 
 
@@ -210,7 +211,7 @@ def test_legacy_driver_decides_like_v4_on_the_same_real_events(rec):
 
 
 def test_cli_over_zmq_answers_the_recorded_batsim_side_and_exits_0(tmp_path):
-    zmq = pytest.importorskip("zmq")
+    pytest.importorskip("zmq")
     rec = RECORDINGS[0]
     endpoint = f"ipc://{tmp_path}/batsim.sock"
     opts = [f"--{k}={v}" for k, v in rec["options"].items()]
@@ -219,17 +220,9 @@ def test_cli_over_zmq_answers_the_recorded_batsim_side_and_exits_0(tmp_path):
         stderr=subprocess.PIPE,
         text=True,
     )
-    ctx = zmq.Context()
-    sock = ctx.socket(zmq.REQ)
-    sock.setsockopt(zmq.LINGER, 0)
-    sock.setsockopt(zmq.RCVTIMEO, 10000)
-    sock.connect(endpoint)
-    try:
+    with batsim_side(endpoint) as sock:
         for msg, reply in load(rec):
             sock.send(msg)
             assert json.loads(sock.recv()) == json.loads(reply)
-    finally:
-        sock.close(0)
-        ctx.term()
     _, err = proc.communicate(timeout=20)
     assert proc.returncode == 0, err
