@@ -124,6 +124,7 @@ REPLAY_FILES = {
         1,
         "alias",
     ),
+    "self-alias-yaml": ("w.yaml", "jobs: &j\n  - *j\n", 1, "refers to a node that contains it"),
     "corrupt-gzip-swf": (
         "w.swf.gz",
         gzip.compress(b"1 0 -1 5 1 -1 -1 1 10\n" * 99)[:10] + b"garbage" * 9,
