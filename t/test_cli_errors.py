@@ -356,6 +356,24 @@ def test_synthetic_bad_options_exit_2(tmp_path):
     assert proc.returncode == 2 and str(tmp_path) in err
 
 
+@pytest.mark.parametrize("where", ["workload", "platform", "directory"])
+def test_sweep_unreadable_input_is_one_line_before_any_run(tmp_path, where):
+    example = str(REPO / "examples" / "synthetic_seed42_64nodes.json")
+    missing = str(tmp_path / "no[such]file.swf")
+    args = {
+        "workload": [missing],
+        "platform": [example, "--platform", missing],
+        "directory": [str(tmp_path)],
+    }[where]
+    proc = run(["sweep", *args, "-o", str(tmp_path / "out"), "--no-report", "--no-progress"])
+    err = one_line(proc, "sweep").rstrip("\n")
+    name = str(tmp_path) if where == "directory" else missing
+    assert proc.returncode == 1 and err.endswith(
+        f"{name}: cannot read: " + ("is a directory" if where == "directory" else "No such file or directory")
+    )
+    assert not (tmp_path / "out").exists(), "nothing is run or written"
+
+
 def test_unknown_command_and_module_path_args_are_one_line():
     proc = run(["frobnicate"])
     one_line_err = proc.stderr.decode()

@@ -9,7 +9,7 @@ import time
 
 from rich.console import Console
 
-from ..cliutil import ArgumentParser, CLIError, UsageError, boundary, check_output_dir
+from ..cliutil import ArgumentParser, CLIError, UsageError, boundary, check_output_dir, check_readable
 from ..policy import POLICIES
 from ..report.progress import ProgressBar
 from .grid import OPTION_AXES, expand
@@ -67,6 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     axes = {n: _list(getattr(args, n.replace("-", "_"))) for n in OPTION_AXES if getattr(args, n.replace("-", "_"))}
     if "nodes" in axes and args.platform:
         raise UsageError("--nodes and --platform exclude each other")
+    for path in [*workloads, *([args.platform] if args.platform else [])]:
+        check_readable(path)  # one line now rather than a failed row per run
     specs = expand(workloads, queue_policies, _list(args.policy) or ["first"], axes, args.platform)
     out = check_output_dir(args.output_dir, "--output-dir")
     report = not args.no_report
