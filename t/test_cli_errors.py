@@ -374,6 +374,25 @@ def test_sweep_unreadable_input_is_one_line_before_any_run(tmp_path, where):
     assert not (tmp_path / "out").exists(), "nothing is run or written"
 
 
+@pytest.mark.parametrize(
+    "args, text",
+    [
+        (["--nodes", "1,999999999999"], "nodes='999999999999': expected 1..262144"),
+        (["--nodes", "8,x"], "nodes='x': not an integer"),
+        (["--cores-per-node", "0"], "cores-per-node='0': expected 1..65536"),
+        (["--reserve-depth=-1"], "reserve-depth='-1'"),
+        (["--policy", "first,bogus"], "policy='bogus'"),
+        (["-j", "100000"], "-j must be 0 (all cores) or 1..1024, got 100000"),
+    ],
+)
+def test_sweep_bad_option_values_exit_2_before_any_run(tmp_path, args, text):
+    example = str(REPO / "examples" / "synthetic_seed42_64nodes.json")
+    proc = run(["sweep", example, *args, "-o", str(tmp_path / "out"), "--no-report", "--no-progress"])
+    err = one_line(proc, "sweep")
+    assert proc.returncode == 2 and text in err
+    assert not (tmp_path / "out").exists(), "nothing is run or written"
+
+
 def test_unknown_command_and_module_path_args_are_one_line():
     proc = run(["frobnicate"])
     one_line_err = proc.stderr.decode()
