@@ -471,6 +471,9 @@ class EngineModel(RuleBasedStateMachine):
         job-manager says hello with each running job's R (and the ranks it
         freed already), then re-sends every pending alloc."""
         self.engine = self.new_engine()
+        # The new engine holds nothing for anyone: a job that was waiting for
+        # its victims is pending again, and may now start elsewhere.
+        self.claims, self.awaited = {}, {}
         g = self.graph
         g.set_down(f"0-{NODES - 1}")
         up = set(range(NODES)) - self.down - self.shrunk
