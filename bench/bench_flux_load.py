@@ -297,7 +297,8 @@ def one_run(a: argparse.Namespace, inst: Any, spec: str, mode: str, script: Path
     phases = {"submit": (out["t0"], out["submitted"]), "schedule": (t_released, t_drained)}
     lat = {t: percentiles(p.latencies()) for t, p in probes.items()}
     by_phase = {t: {ph: percentiles(p.latencies(lo, hi)) for ph, (lo, hi) in phases.items()} for t, p in probes.items()}
-    keys = ("allocs", "frees", "commits", "commit_errors", "annotations", "annotations_dropped", "sched_passes")
+    keys = ("allocs", "frees", "commits", "commit_errors", "annotations", "annotations_merged", "annotations_dropped")
+    keys += ("sched_passes",)
     keys += ("callback_max_ms", "callback_max_cpu_ms", "callbacks_over_100ms_cpu", "pass_deferrals")
     keys += ("gc_max_ms", "gc_max_cpu_ms", "gc_over_50ms_cpu", "gc_full", "gc_full_max_cpu_ms")
     keys += ("gc_full_collected", "gc_full_limit", "nice", "slow_callbacks")
@@ -441,9 +442,10 @@ def main(argv: list[str] | None = None) -> int:
         help="then the same bursts under these schedulers ('sched-simple', 'sched-py nice=5', ...)",
     )
     ap.add_argument("--repeat", type=int, default=1, help="run every configuration this many times, interleaved")
+    ap.add_argument("--only", action="store_true", help="run the --compare configurations only, in their order")
     ap.add_argument("--json", action="store_true", help="print the rows as JSON instead of the table")
     a = ap.parse_args(argv)
-    a.configs = ["sched-py", *a.compare]
+    a.configs = list(a.compare) if a.only else ["sched-py", *a.compare]
     if a.engine_only:
         print(json.dumps(engine_run(a), indent=1))
         return 0
