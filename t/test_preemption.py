@@ -124,6 +124,36 @@ def test_handoff_waits_for_every_victim_then_succeeds():
     assert e.stats["preemptions"] >= 2
 
 
+def rank_R(rank: int) -> dict:
+    return {"version": 1, "execution": {"R_lite": [{"rank": str(rank), "children": {"core": "0"}}]}}
+
+
+@pytest.mark.parametrize("policy", ["fcfs", "easy", "conservative"])
+def test_what_a_victim_frees_early_is_the_waiting_jobs_at_once(policy):
+    """Found by the model-based test: a victim freed, in a partial free, a
+    node of the placement of the job it was preempted for; that node stayed
+    free, the next job took it, and both jobs got it in their SUCCESS."""
+    e = engine(2, **{"queue-policy": policy})
+    e.alloc(100, 0, 0, 0.0, be_request(2, 100.0))
+    assert set(started(e.schedule(0.0))) == {100}
+    e.alloc(1, 0, 0, 1.0, node_request(1, 50.0))
+    assert [a.id for a in e.schedule(1.0).preempt] == [100]
+    (mine,) = e.job(1).resources.ranks
+    (other,) = set(range(2)) - {mine}
+    e.free(100, rank_R(mine), final=False)  # the victim gives back job 1's node first
+    assert set(e.graph.allocation(1).ranks) == {mine}, "job 1 holds it at once"
+    e.alloc(2, 0, 0, 2.0, node_request(1, 50.0))
+    r = e.schedule(2.0)
+    assert not started(r) and not r.preempt, "job 2 waits: node mine is job 1's, node other still the victim's"
+    e.check_invariants()
+    e.free(100)
+    s = started(e.schedule(3.0))
+    assert s[1] == {mine}
+    s.update(started(e.schedule(3.0)))
+    assert s == {1: {mine}, 2: {other}}
+    e.check_invariants()
+
+
 def test_victims_never_regular_and_never_preempted_twice():
     e = engine(4)
     e.alloc(1, 0, 0, 0.0, node_request(2, 1000.0))  # regular, runs

@@ -225,9 +225,7 @@ class BestEffort:
             owner = self._preempted.pop(jobid)
             h = self._handoffs.get(owner) if owner is not None else None
             if h is not None:
-                part = released & h.rs
-                if part:  # held by nobody now, even if its rank went down meanwhile
-                    e.graph.allocate(h.job.id, part, running=True)
+                self._hand_over(h, released)
                 h.waiting.discard(jobid)
                 if not h.waiting:
                     self._ready.append(h.job.id)
@@ -236,11 +234,25 @@ class BestEffort:
         self.dirty = True
         return []
 
-    def resized(self, job: Job) -> None:
-        """A best-effort job freed part of what it holds."""
+    def resized(self, job: Job, released: Any) -> None:
+        """A best-effort job freed part of what it holds (``released``).
+
+        If it was preempted for a job, what that job's placement needs of
+        ``released`` is that job's at once: left free, another job could
+        take it before the victim's final free (a double allocation)."""
         if job.id in self._lent:
             self._unlend(job.id)
             self._lend(job)
+        owner = self._preempted.get(job.id)
+        h = self._handoffs.get(owner) if owner is not None else None
+        if h is not None:
+            self._hand_over(h, released)
+
+    def _hand_over(self, h: _Handoff, released: Any) -> None:
+        """Give the job waiting in ``h`` what its placement needs of what a victim just released."""
+        part = released & h.rs
+        if part:  # held by nobody now, even if its rank went down meanwhile
+            self.e.graph.allocate(h.job.id, part, running=True)
 
     def cancel_starting(self, job: Job) -> list[Response]:
         """``sched.cancel`` of a regular job waiting for its victims: what it
