@@ -8,7 +8,8 @@ execution (``system.exec.test.run_duration``) are submitted as fast as
 flux-python can (``submit_async``), then the run waits until every job is
 inactive (``flux queue drain``) and sched-py has worked through every free.
 
-Two ``flux ping --interval=INTERVAL`` probes run the whole time:
+Two ``flux ping --interval=INTERVAL`` probes run the whole time (the
+module's from when it is loaded):
 
 ``sched-py``
     the module's own ``ping`` method, served by sched-py's reactor: its
