@@ -21,7 +21,9 @@ import pytest
 
 from fluxsched_py.engine import Engine, JobState, ResponseType
 from fluxsched_py.engine.besteffort import choose_victims, lost_work
+from fluxsched_py.engine.options import PLACEMENTS
 from fluxsched_py.jobspec.request import node_request
+from fluxsched_py.match.policy import get_policy
 from fluxsched_py.replay.metrics import summarize
 from fluxsched_py.replay.platform import nodes_graph
 from fluxsched_py.replay.sim import COMPLETED, PREEMPTED, replay
@@ -95,6 +97,78 @@ def test_best_effort_jobs_fill_idle_nodes_and_say_so():
     assert ann[100]["besteffort"].startswith("preemptible from")
     assert ann[104]["reason_pending"].startswith("best-effort")
     assert not r.preempt
+
+
+def spec(nnodes: int, ncores: int, pa: float | None = None) -> dict:
+    """``nnodes`` whole nodes, or ``ncores`` one-core slots; best-effort when ``pa`` is set."""
+    if nnodes:
+        slot = {"type": "slot", "count": 1, "label": "task", "with": [{"type": "core", "count": 4}]}
+        res = [{"type": "node", "count": nnodes, "exclusive": True, "with": [slot]}]
+    else:
+        res = [{"type": "slot", "count": ncores, "label": "task", "with": [{"type": "core", "count": 1}]}]
+    system: dict = {"duration": 100.0}
+    if pa is not None:
+        system["preemptible-after"] = pa
+    tasks = [{"command": ["true"], "slot": "task", "count": {"per_slot": 1}}]
+    return {"version": 1, "resources": res, "tasks": tasks, "attributes": {"system": {**system}}}
+
+
+def _placed(placement: str, mode: str, besteffort: list[dict], regular: dict) -> tuple[tuple, list[int]]:
+    """Start ``besteffort`` on an idle 4 x 4-core machine, then ``regular``:
+    where the regular job went (its containers and pools) and the ids it preempted."""
+    e = Engine(
+        nodes_graph(4, 4),
+        {"queue-policy": "easy", "policy": placement, "preempt-victims": mode},
+        build_R=False,
+    )
+    for i, js in enumerate(besteffort):
+        e.alloc(100 + i, 0, 0, 0.0, js)
+    assert len(started(e.schedule(0.0))) == len(besteffort)
+    e.alloc(1, 0, 0, 1.0, regular)
+    r = e.schedule(1.0)
+    preempted = [a.id for a in r.preempt]
+    if not preempted:
+        assert 1 in started(r)
+    e.check_invariants()
+    rs = e.job(1).resources
+    return (str(rs.containers), [(v, t, str(ids)) for v, t, ids in rs.pools()]), preempted
+
+
+# Each case fits in what the best-effort jobs leave free on 4 nodes x 4 cores.
+_IDLE_CASES = [
+    ([spec(0, 1, pa=0)], spec(1, 0)),  # the reported case: one core, then a node
+    ([spec(0, 1, pa=0)], spec(3, 0)),
+    ([spec(0, 1, pa=0)], spec(0, 1)),
+    ([spec(0, 1, pa=0)], spec(0, 15)),
+    ([spec(0, 1, pa=0), spec(0, 1, pa=0)], spec(0, 14)),
+    ([spec(1, 0, pa=0)], spec(3, 0)),
+    ([spec(1, 0, pa=0)], spec(0, 12)),
+    ([spec(1, 0, pa=0), spec(1, 0, pa=0)], spec(2, 0)),
+]
+
+
+def _cores(js: dict) -> int:
+    (r,) = js["resources"]
+    return 4 * r["count"] if r["type"] == "node" else r["count"]
+
+
+@pytest.mark.parametrize("mode", ["plan", "fewest"])
+@pytest.mark.parametrize("placement", PLACEMENTS)
+def test_no_preemption_when_free_resources_fit(placement, mode):
+    """Best-effort jobs sit at the far end of the placement order, so a
+    regular job that fits in what is free never preempts, under every
+    placement policy; and (``plan``) it lands exactly where it would on an
+    idle machine with no best-effort job at all (the oracle: the same job
+    alone)."""
+    exclusive = get_policy(placement).node_exclusive
+    for besteffort, regular in _IDLE_CASES:
+        if exclusive and _cores(regular) > 4 * (4 - len(besteffort)):
+            continue  # each best-effort job holds a whole node: this one does not fit
+        cores, preempted = _placed(placement, mode, besteffort, regular)
+        assert not preempted, (placement, mode, regular["resources"])
+        if mode == "plan":
+            alone, _ = _placed(placement, mode, [], regular)
+            assert cores == alone
 
 
 def test_handoff_waits_for_every_victim_then_succeeds():
