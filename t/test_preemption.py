@@ -228,6 +228,32 @@ def test_what_a_victim_frees_early_is_the_waiting_jobs_at_once(policy):
     e.check_invariants()
 
 
+@pytest.mark.parametrize("policy", ["first", "low", "worstfit"])
+def test_a_node_a_lent_job_gave_back_is_not_lent_any_more(policy, caplog):
+    """Found by the long model run (easy, worstfit): after a partial free of a
+    lent best-effort job, the regular jobs' view still counted the node it
+    gave back as lent, so once a regular job took that node the next one
+    was matched onto it too (and its allocation failed)."""
+    e = engine(3, policy=policy)
+    e.alloc(100, 0, 0, 0.0, be_request(1, 100.0))
+    e.alloc(101, 0, 0, 0.0, be_request(2, 100.0))  # two lent jobs: the view is a union
+    be = started(e.schedule(0.0))
+    assert set(be) == {100, 101}
+    # job 101 gives back the node a regular job looks at first (first walks from the top)
+    e.free(101, rank_R(max(be[101]) if policy == "first" else min(be[101])), final=False)
+    running = {}
+    for jobid in (1, 2):
+        e.alloc(jobid, 0, 0, 1.0, node_request(1, 50.0))
+        r = e.schedule(1.0)
+        running.update(started(r))
+        for victim in r.preempt:
+            e.free(victim.id)
+            running.update(started(e.schedule(1.0)))
+        e.check_invariants()
+    assert sorted(running) == [1, 2] and running[1] != running[2], running
+    assert not [rec for rec in caplog.records if rec.levelname == "ERROR"], caplog.records
+
+
 def test_victims_never_regular_and_never_preempted_twice():
     e = engine(4)
     e.alloc(1, 0, 0, 0.0, node_request(2, 1000.0))  # regular, runs

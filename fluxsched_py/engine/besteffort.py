@@ -262,7 +262,7 @@ class BestEffort:
         ``released`` is that job's at once: left free, another job could
         take it before the victim's final free (a double allocation)."""
         if job.id in self._lent:
-            self._unlend(job.id)
+            self._unlend(job.id, job.resources | released)  # what was lent, before the free
             self._lend(job)
         owner = self._preempted.get(job.id)
         h = self._handoffs.get(owner) if owner is not None else None
@@ -329,10 +329,12 @@ class BestEffort:
         self._lent_rs = job.resources if self._lent_rs is None else self._lent_rs | job.resources
         self.view.set_lent(self._lent_rs)
 
-    def _unlend(self, jobid: int) -> None:
+    def _unlend(self, jobid: int, lent: Any = None) -> None:
+        """Stop lending ``jobid``; ``lent`` is what was lent when the job's
+        resources shrank since (a partial free), else they are what was lent."""
         job, bits = self._lent.pop(jobid)
         self.lent_bits &= ~bits
-        self._lent_rs = self._lent_rs - job.resources if self._lent else None
+        self._lent_rs = self._lent_rs - (job.resources if lent is None else lent) if self._lent else None
         self.view.set_lent(self._lent_rs)
 
     # -- starting a regular job on lent resources ---------------------------------
