@@ -363,6 +363,28 @@ class FreeBits(Bits):
             del log[:half]
             self._base += half
 
+    def holds(self, bits: int) -> bool:
+        """Whether every bit of the flat set ``bits`` (an int) is in this set;
+        reads only the chunks ``bits`` touches."""
+        chunks = self.chunks
+        for i, m in self._chunks_of(bits).items():
+            if m & ~chunks.get(i, 0):
+                return False
+        return True
+
+    def remove(self, bits: int) -> None:
+        """Take the bits of ``bits`` (an int) out, those of them that are in
+        (a job's allocation, when its flat set is known: one flip per chunk
+        instead of one per pool)."""
+        chunks = self.chunks
+        self.flip_chunks({i: m & chunks.get(i, 0) for i, m in self._chunks_of(bits).items()})
+
+    def add(self, bits: int) -> None:
+        """Put the bits of ``bits`` (an int) in, those of them that are out
+        (a job's release; the inverse of :meth:`remove`)."""
+        chunks = self.chunks
+        self.flip_chunks({i: m ^ (m & chunks.get(i, 0)) for i, m in self._chunks_of(bits).items()})
+
     def pool(self, v: int, t: str, old: int, new: int) -> None:
         """Vertex ``v``'s available ``t`` ids went from ``old`` to ``new``."""
         if old != new:

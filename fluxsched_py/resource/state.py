@@ -153,15 +153,27 @@ class Availability:
         pools = {v: dict(d) for v in self.topo.pool_vertices if (d := {t: m for t, m in self.loc[v].items() if m})}
         return ResourceSet(self.topo, self.cont, pools)
 
-    def take(self, cont: int, pools: Mapping[int, Mapping[str, int]]) -> None:
+    def take(self, cont: int, pools: Mapping[int, Mapping[str, int]], bits: int | None = None) -> None:
         """Make the containers of the mask ``cont`` and the pool items of
         ``pools`` (``{vertex: {type: ids mask}}``) unavailable, those of them
         that are available (a job's allocation).  The flat free set changes
-        here (the job's flips gathered per chunk, each chunk changed once);
-        the aggregates follow at the next :meth:`sync`."""
+        here (the job's flips gathered per chunk, each chunk changed once,
+        or, given ``bits``, the same items as a flat set of the free set's
+        layout, at once); the aggregates follow at the next :meth:`sync`."""
         c = self.cont & cont
         self.cont ^= c  # & ~ without a negative int
         lock, stale, flat = self.loc, self._stale, self.flat
+        if flat is not None and bits is not None:
+            for v, tm in pools.items():
+                old = lock[v]
+                if v not in stale:
+                    stale[v] = old
+                if old == tm:  # all of the vertex's pools (a node of a whole-node job)
+                    lock[v] = {}
+                else:
+                    lock[v] = {t: r for t, m in old.items() if (r := m ^ (m & tm.get(t, 0)))}
+            flat.remove(bits)
+            return
         if flat is not None:  # its flips, per chunk, applied once below
             offsets, shift = flat.layout.offsets, flat.shift
             low = (1 << shift) - 1
@@ -190,13 +202,30 @@ class Availability:
         if flat is not None:
             flat.flip_chunks({0: fd} if one else acc)
 
-    def give(self, cont: int, pools: Mapping[int, Mapping[str, int]]) -> None:
+    def give(self, cont: int, pools: Mapping[int, Mapping[str, int]], bits: int | None = None) -> None:
         """Make the containers of ``cont`` and the pool items of ``pools``
-        available (a job's release); the inverse of :meth:`take`.  A
-        vertex's own pool masks stay in the order of the topology's pools."""
+        available (a job's release); the inverse of :meth:`take` (``bits``
+        as there).  A vertex's own pool masks stay in the order of the
+        topology's pools."""
         c = cont & ~self.cont
         self.cont |= c
         lock, stale, tpools, flat = self.loc, self._stale, self.topo.pools, self.flat
+        if flat is not None and bits is not None:
+            for v, tm in pools.items():
+                old = lock[v]
+                if v not in stale:
+                    stale[v] = old
+                if not old and len(tm) == 1:  # one pool, all of it in use till now
+                    lock[v] = dict(tm)
+                    continue
+                new = {}
+                for t in tpools[v]:
+                    m = old.get(t, 0) | tm.get(t, 0)
+                    if m:
+                        new[t] = m
+                lock[v] = new
+            flat.add(bits)
+            return
         if flat is not None:  # its flips, per chunk, applied once below
             offsets, shift = flat.layout.offsets, flat.shift
             low = (1 << shift) - 1
