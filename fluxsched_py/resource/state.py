@@ -25,7 +25,10 @@ reads it directly) and notes the vertices it changed; the aggregates catch up at
 each vertex changed since the last sync once, with its net change, then each
 ancestor once with the sum of the changes below it.  A replay whose matches
 all take the planner's flat fast paths never reads them, and never pays for
-them.  An up/down change goes vertex by vertex (:meth:`set_local` syncs,
+them.  Given the job's set as flat bits as well (a placement the planner
+decoded), take and give change only the flat free set and note its flips;
+``cont`` and ``loc`` catch up with their net change when first read
+(:meth:`_settle`).  An up/down change goes vertex by vertex (:meth:`set_local` syncs,
 then walks the ancestors only).  A snapshot ``ResourceSet`` handed to the
 matcher gets one built bottom-up in one pass (:meth:`from_resourceset`).
 """
