@@ -38,6 +38,7 @@ __all__ = [
     "report",
     "boundary",
     "check_output_dir",
+    "check_readable",
     "open_output",
     "positive_int",
     "nonnegative_float",
@@ -133,6 +134,19 @@ def _quiet_stdout() -> None:
         os.dup2(devnull, sys.stdout.fileno())
     except (OSError, ValueError):
         pass
+
+
+def check_readable(path: str | os.PathLike[str]) -> None:
+    """Prove ``path`` can be opened for reading, before a long run that reads it later (``-`` is stdin)."""
+    if str(path) == "-":
+        return
+    if os.path.isdir(path):
+        raise CLIError(f"{path}: cannot read: is a directory")
+    try:
+        with open(path, "rb"):
+            pass
+    except OSError as exc:
+        raise CLIError(f"{path}: cannot read: {exc.strerror or exc}") from None
 
 
 def check_output_dir(path: str | os.PathLike[str], option: str) -> Path:

@@ -19,7 +19,6 @@ reply, then NUL-terminated JSON.
 
 from __future__ import annotations
 
-import gzip
 import json
 import subprocess
 import sys
@@ -31,36 +30,28 @@ from fluxsched_py.batsim.batprotocol import BatprotocolDriver
 from fluxsched_py.batsim.cli import Recorder
 from fluxsched_py.batsim.intervals import parse_intervals
 from fluxsched_py.engine import EngineOptions
-from fluxsched_py.replay import load_workload, replay
-from fluxsched_py.replay.platform import nodes_graph
+from t.batsim_recordings import (
+    BATSIM_DATA,
+    assert_every_job_ran,
+    assert_starts_equal_replay,
+    batsim_side,
+    message_pairs,
+    plain_workloads,
+    recordings,
+    workload_job_number,
+)
 
-DATA = Path(__file__).parent / "data" / "batsim" / "batprotocol"
-MANIFEST = json.loads((DATA / "MANIFEST.json").read_text())
-RECORDINGS = MANIFEST["recordings"]
-IDS = [r["file"].removesuffix(".jsonl.gz") for r in RECORDINGS]
+DATA = BATSIM_DATA / "batprotocol"
+RECORDINGS, IDS = recordings(DATA)
 
 
 @pytest.fixture(scope="module")
 def workloads(tmp_path_factory) -> dict[str, Path]:
-    """Each recording's workload as a plain file, under the base name Batsim gave it."""
-    d = tmp_path_factory.mktemp("workloads")
-    out = {}
-    for rec in RECORDINGS:
-        src = DATA / rec["workload"]
-        if src.suffix == ".gz":
-            dst = d / src.name.removesuffix(".gz")
-            dst.write_bytes(gzip.decompress(src.read_bytes()))
-        else:
-            dst = src
-        out[rec["file"]] = dst
-    return out
+    return plain_workloads(DATA, RECORDINGS, tmp_path_factory.mktemp("workloads"))
 
 
 def load(rec: dict) -> list[tuple[bytes, bytes]]:
-    """``[(Batsim's message, the reply)]``."""
-    msgs = Recorder.load(DATA / rec["file"])
-    assert [d for d, _ in msgs] == ["in", "out"] * (len(msgs) // 2), "a recording alternates in/out"
-    return [(msgs[i][1], msgs[i + 1][1]) for i in range(0, len(msgs), 2)]
+    return message_pairs(DATA / rec["file"])
 
 
 def events(raw: bytes) -> tuple[float, list[dict]]:
@@ -117,12 +108,7 @@ def test_the_real_run_completed_every_job_and_ended_with_an_empty_reply(rec):
             elif e["event_type"] == "JobCompletedEvent":
                 assert e["event"]["state"] == "COMPLETED_SUCCESSFULLY"
                 completed.add(e["event"]["job_id"])
-    got = decisions(pairs)
-    started = {job for _, kind, job, _ in got if kind == "execute"}
-    rejected = {job for _, kind, job, _ in got if kind == "reject"}
-    assert len(submitted) == rec["jobs"]
-    assert rejected == set(rec.get("rejected", [])) and not started & rejected
-    assert started | rejected == submitted and completed == started
+    assert_every_job_ran(rec, submitted, completed, decisions(pairs))
     assert "AllStaticJobsHaveBeenSubmittedEvent" in kinds
     last_in, last_out = pairs[-1]
     assert [e["event_type"] for e in events(last_in)[1]] == ["SimulationEndsEvent"]
@@ -131,16 +117,7 @@ def test_the_real_run_completed_every_job_and_ended_with_an_empty_reply(rec):
 
 @pytest.mark.parametrize("rec", RECORDINGS, ids=IDS)
 def test_start_times_under_real_batsim5_equal_the_offline_replay(rec, workloads):
-    workload = load_workload(workloads[rec["file"]])
-    ref = replay(workload, nodes_graph(rec["nodes"]), EngineOptions.parse(rec["options"]))
-    expected = {r.job.id: r.start for r in ref.records if r.start is not None}
-    got = decisions(load(rec))
-    started = {int(job.rsplit("!", 1)[1]): t for t, kind, job, _ in got if kind == "execute"}
-    assert started.keys() == expected.keys()
-    rejected = {int(job.rsplit("!", 1)[1]) for _, kind, job, _ in got if kind == "reject"}
-    assert rejected == {r.job.id for r in ref.records if r.state == "REJECTED"}
-    worst = max(abs(started[j] - expected[j]) for j in started)
-    assert worst <= 0.1, f"a start time differs from the replay's by {worst:.6f} s"
+    assert_starts_equal_replay(rec, workloads[rec["file"]], decisions(load(rec)), workload_job_number)
 
 
 @pytest.mark.parametrize("rec", [r for r in RECORDINGS if "v4_twin" in r], ids=lambda r: r["file"])
@@ -165,7 +142,7 @@ def test_real_batsim5_and_real_batsim4_runs_got_the_same_decisions(rec):
 
 
 def test_cli_over_zmq_answers_the_recorded_batsim5_side_and_exits_0(tmp_path, workloads):
-    zmq = pytest.importorskip("zmq")
+    pytest.importorskip("zmq")
     rec = next(r for r in RECORDINGS if r.get("rejected"))
     endpoint = f"ipc://{tmp_path}/edc.sock"
     opts = [f"--{k}={v}" for k, v in rec["options"].items()]
@@ -176,13 +153,8 @@ def test_cli_over_zmq_answers_the_recorded_batsim5_side_and_exits_0(tmp_path, wo
         stderr=subprocess.PIPE,
         text=True,
     )
-    ctx = zmq.Context()
-    sock = ctx.socket(zmq.REQ)
-    sock.setsockopt(zmq.LINGER, 0)
-    sock.setsockopt(zmq.RCVTIMEO, 10000)
-    sock.connect(endpoint)
     pairs = load(rec)
-    try:
+    with batsim_side(endpoint) as sock:
         for i, (msg, reply) in enumerate(pairs):
             sock.send(msg)
             got = sock.recv()
@@ -190,9 +162,6 @@ def test_cli_over_zmq_answers_the_recorded_batsim5_side_and_exits_0(tmp_path, wo
                 assert _without_version(got) == _without_version(reply)
             else:
                 assert got == reply, f"reply {i} differs"
-    finally:
-        sock.close(0)
-        ctx.term()
     _, err = proc.communicate(timeout=20)
     assert proc.returncode == 0, err
     # Recorded like the committed file: init frame as hex, NULs kept.

@@ -20,7 +20,6 @@ prefix of each frame is the byte length of the text).
 
 from __future__ import annotations
 
-import gzip
 import json
 import socket
 import struct
@@ -35,36 +34,26 @@ from fluxsched_py.batsim.driver import Host
 from fluxsched_py.batsim.intervals import parse_intervals
 from fluxsched_py.batsim.legacy import LegacyDriver, load_job_table
 from fluxsched_py.engine import EngineOptions
-from fluxsched_py.replay import load_workload, replay
-from fluxsched_py.replay.platform import nodes_graph
+from t.batsim_recordings import (
+    BATSIM_DATA,
+    assert_every_job_ran,
+    assert_starts_equal_replay,
+    message_pairs,
+    plain_workloads,
+    recordings,
+)
 
-DATA = Path(__file__).parent / "data" / "batsim" / "legacy"
-MANIFEST = json.loads((DATA / "MANIFEST.json").read_text())
-RECORDINGS = MANIFEST["recordings"]
-IDS = [r["file"].removesuffix(".jsonl.gz") for r in RECORDINGS]
+DATA = BATSIM_DATA / "legacy"
+RECORDINGS, IDS = recordings(DATA)
 
 
 @pytest.fixture(scope="module")
 def workloads(tmp_path_factory) -> dict[str, Path]:
-    """Each recording's workload as a plain file."""
-    d = tmp_path_factory.mktemp("workloads")
-    out = {}
-    for rec in RECORDINGS:
-        src = DATA / rec["workload"]
-        if src.suffix == ".gz":
-            dst = d / src.name.removesuffix(".gz")
-            dst.write_bytes(gzip.decompress(src.read_bytes()))
-        else:
-            dst = src
-        out[rec["file"]] = dst
-    return out
+    return plain_workloads(DATA, RECORDINGS, tmp_path_factory.mktemp("workloads"))
 
 
 def load(rec: dict) -> list[tuple[bytes, bytes]]:
-    """``[(Batsim's message, the reply)]``."""
-    msgs = Recorder.load(DATA / rec["file"])
-    assert [d for d, _ in msgs] == ["in", "out"] * (len(msgs) // 2), "a recording alternates in/out"
-    return [(msgs[i][1], msgs[i + 1][1]) for i in range(0, len(msgs), 2)]
+    return message_pairs(DATA / rec["file"])
 
 
 def stamps(raw: bytes) -> tuple[float, list[tuple[float, str, str]]]:
@@ -116,12 +105,7 @@ def test_the_real_run_completed_every_job_and_ended_with_z(rec):
                 submitted.add(content.rsplit("!", 1)[1])
             elif stamp == "C":
                 completed.add(content.rsplit("!", 1)[1])
-    got = decisions(pairs)
-    started = {job for _, kind, job, _ in got if kind == "execute"}
-    rejected = {job for _, kind, job, _ in got if kind == "reject"}
-    assert len(submitted) == rec["jobs"]
-    assert rejected == set(rec.get("rejected", [])) and not started & rejected
-    assert started | rejected == submitted and completed == started
+    assert_every_job_ran(rec, submitted, completed, decisions(pairs))
     assert stamps(pairs[0][0])[1] == [(0.0, "A", "")]
     last_in, last_out = pairs[-1]
     assert stamps(last_in)[1][-1][1] == "Z" and [s for _, s, _ in stamps(last_out)[1]] == ["N"]
@@ -129,16 +113,7 @@ def test_the_real_run_completed_every_job_and_ended_with_z(rec):
 
 @pytest.mark.parametrize("rec", RECORDINGS, ids=IDS)
 def test_start_times_under_real_legacy_batsim_equal_the_offline_replay(rec, workloads):
-    workload = load_workload(workloads[rec["file"]])
-    ref = replay(workload, nodes_graph(rec["nodes"]), EngineOptions.parse(rec["options"]))
-    expected = {r.job.id: r.start for r in ref.records if r.start is not None}
-    got = decisions(load(rec))
-    started = {int(job): t for t, kind, job, _ in got if kind == "execute"}
-    assert started.keys() == expected.keys()
-    rejected = {int(job) for _, kind, job, _ in got if kind == "reject"}
-    assert rejected == {r.job.id for r in ref.records if r.state == "REJECTED"}
-    worst = max(abs(started[j] - expected[j]) for j in started)
-    assert worst <= 0.1, f"a start time differs from the replay's by {worst:.6f} s"
+    assert_starts_equal_replay(rec, workloads[rec["file"]], decisions(load(rec)), int)
 
 
 @pytest.mark.parametrize("rec", [r for r in RECORDINGS if "v4_twin" in r], ids=lambda r: r["file"])

@@ -24,20 +24,21 @@ from pathlib import Path
 
 import pytest
 
-from fluxsched_py.batsim.cli import Recorder, make_driver
+from fluxsched_py.batsim.cli import make_driver
 from fluxsched_py.engine import EngineOptions
 from fluxsched_py.replay import load_workload, replay
 from fluxsched_py.replay.platform import nodes_graph
 from fluxsched_py.replay.workload import Workload
+from t.batsim_recordings import (
+    message_pairs,
+)
 
 DATA = Path(__file__).parent / "data" / "batsim"
 RECS = json.loads((DATA / "MANIFEST.json").read_text())["preemption"]
 
 
 def pairs(rec: dict) -> list[tuple[bytes, bytes]]:
-    msgs = Recorder.load(DATA / rec["file"])
-    assert [d for d, _ in msgs] == ["in", "out"] * (len(msgs) // 2)
-    return [(msgs[i][1], msgs[i + 1][1]) for i in range(0, len(msgs), 2)]
+    return message_pairs(DATA / rec["file"])
 
 
 @pytest.fixture(scope="module", params=RECS, ids=[r["options"]["queue-policy"] for r in RECS])

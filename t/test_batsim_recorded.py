@@ -25,31 +25,33 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from fluxsched_py.batsim.batprotocol import BatprotocolDriver, encode_init
 from fluxsched_py.batsim.batprotocol import encode_message as bp_encode
-from fluxsched_py.batsim.cli import Recorder, make_driver
+from fluxsched_py.batsim.cli import make_driver
 from fluxsched_py.batsim.driver import Host
 from fluxsched_py.batsim.intervals import parse_intervals
 from fluxsched_py.batsim.legacy import LegacyDriver, load_job_table
 from fluxsched_py.engine import EngineOptions
-from fluxsched_py.replay import load_workload, replay
-from fluxsched_py.replay.platform import nodes_graph
+from t.batsim_recordings import (
+    BATSIM_DATA,
+    assert_every_job_ran,
+    assert_starts_equal_replay,
+    batsim_side,
+    manifest,
+    message_pairs,
+    workload_job_number,
+)
 
-DATA = Path(__file__).parent / "data" / "batsim"
-MANIFEST = json.loads((DATA / "MANIFEST.json").read_text())
-RECORDINGS = MANIFEST["recordings"]
+DATA = BATSIM_DATA
+RECORDINGS = manifest(DATA)["recordings"]
 IDS = [r["file"] for r in RECORDINGS]
 
 
 def load(rec: dict) -> list[tuple[bytes, bytes]]:
-    """``[(Batsim's message, the reply)]``."""
-    msgs = Recorder.load(DATA / rec["file"])
-    assert [d for d, _ in msgs] == ["in", "out"] * (len(msgs) // 2), "a recording alternates in/out"
-    return [(msgs[i][1], msgs[i + 1][1]) for i in range(0, len(msgs), 2)]
+    return message_pairs(DATA / rec["file"])
 
 
 def v4_decisions(pairs: list[tuple[bytes, bytes]]) -> list[tuple[float, str, str, frozenset[int] | None]]:
@@ -82,12 +84,7 @@ def test_the_recorded_run_completed_every_job_and_ended_with_an_empty_reply(rec)
                 submitted.add(e["data"]["job_id"])
             elif e["type"] == "JOB_COMPLETED":
                 completed.add(e["data"]["job_id"])
-    decisions = v4_decisions(pairs)
-    started = {job for _, kind, job, _ in decisions if kind == "execute"}
-    rejected = {job for _, kind, job, _ in decisions if kind == "reject"}
-    assert len(submitted) == rec["jobs"]
-    assert rejected == set(rec.get("rejected", [])) and not started & rejected
-    assert started | rejected == submitted and completed == started
+    assert_every_job_ran(rec, submitted, completed, v4_decisions(pairs))
     last_in, last_out = pairs[-1]
     assert [e["type"] for e in json.loads(last_in)["events"]][-1] == "SIMULATION_ENDS"
     assert json.loads(last_out)["events"] == []
@@ -95,16 +92,7 @@ def test_the_recorded_run_completed_every_job_and_ended_with_an_empty_reply(rec)
 
 @pytest.mark.parametrize("rec", RECORDINGS, ids=IDS)
 def test_start_times_under_batsim_equal_the_offline_replay(rec):
-    workload = load_workload(DATA / rec["workload"])
-    ref = replay(workload, nodes_graph(rec["nodes"]), EngineOptions.parse(rec["options"]))
-    expected = {r.job.id: r.start for r in ref.records if r.start is not None}
-    decisions = v4_decisions(load(rec))
-    got = {int(job.rsplit("!", 1)[1]): t for t, kind, job, _ in decisions if kind == "execute"}
-    assert got.keys() == expected.keys()
-    rejected = {int(job.rsplit("!", 1)[1]) for _, kind, job, _ in decisions if kind == "reject"}
-    assert rejected == {r.job.id for r in ref.records if r.state == "REJECTED"}
-    worst = max(abs(got[j] - expected[j]) for j in got)
-    assert worst <= 0.1, f"a start time differs from the replay's by {worst:.6f} s"
+    assert_starts_equal_replay(rec, DATA / rec["workload"], v4_decisions(load(rec)), workload_job_number)
 
 
 def to_batprotocol(pairs: list[tuple[bytes, bytes]], nodes: int) -> list[bytes]:
@@ -223,7 +211,7 @@ def test_legacy_driver_decides_like_v4_on_the_same_real_events(rec):
 
 
 def test_cli_over_zmq_answers_the_recorded_batsim_side_and_exits_0(tmp_path):
-    zmq = pytest.importorskip("zmq")
+    pytest.importorskip("zmq")
     rec = RECORDINGS[0]
     endpoint = f"ipc://{tmp_path}/batsim.sock"
     opts = [f"--{k}={v}" for k, v in rec["options"].items()]
@@ -232,17 +220,9 @@ def test_cli_over_zmq_answers_the_recorded_batsim_side_and_exits_0(tmp_path):
         stderr=subprocess.PIPE,
         text=True,
     )
-    ctx = zmq.Context()
-    sock = ctx.socket(zmq.REQ)
-    sock.setsockopt(zmq.LINGER, 0)
-    sock.setsockopt(zmq.RCVTIMEO, 10000)
-    sock.connect(endpoint)
-    try:
+    with batsim_side(endpoint) as sock:
         for msg, reply in load(rec):
             sock.send(msg)
             assert json.loads(sock.recv()) == json.loads(reply)
-    finally:
-        sock.close(0)
-        ctx.term()
     _, err = proc.communicate(timeout=20)
     assert proc.returncode == 0, err

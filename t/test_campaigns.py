@@ -247,44 +247,52 @@ def test_campaign_half_life_and_sink_jobs_reject_bad_values():
     assert math.isclose(EngineOptions.parse({"campaign-half-life": "60"}).campaign_half_life, 60.0)
 
 
+def _cores(n: int, **kw) -> dict:
+    """``jobspec(**kw)`` asking for one slot of ``n`` cores (on one node)."""
+    spec = jobspec(**kw)
+    spec["resources"] = [{"type": "slot", "count": 1, "label": "task", "with": [{"type": "core", "count": n}]}]
+    return spec
+
+
 def _placed_with_history(runtime: float, predictor: str = "true") -> list[int]:
-    """4 nodes, easy, policy locality (best-effort jobs use it too).
-    Campaign c first completes one job that ran ``runtime`` s.  At t=1000: A
-    and B (regular) hold ranks 0 and 1 until 1100; H needs 3 nodes and is
-    reserved at 1100 on ranks 0-2; rank 3 is never reserved.  X
-    (best-effort, campaign c, preemptible-after 10: its protected window)
-    has a walltime of 5000 s.  Returns X's ranks."""
+    """2 nodes x 2 cores, easy, policy first: regular jobs take the node with
+    the most cores available, best-effort jobs the far end (low ids first).
+    Campaign c first completes one job that ran ``runtime`` s.  At t=1000: L
+    holds a core of rank 1 until 9000, A a core of rank 0 until 1100; H needs
+    2 cores on one node and is reserved at 1100 on rank 0 (the node with the
+    most cores available then); the free core of rank 1 is never reserved.
+    X (best-effort, one core, campaign c, preemptible-after 10: its protected
+    window) has a walltime of 5000 s.  Returns X's ranks."""
     e = Engine(
-        ResourceGraph.from_rv1(nodes_R([f"n{i}" for i in range(4)], 1)),
-        {"queue-policy": "easy", "policy": "locality", "campaign-predictor": predictor},
+        ResourceGraph.from_rv1(nodes_R([f"n{i}" for i in range(2)], 2)),
+        {"queue-policy": "easy", "policy": "first", "campaign-predictor": predictor},
     )
-    e.alloc(1, 0, 1, 0.0, jobspec(duration=5000.0, campaign="c"))
+    e.alloc(1, 0, 1, 0.0, _cores(1, duration=5000.0, campaign="c"))
     started(e, 0.0)
     e.free(1)
     started(e, runtime)
     t = 1000.0
-    e.alloc(2, 0, 1, t, jobspec(duration=100.0))
-    e.alloc(3, 0, 1, t, jobspec(duration=100.0))
-    assert started(e, t) == [(2, [0]), (3, [1])]
-    spec = jobspec(duration=100.0)
-    spec["resources"][0]["count"] = 3
-    e.alloc(4, 0, 1, t, spec)
+    e.alloc(2, 0, 1, t, _cores(1, duration=8000.0))
+    e.alloc(3, 0, 1, t, _cores(1, duration=100.0))
+    assert started(e, t) == [(2, [1]), (3, [0])]
+    e.alloc(4, 0, 1, t, _cores(2, duration=100.0))
     assert started(e, t) == []
     assert e.planner.span(4).start == 1100.0
-    e.alloc(5, 0, 1, t, jobspec(duration=5000.0, campaign="c", best_effort=True, after=10))
+    assert list(e.planner.codec.decode(e.planner.reserved_during(t, 1100.0 + 1)).ranks) == [0]
+    e.alloc(5, 0, 1, t, _cores(1, duration=5000.0, campaign="c", best_effort=True, after=10))
     ((jobid, ranks),) = started(e, t)
     assert jobid == 5
     return ranks
 
 
 def test_best_effort_jobs_go_where_their_predicted_run_ends_before_a_reservation():
-    # Expected 200 s > the 10 s window: rank 2 is reserved for H from 1100,
-    # rank 3 never is: X goes to rank 3 (it would be preempted on rank 2).
-    assert _placed_with_history(200.0) == [3]
-    # The same with the predictor off: the first free rank, 2.
-    assert _placed_with_history(200.0, predictor="false") == [2]
-    # Expected 5 s < the window: no preference, the first free rank.
-    assert _placed_with_history(5.0) == [2]
+    # Expected 200 s > the 10 s window: rank 0 is reserved for H from 1100,
+    # rank 1 never is: X goes to rank 1 (it would be preempted on rank 0).
+    assert _placed_with_history(200.0) == [1]
+    # The same with the predictor off: the far end's first free core, on rank 0.
+    assert _placed_with_history(200.0, predictor="false") == [0]
+    # Expected 5 s < the window: no preference, the far end's first free core.
+    assert _placed_with_history(5.0) == [0]
 
 
 def test_a_preempted_job_counts_as_usage_not_as_a_campaign_run_time():

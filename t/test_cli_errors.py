@@ -124,6 +124,7 @@ REPLAY_FILES = {
         1,
         "alias",
     ),
+    "self-alias-yaml": ("w.yaml", "jobs: &j\n  - *j\n", 1, "refers to a node that contains it"),
     "corrupt-gzip-swf": (
         "w.swf.gz",
         gzip.compress(b"1 0 -1 5 1 -1 -1 1 10\n" * 99)[:10] + b"garbage" * 9,
@@ -353,6 +354,43 @@ def test_synthetic_bad_options_exit_2(tmp_path):
     proc = run(["synthetic", "--json", str(tmp_path)])
     err = one_line(proc, "synthetic")
     assert proc.returncode == 2 and str(tmp_path) in err
+
+
+@pytest.mark.parametrize("where", ["workload", "platform", "directory"])
+def test_sweep_unreadable_input_is_one_line_before_any_run(tmp_path, where):
+    example = str(REPO / "examples" / "synthetic_seed42_64nodes.json")
+    missing = str(tmp_path / "no[such]file.swf")
+    args = {
+        "workload": [missing],
+        "platform": [example, "--platform", missing],
+        "directory": [str(tmp_path)],
+    }[where]
+    proc = run(["sweep", *args, "-o", str(tmp_path / "out"), "--no-report", "--no-progress"])
+    err = one_line(proc, "sweep").rstrip("\n")
+    name = str(tmp_path) if where == "directory" else missing
+    assert proc.returncode == 1 and err.endswith(
+        f"{name}: cannot read: " + ("is a directory" if where == "directory" else "No such file or directory")
+    )
+    assert not (tmp_path / "out").exists(), "nothing is run or written"
+
+
+@pytest.mark.parametrize(
+    "args, text",
+    [
+        (["--nodes", "1,999999999999"], "nodes='999999999999': expected 1..262144"),
+        (["--nodes", "8,x"], "nodes='x': not an integer"),
+        (["--cores-per-node", "0"], "cores-per-node='0': expected 1..65536"),
+        (["--reserve-depth=-1"], "reserve-depth='-1'"),
+        (["--policy", "first,bogus"], "policy='bogus'"),
+        (["-j", "100000"], "-j must be 0 (all cores) or 1..1024, got 100000"),
+    ],
+)
+def test_sweep_bad_option_values_exit_2_before_any_run(tmp_path, args, text):
+    example = str(REPO / "examples" / "synthetic_seed42_64nodes.json")
+    proc = run(["sweep", example, *args, "-o", str(tmp_path / "out"), "--no-report", "--no-progress"])
+    err = one_line(proc, "sweep")
+    assert proc.returncode == 2 and text in err
+    assert not (tmp_path / "out").exists(), "nothing is run or written"
 
 
 def test_unknown_command_and_module_path_args_are_one_line():

@@ -182,6 +182,7 @@ class EngineModel(RuleBasedStateMachine):
         self.preempted: dict[int, int] = {}  # victim -> the job it was preempted for (every one, ever)
         self.spent: set[int] = set()  # preempted before the last restart, still running then
         self.claims: dict[int, set] = {}  # job waiting for its victims -> what the engine holds for it
+        self.awaited: dict[int, set] = {}  # job waiting for its victims -> what those victims hold
         self.victim_items: dict[int, set] = {}  # job -> what the jobs preempted for it held
         self.errors = ErrorLog()
         logging.getLogger("fluxsched_py").addHandler(self.errors)
@@ -241,7 +242,7 @@ class EngineModel(RuleBasedStateMachine):
                 assert items, f"job {r.id}: SUCCESS with an empty R"
                 # What was held for it, and what its victims held (it may be on
                 # a rank drained since: a drain does not take resources back).
-                mine = claims.get(r.id, set()) | self.victim_items.get(r.id, set())
+                mine = claims.get(r.id, set()) | self.victim_items.get(r.id, set()) | self.awaited.get(r.id, set())
                 assert items <= free_before | mine, f"job {r.id}: given items that are not free: {items - free_before}"
                 assert claims.get(r.id, set()) <= items, f"job {r.id}: did not get what was held for it"
                 free_before -= items
@@ -470,6 +471,9 @@ class EngineModel(RuleBasedStateMachine):
         job-manager says hello with each running job's R (and the ranks it
         freed already), then re-sends every pending alloc."""
         self.engine = self.new_engine()
+        # The new engine holds nothing for anyone: a job that was waiting for
+        # its victims is pending again, and may now start elsewhere.
+        self.claims, self.awaited = {}, {}
         g = self.graph
         g.set_down(f"0-{NODES - 1}")
         up = set(range(NODES)) - self.down - self.shrunk
@@ -505,6 +509,13 @@ class EngineModel(RuleBasedStateMachine):
     def count_step(self):
         STEPS["steps"] += 1
         self.claims = self.claimed()
+        # After a restart a job may wait for a victim preempted before it (a
+        # spent one) with no Preempt sent: what that victim holds is the job's
+        # when it is freed, as for a victim preempted for it (victim_items).
+        self.awaited = {
+            y: set().union(*(self.running[v]["items"] for v in victims if v in self.running))
+            for y, victims in self.engine.besteffort.starting().items()
+        }
 
     @invariant()
     def engine_logged_no_error(self):

@@ -27,6 +27,13 @@ g: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f,*f]
 HOSTILE = {
     "non_utf8": (b"version: 1\nresources: \xff\xfe\n", "not valid UTF-8"),
     "alias_bomb": (ALIAS_BOMB, "alias bomb"),
+    # A node holding an alias of itself never expands (the size count looped forever on these).
+    "self_alias": (b"version: 1\nresources: &a [*a]\n", "refers to a node that contains it (line 2)"),
+    "alias_cycle_through_children": (
+        b"version: 1\nresources:\n  - &s {type: slot, count: 1, with: [{type: core, count: 1, with: [*s]}]}\n",
+        "refers to a node that contains it (line 3)",
+    ),
+    "alias_shared_not_cyclic": (b"a: &x [1, 2]\nb: [*x, *x]\nc: {k: *x}\n", "'version' is a required property"),
     "deep_flow_nesting": (b"[" * 10000 + b"]" * 10000, "nested deeper"),
     "deep_block_nesting": (b"- " * 10000 + b"x\n", "nested deeper"),
     "huge_count": (GOOD.replace(b"count: 1, label", b"count: 1208925819614629174706176, label"), "exceeds the maximum"),

@@ -21,7 +21,9 @@ import pytest
 
 from fluxsched_py.engine import Engine, JobState, ResponseType
 from fluxsched_py.engine.besteffort import choose_victims, lost_work
+from fluxsched_py.engine.options import PLACEMENTS
 from fluxsched_py.jobspec.request import node_request
+from fluxsched_py.match.policy import get_policy
 from fluxsched_py.replay.metrics import summarize
 from fluxsched_py.replay.platform import nodes_graph
 from fluxsched_py.replay.sim import COMPLETED, PREEMPTED, replay
@@ -97,6 +99,78 @@ def test_best_effort_jobs_fill_idle_nodes_and_say_so():
     assert not r.preempt
 
 
+def spec(nnodes: int, ncores: int, pa: float | None = None) -> dict:
+    """``nnodes`` whole nodes, or ``ncores`` one-core slots; best-effort when ``pa`` is set."""
+    if nnodes:
+        slot = {"type": "slot", "count": 1, "label": "task", "with": [{"type": "core", "count": 4}]}
+        res = [{"type": "node", "count": nnodes, "exclusive": True, "with": [slot]}]
+    else:
+        res = [{"type": "slot", "count": ncores, "label": "task", "with": [{"type": "core", "count": 1}]}]
+    system: dict = {"duration": 100.0}
+    if pa is not None:
+        system["preemptible-after"] = pa
+    tasks = [{"command": ["true"], "slot": "task", "count": {"per_slot": 1}}]
+    return {"version": 1, "resources": res, "tasks": tasks, "attributes": {"system": {**system}}}
+
+
+def _placed(placement: str, mode: str, besteffort: list[dict], regular: dict) -> tuple[tuple, list[int]]:
+    """Start ``besteffort`` on an idle 4 x 4-core machine, then ``regular``:
+    where the regular job went (its containers and pools) and the ids it preempted."""
+    e = Engine(
+        nodes_graph(4, 4),
+        {"queue-policy": "easy", "policy": placement, "preempt-victims": mode},
+        build_R=False,
+    )
+    for i, js in enumerate(besteffort):
+        e.alloc(100 + i, 0, 0, 0.0, js)
+    assert len(started(e.schedule(0.0))) == len(besteffort)
+    e.alloc(1, 0, 0, 1.0, regular)
+    r = e.schedule(1.0)
+    preempted = [a.id for a in r.preempt]
+    if not preempted:
+        assert 1 in started(r)
+    e.check_invariants()
+    rs = e.job(1).resources
+    return (str(rs.containers), [(v, t, str(ids)) for v, t, ids in rs.pools()]), preempted
+
+
+# Each case fits in what the best-effort jobs leave free on 4 nodes x 4 cores.
+_IDLE_CASES = [
+    ([spec(0, 1, pa=0)], spec(1, 0)),  # the reported case: one core, then a node
+    ([spec(0, 1, pa=0)], spec(3, 0)),
+    ([spec(0, 1, pa=0)], spec(0, 1)),
+    ([spec(0, 1, pa=0)], spec(0, 15)),
+    ([spec(0, 1, pa=0), spec(0, 1, pa=0)], spec(0, 14)),
+    ([spec(1, 0, pa=0)], spec(3, 0)),
+    ([spec(1, 0, pa=0)], spec(0, 12)),
+    ([spec(1, 0, pa=0), spec(1, 0, pa=0)], spec(2, 0)),
+]
+
+
+def _cores(js: dict) -> int:
+    (r,) = js["resources"]
+    return 4 * r["count"] if r["type"] == "node" else r["count"]
+
+
+@pytest.mark.parametrize("mode", ["plan", "fewest"])
+@pytest.mark.parametrize("placement", PLACEMENTS)
+def test_no_preemption_when_free_resources_fit(placement, mode):
+    """Best-effort jobs sit at the far end of the placement order, so a
+    regular job that fits in what is free never preempts, under every
+    placement policy; and (``plan``) it lands exactly where it would on an
+    idle machine with no best-effort job at all (the oracle: the same job
+    alone)."""
+    exclusive = get_policy(placement).node_exclusive
+    for besteffort, regular in _IDLE_CASES:
+        if exclusive and _cores(regular) > 4 * (4 - len(besteffort)):
+            continue  # each best-effort job holds a whole node: this one does not fit
+        cores, preempted = _placed(placement, mode, besteffort, regular)
+        assert not preempted, (placement, mode, regular["resources"])
+        if mode == "plan":
+            alone, _ = _placed(placement, mode, [], regular)
+            assert cores == alone
+
+
 def test_handoff_waits_for_every_victim_then_succeeds():
     e = engine(4)
     for i in range(4):
@@ -122,6 +196,36 @@ def test_handoff_waits_for_every_victim_then_succeeds():
     assert 1 in s and len(s[1]) == 2
     e.check_invariants()
     assert e.stats["preemptions"] >= 2
+
+
+def rank_R(rank: int) -> dict:
+    return {"version": 1, "execution": {"R_lite": [{"rank": str(rank), "children": {"core": "0"}}]}}
+
+
+@pytest.mark.parametrize("policy", ["fcfs", "easy", "conservative"])
+def test_what_a_victim_frees_early_is_the_waiting_jobs_at_once(policy):
+    """Found by the model-based test: a victim freed, in a partial free, a
+    node of the placement of the job it was preempted for; that node stayed
+    free, the next job took it, and both jobs got it in their SUCCESS."""
+    e = engine(2, **{"queue-policy": policy})
+    e.alloc(100, 0, 0, 0.0, be_request(2, 100.0))
+    assert set(started(e.schedule(0.0))) == {100}
+    e.alloc(1, 0, 0, 1.0, node_request(1, 50.0))
+    assert [a.id for a in e.schedule(1.0).preempt] == [100]
+    (mine,) = e.job(1).resources.ranks
+    (other,) = set(range(2)) - {mine}
+    e.free(100, rank_R(mine), final=False)  # the victim gives back job 1's node first
+    assert set(e.graph.allocation(1).ranks) == {mine}, "job 1 holds it at once"
+    e.alloc(2, 0, 0, 2.0, node_request(1, 50.0))
+    r = e.schedule(2.0)
+    assert not started(r) and not r.preempt, "job 2 waits: node mine is job 1's, node other still the victim's"
+    e.check_invariants()
+    e.free(100)
+    s = started(e.schedule(3.0))
+    assert s[1] == {mine}
+    s.update(started(e.schedule(3.0)))
+    assert s == {1: {mine}, 2: {other}}
+    e.check_invariants()
 
 
 def test_victims_never_regular_and_never_preempted_twice():

@@ -51,8 +51,9 @@ def test_sweep_cli_pool_outputs_and_failed_runs(tmp_path):
     swf = tmp_path / "small.swf"
     write_synthetic_swf(swf, 60, 16, seed=5)
     out = tmp_path / "out"
-    missing = tmp_path / "missing.swf"
-    cmd = [sys.executable, "-m", "fluxsched_py", "sweep", str(swf), str(missing)]
+    broken = tmp_path / "broken.swf"  # readable, but no SWF: its runs fail, the others go on
+    broken.write_text("1 0 -1 x y z\n")
+    cmd = [sys.executable, "-m", "fluxsched_py", "sweep", str(swf), str(broken)]
     cmd += ["--queue-policy", "fcfs,easy", "-j", "2", "-o", str(out)]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert p.returncode == 1, p.stderr  # some runs failed
@@ -63,20 +64,20 @@ def test_sweep_cli_pool_outputs_and_failed_runs(tmp_path):
     assert [(Path(r["workload"]).name, r["queue_policy"], r["status"]) for r in rows] == [
         ("small.swf", "fcfs", "ok"),
         ("small.swf", "easy", "ok"),
-        ("missing.swf", "fcfs", "failed"),
-        ("missing.swf", "easy", "failed"),
+        ("broken.swf", "fcfs", "failed"),
+        ("broken.swf", "easy", "failed"),
     ]
     for r in rows[:2]:
         direct = summarize(replay(load_workload(swf), nodes_graph(16), {"queue-policy": r["queue_policy"]}))
         assert r["makespan"] == pytest.approx(direct.makespan) and r["started"] == direct.started
     failed_lines = [line for line in p.stderr.splitlines() if line.startswith("failed: ")]
-    assert len(failed_lines) == 2 and all("missing.swf" in line and "queue_policy=" in line for line in failed_lines)
+    assert len(failed_lines) == 2 and all("broken.swf" in line and "queue_policy=" in line for line in failed_lines)
     assert "fcfs" in p.stdout and "failed" in p.stdout  # the comparison table
     page = (out / "report" / "index.html").read_text()
     # labels keep only what varies; the table keeps the failed runs
-    assert "small fcfs" in page and "small easy" in page and "missing easy" in page
+    assert "small fcfs" in page and "small easy" in page and "broken easy" in page
     assert (out / "report" / "gantt-small_fcfs.png").is_file()
-    assert not (out / "report" / "gantt-missing_fcfs.png").exists()
+    assert not (out / "report" / "gantt-broken_fcfs.png").exists()
 
 
 def test_sweep_rejects_an_unknown_policy_in_one_line_status_2(tmp_path):

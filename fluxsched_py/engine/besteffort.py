@@ -30,8 +30,9 @@ A job with ``preemptible-after`` is *best-effort*; every other job is
   free in the graph and not reserved for a regular job over their protected
   window (``min(walltime, preemptible-after)``): they never delay a regular
   reservation.  They are placed from the other end of the placement order
-  (``high`` when regular jobs take ``low`` first), so that regular jobs meet
-  them last.
+  (:func:`far_end`: ``high`` when regular jobs take ``low`` or ``worstfit``,
+  ``low`` when they take ``first`` or ``high``), so that regular jobs meet
+  them last and never preempt one while what is free fits them.
 
 Best-effort events (their alloc, their free once lent) do not make the
 regular jobs re-plan: for those, nothing changed.
@@ -45,6 +46,7 @@ from collections.abc import Container, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..match.policy import POLICIES, get_policy
 from .actions import Preempt
 from .annotations import resource_summary
 from .jobs import Job, JobQueue
@@ -55,10 +57,29 @@ if TYPE_CHECKING:
     from .core import Engine
     from .passctx import Pass
 
-__all__ = ["BestEffort", "choose_victims"]
+__all__ = ["BestEffort", "choose_victims", "far_end"]
 
-#: Best-effort jobs take resources from the other end of the placement order.
-_REVERSED = {"first": "high", "low": "high", "high": "low", "lonodex": "hinodex", "hinodex": "lonodex"}
+#: The far end of each node order (match/policy.py): ``low`` walks ids up,
+#: ``high`` down; ``first`` takes the most available cores first with ties
+#: to the higher id, ``worst`` (worstfit) the same with ties to the lower
+#: id.  Regular jobs count lent resources available, so to them every node
+#: a best-effort job holds alone looks idle: the ties decide, and the far end
+#: of ``first`` is ``low``, that of ``worst`` is ``high``.
+_FAR_ORDER = {"low": "high", "high": "low", "first": "low", "worst": "high"}
+
+
+def far_end(placement: str) -> str:
+    """The placement policy pending best-effort jobs use when regular jobs
+    use ``placement``: the named policy that walks the nodes from the other
+    end, with the same node exclusivity.  Socket locality and network
+    packing are dropped (no named policy has them with a high-first order):
+    for a best-effort job, being met last matters more."""
+    p = get_policy(placement)
+    order = _FAR_ORDER[p.order]
+    for name, q in POLICIES.items():
+        if q.order == order and q.node_exclusive == p.node_exclusive and not (q.locality or q.network):
+            return name
+    raise AssertionError(f"no policy with order {order!r} for {placement!r}")  # POLICIES has them all
 
 
 @dataclass(slots=True)
@@ -225,9 +246,7 @@ class BestEffort:
             owner = self._preempted.pop(jobid)
             h = self._handoffs.get(owner) if owner is not None else None
             if h is not None:
-                part = released & h.rs
-                if part:  # held by nobody now, even if its rank went down meanwhile
-                    e.graph.allocate(h.job.id, part, running=True)
+                self._hand_over(h, released)
                 h.waiting.discard(jobid)
                 if not h.waiting:
                     self._ready.append(h.job.id)
@@ -236,11 +255,25 @@ class BestEffort:
         self.dirty = True
         return []
 
-    def resized(self, job: Job) -> None:
-        """A best-effort job freed part of what it holds."""
+    def resized(self, job: Job, released: Any) -> None:
+        """A best-effort job freed part of what it holds (``released``).
+
+        If it was preempted for a job, what that job's placement needs of
+        ``released`` is that job's at once: left free, another job could
+        take it before the victim's final free (a double allocation)."""
         if job.id in self._lent:
             self._unlend(job.id)
             self._lend(job)
+        owner = self._preempted.get(job.id)
+        h = self._handoffs.get(owner) if owner is not None else None
+        if h is not None:
+            self._hand_over(h, released)
+
+    def _hand_over(self, h: _Handoff, released: Any) -> None:
+        """Give the job waiting in ``h`` what its placement needs of what a victim just released."""
+        part = released & h.rs
+        if part:  # held by nobody now, even if its rank went down meanwhile
+            self.e.graph.allocate(h.job.id, part, running=True)
 
     def cancel_starting(self, job: Job) -> list[Response]:
         """``sched.cancel`` of a regular job waiting for its victims: what it
@@ -464,7 +497,7 @@ class BestEffort:
         e = self.e
         planner = e.planner
         free = planner.codec.encode(e.graph.free())
-        policy = _REVERSED.get(e.options.placement, e.options.placement)
+        policy = far_end(e.options.placement)
         failed: set[tuple[int, float]] = set()  # (shape, window) that did not fit
         depth = e.options.annotate_depth
         predict = e.options.campaign_predictor

@@ -277,7 +277,7 @@ class Engine:
                     if job.resources and span is not None:
                         self.planner.add_running(jobid, job.resources, span.start, span.end)
                     if job.preemptible_after is not None:
-                        self.besteffort.resized(job)
+                        self.besteffort.resized(job, part)
         except Exception as exc:  # never crash on free: log it and carry on
             log.error("free: job %d: %s", jobid, exc)
         self._changed()

@@ -49,8 +49,13 @@ def _bracket_depth(text: str) -> int:
 
 
 def _expanded_size(root: yaml.Node) -> int:
-    """Number of nodes the document has once every alias is expanded."""
+    """Number of nodes the document has once every alias is expanded.
+
+    Raises :class:`JobspecError` for a node that contains itself (``&a [*a]``):
+    such a document never expands, and JSON cannot hold it.
+    """
     memo: dict[int, int] = {}
+    open_nodes: set[int] = set()  # entered, children not yet summed: an ancestor of what is on top
     stack: list[tuple[yaml.Node, bool]] = [(root, False)]
     while stack:
         node, children_done = stack.pop()
@@ -64,9 +69,14 @@ def _expanded_size(root: yaml.Node) -> int:
         else:
             kids = [k for pair in node.value for k in pair]
         if children_done:
+            open_nodes.discard(id(node))
             total = 1 + sum(memo[id(k)] for k in kids)
             memo[id(node)] = min(total, MAX_NODES + 1)
-        else:
+        elif id(node) not in open_nodes:
+            if any(id(k) in open_nodes or k is node for k in kids):
+                mark = node.start_mark
+                raise JobspecError("/", f"a YAML alias refers to a node that contains it (line {mark.line + 1})")
+            open_nodes.add(id(node))
             stack.append((node, True))
             stack.extend((k, False) for k in kids if id(k) not in memo)
     return memo[id(root)]

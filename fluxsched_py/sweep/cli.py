@@ -9,16 +9,19 @@ import time
 
 from rich.console import Console
 
-from ..cliutil import ArgumentParser, CLIError, UsageError, boundary, check_output_dir
+from ..cliutil import ArgumentParser, CLIError, UsageError, boundary, check_output_dir, check_readable
 from ..policy import POLICIES
 from ..report.progress import ProgressBar
 from .grid import OPTION_AXES, expand
 from .local import run_local
 from .output import comparison_table, write_rows, write_sweep_report
+from .worker import check_spec
 
 __all__ = ["main", "build_parser"]
 
 PROG = "fluxsched-py sweep"
+#: the most worker processes -j may ask for
+MAX_WORKERS = 1024
 
 
 def _list(text: str) -> list[str]:
@@ -62,12 +65,19 @@ def main(argv: list[str] | None = None) -> int:
     bad = [q for q in queue_policies if q not in POLICIES]
     if bad or not queue_policies:
         raise UsageError(f"unknown queue policy {bad[0] if bad else '(none)'!r} (choose from {', '.join(POLICIES)})")
-    if args.jobs < 0:
-        raise UsageError(f"-j must be 0 (all cores) or positive, got {args.jobs}")
+    if not 0 <= args.jobs <= MAX_WORKERS:
+        raise UsageError(f"-j must be 0 (all cores) or 1..{MAX_WORKERS}, got {args.jobs}")
     axes = {n: _list(getattr(args, n.replace("-", "_"))) for n in OPTION_AXES if getattr(args, n.replace("-", "_"))}
     if "nodes" in axes and args.platform:
         raise UsageError("--nodes and --platform exclude each other")
+    for path in [*workloads, *([args.platform] if args.platform else [])]:
+        check_readable(path)  # one line now rather than a failed row per run
     specs = expand(workloads, queue_policies, _list(args.policy) or ["first"], axes, args.platform)
+    for spec in specs:
+        try:
+            check_spec(spec)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
     out = check_output_dir(args.output_dir, "--output-dir")
     report = not args.no_report
     if report:
@@ -78,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         except ReportError as exc:
             print(f"note: no report: {exc}", file=sys.stderr)
             report = False
-    jobs = args.jobs or os.cpu_count() or 1
+    jobs = min(args.jobs or os.cpu_count() or 1, len(specs))  # never more worker processes than runs
     show = not args.no_progress
     t0 = time.perf_counter()
     failed: list[dict] = []

@@ -17,7 +17,7 @@ from typing import Any
 
 from .grid import RunSpec
 
-__all__ = ["run_one", "run_dir", "main"]
+__all__ = ["run_one", "run_dir", "check_spec", "main"]
 
 
 def run_dir(outdir: str | os.PathLike[str], spec: RunSpec) -> Path:
@@ -26,8 +26,46 @@ def run_dir(outdir: str | os.PathLike[str], spec: RunSpec) -> Path:
     return Path(outdir) / "runs" / slug(spec.label.replace("/", "__"))
 
 
-def _replay(spec: RunSpec, outdir: Path) -> dict[str, Any]:
+def _machine_size(spec: RunSpec) -> tuple[int | None, int]:
+    """``nodes`` (None: the workload's nb_res) and ``cores-per-node`` of a run, as integers in range."""
+    from ..inputs import MAX_NODES, MAX_PER_NODE
+
+    out = []
+    for name, default, limit in (("nodes", None, MAX_NODES), ("cores-per-node", "1", MAX_PER_NODE)):
+        text = spec.options.get(name, default)
+        if text is None:
+            out.append(None)
+            continue
+        try:
+            v = int(text)
+        except ValueError:
+            raise ValueError(f"{name}={text!r}: not an integer") from None
+        if not 1 <= v <= limit:
+            raise ValueError(f"{name}={text!r}: expected 1..{limit}")
+        out.append(v)
+    return out[0], out[1]
+
+
+def _engine_options(spec: RunSpec) -> Any:
     from ..engine import EngineOptions
+
+    opts = {k: v for k, v in spec.options.items() if k not in ("nodes", "cores-per-node")}
+    # annotate-depth 0, as `replay` runs: a replay needs t_estimate, never reason_pending texts
+    return EngineOptions.parse(
+        {"queue-policy": spec.queue_policy, "policy": spec.policy, "annotate-depth": "0", **opts}
+    )
+
+
+def check_spec(spec: RunSpec) -> None:
+    """Raise ``ValueError`` naming the option if a run's options could never run (before any run starts)."""
+    _machine_size(spec)
+    try:
+        _engine_options(spec)
+    except Exception as exc:  # EngineError: a bad option value
+        raise ValueError(str(exc)) from None
+
+
+def _replay(spec: RunSpec, outdir: Path) -> dict[str, Any]:
     from ..replay.metrics import summarize
     from ..replay.platform import PlatformError, load_platform, nodes_graph
     from ..replay.report import write_jobs_csv
@@ -35,20 +73,15 @@ def _replay(spec: RunSpec, outdir: Path) -> dict[str, Any]:
     from ..replay.workload import load_workload
 
     workload = load_workload(spec.workload)
-    opts = dict(spec.options)
-    nodes = opts.pop("nodes", None)
-    cores = int(opts.pop("cores-per-node", "1"))
+    nodes, cores = _machine_size(spec)
     if spec.platform:
         graph = load_platform(spec.platform)
     else:
-        n = int(nodes) if nodes else workload.nb_res
+        n = nodes or workload.nb_res
         if not n:
             raise PlatformError("the workload does not say how many nodes it needs: give --nodes N or --platform")
         graph = nodes_graph(n, cores)
-    # annotate-depth 0, as `replay` runs: a replay needs t_estimate, never reason_pending texts
-    options = EngineOptions.parse(
-        {"queue-policy": spec.queue_policy, "policy": spec.policy, "annotate-depth": "0", **opts}
-    )
+    options = _engine_options(spec)
     result = replay(workload, graph, options)
     s = summarize(result)
     csv_path = write_jobs_csv(result, outdir / "jobs.csv")
