@@ -49,8 +49,11 @@ machine loaded by other work, load average 3.6-6.0:
 
 The wall times are what the load left of two cores; the CPU times are the
 figure to compare.  Makespan 3,620,748 s in every run.  The heavy trace
-under fcfs, niced, same branch: 62.6 s CPU (91.8 s before), makespan
-67,431,116 s, peak RSS 2.08 GB (unchanged).
+(``bench/heavy_trace.py``), the same commands on the branch, one run each,
+niced, machine loaded: fcfs 62.6 s CPU (91.8 s before), easy 76.3 s
+(105.5 s), conservative 313.8 s (358.6 s): conservative / easy 4.1, easy /
+fcfs 1.22; makespans 67,431,116 / 32,680,066 / 32,692,408 s, unchanged;
+peak RSS 2.08 GB under fcfs (unchanged), 214 MB and 217 MB.
 """
 
 from __future__ import annotations
