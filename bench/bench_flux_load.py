@@ -8,7 +8,8 @@ execution (``system.exec.test.run_duration``) are submitted as fast as
 flux-python can (``submit_async``), then the run waits until every job is
 inactive (``flux queue drain``) and sched-py has worked through every free.
 
-Two ``flux ping --interval=INTERVAL`` probes run the whole time:
+Two ``flux ping --interval=INTERVAL`` probes run the whole time (the
+module's from when it is loaded):
 
 ``sched-py``
     the module's own ``ping`` method, served by sched-py's reactor: its
@@ -25,25 +26,43 @@ barely changes them, so they compare schedulers on a shared machine.
 
 Each probe's answers are timestamped, and the latencies are also given by
 phase: ``submit`` (pings sent while the jobs were being submitted) and
-``schedule`` (from the end of submission to the drain).  Without ``--hold``
-the scheduler works during both.  With ``--hold`` the queue is stopped while
-the jobs are submitted (flux-core's ingest runs alone: validation, KVS
-writes, the job-manager's bookkeeping) and started once they all are, so
-``schedule`` is the scheduler's burst alone: every alloc, start, free and
-KVS commit, with nothing else submitting.  (With 100,000 held jobs,
-flux-core 0.88's ``flux queue start`` did not return within 7 minutes, so
-``--hold`` is for smaller bursts: ``--njobs 5000``.)
+``schedule`` (from the end of submission to the drain).  Each scheduler
+configuration runs in two modes (``--modes``), one after the other in the
+same instance:
 
-``--compare sched-simple`` runs the same burst again under flux-core's own
-scheduler in the same instance, for a same-run comparison.  Reported: the
-probes' max, p50, p99, p99.9 and the count over 100 ms; the jobs' final
+``burst``
+    the scheduler is loaded while the jobs are submitted, and works through
+    the allocs as they arrive (what a site sees);
+``staged``
+    no scheduler is loaded while the jobs are submitted: the job-manager
+    queues them and sends no alloc, so the submit phase is flux-core's
+    ingest alone (validation, KVS writes, the job-manager's and job-list's
+    bookkeeping) -- the baseline the broker's ping is compared against.
+    The scheduler is then loaded (``flux module load``: hello, ready, and
+    the job-manager sends the queued allocs), and the schedule phase is the
+    scheduler's burst alone: every alloc, start, free and KVS commit, with
+    nothing else submitting.  (Stopping the queue instead does not scale:
+    flux-core 0.88's ``flux queue start`` re-inserts every held job into its
+    sorted alloc queue in hash order, quadratic in the jobs held, and did
+    not return within 7 minutes at 100,000.)
+
+So the scheduler's share of the broker's ping tail is the ``burst`` submit
+phase against the ``staged`` one, and its share of the schedule phase is
+the ``staged`` schedule phase against sched-simple's.
+
+``--compare sched-simple`` runs the same bursts under flux-core's own
+scheduler in the same instance; ``--compare 'sched-py nice=5'`` a sched-py
+configuration (a module name and its arguments, in one word).  Reported,
+per run: the probes' max, p50, p99, p99.9 and the count over 100 ms; the jobs' final
 states (every job must complete); the scheduler's peak RSS (VmHWM); and
 sched-py's own record of the longest reactor callback, in wall and CPU ms
 (``flux module stats sched-py``: ``callback_max_ms``,
 ``callback_max_cpu_ms``), which machine load inflates only in wall time,
 with ``slow_callbacks`` (which callback, and what it did, for each over 50 ms
 of CPU) and the garbage collector's figures (``gc_*``, flux/gcpace.py); the
-module's CPU seconds (``cpu_s``); and the machine's load average.
+module's CPU seconds (``cpu_s``); and the machine's load average.  One JSON
+row per run goes to stderr as it ends; at the end stdout gets a table of
+every run (``--json``: the rows as one JSON list instead).
 ``--engine-only`` runs the same burst through the engine alone, in this
 process (no Flux: alloc every job, then passes with every started job
 freed at once), and reports its peak RSS and time.
@@ -51,7 +70,7 @@ freed at once), and reports its peak RSS and time.
 Usage::
 
     PATH=/opt/flux/bin:$PATH python bench/bench_flux_load.py                 # 100,000 jobs, 10 x 64
-    python bench/bench_flux_load.py --njobs 20000 --nodes 10 --cores 64
+    python bench/bench_flux_load.py --njobs 20000 --compare sched-simple 'sched-py nice=5'
     python bench/bench_flux_load.py --engine-only                             # no Flux needed
 """
 
@@ -63,6 +82,7 @@ import math
 import os
 import re
 import resource
+import shutil
 import signal
 import statistics
 import subprocess
@@ -131,8 +151,11 @@ class Probe:
 
         self.samples: list[tuple[float, float]] = []  # (time answered, round trip ms)
         self.log = open(log, "w")
+        # Line-buffered: each answer is timestamped when it is printed, not
+        # when a 4 KiB pipe buffer fills (seconds later).
+        stdbuf = ["stdbuf", "-oL"] if shutil.which("stdbuf") else []
         self.proc = subprocess.Popen(
-            [flux_exe(), "ping", f"--interval={interval}", target],
+            [*stdbuf, flux_exe(), "ping", f"--interval={interval}", target],
             env=inst.env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -181,6 +204,15 @@ def cpu_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def parse_config(spec: str, sched_py_args: list[str]) -> tuple[str, list[str]]:
+    """``sched-simple`` or ``sched-py nice=5 annotate-interval=1``: a module
+    and its arguments (plain ``sched-py`` takes ``--sched-py-args``)."""
+    name, *args = spec.split()
+    if name == "sched-py" and not args:
+        args = list(sched_py_args)
+    return name, args
+
+
 def flux_run(a: argparse.Namespace) -> list[dict]:
     from t.flux.instance import Instance, flux_exe
 
@@ -192,19 +224,30 @@ def flux_run(a: argparse.Namespace) -> list[dict]:
         inst.set_resources(a.nodes, a.cores)
         script = inst.dir / "submit.py"
         script.write_text(SUBMIT)
-        for name in ["sched-py", *a.compare]:
-            rows.append(one_run(a, inst, name, script))
-            print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
-            inst.run("job", "purge", "--force", "--num-limit=0", check=False, timeout=3600)
+        for _ in range(a.repeat):
+            for spec in a.configs:
+                for mode in a.modes:
+                    rows.append(one_run(a, inst, spec, mode, script))
+                    print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+                    inst.use_scheduler(None)
+                    inst.run("job", "purge", "--force", "--num-limit=0", check=False, timeout=3600)
     return rows
 
 
-def one_run(a: argparse.Namespace, inst: Any, name: str, script: Path) -> dict:
+def _scheduler_pid(inst: Any, name: str) -> int:
+    return int(re.findall(rf"module-python-exec {name} pid=(\d+)", inst.dmesg())[-1])
 
+
+def one_run(a: argparse.Namespace, inst: Any, spec: str, mode: str, script: Path) -> dict:
+    """One burst.  ``burst``: the scheduler is loaded while the jobs are
+    submitted.  ``staged``: no scheduler while they are submitted (the
+    job-manager queues them and sends no alloc: flux-core's ingest alone),
+    then the scheduler is loaded and works through all of them alone."""
+    name, args = parse_config(spec, a.sched_py_args)
     inst.use_scheduler(None)
-    inst.use_scheduler(name, *(a.sched_py_args if name == "sched-py" else []))
-    time.sleep(1.0)
-    pid = int(re.findall(rf"module-python-exec {name} pid=(\d+)", inst.dmesg())[-1])
+    if mode == "burst":
+        inst.use_scheduler(name, *args)
+        time.sleep(1.0)
     load: list[tuple[float, float]] = []
     stop = threading.Event()
 
@@ -214,27 +257,32 @@ def one_run(a: argparse.Namespace, inst: Any, name: str, script: Path) -> dict:
 
     sampler = threading.Thread(target=sample_load, daemon=True)
     sampler.start()
-    probes = {
-        target: Probe(inst, name if target == "module" else "broker", a.interval, inst.dir / f"ping-{target}.log")
-        for target in ("module", "broker")
-    }
+    probes = {"broker": Probe(inst, "broker", a.interval, inst.dir / "ping-broker.log")}
     bpid = int(inst.run("getattr", "broker.pid").strip())
-    cpu = {"broker": [cpu_seconds(bpid)], "scheduler": [cpu_seconds(pid)]}
+    pid: int | None = None
+    cpu: dict[str, list[float | None]] = {"broker": [cpu_seconds(bpid)], "scheduler": [0.0]}
+
+    def watch_module() -> None:
+        nonlocal pid
+        pid = _scheduler_pid(inst, name)
+        cpu["scheduler"] = [cpu_seconds(pid)] * len(cpu["scheduler"])  # nothing before it was loaded
+        probes["module"] = Probe(inst, name, a.interval, inst.dir / "ping-module.log")
 
     def mark() -> None:  # CPU seconds of the broker and the scheduler so far
         cpu["broker"].append(cpu_seconds(bpid))
-        cpu["scheduler"].append(cpu_seconds(pid))
+        cpu["scheduler"].append(cpu_seconds(pid) if pid is not None else cpu["scheduler"][-1])
 
     try:
-        if a.hold:  # ingest first, with nothing scheduled; the scheduler's burst then runs alone
-            inst.run("queue", "stop", "--all", "--nocheckpoint")
+        if mode == "burst":
+            watch_module()
         out = json.loads(
             inst.run("python", str(script), str(a.njobs), f"{a.run_duration}s", str(a.duration), timeout=7200)
         )
         t_released = time.time()
         mark()
-        if a.hold:
-            inst.run("queue", "start", "--all", timeout=3600)
+        if mode == "staged":
+            inst.run("module", "load", name, *args, timeout=3600)
+            watch_module()
         inst.run("queue", "drain", timeout=7200)
         t_drained = time.time()
         mark()
@@ -244,23 +292,28 @@ def one_run(a: argparse.Namespace, inst: Any, name: str, script: Path) -> dict:
         stop.set()
         for probe in probes.values():
             probe.stop()
+    assert pid is not None
     stats_line = inst.try_run("jobs", "--stats-only", "-a").stdout.strip()  # exits 1: no active job
     st = inst.json("module", "stats", name)
     phases = {"submit": (out["t0"], out["submitted"]), "schedule": (t_released, t_drained)}
     lat = {t: percentiles(p.latencies()) for t, p in probes.items()}
     by_phase = {t: {ph: percentiles(p.latencies(lo, hi)) for ph, (lo, hi) in phases.items()} for t, p in probes.items()}
-    keys = ("allocs", "frees", "commits", "commit_errors", "annotations", "sched_passes")
+    keys = ("allocs", "frees", "commits", "commit_errors", "annotations", "annotations_merged", "annotations_dropped")
+    keys += ("sched_passes",)
     keys += ("callback_max_ms", "callback_max_cpu_ms", "callbacks_over_100ms_cpu", "pass_deferrals")
     keys += ("gc_max_ms", "gc_max_cpu_ms", "gc_over_50ms_cpu", "gc_full", "gc_full_max_cpu_ms")
-    keys += ("gc_full_collected", "gc_full_limit", "slow_callbacks")
+    keys += ("gc_full_collected", "gc_full_limit", "nice", "slow_callbacks")
     return {
         "scheduler": name,
+        "config": " ".join([name, *args]),
+        "mode": mode,
         "njobs": a.njobs,
         "resources": f"{a.nodes} nodes x {a.cores} cores",
         "duration": a.duration,
-        "args": a.sched_py_args if name == "sched-py" else [],
+        "args": args,
         "submit_s": round(out["submitted"] - out["t0"], 1),
         "drained_s": round(t_drained - out["t0"], 1),
+        "schedule_s": round(t_drained - t_released, 1),
         "settled_s": round(t_settled - out["t0"], 1),
         "jobs_per_s": round(a.njobs / (t_drained - out["t0"]), 1),
         "jobs": stats_line,
@@ -272,7 +325,6 @@ def one_run(a: argparse.Namespace, inst: Any, name: str, script: Path) -> dict:
         "stats": {k: st[k] for k in keys if k in st},
         "ping_module": lat["module"],
         "ping_broker": lat["broker"],
-        "held": a.hold,
         "cpu_by_phase": {
             who: {ph: round(c[i + 1] - c[i], 2) for i, ph in enumerate(("submit", "schedule"))}
             for who, c in cpu.items()
@@ -284,6 +336,50 @@ def one_run(a: argparse.Namespace, inst: Any, name: str, script: Path) -> dict:
             for ph, (lo, hi) in phases.items()
         },
     }
+
+
+def _ping_cell(p: dict) -> str:
+    if not p.get("samples"):
+        return "-"
+    return f"{p['p99_ms']:.0f}/{p['p999_ms']:.0f}/{p['max_ms']:.0f} ({p['over_100ms']})"
+
+
+def table(rows: list[dict]) -> str:
+    """One line per run: the broker's ping by phase (p99 / p99.9 / max ms,
+    and how many pings over 100 ms), CPU seconds by phase, jobs/s, load.
+    A ``staged`` run's submit phase is flux-core's ingest with no scheduler
+    loaded (the baseline); its schedule phase is the scheduler alone."""
+    head = (
+        "config", "mode", "jobs/s", "submit s", "sched s",
+        "broker ping submit", "broker ping schedule", "module ping schedule",
+        "broker CPU s sub+sch", "sched CPU s sub+sch", "annotations", "load",
+    )  # fmt: skip
+    out = [head]
+    for r in rows:
+        cpu = r.get("cpu_by_phase", {})
+        b, s = cpu.get("broker", {}), cpu.get("scheduler", {})
+        la = r.get("load_average") or {}
+        out.append(
+            (
+                r["config"],
+                r["mode"],
+                f"{r['jobs_per_s']:.1f}",
+                f"{r['submit_s']:.0f}",
+                f"{r['schedule_s']:.0f}",
+                _ping_cell(r["ping_by_phase"]["broker"]["submit"]),
+                _ping_cell(r["ping_by_phase"]["broker"]["schedule"]),
+                _ping_cell(r["ping_by_phase"]["module"]["schedule"]),
+                f"{b.get('submit', 0):.1f}+{b.get('schedule', 0):.1f}",
+                f"{s.get('submit', 0):.1f}+{s.get('schedule', 0):.1f}",
+                str(r["stats"].get("annotations", "-")),
+                f"{la.get('median', 0):.1f}",
+            )
+        )
+    widths = [max(len(row[i]) for row in out) for i in range(len(head))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in out]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    note = "ping cells: p99/p99.9/max ms (pings over 100 ms); staged submit = flux-core's ingest, no scheduler loaded"
+    return "\n".join([*lines, note])
 
 
 def engine_run(a: argparse.Namespace) -> dict:
@@ -332,17 +428,30 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--interval", type=float, default=0.05, help="seconds between pings of each probe")
     ap.add_argument("--sched-py-args", nargs="*", default=["queue-policy=easy"], metavar="ARG")
     ap.add_argument(
-        "--hold",
-        action="store_true",
-        help="stop the queue while submitting, then start it: ingest and the scheduler's burst measured apart",
+        "--modes",
+        nargs="+",
+        choices=("burst", "staged"),
+        default=["burst", "staged"],
+        help="burst: scheduler loaded while submitting; staged: loaded once every job is submitted",
     )
     ap.add_argument("--engine-only", action="store_true", help="no Flux: the engine alone, for its peak RSS")
     ap.add_argument(
-        "--compare", nargs="*", default=[], metavar="MODULE", help="then the same burst under these schedulers"
+        "--compare",
+        nargs="*",
+        default=[],
+        metavar="CONFIG",
+        help="then the same bursts under these schedulers ('sched-simple', 'sched-py nice=5', ...)",
     )
+    ap.add_argument("--repeat", type=int, default=1, help="run every configuration this many times, interleaved")
+    ap.add_argument("--only", action="store_true", help="run the --compare configurations only, in their order")
+    ap.add_argument("--json", action="store_true", help="print the rows as JSON instead of the table")
     a = ap.parse_args(argv)
-    result = engine_run(a) if a.engine_only else flux_run(a)
-    print(json.dumps(result, indent=1))
+    a.configs = list(a.compare) if a.only else ["sched-py", *a.compare]
+    if a.engine_only:
+        print(json.dumps(engine_run(a), indent=1))
+        return 0
+    rows = flux_run(a)
+    print(json.dumps(rows, indent=1) if a.json else table(rows))
     return 0
 
 

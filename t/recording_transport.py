@@ -16,7 +16,8 @@ class RecordingTransport:
     ``respond``, ``error`` (payload ``(errnum, text)``), ``commit`` (payload:
     the puts), ``exception`` or ``log``.  Commits complete at once unless
     ``defer_commits`` is set (then :meth:`complete_commits` finishes them);
-    passes run when the test calls :meth:`run_passes`.
+    passes run when the test calls :meth:`run_passes`; held annotations
+    (``annotate-interval``) go when it calls ``driver.flush_annotations()``.
     """
 
     def __init__(self, *, defer_commits: bool = False, commit_error: str | None = None) -> None:
@@ -27,6 +28,7 @@ class RecordingTransport:
         self.commit_error = commit_error
         self._deferred: list[tuple[list[tuple[str, Any]], Callable[[str | None], None]]] = []
         self.pass_requests = 0
+        self.flush_requests: list[float] = []
         self.driver: Driver | None = None
 
     def respond(self, msg: Any, payload: Any) -> None:
@@ -61,6 +63,9 @@ class RecordingTransport:
 
     def request_pass(self, delay: float) -> None:
         self.pass_requests += 1
+
+    def request_flush(self, delay: float) -> None:
+        self.flush_requests.append(delay)
 
     def drain(self, ranks: str, reason: str) -> None:
         self.sent.append(("drain", None, {"targets": ranks, "reason": reason}))

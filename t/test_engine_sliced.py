@@ -120,3 +120,43 @@ def test_the_budget_cuts_a_pass_into_several_slices():
     assert one == 1 and slices > 5
     assert got == want
     assert any(d[0] is ResponseType.SUCCESS for d in want) and any(d[0] is ResponseType.ANNOTATE for d in want)
+
+
+class _Ticks:
+    """A stopwatch that advances one unit per reading: ``budget=k`` cuts a pass after about k steps."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        self.t += 1.0
+        return self.t
+
+
+def test_a_pass_resumed_after_a_reservation_came_due_replans():
+    """Found by the long model run (conservative): a pass cut short at t=101
+    reserved jobs at t=121 (the end of a running job); resumed at t=151 it
+    finished and sent ``t_estimate`` 121, a start time already in the past,
+    and kept the stale plan.  Resumed once a reservation of its plan is due,
+    a pass starts over at the new time."""
+    g = ResourceGraph.from_rv1(nodes_R([f"node{i}" for i in range(2)], 4))
+    e = Engine(g, ["queue-policy=conservative"], stopwatch=_Ticks())
+    e.alloc(1, 0, 0, 100.0, jobspec(2, 1, 1, 21.0, None))  # both nodes until t=121
+    assert [r.type for r in e.schedule(100.0).responses] == [ResponseType.SUCCESS]
+    for jobid in range(2, 8):
+        e.alloc(jobid, 0, 0, 101.0, jobspec(1, 1, 1, 10.0, None))
+    first = e.schedule(101.0, budget=2)
+    assert first.more, "the pass was cut short"
+    sent = list(first.responses)
+    now = 151.0  # job 1 overran its time limit (its free has not come yet)
+    while True:
+        r = e.schedule(now, budget=2)
+        sent += r.responses
+        if not r.more:
+            break
+        now += 1.0
+    estimates = {x.id: x.annotations["sched"].get("t_estimate") for x in sent if x.type is ResponseType.ANNOTATE}
+    late = {j: t for j, t in estimates.items() if t is not None and t < 151.0}
+    assert not late, f"t_estimate in the past: {late}"
+    assert all(s.start >= 151.0 for s in e.planner.reserved())
+    e.check_invariants()

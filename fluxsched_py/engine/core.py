@@ -374,6 +374,8 @@ class Engine:
         """
         self.hooks.tick(now)  # before the plan is read: EASY++ corrections, campaign bookkeeping
         out = self.besteffort.start_ready(now)
+        if self._pass is not None and self._plan_due(self._pass.now, now):
+            self._changed()
         if self._pass is not None and (self._restart or now < self._pass.now):
             self._pass = self._pass_gen = None
         if self._pass is None:
@@ -403,6 +405,13 @@ class Engine:
     # ------------------------------------------------------------------
     # Special cases and helpers
     # ------------------------------------------------------------------
+
+    def _plan_due(self, then: float, now: float) -> bool:
+        """A pass cut short at ``then`` and resumed at ``now`` starts over (as
+        after a change) when a reservation of the plan starts by ``now``: its
+        job may start, and the estimate the pass would send is in the past."""
+        planner = self.planner
+        return now > then and planner.nreserved > 0 and any(s.start <= now for s in planner.reserved())
 
     def _policy_failed(self, p: Pass, exc: Exception) -> PassResult:
         """A policy raised: what the pass started stands, the job it was on is

@@ -57,6 +57,7 @@ from typing import Any
 
 from ..engine import Engine, EngineError, EngineOptions, Response, ResponseType
 from ..engine.options import LOG_LEVELS
+from .annotbatch import AnnotationBatcher
 from .startup import Startup
 from .wire import (
     _NOTE_PREFIXES,
@@ -76,6 +77,7 @@ from .wire import (
     kvs_key,
     options_text,
     parse_module_args,
+    split_binding_args,
 )
 
 __all__ = [
@@ -116,6 +118,8 @@ class Driver(Startup):
     module_args:
         the module arguments, which override the config table on every
         ``config-reload`` (default: ``options`` when it is arguments).
+    annotate_interval:
+        ``annotate-interval`` (:mod:`~fluxsched_py.flux.annotbatch`), also read from ``options``.
     """
 
     def __init__(
@@ -129,10 +133,13 @@ class Driver(Startup):
         graph_factory: Callable[[Any], Any] | None = None,
         job_name: Callable[[int], str] | None = None,
         module_args: Iterable[str] | None = None,
+        annotate_interval: float = 0.0,
     ) -> None:
         self.transport = transport
-        if module_args is None and options is not None and not isinstance(options, EngineOptions):
-            module_args = options = list(options)
+        if options is not None and not isinstance(options, EngineOptions):
+            options, bargs = split_binding_args(options)
+            annotate_interval = annotate_interval or bargs.annotate_interval
+            module_args = options if module_args is None else module_args
         self.module_args = [str(a) for a in module_args or ()]
         self.options = options if isinstance(options, EngineOptions) else parse_module_args(options or [])
         self.name = name
@@ -152,6 +159,8 @@ class Driver(Startup):
         self._duration_ewma = 0.0
         self._delay = 0.0
         self._hello_count = 0
+        arm = getattr(transport, "request_flush", None)  # optional: without it, nothing is held
+        self.annotations = AnnotationBatcher(annotate_interval, time.monotonic, self._annotate, arm)
         #: What the last callback did, for the module's slow-callback records.
         self.last_work: tuple[Any, ...] = ()
         self.stats = {
@@ -452,6 +461,8 @@ class Driver(Startup):
         s["commits_in_flight"] = self._committing
         s["sched_delay"] = self._delay
         s["sched_duration_ewma"] = self._duration_ewma
+        a = self.annotations
+        s.update(annotations_merged=a.merged, annotations_dropped=a.dropped, annotate_interval=a.interval)
         s["sched_interval_ewma"] = self._interval_ewma
         if e:
             s["engine"] = dict(e.stats)
@@ -523,7 +534,12 @@ class Driver(Startup):
 
     def _send(self, responses: list[Response]) -> None:
         success = []
+        annotate = []
         for r in responses:
+            if r.type is ResponseType.ANNOTATE:
+                annotate.append((r.id, r.annotations or {}))
+                continue
+            self.annotations.forget(r.id)  # a final response: held annotations are moot
             if r.type is ResponseType.SUCCESS:
                 success.append(r)
                 continue
@@ -538,14 +554,24 @@ class Driver(Startup):
                 del self._allocs[r.id]
                 if r.type is ResponseType.DENY:
                     self.log(LOG_DEBUG, f"alloc: job {r.id} denied: {r.note}")
-            if r.type is ResponseType.ANNOTATE:
-                self.stats["annotations"] += 1
             self.transport.respond(msg, r.payload())
+        self.annotations.batch(annotate)
         if success:
             extra = self._job_scheduling
             puts = [(kvs_key(r.id, "R"), r.R if extra is None else {**r.R, "scheduling": extra}) for r in success]
             self._committing += 1
             self.transport.commit(puts, lambda err, batch=success: self._committed(batch, err))
+
+    def _annotate(self, jobid: int, annotations: dict[str, Any]) -> None:
+        if (msg := self._allocs.get(jobid)) is None:
+            return  # answered meanwhile (a SUCCESS after its commit)
+        self.stats["annotations"] += 1
+        self.transport.respond(msg, {"id": jobid, "type": int(ResponseType.ANNOTATE), "annotations": annotations})
+
+    def flush_annotations(self) -> None:
+        """The ``annotate-interval`` timer: send the held annotations."""
+        self.last_work = ("annotations", f"{self.annotations.pending} jobs")
+        self.annotations.flush()
 
     def _committed(self, batch: list[Response], err: str | None) -> None:
         self._committing -= 1

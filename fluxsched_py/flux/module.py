@@ -47,6 +47,7 @@ from .cbtime import CallbackClock
 from .driver import LOG_ERR, LOG_INFO, Driver, bad_payload, kvs_key
 from .gcpace import GcPacer
 from .siteconf import config_options
+from .wire import split_binding_args
 
 
 def _f58(jobid: int) -> str:
@@ -127,14 +128,24 @@ class FluxBinding:
             conf = h.conf_get(update=True)  # the config module answers config.get
         except OSError as exc:
             raise OSError(exc.errno, f"cannot read the instance config (config.get): {exc.strerror}") from exc
+        args, bargs = split_binding_args(args)  # nice=, annotate-interval=: ValueError -> the load fails
         options = config_options(conf, self.name, args)  # ValueError -> the load fails
         _warm_imports()
-        self.driver = Driver(self, options, name=self.name, job_name=_f58, module_args=args)
+        self.driver = Driver(
+            self, options, name=self.name, job_name=_f58, module_args=args, annotate_interval=bargs.annotate_interval
+        )
+        if bargs.nice:
+            # Below the broker (whose niceness this process inherited): with
+            # fewer cores than runnable threads, the broker runs first.
+            self.driver.stats["nice"] = os.nice(bargs.nice)
         self._clock = CallbackClock(self.driver.stats, lambda: " / ".join(map(str, self.driver.last_work)))
         self._gc = GcPacer(self.driver.job_count, self.driver.stats)
         self._gc_timer = h.timer_watcher_create(0.0, self._timed(lambda *_: self._gc.tick(), "gc"))
         self._watchers: list[Any] = []
         self._timer = h.timer_watcher_create(0.0, self._timed(self._on_timer, "pass-timer"))
+        self._flush_timer = h.timer_watcher_create(
+            0.0, self._timed(lambda *_: self.driver.flush_annotations(), "annotations")
+        )
         self._acquire_f: Any = None
         self._failed = False
         self._deferred_since: float | None = None
@@ -219,6 +230,11 @@ class FluxBinding:
         self._timer.stop()
         self._timer.reset(after=max(0.0, delay))
         self._timer.start()
+
+    def request_flush(self, delay: float) -> None:
+        self._flush_timer.stop()
+        self._flush_timer.reset(after=max(0.0, delay))
+        self._flush_timer.start()
 
     # -- watchers --------------------------------------------------------
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..engine import EngineError, EngineOptions
@@ -59,6 +61,9 @@ class Transport(Protocol):
     def drain(self, ranks: str, reason: str) -> None:
         """``resource.drain`` of ``ranks`` (an RFC 22 idset) with ``reason`` (the sink effect)."""
 
+    # Optional: ``request_flush(delay)`` calls :meth:`Driver.flush_annotations`
+    # after ``delay`` seconds; without it ``annotate-interval`` holds nothing.
+
 
 #: The largest instance ``R.scheduling`` copied into every job's R.
 JOB_SCHEDULING_MAX = 64 * 1024
@@ -110,6 +115,52 @@ def parse_module_args(args: Iterable[str]) -> EngineOptions:
         return EngineOptions.parse(out)
     except EngineError as exc:
         raise ValueError(str(exc)) from None
+
+
+@dataclass(frozen=True)
+class BindingArgs:
+    """Module arguments the Flux binding takes itself (not engine options,
+    so not in the ``[<name>]`` config table either).
+
+    ``nice``
+        the scheduler's process runs this many nice levels below the
+        broker's (0-19, default 0), so that on a machine short of cores the
+        broker's own work comes first (``os.nice``);
+    ``annotate-interval``
+        seconds (default 0: none) during which the pending jobs'
+        annotations of further passes are held and merged, after a batch was
+        sent; a job started, denied or cancelled meanwhile never gets them
+        (:mod:`~fluxsched_py.flux.annotbatch`).
+    """
+
+    nice: int = 0
+    annotate_interval: float = 0.0
+
+
+def split_binding_args(args: Iterable[str]) -> tuple[list[str], BindingArgs]:
+    """``args`` without the :class:`BindingArgs` ones, and those parsed;
+    ValueError with a one-line message for a bad value."""
+    rest, nice, interval = [], 0, 0.0
+    for arg in (str(a) for a in args):
+        key, _, value = arg.partition("=")
+        key = key.strip()
+        if key == "nice":
+            try:
+                nice = int(value)
+            except ValueError:
+                nice = -1
+            if not 0 <= nice <= 19:
+                raise ValueError(f"nice={value}: expected an integer from 0 to 19")
+        elif key == "annotate-interval":
+            try:
+                interval = float(value)
+            except ValueError:
+                interval = -1.0
+            if not (math.isfinite(interval) and 0.0 <= interval <= 60.0):
+                raise ValueError(f"annotate-interval={value}: expected seconds from 0 to 60")
+        else:
+            rest.append(arg)
+    return rest, BindingArgs(nice, interval)
 
 
 def options_text(o: EngineOptions) -> str:

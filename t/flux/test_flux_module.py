@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import time
 
@@ -94,6 +95,43 @@ def test_bad_module_argument_fails_the_load_with_a_clear_message(idle):
         assert "sched-py" not in inst.modules()
     finally:
         inst.run("module", "load", "sched-py", *ARGS)
+
+
+def _nice(pid: int) -> int:
+    return int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[16])
+
+
+def test_nice_and_annotate_interval_module_arguments(idle):
+    """``nice=N``: the module's process runs N nice levels below the broker.
+    ``annotate-interval=S``: the annotations of a burst's passes are held
+    and merged; once the interval ends, every waiting job shows the
+    ``reason_pending`` and ``jobs_ahead`` of its place in the queue."""
+    inst = idle
+    p = inst.try_run("module", "reload", "sched-py", *ARGS, "nice=20")
+    assert p.returncode != 0 and "nice=20: expected an integer from 0 to 19" in inst.dmesg()
+    try:
+        inst.run("module", "load", "sched-py", *ARGS, "nice=7", "annotate-interval=0.5")
+        pid = int(re.findall(r"module-python-exec sched-py pid=(\d+)", inst.dmesg())[-1])
+        broker = int(inst.run("getattr", "broker.pid").strip())
+        assert _nice(pid) == _nice(broker) + 7
+        st = inst.json("module", "stats", "sched-py")
+        assert st["annotate_interval"] == 0.5 and st["options"]["queue-policy"] == "easy"
+        a = inst.submit("-N4", "--exclusive", runs(60), "true")
+        inst.wait_event(a, "start")
+        waiting = [inst.submit("-N1", runs(1), "true") for _ in range(4)]
+
+        def placed():
+            got = [fields(inst, j, "{annotations.sched.jobs_ahead}") for j in waiting]
+            return got == [[str(i)] for i in range(len(waiting))]
+
+        wait_until(placed, what="jobs_ahead of every waiting job")
+        assert all(fields(inst, j, "{annotations.sched.reason_pending}") for j in waiting)
+        inst.run("cancel", a)
+        for j in waiting:
+            inst.wait_event(j, "clean")
+        assert inst.json("module", "stats", "sched-py")["annotations"] >= len(waiting)
+    finally:
+        inst.use_scheduler("sched-py", *ARGS)
 
 
 def test_stats_get(idle):
