@@ -17,7 +17,7 @@ from ..policy import QueuePolicy, make_policy, order_key
 from .annotations import end_pass, fmt_clock, resource_summary
 from .besteffort import BestEffort
 from .hooks import Hooks
-from .jobs import Job, JobQueue, depth_limits, run_queues
+from .jobs import Job, JobQueue, depth_limits, idle_pass, run_queues
 from .options import EngineOptions
 from .passctx import Pass
 from .resources import apply_resource_update
@@ -382,7 +382,7 @@ class Engine:
             if not self._dirty:
                 return self.besteffort.run(now, out)
             if not self._npending and not self._annotated and not self.planner.nreserved:
-                self._idle_pass(now)  # what a pass with no job would do (half the replay's passes)
+                idle_pass(self, now)  # what a pass with no job would do (half the replay's passes)
                 return self.besteffort.run(now, out, passed=True)
             self._begin_pass(now)
         p = self._pass
@@ -554,14 +554,6 @@ class Engine:
             self._pass_gen = queues[0].policy.run(p)
         else:
             self._pass_gen = run_queues(p, queues, limits)
-
-    def _idle_pass(self, now: float) -> None:
-        for queue in self._queues.values():
-            queue.jobs.clear()  # no job left: no cycle left for the collector
-        self._queues.clear()
-        self._dirty = self._restart = self._compress = False
-        self.stats["passes"] += 1
-        self.planner.set_now(now)
 
     def _start(self, p: Pass, job: Job, placement: tuple[Any, int]) -> None:
         bits = placement[1]
