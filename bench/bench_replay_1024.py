@@ -30,6 +30,30 @@ time too), CPU seconds (user + system):
     conservative   28.0     16.0    0.57    61.6 s -> 40.9 s (19.6 s)
 
 Makespan (3,620,748 s) and mean waits identical before and after.
+
+Later (issue 15's last must-hold: fcfs and easy under 10 s): a placement
+decoded by the planner carries its flat bits, so allocate and release flip
+the graph's flat free set by them and leave the per-vertex state to its
+first reader; a pass with nothing pending only does its bookkeeping; the
+workload and records are frozen out of the garbage collector during the
+replay; rich and jsonschema are imported only when used; read_swf
+remembers repeated field values.  The same commands alternated in one run,
+main 5b79107 against the branch, 3 runs each, median, CPU seconds (user +
+system, the whole command: start-up and reading the SWF included); 2-core
+machine loaded by other work, load average 3.6-6.0:
+
+    policy        main    branch   ratio   replay wall time main -> branch (median)
+    fcfs          11.3     7.9     0.70    31.0 s -> 21.6 s
+    easy          10.1     7.5     0.74    18.7 s -> 12.1 s (6.2 s in the least loaded run)
+    conservative  13.3    10.6     0.79    15.0 s -> 10.1 s
+
+The wall times are what the load left of two cores; the CPU times are the
+figure to compare.  Makespan 3,620,748 s in every run.  The heavy trace
+(``bench/heavy_trace.py``), the same commands on the branch, one run each,
+niced, machine loaded: fcfs 62.6 s CPU (91.8 s before), easy 76.3 s
+(105.5 s), conservative 313.8 s (358.6 s): conservative / easy 4.1, easy /
+fcfs 1.22; makespans 67,431,116 / 32,680,066 / 32,692,408 s, unchanged;
+peak RSS 2.08 GB under fcfs (unchanged), 214 MB and 217 MB.
 """
 
 from __future__ import annotations

@@ -114,9 +114,19 @@ ops = st.lists(
 )
 
 
+def tagged(g: ResourceGraph, rs: ResourceSet, tag: bool) -> ResourceSet:
+    """``rs`` with its flat bits attached, as the planner's decode attaches
+    them (``tag``): the graph then flips its flat free set by them at once
+    and leaves ``cont`` and ``loc`` to their next reader."""
+    if tag:
+        g.free_bits()  # the graph keeps its flat free set from now on
+        rs._flat = (g.flat_layout, g.flat_layout.encode(rs))
+    return rs
+
+
 @settings(max_examples=80, deadline=None)
-@given(st.sampled_from(["racks", "flat"]), ops)
-def test_batched_allocate_release_equal_a_recount(shape, sequence):
+@given(st.sampled_from(["racks", "flat"]), ops, st.booleans())
+def test_batched_allocate_release_equal_a_recount(shape, sequence, tag):
     g = racks() if shape == "racks" else flat()
     nranks = len(g.ranks)
     held: dict[int, ResourceSet] = {}
@@ -129,7 +139,7 @@ def test_batched_allocate_release_equal_a_recount(shape, sequence):
             rs = match(g, SHAPES[a], policy=b)
             if rs is not None:
                 jobid += 1
-                g.allocate(jobid, rs)
+                g.allocate(jobid, tagged(g, rs, tag))
                 held[jobid] = rs
         elif kind == "release":
             if held:
@@ -204,8 +214,8 @@ def flat_free_from_scratch(g: ResourceGraph, held: dict[int, ResourceSet], down:
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.sampled_from(["racks", "flat"]), deferred, st.sampled_from([3, 16]))
-def test_aggregates_deferred_over_many_allocations_equal_a_recount(shape, sequence, shift):
+@given(st.sampled_from(["racks", "flat"]), deferred, st.sampled_from([3, 16]), st.booleans())
+def test_aggregates_deferred_over_many_allocations_equal_a_recount(shape, sequence, shift, tag):
     """Allocations and releases with no match between them leave the
     aggregates to the next reader (``Availability.sync``), and what jobs
     hold to the next reader of it (``ResourceGraph._fold``: ``allocated()``,
@@ -219,15 +229,17 @@ def test_aggregates_deferred_over_many_allocations_equal_a_recount(shape, sequen
 
     The graph's flat free set, unlike the aggregates, is never deferred:
     the planner reads it directly, so it equals a recount after every step
-    (in chunks of 8 bits too, so a job's flips span chunks)."""
+    (in chunks of 8 bits too, so a job's flips span chunks).  With ``tag``,
+    the jobs' sets carry their flat bits (:func:`tagged`): ``cont`` and
+    ``loc`` are then deferred too, to their next reader."""
     flatfree.CHUNK_SHIFT, saved = shift, flatfree.CHUNK_SHIFT
     try:
-        _deferred(racks() if shape == "racks" else flat(), sequence)
+        _deferred(racks() if shape == "racks" else flat(), sequence, tag)
     finally:
         flatfree.CHUNK_SHIFT = saved
 
 
-def _deferred(g: ResourceGraph, sequence: list) -> None:
+def _deferred(g: ResourceGraph, sequence: list, tag: bool = False) -> None:
     g.free_bits()  # from now on the graph keeps it in step
     nranks = len(g.ranks)
     held: dict[int, ResourceSet] = {}
@@ -240,7 +252,7 @@ def _deferred(g: ResourceGraph, sequence: list) -> None:
                 rs = ResourceSet(g.topo, 0, {v: dict(tm) for v, tm in rs._pools.items()})
             if rs:
                 jobid += 1
-                g.allocate(jobid, rs)
+                g.allocate(jobid, tagged(g, rs, tag))
                 held[jobid] = rs
         elif kind == "release":
             if held:

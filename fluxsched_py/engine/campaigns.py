@@ -38,6 +38,8 @@ CAMPAIGN_TYPES = ("test", "default")
 def campaign_of(request: Any) -> tuple[str | None, str]:
     """``(name, type)`` from ``attributes.user``; raises ValueError for a bad type."""
     attrs = getattr(request, "attributes", None)
+    if attrs is None:  # most requests (a trace's): no ABC instance check
+        return None, "default"
     user = attrs.get("user") if isinstance(attrs, Mapping) else None
     if not isinstance(user, Mapping):
         return None, "default"

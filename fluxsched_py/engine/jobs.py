@@ -124,3 +124,16 @@ def run_queues(p: Any, queues: list[JobQueue], limits: list[int | None]) -> Iter
             continue  # none of its jobs is within queue-depth
         p.enter(queue, limit)
         yield from queue.policy.run(p)
+
+
+def idle_pass(e: Any, now: float) -> None:
+    """A pass of engine ``e`` with no pending job, no reservation and no
+    annotation left: what the full pass would do, without building one
+    (drop the empty queues, clear the dirty flags, count the pass, move the
+    planner's clock)."""
+    for queue in e._queues.values():
+        queue.jobs.clear()  # no job left: no cycle left for the collector
+    e._queues.clear()
+    e._dirty = e._restart = e._compress = False
+    e.stats["passes"] += 1
+    e.planner.set_now(now)

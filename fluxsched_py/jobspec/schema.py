@@ -9,11 +9,12 @@ from __future__ import annotations
 import json
 from functools import cache
 from importlib import resources
-from typing import Any
-
-import jsonschema
+from typing import TYPE_CHECKING, Any
 
 from .errors import JobspecError, pointer
+
+if TYPE_CHECKING:
+    import jsonschema
 
 __all__ = ["check_schema", "schema_text"]
 
@@ -25,6 +26,8 @@ def schema_text(name: str) -> str:
 
 @cache
 def _validator(name: str) -> jsonschema.protocols.Validator:
+    import jsonschema  # when first validating: a replay of a trace never does
+
     schema = json.loads(schema_text(name))
     cls = jsonschema.validators.validator_for(schema)
     cls.check_schema(schema)

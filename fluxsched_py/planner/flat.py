@@ -116,6 +116,7 @@ class FlatCodec:
         self.node_bits: Mapping[int, int] = _NodeBits(self, ())
         self.flat_nodes = False
         self.unit_shift: int | None = None
+        self._rank_base: int | None = None
         self._whole_cache: dict[tuple[int, int], int] = {}
         if not nodes or any(topo.parent[v] != 0 for v in nodes):
             return
@@ -149,6 +150,12 @@ class FlatCodec:
                 self.unit_shift = pools[0][0] - v0
                 self._unit_type = pools[0][1]
                 self._unit_rest = ~(self.cont_mask | (self.node_vertex_mask << self.unit_shift))
+                rank = topo.rank
+                base = v0 - rank[v0]
+                if all((rank[v] >= 0) == (v >= base) and (rank[v] < 0 or rank[v] == v - base) for v in range(self.n)):
+                    #: every vertex from ``_rank_base`` on is rank ``v - _rank_base``, none
+                    #: below it has a rank: a decoded set's ranks are its vertices, shifted
+                    self._rank_base = base
         self._strided: tuple[int, int, int, int, int] | None = None
         if self.flat_nodes and self.unit_shift is None and nodes == list(range(v0, v0 + len(nodes))):
             self._strided = self._node_stride(nodes)
@@ -211,14 +218,20 @@ class FlatCodec:
     def decode(self, x: int) -> Any:
         shift = self.unit_shift
         if shift is not None and not (x & self._unit_rest):
-            pool_vertices = (x >> shift) & self.node_vertex_mask
+            pool_vertices = vertices = (x >> shift) & self.node_vertex_mask
             t = self._unit_type
             pools_u: dict[int, dict[str, int]] = {}
             while pool_vertices:
                 low = pool_vertices & -pool_vertices
                 pool_vertices ^= low
                 pools_u[low.bit_length() - 1] = {t: 1}
-            return self._RS(self.topo, x & self.cont_mask, pools_u)
+            cont = x & self.cont_mask
+            rs = self._RS(self.topo, cont, pools_u)
+            if type(x) is int:
+                rs._flat = (self.flat, x)  # the graph flips its free set by it at once
+            if self._rank_base is not None:  # its ranks at once, not pool by pool (the replay reads them)
+                rs._ranks = IdSet.from_mask((vertices | cont) >> self._rank_base)
+            return rs
         cont = x & self.cont_mask
         pools: dict[int, dict[str, int]] = {}
         rest = x >> self.n
@@ -241,7 +254,10 @@ class FlatCodec:
                     if off + width - 1 > hi:
                         break
                     i += 1
-        return self._RS(self.topo, cont, pools)
+        rs = self._RS(self.topo, cont, pools)
+        if type(x) is int:
+            rs._flat = (self.flat, x)  # the graph flips its free set by it at once
+        return rs
 
     def spread(self, x: int) -> int:
         """A well-spread hash of the flat set ``x``, to key a dict with

@@ -20,9 +20,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
 from ..cliutil import ArgumentParser, CLIError, UsageError, boundary, bounded_int, check_output_dir
 from ..engine import EngineError, EngineOptions
 from ..inputs import MAX_NODES, MAX_PER_NODE
@@ -246,7 +243,11 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     # Piped output: a fixed, wide enough table instead of rich's 80 columns.
-    out = Console() if sys.stdout.isatty() else Console(width=120)
+    out: Any = None
+    if not args.json:  # rich only for the table and the bar (start-up time, issue 15)
+        from rich.console import Console
+
+        out = Console() if sys.stdout.isatty() else Console(width=120)
     policies = _policies(args)
     try:
         opts = [_options(args, pol) for pol in policies]
@@ -279,6 +280,9 @@ def main(argv: list[str] | None = None) -> int:
         except (PlatformError, ResourceError) as exc:
             raise CLIError(str(exc)) from None
         if bar:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
             with Progress(
                 TextColumn(f"{o.queue_policy:>12}"),
                 BarColumn(),

@@ -6,14 +6,15 @@ import csv
 import os
 from collections.abc import Sequence
 from pathlib import Path
-
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
+from typing import TYPE_CHECKING
 
 from ..ids import IdSet
 from .metrics import Summary
 from .sim import ReplayResult
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
 
 __all__ = ["JOBS_COLUMNS", "write_jobs_csv", "summary_table", "batsim_intervals"]
 
@@ -98,6 +99,9 @@ def _fmt(v: float | None, unit: str = "s") -> str:
 
 def summary_table(summaries: Sequence[Summary], title: str = "replay") -> Table:
     """One column per policy, one row per metric."""
+    from rich.table import Table  # rich when a table is shown (not for --json: start-up time)
+    from rich.text import Text
+
     t = Table(title=Text(title))  # Text: a workload name is shown as it is, never read as markup
     t.add_column("metric")
     for s in summaries:
@@ -133,4 +137,8 @@ def summary_table(summaries: Sequence[Summary], title: str = "replay") -> Table:
 
 
 def print_summary(summaries: Sequence[Summary], title: str, console: Console | None = None) -> None:
-    (console or Console()).print(summary_table(summaries, title))
+    if console is None:
+        from rich.console import Console
+
+        console = Console()
+    console.print(summary_table(summaries, title))

@@ -11,6 +11,7 @@ scheduler would make in production on the same inputs.
 
 from __future__ import annotations
 
+import gc
 import heapq
 import math
 import time
@@ -92,6 +93,28 @@ def replay(
     if len(records) != len(jobs):
         raise ValueError("workload job ids must be unique")
     total = len(jobs)
+    # The workload, the graph and the records live as long as the replay and
+    # are never garbage: out of the collector's sight, its full collections
+    # walk only what the replay makes (issue 15: 5 % of the CPU time).
+    gc.freeze()
+    try:
+        return _run(workload, graph, engine, jobs, records, total, progress, check, resubmit_preempted, t_wall)
+    finally:
+        gc.unfreeze()
+
+
+def _run(
+    workload: Workload,
+    graph: Any,
+    engine: Engine,
+    jobs: list[WorkloadJob],
+    records: dict[int, JobRecord],
+    total: int,
+    progress: Callable[[int, int], None] | None,
+    check: Callable[[Engine], None] | None,
+    resubmit_preempted: bool,
+    t_wall: float,
+) -> ReplayResult:
     ends: list[tuple[float, int, int]] = []  # (finish, job id, run number)
     runs: dict[int, int] = {}  # job id -> its current run (stale ends are skipped)
     i = 0

@@ -383,6 +383,18 @@ def _lines(stream: Iterable[str], source: str) -> Iterable[tuple[int, str]]:
         raise WorkloadError(f"{source}: {exc}: not SWF") from None
 
 
+class _Floats(dict):
+    """``float(text)``, remembered: most fields of a trace's lines are a few
+    values (``-1``, counts, requested times), and a lookup costs less than
+    parsing (issue 15: a third of the time reading a 100,000-job trace)."""
+
+    KEEP = 65536  # entries before the memo starts afresh (unique times fill it)
+
+    def __missing__(self, text: str) -> float:
+        x = self[text] = float(text)
+        return x
+
+
 def _swf_fields(values: list[float], procs_per_node: int) -> tuple[float, float, int, float] | None:
     """(submit, run time, nodes, requested time) of a well-formed SWF job
     line's numbers, checked in a few comparisons; None when anything is off
@@ -434,6 +446,8 @@ def read_swf(
     seen: set[int] = set()
     header: dict[str, int] = {}
     skipped = filled = 0
+    memo = _Floats()
+    number_of = memo.__getitem__
     for lineno, line in lines:
         s = line.strip()
         if not s:
@@ -456,7 +470,7 @@ def read_swf(
             raise WorkloadError(f"{source}:{lineno}: expected 18 fields, got {len(f)}")
         try:
             number = int(f[0])
-            values = list(map(float, f[1:]))
+            values = list(map(number_of, f[1:]))
         except ValueError:
             raise WorkloadError(f"{source}:{lineno}: fields must be numbers: {s[:60]!r}") from None
         if number in seen:
@@ -479,6 +493,8 @@ def read_swf(
         jobs.append(
             WorkloadJob(number, str(number), submit, node_request(nodes, wall), wall, runtime, nodes, "", user, queue)
         )
+        if len(memo) > _Floats.KEEP:
+            memo.clear()
         if len(jobs) > MAX_JOBS:
             raise WorkloadError(f"{source}:{lineno}: more than {MAX_JOBS} jobs (the limit)")
     jobs.sort(key=lambda j: (j.submit, j.id))

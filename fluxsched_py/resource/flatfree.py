@@ -48,7 +48,7 @@ class FlatLayout:
     vertex index ``[0, n)``, then each vertex's pools in vertex order, each
     as wide as its largest id + 1."""
 
-    __slots__ = ("n", "offsets", "layout", "width")
+    __slots__ = ("n", "offsets", "layout", "width", "starts")
 
     def __init__(self, topo: Any) -> None:
         n = topo.n
@@ -66,6 +66,8 @@ class FlatLayout:
                 off += width
         #: bits in a set of this layout
         self.width = off
+        #: the pools' offsets, in order (to find the pool of a bit by bisection)
+        self.starts = [e[0] for e in self.layout]
 
     def encode(self, rs: Any) -> int:
         """A :class:`~fluxsched_py.resource.ResourceSet` of this layout's graph, as one int."""
@@ -362,6 +364,32 @@ class FreeBits(Bits):
             half = len(log) // 2
             del log[:half]
             self._base += half
+
+    def holds(self, bits: int) -> bool:
+        """Whether every bit of the flat set ``bits`` (an int) is in this set;
+        reads only the chunks ``bits`` touches."""
+        chunks = self.chunks
+        for i, m in self._chunks_of(bits).items():
+            if m & ~chunks.get(i, 0):
+                return False
+        return True
+
+    def remove(self, bits: int) -> dict[int, int]:
+        """Take the bits of ``bits`` (an int) out, those of them that are in
+        (a job's allocation, when its flat set is known: one flip per chunk
+        instead of one per pool); returns the flips, ``{chunk: mask}``."""
+        chunks = self.chunks
+        flips = {i: m & chunks.get(i, 0) for i, m in self._chunks_of(bits).items()}
+        self.flip_chunks(flips)
+        return flips
+
+    def add(self, bits: int) -> dict[int, int]:
+        """Put the bits of ``bits`` (an int) in, those of them that are out
+        (a job's release; the inverse of :meth:`remove`); returns the flips."""
+        chunks = self.chunks
+        flips = {i: m ^ (m & chunks.get(i, 0)) for i, m in self._chunks_of(bits).items()}
+        self.flip_chunks(flips)
+        return flips
 
     def pool(self, v: int, t: str, old: int, new: int) -> None:
         """Vertex ``v``'s available ``t`` ids went from ``old`` to ``new``."""

@@ -260,31 +260,15 @@ class ResourceGraph(GraphReaders):
         if rs.topology is not self.topo:
             raise ResourceError(f"job {jobid}: the resource set belongs to another graph")
         rs = with_twins(rs)
-        if running:
+        bits = None if running else self._flat_bits(rs)
+        if bits is not None and self._avail.flat.holds(bits):  # type: ignore[union-attr]
+            pass  # all of it is free: one test on the flat free set, not one per pool
+        elif running:
             self._fold()
-            bad_cont = rs._cont & self._alloc_cont
+            self._check_unheld(jobid, rs)
         else:
-            bad_cont = rs._cont & ~self._avail.cont
-        if bad_cont:
-            v = IdSet.from_mask(bad_cont).first()
-            raise ResourceError(f"job {jobid}: {self._describe_item(v, None, None)} is not free")
-        if running:
-            held = self._alloc_pools
-            for v, tm in rs._pools.items():
-                taken = held.get(v)
-                if taken:
-                    for t, m in tm.items():
-                        if bad := m & taken.get(t, 0):
-                            i = IdSet.from_mask(bad).first()
-                            raise ResourceError(f"job {jobid}: {self._describe_item(v, t, i)} is not free")
-        else:
-            loc = self._avail.loc
-            for v, tm in rs._pools.items():
-                lv = loc[v]
-                for t, m in tm.items():
-                    if bad := m & ~lv.get(t, 0):
-                        i = IdSet.from_mask(bad).first()
-                        raise ResourceError(f"job {jobid}: {self._describe_item(v, t, i)} is not free")
+            bits = None
+            self._check_free(jobid, rs)
         if not rs:
             return
         pending = self._unfolded.get(jobid)
@@ -292,7 +276,44 @@ class ResourceGraph(GraphReaders):
         old = self._jobs.get(jobid)
         self._jobs[jobid] = rs if old is None else old | rs
         self._version += 1
-        self._avail.take(rs._cont, rs._pools)  # what was available of rs (all of it unless ``running``)
+        self._avail.take(rs._cont, rs._pools, bits)  # what was available of rs (all of it unless ``running``)
+
+    def _check_unheld(self, jobid: int, rs: ResourceSet) -> None:
+        """Raise ResourceError unless no job holds any item of ``rs`` (folded first)."""
+        if bad_cont := rs._cont & self._alloc_cont:
+            v = IdSet.from_mask(bad_cont).first()
+            raise ResourceError(f"job {jobid}: {self._describe_item(v, None, None)} is not free")
+        held = self._alloc_pools
+        for v, tm in rs._pools.items():
+            taken = held.get(v)
+            if taken:
+                for t, m in tm.items():
+                    if bad := m & taken.get(t, 0):
+                        i = IdSet.from_mask(bad).first()
+                        raise ResourceError(f"job {jobid}: {self._describe_item(v, t, i)} is not free")
+
+    def _check_free(self, jobid: int, rs: ResourceSet) -> None:
+        """Raise ResourceError unless every item of ``rs`` is available."""
+        if bad_cont := rs._cont & ~self._avail.cont:
+            v = IdSet.from_mask(bad_cont).first()
+            raise ResourceError(f"job {jobid}: {self._describe_item(v, None, None)} is not free")
+        loc = self._avail.loc
+        for v, tm in rs._pools.items():
+            lv = loc[v]
+            for t, m in tm.items():
+                if bad := m & ~lv.get(t, 0):
+                    i = IdSet.from_mask(bad).first()
+                    raise ResourceError(f"job {jobid}: {self._describe_item(v, t, i)} is not free")
+
+    def _flat_bits(self, rs: ResourceSet) -> int | None:
+        """``rs`` as a flat set of the live free set's layout, when it came
+        with one (a placement the planner decoded) and that layout is still
+        the graph's; else None (then the free set changes pool by pool)."""
+        f = rs._flat
+        flat = self._avail.flat
+        if f is None or flat is None or f[0] is not flat.layout:
+            return None
+        return f[1]
 
     def release(self, jobid: int, rs: ResourceSet | None = None) -> ResourceSet:
         """Free what ``jobid`` holds, or only part of it; return what was freed.
@@ -355,7 +376,7 @@ class ResourceGraph(GraphReaders):
             pools = {v: tm for v, tm in part._pools.items() if (r := rank[v]) < 0 or not bad >> r & 1}
             self._avail.give(cont, pools)
         else:
-            self._avail.give(part._cont, part._pools)
+            self._avail.give(part._cont, part._pools, self._flat_bits(part))
         return part
 
     # -- rank state ------------------------------------------------------------

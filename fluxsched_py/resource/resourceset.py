@@ -49,7 +49,7 @@ def with_twins(rs: ResourceSet) -> ResourceSet:
 class ResourceSet:
     """Immutable set of containers and leaves of one :class:`ResourceGraph`."""
 
-    __slots__ = ("_topo", "_cont", "_pools", "_hash", "_ranks", "__weakref__", "_cache")
+    __slots__ = ("_topo", "_cont", "_pools", "_hash", "_ranks", "__weakref__", "_cache", "_flat")
 
     def __init__(self, topo: Topology, cont: int = 0, pools: dict[int, dict[str, int]] | None = None) -> None:
         # ``pools`` is adopted, not copied: callers hand over a fresh dict with no empty masks.
@@ -59,6 +59,11 @@ class ResourceSet:
         self._hash: int | None = None
         self._ranks: IdSet | None = None
         self._cache: Any = None
+        #: ``(layout, int)``: this set as a flat set of that
+        #: :class:`~.flatfree.FlatLayout`, when whoever made it had it (the
+        #: planner's decode); the graph then flips the free set by it whole
+        #: instead of pool by pool (issue 15).
+        self._flat: tuple[Any, int] | None = None
 
     # -- construction ----------------------------------------------------
     @classmethod

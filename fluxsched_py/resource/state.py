@@ -25,13 +25,17 @@ reads it directly) and notes the vertices it changed; the aggregates catch up at
 each vertex changed since the last sync once, with its net change, then each
 ancestor once with the sum of the changes below it.  A replay whose matches
 all take the planner's flat fast paths never reads them, and never pays for
-them.  An up/down change goes vertex by vertex (:meth:`set_local` syncs,
+them.  Given the job's set as flat bits as well (a placement the planner
+decoded), take and give change only the flat free set and note its flips;
+``cont`` and ``loc`` catch up with their net change when first read
+(:meth:`_settle`).  An up/down change goes vertex by vertex (:meth:`set_local` syncs,
 then walks the ancestors only).  A snapshot ``ResourceSet`` handed to the
 matcher gets one built bottom-up in one pass (:meth:`from_resourceset`).
 """
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Mapping
 
 from ..ids import IdSet
@@ -60,13 +64,18 @@ def _members(mask: int) -> set[int]:
 
 
 class Availability:
-    __slots__ = ("topo", "loc", "cont", "units", "busy", "whole", "have", "_stale", "_cont0", "flat")
+    __slots__ = ("topo", "_loc", "_cont", "units", "busy", "whole", "have", "_stale", "_cont0", "flat", "_lazy")
 
     def __init__(self, topo: Topology, cont: int, loc: list[dict[str, int]]) -> None:
         """Build from a container mask and per-vertex available pool masks (adopted)."""
         self.topo = topo
-        self.cont = cont
-        self.loc = loc
+        self._cont = cont
+        self._loc = loc
+        #: flips made by :meth:`take` and :meth:`give` on the flat free set
+        #: alone, ``{chunk: mask}`` XORed: ``cont`` and ``loc`` catch up when
+        #: first read (:meth:`_settle`), so a job that comes and goes before
+        #: anyone reads them costs nothing there (issue 15)
+        self._lazy: dict[int, int] = {}
         #: vertices whose ``loc`` changed since the aggregates were last right,
         #: with their ``loc`` then; ``_cont0`` is ``cont`` then (see :meth:`sync`)
         self._stale: dict[int, dict[str, int]] = {}
@@ -133,6 +142,71 @@ class Availability:
         self.whole = whole
         self.have = have
 
+    @property
+    def cont(self) -> int:
+        """Mask of the available containers."""
+        if self._lazy:
+            self._settle()
+        return self._cont
+
+    @cont.setter
+    def cont(self, value: int) -> None:
+        if self._lazy:
+            self._settle()
+        self._cont = value
+
+    @property
+    def loc(self) -> list[dict[str, int]]:
+        """Per vertex, ``{type: available ids mask}`` of its own pools (no empty masks)."""
+        if self._lazy:
+            self._settle()
+        return self._loc
+
+    def _settle(self) -> None:
+        """Apply to ``cont`` and ``loc`` what :meth:`take` and :meth:`give`
+        flipped on the flat free set alone (noting the vertices for
+        :meth:`sync`): only the net change, read as runs of bits, laid out
+        as the flat set is (:class:`~.flatfree.FlatLayout`)."""
+        lazy, self._lazy = self._lazy, {}
+        flat = self.flat
+        assert flat is not None
+        layout = flat.layout
+        entries, starts, n, shift = layout.layout, layout.starts, layout.n, flat.shift
+        flips: dict[int, dict[str, int]] = {}
+        cflip = 0
+        for ci, m in lazy.items():
+            if not m:
+                continue
+            base = ci << shift
+            i = 0
+            for lo, hi in IdSet.from_mask(m).runs():
+                lo += base
+                hi += base
+                if lo < n:  # containers
+                    top = min(hi, n - 1)
+                    cflip |= ((1 << (top - lo + 1)) - 1) << lo
+                    lo = top + 1
+                    if lo > hi:
+                        continue
+                i = bisect.bisect_right(starts, lo, i) - 1
+                while i < len(entries) and entries[i][0] <= hi:
+                    off, width, v, t = entries[i]
+                    a = max(lo, off)
+                    b = min(hi, off + width - 1)
+                    if a <= b:
+                        d = flips.setdefault(v, {})
+                        d[t] = d.get(t, 0) ^ (((1 << (b - a + 1)) - 1) << (a - off))
+                    if off + width - 1 > hi:
+                        break
+                    i += 1
+        self._cont ^= cflip
+        lock, stale, tpools = self._loc, self._stale, self.topo.pools
+        for v, tm in flips.items():
+            old = lock[v]
+            if v not in stale:
+                stale[v] = old
+            lock[v] = {t: r for t in tpools[v] if (r := old.get(t, 0) ^ tm.get(t, 0))}
+
     @classmethod
     def from_resourceset(cls, rs: ResourceSet) -> Availability:
         topo = rs.topology
@@ -153,15 +227,20 @@ class Availability:
         pools = {v: dict(d) for v in self.topo.pool_vertices if (d := {t: m for t, m in self.loc[v].items() if m})}
         return ResourceSet(self.topo, self.cont, pools)
 
-    def take(self, cont: int, pools: Mapping[int, Mapping[str, int]]) -> None:
+    def take(self, cont: int, pools: Mapping[int, Mapping[str, int]], bits: int | None = None) -> None:
         """Make the containers of the mask ``cont`` and the pool items of
         ``pools`` (``{vertex: {type: ids mask}}``) unavailable, those of them
         that are available (a job's allocation).  The flat free set changes
-        here (the job's flips gathered per chunk, each chunk changed once);
-        the aggregates follow at the next :meth:`sync`."""
+        here (the job's flips gathered per chunk, each chunk changed once,
+        or, given ``bits``, the same items as a flat set of the free set's
+        layout, at once); the aggregates follow at the next :meth:`sync`."""
+        flat = self.flat
+        if flat is not None and bits is not None:  # cont and loc follow when read
+            self._defer(flat.remove(bits))
+            return
         c = self.cont & cont
         self.cont ^= c  # & ~ without a negative int
-        lock, stale, flat = self.loc, self._stale, self.flat
+        lock, stale = self.loc, self._stale
         if flat is not None:  # its flips, per chunk, applied once below
             offsets, shift = flat.layout.offsets, flat.shift
             low = (1 << shift) - 1
@@ -190,13 +269,18 @@ class Availability:
         if flat is not None:
             flat.flip_chunks({0: fd} if one else acc)
 
-    def give(self, cont: int, pools: Mapping[int, Mapping[str, int]]) -> None:
+    def give(self, cont: int, pools: Mapping[int, Mapping[str, int]], bits: int | None = None) -> None:
         """Make the containers of ``cont`` and the pool items of ``pools``
-        available (a job's release); the inverse of :meth:`take`.  A
-        vertex's own pool masks stay in the order of the topology's pools."""
+        available (a job's release); the inverse of :meth:`take` (``bits``
+        as there).  A vertex's own pool masks stay in the order of the
+        topology's pools."""
+        flat = self.flat
+        if flat is not None and bits is not None:  # cont and loc follow when read
+            self._defer(flat.add(bits))
+            return
         c = cont & ~self.cont
         self.cont |= c
-        lock, stale, tpools, flat = self.loc, self._stale, self.topo.pools, self.flat
+        lock, stale, tpools = self.loc, self._stale, self.topo.pools
         if flat is not None:  # its flips, per chunk, applied once below
             offsets, shift = flat.layout.offsets, flat.shift
             low = (1 << shift) - 1
@@ -226,6 +310,16 @@ class Availability:
         if flat is not None:
             flat.flip_chunks({0: fd} if one else acc)
 
+    def _defer(self, flips: Mapping[int, int]) -> None:
+        """Note flips made on the flat free set for :meth:`_settle`."""
+        lazy = self._lazy
+        for i, m in flips.items():
+            x = lazy.get(i, 0) ^ m
+            if x:
+                lazy[i] = x
+            else:
+                lazy.pop(i, None)
+
     def sync(self) -> None:
         """Bring the aggregates up to date with what :meth:`take` and
         :meth:`give` changed since the last sync.
@@ -242,6 +336,8 @@ class Availability:
         :meth:`set_local` would leave vertex by vertex
         (``t/test_resource_batch.py`` checks it).
         """
+        if self._lazy:
+            self._settle()
         stale = self._stale
         flipped = self._cont0 ^ self.cont
         if not stale and not flipped:
