@@ -54,6 +54,10 @@ niced, machine loaded: fcfs 62.6 s CPU (91.8 s before), easy 76.3 s
 (105.5 s), conservative 313.8 s (358.6 s): conservative / easy 4.1, easy /
 fcfs 1.22; makespans 67,431,116 / 32,680,066 / 32,692,408 s, unchanged;
 peak RSS 2.08 GB under fcfs (unchanged), 214 MB and 217 MB.
+
+Merged main, quiet machine (load average about 2.5), ``--traces synthetic
+--repeat 3``, median of 3: CPU fcfs 7.1 s, easy 6.9 s, conservative 10.1 s
+(replay 6.1 / 6.0 / 9.1 s); makespan 3,620,748 s.
 """
 
 from __future__ import annotations
