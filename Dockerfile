@@ -1,6 +1,9 @@
-# fluxsched-py on the Flux project's published flux-core image (Debian bookworm).
+# fluxsched-py on the Flux project's published images (Debian bookworm):
+# flux-core alone by default, or flux-core with Fluxion installed in the same
+# prefix, as most sites have it:
 #
 #   docker build -t fluxsched-py .
+#   docker build --build-arg BASE=fluxrm/flux-sched:bookworm -t fluxsched-py-fluxion .
 #   docker run --rm fluxsched-py flux start flux module list     # lists sched-py
 #
 # fluxsched-py goes into a virtualenv of the image's Python (the one flux-core
@@ -10,7 +13,9 @@
 # modprobe declaration), and FLUX_CONF_DIR (container/conf.d, which makes
 # sched-py the instance's scheduler).  EXTRAS=test also installs the test tools
 # (CI runs t/flux in this image).
-FROM fluxrm/flux-core:bookworm
+ARG BASE=fluxrm/flux-core:bookworm
+# hadolint ignore=DL3006
+FROM ${BASE}
 
 ARG EXTRAS=""
 # hadolint ignore=DL3066

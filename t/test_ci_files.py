@@ -70,4 +70,11 @@ def test_image_config_makes_sched_py_the_scheduler():
     for t in tomls:
         merged.update(tomllib.loads(t.read_text()))
     assert merged["modules"]["alternatives"]["sched"] == "sched-py"
-    assert re.search(r"^FROM fluxrm/flux-(core|sched):bookworm", DOCKERFILE.read_text(), re.M)
+    assert re.search(r"^ARG BASE=fluxrm/flux-core:bookworm$", DOCKERFILE.read_text(), re.M)
+    assert re.search(r"^FROM \$\{BASE\}$", DOCKERFILE.read_text(), re.M)
+
+
+def test_the_flux_job_runs_on_flux_core_alone_and_with_fluxion():
+    text = WORKFLOW.read_text()
+    assert '"fluxrm/flux-core:bookworm", "fluxrm/flux-sched:bookworm"' in text
+    assert 'BASE=${{ matrix.base }}' in text
