@@ -441,3 +441,31 @@ def test_restart_with_best_effort_jobs_keeps_them_preemptible():
     e2.alloc(1, 0, 0, 5.0, node_request(2, 50.0))
     r = e2.schedule(5.0)
     assert len(r.preempt) == 2 and e2.stats["preemptions"] == 2
+
+
+_GROW_R = {  # one more node, rank 4, as resource.acquire sends it
+    "version": 1,
+    "execution": {
+        "R_lite": [{"rank": "4", "children": {"core": "0"}}],
+        "nodelist": ["node4"],
+        "starttime": 0.0,
+        "expiration": 0.0,
+    },
+}
+
+
+@pytest.mark.parametrize("change, nodes", [({"properties": {0: ["rack1"]}}, 2), ({"grow": _GROW_R}, 3)])
+def test_a_regular_job_still_preempts_after_a_resource_change_while_jobs_are_lent(change, nodes):
+    """A property change or a grow rebuilds the planner; the new one must see
+    the machine as the old one did (what best-effort jobs hold is lent to
+    regular jobs), or a regular job waits behind best-effort jobs with no
+    start time."""
+    e = engine(4)
+    for i in range(4):
+        e.alloc(100 + i, 0, 0, 0.0, be_request(1, 100.0))
+    assert len(started(e.schedule(0.0))) == 4
+    e.resource_update(**change)
+    e.alloc(1, 0, 0, 5.0, node_request(nodes, 50.0))
+    r = e.schedule(5.0)
+    assert len(r.preempt) == 2 and all(a.for_id == 1 for a in r.preempt)
+    e.check_invariants()

@@ -322,6 +322,15 @@ class BestEffort:
 
     # -- lending -------------------------------------------------------------------
 
+    def encode_lent(self, codec: Any) -> None:
+        """Encode what is lent in ``codec``'s flat layout (a new planner's; a
+        grow lays flat sets out anew, and bits of the old layout name other
+        items)."""
+        self._lent = {jid: (job, codec.encode(job.resources)) for jid, (job, _) in self._lent.items()}
+        self.lent_bits = 0
+        for _, bits in self._lent.values():
+            self.lent_bits |= bits
+
     def _lend(self, job: Job) -> None:
         bits = self.e.planner.codec.encode(job.resources)
         self._lent[job.id] = (job, bits)

@@ -74,12 +74,11 @@ class Engine:
             matcher = matcher or _match_mod.match
             feasibility = feasibility or _match_mod.feasibility
         self.graph = graph
-        self._match = MatchCache(matcher)
         self._feasibility = feasibility
         self.stats = {"passes": 0, "matches": 0, "started": 0, "denied": 0, "canceled": 0}
         #: Best-effort jobs and preemption; the planner sees the graph through its view.
         self.besteffort = BestEffort(self)
-        self.planner = Planner(self.besteffort.view, matcher=self._match)
+        self.planner = self.make_planner(MatchCache(matcher))
         #: The queue policy of every queue not named in ``queue-policy-per-queue``.
         self.queue_policy: QueuePolicy = make_policy(self.options.queue_policy, self.options.reserve_depth)
         self._policies: dict[str, QueuePolicy] = {
@@ -113,6 +112,20 @@ class Engine:
     # ------------------------------------------------------------------
     # Queries
     # ------------------------------------------------------------------
+
+    def make_planner(self, match: MatchCache) -> Planner:
+        """A planner over the regular jobs' view of the graph, matching through ``match``.
+
+        The one place the engine's planner is made, at start and at every
+        rebuild: a planner over the raw graph would not see what best-effort
+        jobs hold as lent, and a regular job would wait behind them with no
+        start time instead of preempting them.  What is lent is encoded anew
+        in the new planner's flat layout (a grow lays it out anew).
+        """
+        self._match = match
+        planner = Planner(self.besteffort.view, matcher=match)
+        self.besteffort.encode_lent(planner.codec)
+        return planner
 
     def job(self, jobid: int) -> Job | None:
         return self._jobs.get(jobid)

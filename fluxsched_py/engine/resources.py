@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..ids import IdSet
-from ..planner import MatchCache, Planner
+from ..planner import MatchCache
 from .states import JobState
 
 if TYPE_CHECKING:
@@ -51,8 +51,7 @@ def apply_resource_update(
 def rebuild_planner(engine: Engine) -> None:
     """A new planner and match cache for the engine's graph, holding its running jobs' spans."""
     old = engine.planner
-    engine._match = MatchCache(old.matcher.matcher, fast_paths=old.matcher.fast_paths)
-    new = Planner(engine.graph, matcher=engine._match)
+    new = engine.make_planner(MatchCache(old.matcher.matcher, fast_paths=old.matcher.fast_paths))
     for span in old.spans():
         job = engine.job(span.jobid)
         if span.running and job is not None and job.state is JobState.RUNNING and job.resources is not None:
