@@ -58,17 +58,20 @@ from fluxsched_py.resource import ResourceGraph
 
 NODES = 4
 CORES = 4
-ALL_ITEMS = frozenset((r, c) for r in range(NODES) for c in range(CORES))
+#: ranks a grow may add (rank NODES, ...): a job of NODES + 1 nodes is denied until one is added
+MAX_GROW = 1
 SCHED_KEYS = {"t_estimate", "reason_pending", "jobs_ahead", "queue", "resource_summary", "backfill", "besteffort"}
 RUNNING_KEYS = {"resource_summary", "backfill", "besteffort"}
 
 
-def instance_R() -> dict:
+def instance_R(first: int = 0, nodes: int = NODES) -> dict:
+    """R of ranks ``first .. first + nodes - 1``, CORES cores each."""
+    last = first + nodes - 1
     return {
         "version": 1,
         "execution": {
-            "R_lite": [{"rank": f"0-{NODES - 1}", "children": {"core": f"0-{CORES - 1}"}}],
-            "nodelist": [f"node[0-{NODES - 1}]"],
+            "R_lite": [{"rank": f"{first}-{last}", "children": {"core": f"0-{CORES - 1}"}}],
+            "nodelist": [f"node[{first}-{last}]"],
             "starttime": 0.0,
             "expiration": 0.0,
         },
@@ -151,7 +154,7 @@ class Ticks:
 STEPS = {"steps": 0, "runs": 0}
 
 job_shapes = st.one_of(
-    st.tuples(st.integers(1, NODES + 1), st.just(0)),  # whole nodes (NODES + 1: never fits, DENY)
+    st.tuples(st.integers(1, NODES + 1), st.just(0)),  # whole nodes (NODES + 1: DENY until a grow)
     st.tuples(st.just(0), st.integers(1, CORES * 2 + 1)),  # cores anywhere
 )
 durations = st.sampled_from([0.0, 5.0, 10.0, 30.0, 100.0])
@@ -169,6 +172,7 @@ class EngineModel(RuleBasedStateMachine):
         super().__init__()
         self.now = 100.0
         self.next_id = 1
+        self.nodes = NODES  # ranks 0 .. nodes - 1, grown ones included
         self.down: set[int] = set()
         self.drained: set[int] = set()
         self.shrunk: set[int] = set()
@@ -192,7 +196,7 @@ class EngineModel(RuleBasedStateMachine):
     # -- helpers -------------------------------------------------------------
 
     def new_engine(self) -> Engine:
-        self.graph = ResourceGraph.from_rv1(instance_R())
+        self.graph = ResourceGraph.from_rv1(instance_R(0, self.nodes))
         self.stopwatch = Ticks()
         return Engine(self.graph, self.OPTIONS, stopwatch=self.stopwatch)
 
@@ -211,13 +215,16 @@ class EngineModel(RuleBasedStateMachine):
         e = self.engine
         return {y: items_of(e.graph.allocation(y).to_rv1(e.graph)) for y in e.besteffort.starting()}
 
+    def all_items(self) -> set[tuple[int, int]]:
+        return {(r, c) for r in range(self.nodes) for c in range(CORES)}
+
     def model_all(self) -> set[tuple[int, int]]:
         held = self.held()
-        return {i for i in ALL_ITEMS if i[0] not in self.shrunk or i in held}
+        return {i for i in self.all_items() if i[0] not in self.shrunk or i in held}
 
     def model_free(self) -> set[tuple[int, int]]:
         bad = self.down | self.drained | self.shrunk
-        return {i for i in ALL_ITEMS if i[0] not in bad} - self.held()
+        return {i for i in self.all_items() if i[0] not in bad} - self.held()
 
     def changed(self) -> None:
         self.passed = False
@@ -428,8 +435,9 @@ class EngineModel(RuleBasedStateMachine):
 
     # -- rules: the resource module --------------------------------------------
 
-    @rule(rank=st.integers(0, NODES - 1), up=st.booleans(), then_pass=st.booleans())
+    @rule(rank=st.integers(0, NODES + MAX_GROW - 1), up=st.booleans(), then_pass=st.booleans())
     def up_down(self, rank, up, then_pass):
+        rank %= self.nodes
         if up:
             self.engine.resource_update(up=str(rank))
             self.down.discard(rank)
@@ -440,8 +448,9 @@ class EngineModel(RuleBasedStateMachine):
         self.changed()
         self.after(then_pass)
 
-    @rule(rank=st.integers(0, NODES - 1), drain=st.booleans(), then_pass=st.booleans())
+    @rule(rank=st.integers(0, NODES + MAX_GROW - 1), drain=st.booleans(), then_pass=st.booleans())
     def drain(self, rank, drain, then_pass):
+        rank %= self.nodes
         if drain:
             self.engine.graph.drain(str(rank), "model")
             if rank not in self.shrunk:
@@ -453,15 +462,34 @@ class EngineModel(RuleBasedStateMachine):
         self.changed()
         self.after(then_pass)
 
-    @rule(rank=st.integers(1, NODES - 1), then_pass=st.booleans())
+    @rule(rank=st.integers(1, NODES + MAX_GROW - 1), then_pass=st.booleans())
     @precondition(lambda self: len(self.shrunk) < NODES - 2)
     def shrink(self, rank, then_pass):
+        rank = 1 + (rank - 1) % (self.nodes - 1)
         self.engine.resource_update(shrink=str(rank))
         self.shrunk.add(rank)
         self.down.discard(rank)
         self.drained.discard(rank)
         self.changed()
         self.after(then_pass)
+
+    @rule(then_pass=st.booleans())
+    @precondition(lambda self: self.nodes < NODES + MAX_GROW)
+    def grow(self, then_pass):
+        """resource.acquire adds a rank, up and free (a grow lays the flat sets out anew)."""
+        self.engine.resource_update(grow=instance_R(self.nodes, 1))
+        self.nodes += 1
+        STEPS["grown"] = STEPS.get("grown", 0) + 1
+        self.changed()
+        self.after(then_pass)
+
+    @rule(rank=st.integers(0, NODES + MAX_GROW - 1), rack=st.sampled_from([[], ["rack1"], ["rack1", "fast"]]))
+    def properties(self, rank, rack):
+        """A property change rebuilds the planner (the jobs here ask for none)."""
+        rank %= self.nodes
+        if rank not in self.shrunk:
+            self.engine.resource_update(properties={rank: rack})
+            self.changed()
 
     # -- rules: a restart --------------------------------------------------------
 
@@ -475,8 +503,8 @@ class EngineModel(RuleBasedStateMachine):
         # its victims is pending again, and may now start elsewhere.
         self.claims, self.awaited = {}, {}
         g = self.graph
-        g.set_down(f"0-{NODES - 1}")
-        up = set(range(NODES)) - self.down - self.shrunk
+        g.set_down(f"0-{self.nodes - 1}")
+        up = set(range(self.nodes)) - self.down - self.shrunk
         self.engine.resource_update(up=",".join(map(str, sorted(up))) or None)
         if self.shrunk:
             self.engine.resource_update(shrink=",".join(map(str, sorted(self.shrunk))))
@@ -539,7 +567,7 @@ class EngineModel(RuleBasedStateMachine):
         everything = self.model_all()
         assert items_of(st_["all"]) == everything, "all"
         assert items_of(st_["allocated"]) == held, "allocated"
-        down = {i for i in ALL_ITEMS if i[0] in self.down and i[0] not in self.shrunk}
+        down = {i for i in self.all_items() if i[0] in self.down and i[0] not in self.shrunk}
         assert items_of(st_["down"]) == down, "down"
         free = items_of(self.engine.graph.free().to_rv1(self.engine.graph))
         assert free == self.model_free(), "free"

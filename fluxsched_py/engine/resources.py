@@ -49,13 +49,18 @@ def apply_resource_update(
 
 
 def rebuild_planner(engine: Engine) -> None:
-    """A new planner and match cache for the engine's graph, holding its running jobs' spans."""
+    """A new planner and match cache for the engine's graph, holding the spans
+    of its running jobs and of the jobs waiting for their victims."""
     old = engine.planner
     new = engine.make_planner(MatchCache(old.matcher.matcher, fast_paths=old.matcher.fast_paths))
     for span in old.spans():
         job = engine.job(span.jobid)
-        if span.running and job is not None and job.state is JobState.RUNNING and job.resources is not None:
+        if not span.running or job is None:
+            continue
+        if job.state is JobState.RUNNING and job.resources is not None:
             new.add_running(span.jobid, job.resources, span.start, span.end)
+        elif job.state is JobState.STARTING:  # waiting for its victims: what is held for it
+            new.add_running(span.jobid, span.resources, span.start, span.end)
     for job in engine.pending():
         job.estimate = job.proof = None
     if old.now > -float("inf"):
