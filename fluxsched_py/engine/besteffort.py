@@ -186,10 +186,6 @@ class BestEffort:
             heapq.heappop(w)
         return w[0][0] if w else None
 
-    def preempted(self) -> set[int]:
-        """Jobs preempted and not freed yet."""
-        return set(self._preempted)
-
     def starting(self) -> dict[int, set[int]]:
         """Regular jobs waiting for victims: ``{job: victims not freed yet}``."""
         return {y: set(h.waiting) for y, h in self._handoffs.items()}
@@ -566,7 +562,3 @@ class BestEffort:
             self._lend(job)
         self._success(job, rs, now, end, {"besteffort": f"preemptible from {e._time_format(until)}"}, out)
         e.hooks.started(job, now)
-
-    def lent(self) -> list[int]:
-        """Ids of the running best-effort jobs regular jobs may take now."""
-        return list(self._lent)

@@ -41,8 +41,9 @@ class Engine:
     options:
         :class:`EngineOptions`, or ``key=value`` strings / a mapping for
         :meth:`EngineOptions.parse`.
-    matcher, feasibility:
-        the placement functions; default to :mod:`fluxsched_py.match`.
+    matcher:
+        the placement function; defaults to :func:`fluxsched_py.match.match`
+        (feasibility is always :func:`fluxsched_py.match.feasibility`).
     build_R, summaries:
         put RFC 20 R, and the ``resource_summary`` annotation, in SUCCESS
         responses (the replay, which needs only the ResourceSet and sends
@@ -60,7 +61,6 @@ class Engine:
         options: EngineOptions | Iterable[str] | Mapping[str, Any] | None = None,
         *,
         matcher: Callable[..., Any] | None = None,
-        feasibility: Callable[[Any, Any], str | None] | None = None,
         build_R: bool = True,
         summaries: bool = True,
         stopwatch: Callable[[], float] = time.perf_counter,
@@ -68,13 +68,11 @@ class Engine:
         job_name: Callable[[int], str] = str,
     ) -> None:
         self.options = options if isinstance(options, EngineOptions) else EngineOptions.parse(options)
-        if matcher is None or feasibility is None:
-            from .. import match as _match_mod
+        from .. import match as _match_mod
 
-            matcher = matcher or _match_mod.match
-            feasibility = feasibility or _match_mod.feasibility
+        matcher = matcher or _match_mod.match
         self.graph = graph
-        self._feasibility = feasibility
+        self._feasibility = _match_mod.feasibility
         self.stats = {"passes": 0, "matches": 0, "started": 0, "denied": 0, "canceled": 0}
         #: Best-effort jobs and preemption; the planner sees the graph through its view.
         self.besteffort = BestEffort(self)

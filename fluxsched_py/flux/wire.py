@@ -20,7 +20,6 @@ if TYPE_CHECKING:
 # syslog levels, as flux_log() takes them
 LOG_ERR = 3
 LOG_WARNING = 4
-LOG_NOTICE = 5
 LOG_INFO = 6
 LOG_DEBUG = 7
 

@@ -218,18 +218,14 @@ class Topology:
         self.pool_vertices = [v for v in range(n) if self.pools[v]]
 
     def _totals(self) -> None:
-        """Subtree totals: leaf units per type, item count, containers per type."""
+        """Subtree totals: leaf units per type, containers per type."""
         n = self.n
         units: list[dict[str, int]] = [{} for _ in range(n)]
-        items = [0] * n
         conts: list[dict[str, int]] = [{} for _ in range(n)]
         for v in range(n - 1, -1, -1):
             u = units[v]
-            k = 1
             for t, m in self.pools[v].items():
-                c = m.bit_count()
-                u[t] = u.get(t, 0) + c * self.pool_info[(v, t)][0]
-                k += c
+                u[t] = u.get(t, 0) + m.bit_count() * self.pool_info[(v, t)][0]
             ct = conts[v]
             ct[self.type[v]] = ct.get(self.type[v], 0) + 1
             for c in self.children[v]:
@@ -237,10 +233,7 @@ class Topology:
                     u[t] = u.get(t, 0) + x
                 for t, x in conts[c].items():
                     ct[t] = ct.get(t, 0) + x
-                k += items[c]
-            items[v] = k
         self.tot_units = units
-        self.tot_items = items
         self.tot_conts = conts
 
     def _signatures(self) -> None:
