@@ -5,7 +5,8 @@ program that waits until it is told to exit, and runs ``flux`` commands
 against it through ``FLUX_URI``.  The broker gets the environment sched-py
 needs: ``FLUX_PYTHONPATH_PREPEND`` (this checkout and the site-packages of
 the running interpreter, which hold the dependencies) and
-``FLUX_MODULE_PATH_PREPEND`` (the folder of ``sched-py.py``).
+``FLUX_MODULE_PATH_PREPEND`` (the folder of ``sched-py.py``) and
+``FLUX_MODPROBE_PATH_APPEND`` (sched-py's ``flux modprobe`` declaration).
 """
 
 from __future__ import annotations
@@ -81,6 +82,7 @@ class Instance:
         self.env = dict(os.environ)
         self.env["FLUX_PYTHONPATH_PREPEND"] = python_path_for_broker()
         self.env["FLUX_MODULE_PATH_PREPEND"] = str(MODULE_DIR)
+        self.env["FLUX_MODPROBE_PATH_APPEND"] = str(MODPROBE_DIR)
         self.env.update(env or {})
         self.env.pop("FLUX_URI", None)
         waiter = f"echo $FLUX_URI > {self.uri_file}; while test ! -e {self.stop_file}; do sleep 0.1; done"
@@ -133,16 +135,40 @@ class Instance:
             return "sched-fluxion-qmanager"
         return next((m for m in mods if m.startswith("sched-") and not m.startswith("sched-fluxion-")), None)
 
-    def use_scheduler(self, name: str | None, *args: str) -> None:
-        """Unload every ``sched-*`` module, then load ``name`` (if any) with ``args``.
+    def services(self) -> dict[str, str]:
+        """Each service a loaded module provides besides its own name, and that module (``flux module list``)."""
+        found = {}
+        for line in self.run("module", "list").splitlines()[1:]:
+            cols = line.split()
+            if len(cols) >= 6:
+                for service in cols[5].split(","):
+                    found[service] = cols[0]
+        return found
 
-        Fluxion's qmanager goes before its resource module, which it uses.
+    def use_scheduler(self, name: str | None, *args: str) -> None:
+        """Make ``name``, loaded with ``args``, the instance's scheduler; with ``None``, leave none loaded.
+
+        The loaded ``sched`` and ``feasibility`` services, then any ``sched-*`` module left (Fluxion's
+        resource module), go through ``flux modprobe remove``, which orders the removals by their
+        dependencies.  Removing ``sched-*`` modules one by one by name fails where Fluxion is installed in
+        flux-core's prefix, as its feasibility module goes when its qmanager does.  A scheduler with
+        arguments is loaded by ``flux module load``; without, by ``flux modprobe load``, which brings what
+        it needs (Fluxion's resource module).
         """
-        mods = [m for m in self.modules() if m.startswith("sched-")]
-        for m in sorted(mods, key=lambda m: m != "sched-fluxion-qmanager"):
-            self.run("module", "remove", m)
-        if name is not None:
+        loaded = sorted({"sched", "feasibility"} & set(self.services()))
+        if loaded:
+            self.run("modprobe", "remove", *loaded)
+        # flux-core 0.88's modprobe leaves Fluxion's resource module loaded
+        # (nothing it removed "requires" it by its solver), holding resource.acquire.
+        rest = [m for m in self.modules() if m.startswith("sched-")]
+        if rest:
+            self.run("modprobe", "remove", *rest)
+        if name is None:
+            return
+        if args:
             self.run("module", "load", name, *args)
+        else:
+            self.run("modprobe", "load", name)
 
     def set_resources(self, nodes: int, cores: int, gpus: int = 0, properties: dict[str, str] | None = None) -> None:
         """Replace the instance's resources with a fake R (schedulers must be unloaded)."""
