@@ -77,4 +77,4 @@ def test_image_config_makes_sched_py_the_scheduler():
 def test_the_flux_job_runs_on_flux_core_alone_and_with_fluxion():
     text = WORKFLOW.read_text()
     assert '"fluxrm/flux-core:bookworm", "fluxrm/flux-sched:bookworm"' in text
-    assert 'BASE=${{ matrix.base }}' in text
+    assert "BASE=${{ matrix.base }}" in text
