@@ -17,7 +17,7 @@ from pathlib import Path
 from .cliutil import ArgumentParser, boundary, error_line, report
 from .inputs import read_bytes
 from .jobspec import JobspecError, load_jobspec, parse_jobspec
-from .jobspec.loader import MAX_BYTES
+from .limits import MAX_JOBSPEC_BYTES
 
 __all__ = ["main"]
 
@@ -56,7 +56,7 @@ def validate(argv: Sequence[str]) -> int:
         try:
             if name == "-":
                 try:
-                    data = read_bytes("-", MAX_BYTES)
+                    data = read_bytes("-", MAX_JOBSPEC_BYTES)
                 except OSError as e:
                     raise JobspecError("/", f"cannot read stdin: {e.strerror}") from None
                 parse_jobspec(data, v1=args.v1)

@@ -429,7 +429,7 @@ def test_no_console_script_needed_for_python_dash_m(tmp_path):
 def test_largest_accepted_machine_fits_in_2_gib():
     """The node limit (262,144: Fugaku has 158,976 nodes) still replays the bundled workload
     within 2 GiB of address space; one node more is refused before anything is built."""
-    from fluxsched_py.inputs import MAX_NODES
+    from fluxsched_py.limits import MAX_NODES
 
     # a legitimate (if large) run, not hostile input: no 10 s bound on a shared machine
     proc = run(["replay", "--nodes", str(MAX_NODES), "--queue-policy", "easy", "--json"], timeout=180, memory=2 * GIB)

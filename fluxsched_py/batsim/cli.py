@@ -32,7 +32,7 @@ from ..cliutil import ArgumentParser, CLIError, UsageError, boundary, bounded_in
 from ..cliutil import open_output as _open_output
 from ..engine import EngineError, EngineOptions
 from ..errors import FluxschedError
-from ..inputs import MAX_NODES
+from ..limits import MAX_NODES
 from ..policy import POLICIES
 from .driver import Driver
 from .errors import ProtocolError

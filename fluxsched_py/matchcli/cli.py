@@ -22,6 +22,7 @@ from typing import Any
 
 from ..cliutil import ArgumentParser, CLIError, UsageError, boundary, open_output
 from ..inputs import read_bytes
+from ..limits import MAX_COMMAND_CHARS, MAX_GRAPH_BYTES
 from ..resource import ResourceError, ResourceGraph
 from .compat import parse_policy
 from .session import FORMATS, Session
@@ -113,7 +114,7 @@ def _load(path: str, fmt: str) -> ResourceGraph:
         return ResourceGraph.load(path, "rv1")
     if fmt == "jgf":
         try:
-            data = json.loads(read_bytes(path))
+            data = json.loads(read_bytes(path, MAX_GRAPH_BYTES))
         except OSError as e:
             raise ResourceError(f"cannot read: {e.strerror}", source=path) from None
         except json.JSONDecodeError as e:
@@ -126,19 +127,16 @@ def _load(path: str, fmt: str) -> ResourceGraph:
     return ResourceGraph.load(path, fmt)
 
 
-MAX_LINE = 1 << 16
-
-
 def command_lines(stream: Any, session: Session) -> Iterator[str]:
-    """The stream's lines; a line longer than MAX_LINE is skipped with an error (never held whole)."""
+    """The stream's lines; a line longer than MAX_COMMAND_CHARS is skipped with an error (never held whole)."""
     while True:
-        line = stream.readline(MAX_LINE)
+        line = stream.readline(MAX_COMMAND_CHARS)
         if not line:
             return
-        if len(line) == MAX_LINE and not line.endswith("\n"):
+        if len(line) == MAX_COMMAND_CHARS and not line.endswith("\n"):
             while line and not line.endswith("\n"):
-                line = stream.readline(MAX_LINE)
-            session.error(f"malformed command: line longer than {MAX_LINE} characters")
+                line = stream.readline(MAX_COMMAND_CHARS)
+            session.error(f"malformed command: line longer than {MAX_COMMAND_CHARS} characters")
             continue
         yield line
 

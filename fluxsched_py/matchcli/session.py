@@ -29,7 +29,7 @@ from typing import Any, TextIO
 from ..cliutil import plain_line
 from ..inputs import read_bytes
 from ..jobspec import JobspecError, Request
-from ..jobspec.loader import MAX_BYTES
+from ..limits import MAX_JOBSPEC_BYTES
 from ..match import MatchResult, match_result
 from ..match.policy import Policy
 from ..planner import Planner
@@ -371,7 +371,7 @@ class Session:
             return
         jobid = job.jobid
         try:
-            data = json.loads(read_bytes(args[3], MAX_BYTES))
+            data = json.loads(read_bytes(args[3], MAX_JOBSPEC_BYTES))
         except OSError as e:
             self.error(f"can't open {args[3]}: {e.strerror}")
             return

@@ -22,7 +22,7 @@ from typing import Any
 
 from ..cliutil import ArgumentParser, CLIError, UsageError, boundary, bounded_int, check_output_dir
 from ..engine import EngineError, EngineOptions
-from ..inputs import MAX_NODES, MAX_PER_NODE
+from ..limits import MAX_NODES, MAX_PER_NODE
 from ..policy import POLICIES
 from ..resource import ResourceError
 from .metrics import summarize

@@ -21,7 +21,8 @@ from typing import Any
 
 from ..batsim.platform import PlatformError, batsim_hosts
 from ..ids import Hostlist, IdSet
-from ..inputs import MAX_NODES, MAX_PER_NODE, read_bytes
+from ..inputs import read_bytes
+from ..limits import MAX_NODES, MAX_PER_NODE
 
 __all__ = ["PlatformError", "load_platform", "nodes_graph", "nodes_R", "batsim_hosts"]
 

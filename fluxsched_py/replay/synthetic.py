@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 from ..cliutil import ArgumentParser, UsageError, boundary, bounded_int, open_output
-from ..inputs import MAX_JOBS, MAX_NODES
+from ..limits import MAX_JOBS, MAX_NODES
 
 __all__ = ["generate", "to_swf", "EXAMPLE_NAME", "example_path", "write_synthetic_swf", "main"]
 
