@@ -25,7 +25,6 @@ __all__ = [
     "MAX_JOBS",
     "MAX_SECONDS",
     "MAX_TIMEOUT",
-    "MIN_LOAD",
     "MAX_INPUT_BYTES",
     "MAX_GRAPH_BYTES",
     "MAX_JOBSPEC_BYTES",
@@ -72,9 +71,6 @@ MAX_SECONDS = 1e12
 #: Longest timeout of a wait on a socket, in seconds: ZeroMQ takes milliseconds
 #: as a C int (2**31 - 1 ms, about 24.8 days).
 MAX_TIMEOUT = (2**31 - 1) / 1000
-#: Smallest offered load of a synthetic workload: below it the arrivals of the
-#: default 300 jobs would spread beyond MAX_SECONDS.
-MIN_LOAD = 1e-6
 
 # -- sizes ------------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ and the session goes on, as resource-query's does.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import json
 import sys
@@ -151,8 +152,8 @@ def main(argv: list[str]) -> int:
         policy = parse_policy(args.match_policy, flexible=args.traverser_policy == "flexible")
     except ValueError as e:
         raise UsageError(f"-P: {e}") from None
-    out = open_output(args.test_output, "-t") if args.test_output else None
-    try:
+    with contextlib.ExitStack() as outputs:
+        out = outputs.enter_context(open_output(args.test_output, "-t")) if args.test_output else None
         try:
             graph = load_graph(args.load_file, args.load_format, args.match_subsystems)
         except ResourceError as e:
@@ -161,16 +162,13 @@ def main(argv: list[str]) -> int:
             graph,
             policy,
             match_format=args.match_format,
-            out=out or sys.stdout,
+            out=out.file if out is not None else sys.stdout,
             path_map=tuple(args.path_map) if args.path_map else None,
         )
         # Bytes that are not UTF-8 reach the session as U+FFFD and fail as unknown commands.
         buffer = getattr(sys.stdin, "buffer", None)
         stdin = io.TextIOWrapper(buffer, encoding="utf-8", errors="replace") if buffer else sys.stdin
         return session.run(command_lines(stdin, session))
-    finally:
-        if out is not None:
-            out.close()
 
 
 if __name__ == "__main__":  # pragma: no cover

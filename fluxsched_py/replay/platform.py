@@ -102,7 +102,7 @@ def load_platform(path: str | os.PathLike[str]) -> Any:
         except RecursionError:
             raise PlatformError(f"{p}: not JSON: nested too deeply") from None
         if isinstance(data, dict) and "execution" in data:
-            return G.from_rv1(data)
+            return G.from_rv1(data, source=str(p))
         return G.load(p)
     if suffix in (".yaml", ".yml"):
         return G.from_recipe(p)

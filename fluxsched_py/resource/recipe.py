@@ -101,11 +101,11 @@ def model_from_recipe(recipe: dict | str | Path) -> nx.DiGraph:
     cps = _count(c, "cores_per_socket", source, minimum=0)
     gps = _count(c, "gpus_per_socket", source, 0)
     mem = _count(c, "memory_gb", source, 0)
-    if nnodes > MAX_NODES or sockets * max(cps, gps, 1) > MAX_PER_NODE or mem > MAX_PER_NODE:
+    if nnodes > MAX_NODES:
+        raise ResourceError(f"{nnodes} nodes: over the limit of {MAX_NODES} nodes", source=source, element="/cluster")
+    if sockets * max(cps, gps, 1) > MAX_PER_NODE or mem > MAX_PER_NODE:
         raise ResourceError(
-            f"the recipe is too large (limits: {MAX_NODES} nodes, {MAX_PER_NODE} cores, GPUs or GB per node)",
-            source=source,
-            element="/cluster",
+            f"over the limit of {MAX_PER_NODE} cores, GPUs or GB per node", source=source, element="/cluster"
         )
     hn = c.get("hostname", "node")
     if not isinstance(hn, str) or not hn:
