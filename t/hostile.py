@@ -222,7 +222,7 @@ CASES: list[Case] = [
     ),
     Case(
         "jgf-30MB",
-        lambda d: ["match", "-L", _write(d / "g.json", _jgf(2000, 1000)), "-f", "jgf"],
+        lambda d: ["match", "-L", _write(d / "g.json", _jgf(600, 400)), "-f", "jgf"],
         ("g.json", "limit"),
     ),
     Case(

@@ -83,8 +83,8 @@ _JOBSPEC = (
         ('{"execution": []}', "partial-cancel 1 rv1exec {f}", "R.execution must be an object"),
         ('{"execution": {"R_lite": [3]}}', "partial-cancel 1 rv1exec {f}", "R_lite[0] must be an object"),
         ('{"graph": {"nodes": [1]}}', "partial-cancel 1 jgf {f}", "node must be an object"),
-        (_JOBSPEC % "1.0e+308", "match allocate {f}", "duration 1e+308 s is beyond the limit"),
-        (_JOBSPEC % "1.0e+18", "match allocate {f}", "duration 1e+18 s is beyond the limit"),
+        (_JOBSPEC % "1.0e+308", "match allocate {f}", "duration 1e+308 is beyond the limit"),
+        (_JOBSPEC % "1.0e+18", "match allocate {f}", "duration 1e+18 is beyond the limit"),
     ],
 )
 def test_a_match_session_survives_a_bad_command(tmp_path: Path, content: str, command: str, says: str) -> None:

@@ -63,6 +63,8 @@ from ..limits import (
     MAX_YAML_BYTES,
     QUIET_BYTES,
     QUIET_LINES,
+    check_count,
+    check_seconds,
 )
 
 __all__ = [
@@ -166,12 +168,10 @@ def _number(value: Any, where: str, what: str) -> float:
 
 def _time(value: Any, where: str, what: str) -> float:
     """A time in seconds: finite, 0 <= t <= MAX_SECONDS."""
-    x = _number(value, where, what)
-    if x < 0:
-        raise WorkloadError(f"{where}: {what} must not be negative, got {value}")
-    if x > MAX_SECONDS:
-        raise WorkloadError(f"{where}: {what} {value} is beyond the limit of {MAX_SECONDS:g} s")
-    return x
+    try:
+        return check_seconds(_number(value, where, what), what)
+    except ValueError as e:
+        raise WorkloadError(f"{where}: {e}") from None
 
 
 def _count(value: Any, where: str, what: str, limit: int = MAX_NODES) -> int:
@@ -179,12 +179,10 @@ def _count(value: Any, where: str, what: str, limit: int = MAX_NODES) -> int:
     x = _number(value, where, what)
     if x != int(x):
         raise WorkloadError(f"{where}: {what} must be an integer, got {value}")
-    n = int(x)
-    if n < 1:
-        raise WorkloadError(f"{where}: {what} must be at least 1, got {value}")
-    if n > limit:
-        raise WorkloadError(f"{where}: {what} {n} is more than the limit of {limit}")
-    return n
+    try:
+        return check_count(int(x), what, limit)
+    except ValueError as e:
+        raise WorkloadError(f"{where}: {e}") from None
 
 
 def _optional_nb_res(value: Any, source: str) -> int | None:
