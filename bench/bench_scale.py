@@ -90,7 +90,7 @@ def main() -> int:
             for what, argv in rows:
                 try:
                     wall, cpu, rss = run(argv)
-                except RuntimeError as e:  # e.g. the replay's --nodes limit (fluxsched_py.inputs.MAX_NODES)
+                except RuntimeError as e:  # e.g. the replay's --nodes limit (fluxsched_py.limits.MAX_NODES)
                     print(f"{what:<28} {n:>8} refused: {e}", flush=True)
                     continue
                 print(f"{what:<28} {n:>8} {wall:>8.2f}s {cpu:>8.2f}s {rss:>8.2f} GiB", flush=True)

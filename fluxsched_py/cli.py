@@ -14,10 +14,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from .cliutil import ArgumentParser, boundary, error_line, report
+from .cliutil import ArgumentParser, boundary, error_line, handle_signals, interrupted, quiet_stdout, report
 from .inputs import read_bytes
 from .jobspec import JobspecError, load_jobspec, parse_jobspec
-from .jobspec.loader import MAX_BYTES
+from .limits import MAX_JOBSPEC_BYTES
 
 __all__ = ["main"]
 
@@ -56,7 +56,7 @@ def validate(argv: Sequence[str]) -> int:
         try:
             if name == "-":
                 try:
-                    data = read_bytes("-", MAX_BYTES)
+                    data = read_bytes("-", MAX_JOBSPEC_BYTES)
                 except OSError as e:
                     raise JobspecError("/", f"cannot read stdin: {e.strerror}") from None
                 parse_jobspec(data, v1=args.v1)
@@ -81,10 +81,30 @@ def _usage() -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command.  SIGTERM is handled like SIGINT (see :mod:`.cliutil`),
+    and output into a closed pipe ends quietly with status 0, including what
+    is still buffered when the command returns."""
+    handle_signals()
+    try:
+        status = _main(argv)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        quiet_stdout()
+        return 0
+    except KeyboardInterrupt as e:  # before a command's own boundary took over
+        line, status = interrupted(e)
+        report("fluxsched-py", line)
+    return status
+
+
+def _main(argv: Sequence[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] in ("-h", "--help", "help"):
+    if not argv:  # a usage error: the usage goes to stderr
+        print(_usage(), file=sys.stderr)
+        return 2
+    if argv[0] in ("-h", "--help", "help"):
         print(_usage())
-        return 0 if argv else 2
+        return 0
     if argv[0] in ("-V", "--version"):
         from . import __version__
 

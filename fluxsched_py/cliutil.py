@@ -9,6 +9,13 @@ and exits with one of two statuses, the same in every subcommand:
 * ``2`` (:data:`USAGE`): a bad option or option value, found before any work;
 * ``1`` (:data:`FAILED`): bad input (a file's content), or a failure while running.
 
+Output into a closed pipe (``fluxsched-py replay | head -1``) ends quietly
+with status 0, as the reader chose to stop.  SIGINT ends a command with
+status 130 and SIGTERM with 143, each after one line (``interrupted``,
+``terminated``): the signal becomes an exception, so ``finally`` blocks and
+context managers run, worker processes are stopped, and output files written
+through :class:`AtomicOutput` are left complete or not at all.
+
 Nothing from user input is ever interpreted (no rich markup), the line is
 never wrapped, and control characters in it are escaped, so a path holding
 ``[/x]`` or a newline prints as it is.  A traceback is never printed; set
@@ -20,6 +27,7 @@ from __future__ import annotations
 import argparse
 import functools
 import os
+import signal
 import sys
 import tempfile
 import traceback
@@ -27,11 +35,18 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, NoReturn
 
+from .errors import FluxschedError
+
 __all__ = [
     "USAGE",
     "FAILED",
     "CLIError",
     "UsageError",
+    "Terminated",
+    "AtomicOutput",
+    "handle_signals",
+    "interrupted",
+    "quiet_stdout",
     "ArgumentParser",
     "error_line",
     "plain_line",
@@ -81,6 +96,24 @@ def report(prog: str, message: object, stream: IO[str] | None = None) -> None:
         pass
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the main thread runs, like SIGINT's KeyboardInterrupt."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated
+
+
+def handle_signals() -> None:
+    """Make SIGTERM raise :class:`Terminated` (SIGINT already raises KeyboardInterrupt)."""
+    signal.signal(signal.SIGTERM, _terminate)
+
+
+def interrupted(e: KeyboardInterrupt) -> tuple[str, int]:
+    """The line and exit status of an interruption: 143 for SIGTERM, 130 for SIGINT."""
+    return ("terminated", 143) if isinstance(e, Terminated) else ("interrupted", 130)
+
+
 class ArgumentParser(argparse.ArgumentParser):
     """argparse, with its errors as one line and status :data:`USAGE`."""
 
@@ -100,11 +133,12 @@ def boundary(prog: str) -> Callable[[Callable[..., int]], Callable[..., int]]:
             except CLIError as e:
                 report(prog, e)
                 return e.status
-            except KeyboardInterrupt:
-                report(prog, "interrupted")
-                return 130
+            except KeyboardInterrupt as e:
+                line, status = interrupted(e)
+                report(prog, line)
+                return status
             except BrokenPipeError:
-                _quiet_stdout()
+                quiet_stdout()
                 return 0
             except MemoryError:
                 report(prog, "out of memory (is the input far larger than it should be?)")
@@ -127,7 +161,7 @@ def boundary(prog: str) -> Callable[[Callable[..., int]], Callable[..., int]]:
     return wrap
 
 
-def _quiet_stdout() -> None:
+def quiet_stdout() -> None:
     """After EPIPE, point stdout at /dev/null so the interpreter's final flush stays silent."""
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
@@ -161,10 +195,45 @@ def check_output_dir(path: str | os.PathLike[str], option: str) -> Path:
     return p
 
 
-def open_output(path: str | os.PathLike[str], option: str) -> IO[str]:
-    """Open ``path`` for writing now (so a bad path fails before the run), or :class:`UsageError`."""
+class AtomicOutput:
+    """A text file written under a temporary name beside ``path`` and renamed
+    to ``path`` on :meth:`commit`, so ``path`` is complete or absent, never
+    half-written.  As a context manager it commits on a normal exit or an
+    error of the command (a record of a failed run is complete), and discards
+    on an interruption (SIGINT, SIGTERM) or a crash."""
+
+    def __init__(self, path: str | os.PathLike[str], newline: str | None = None) -> None:
+        self.path = Path(path)
+        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".part")
+        self.tmp = Path(tmp)
+        self.file = os.fdopen(fd, "w", newline=newline)
+        self.write = self.file.write
+        self.flush = self.file.flush
+
+    def commit(self) -> None:
+        if not self.file.closed:
+            self.file.close()
+            os.replace(self.tmp, self.path)
+
+    def discard(self) -> None:
+        if not self.file.closed:
+            self.file.close()
+            self.tmp.unlink(missing_ok=True)
+
+    def __enter__(self) -> AtomicOutput:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        if kind is None or issubclass(kind, (CLIError, FluxschedError)):
+            self.commit()
+        else:
+            self.discard()
+
+
+def open_output(path: str | os.PathLike[str], option: str) -> AtomicOutput:
+    """Create ``path``'s temporary file now (so a bad path fails before the run), or :class:`UsageError`."""
     try:
-        return open(path, "w")  # noqa: SIM115 - the caller closes it
+        return AtomicOutput(path)
     except OSError as e:
         raise UsageError(f"{path}: {option}: cannot write: {e.strerror or e}") from None
 
@@ -189,6 +258,19 @@ def nonnegative_float(text: str) -> float:
     if not (v >= 0 and v != float("inf")):
         raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
     return v
+
+
+def bounded_seconds(limit: float) -> Callable[[str], float]:
+    """argparse type: a finite number of seconds in 0..limit."""
+
+    def parse(text: str) -> float:
+        v = nonnegative_float(text)
+        if v > limit:
+            raise argparse.ArgumentTypeError(f"at most {limit:g} s, got {text}")
+        return v
+
+    parse.__name__ = "seconds"
+    return parse
 
 
 def bounded_int(limit: int) -> Callable[[str], int]:

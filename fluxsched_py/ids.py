@@ -23,20 +23,15 @@ import re
 from collections.abc import Iterable, Iterator
 
 from .errors import FluxschedError
+from .limits import MAX_HOSTS, MAX_ID
 
 __all__ = [
-    "MAX_ID",
-    "MAX_HOSTS",
     "IdSet",
     "IdSetError",
     "Hostlist",
     "HostlistError",
 ]
 
-#: Largest id an idset may hold.  A bitmask this wide is 8 MiB.
-MAX_ID = (1 << 26) - 1
-#: Largest number of hosts one hostlist string may expand to.
-MAX_HOSTS = 1 << 20
 
 _IDSET_CHARS = re.compile(r"^[0-9,\-\s]*$")
 _RUN_OF_ONES = re.compile(r"1+")

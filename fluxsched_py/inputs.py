@@ -1,4 +1,4 @@
-"""Reading untrusted input files with a size cap, and the limits every reader shares.
+"""Reading untrusted input files with a size cap (the caps are in :mod:`fluxsched_py.limits`).
 
 A cap that looks at ``stat()`` is no cap for ``/dev/zero``, a pipe or stdin:
 these report a size of 0 and never end.  :func:`read_bytes` reads at most
@@ -22,35 +22,15 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import IO
 
+from .limits import MAX_INPUT_BYTES, MAX_STREAM_BYTES
+
 __all__ = [
-    "MAX_INPUT_BYTES",
-    "MAX_STREAM_BYTES",
-    "MAX_NODES",
-    "MAX_PER_NODE",
-    "MAX_JOBS",
-    "MAX_SECONDS",
     "read_bytes",
     "read_text",
     "open_stream",
     "CappedReader",
     "bounded_lines",
 ]
-
-#: Largest input file read whole (JSON workloads, platforms, graphs), after decompression.
-MAX_INPUT_BYTES = 64 * 1024 * 1024
-#: Largest stream read line by line (SWF traces, after decompression): memory is bounded by MAX_JOBS.
-MAX_STREAM_BYTES = 1024 * 1024 * 1024
-#: Largest machine the replay builds (2**18; Fugaku has 158,976 nodes): the graph and the
-#: engine's planner cost about 5.6 KB per node, so 262,144 nodes peak near 1.5 GB and
-#: 200,000 near 1.2 GB (measured with the bundled workload and a one-job replay).
-MAX_NODES = 262_144
-#: Largest count of one leaf type (cores, GPUs, memory units) on one node.
-MAX_PER_NODE = 65_536
-#: Most jobs one workload may hold.
-MAX_JOBS = 1_000_000
-#: Largest time, in seconds, a workload may give (about 31,700 years): beyond it a
-#: float no longer resolves milliseconds, and sums of times could overflow to inf.
-MAX_SECONDS = 1e12
 
 _CHUNK = 1 << 20
 

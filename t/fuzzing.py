@@ -483,6 +483,65 @@ def swf_target() -> Target:
     return Target("swf", run, lambda: mutate_bytes(seeds), seeds=seeds)
 
 
+_SWF = (
+    b"; MaxNodes: 4\n; MaxProcs: 4\n"
+    b"1 0 0 10 2 -1 -1 2 100 -1 1 1 1 -1 1 -1 -1 -1\n"
+    b"2 5 0 -1 1 -1 -1 1 100 -1 1 2 1 -1 2 -1 -1 -1\n\n;\n"
+    b"3 9 1 20 4 -1 -1 4 -1 -1 1 3 1 -1 1 -1 -1 -1\n"
+)
+
+
+def swf_stream_target() -> Target:
+    """SWF read as a stream (``load_workload`` on a file), plain or compressed:
+    the time bound on lines with no job, the job-line bound, corrupt archives."""
+    import bz2
+    import lzma
+
+    from fluxsched_py.replay.workload import load_workload
+
+    seeds = [s[:20000] for s in files("swf/*.swf.gz")] + [_SWF, b";\n" * 5000 + _SWF, b"\n" * 5000]
+    packers = {"plain": lambda b: b, "gz": gzip.compress, "bz2": bz2.compress, "xz": lzma.compress}
+
+    def run(value: tuple[bytes, str]) -> Any:
+        data, kind = value
+        with _tmpfile(data if kind == "raw" else packers[kind](data), ".swf") as name:
+            return load_workload(name)
+
+    def inputs() -> st.SearchStrategy[Any]:
+        packed = st.tuples(mutate_bytes(seeds), st.sampled_from(sorted(packers)))
+        raw = st.tuples(mutate_bytes([gzip.compress(s) for s in seeds]), st.just("raw"))  # corrupt archives
+        return st.one_of(packed, raw)
+
+    def big() -> tuple[bytes, str]:
+        """1 MB of gzip members expanding to about 1 GB of newlines: refused after QUIET_LINES lines."""
+        member = gzip.compress(b"\n" * (64 << 20), 9)
+        return member * (MEGABYTE // len(member)), "raw"
+
+    return Target("swf-stream", run, inputs, seeds=seeds, big=big)
+
+
+def yaml_workload_target() -> Target:
+    """The YAML workload reader (a list of inline jobspecs), text or decoded."""
+    from fluxsched_py.replay.workload import read_jobspec_list
+
+    specs = [yaml.safe_load(p.read_bytes()) for p in sorted((REPO / "fluxsched_py/jobspec/examples").glob("*.yaml"))]
+    docs = [{"nb_res": 4, "jobs": [{"submit": i, "runtime": 10, "jobspec": j} for i, j in enumerate(specs)]}]
+    docs.append({"jobs": [{"id": 7, "submit": 0.5, "runtime": 1, "jobspec": specs[0]}]})
+    seeds = [_yaml_text(d) for d in docs]
+
+    def run(value: Any) -> Any:
+        return read_jobspec_list(value.decode("utf-8", "replace") if isinstance(value, bytes) else value)
+
+    def inputs() -> st.SearchStrategy[Any]:
+        return st.one_of(mutate_bytes(seeds), mutate_doc(docs).map(_yaml_text).map(bytes.decode))
+
+    def big() -> bytes:
+        job = _yaml_text({"jobs": [{"submit": 0, "runtime": 10, "jobspec": specs[0]}]}).split(b"\n", 1)[1]
+        return b"jobs:\n" + job * (MEGABYTE // len(job) - 1)
+
+    return Target("yaml-workload", run, inputs, seeds=seeds, big=big)
+
+
 def batsim_workload_target() -> Target:
     from fluxsched_py.replay.workload import read_batsim
 
@@ -734,6 +793,8 @@ TARGETS: dict[str, Callable[[], Target]] = {
     "idset": idset_target,
     "hostlist": hostlist_target,
     "swf": swf_target,
+    "swf-stream": swf_stream_target,
+    "yaml-workload": yaml_workload_target,
     "batsim-workload": batsim_workload_target,
     "batsim-v4": batsim_v4_target,
     "batprotocol": batprotocol_target,

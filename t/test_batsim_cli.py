@@ -13,7 +13,6 @@ import socket
 import struct
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -137,10 +136,9 @@ def test_a_peer_that_disappears_is_noticed(tmp_path):
     b = FakeBatsim(ep)
     b.ask(BEGINS)
     b.close()
-    t0 = time.monotonic()
     status, err = finish(proc)
-    assert status == 1 and "disconnected" in err
-    assert time.monotonic() - t0 < 10, "noticed by the socket monitor, not the 60 s timeout"
+    # noticed by the socket monitor ("disconnected"), not by the 60 s timeout (which says "within")
+    assert status == 1 and "disconnected" in err and "within" not in err
 
 
 def test_no_batsim_at_all_times_out(tmp_path):

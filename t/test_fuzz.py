@@ -88,25 +88,21 @@ def test_batsim_workload_with_odd_types_is_a_workload_error():
             read_batsim(bad)
 
 
-def test_batsim_workload_with_many_duplicate_ids_is_fast():
+def test_batsim_workload_with_many_duplicate_ids_gets_distinct_numbers():
     """batsim-workload fuzz: the jobs list repeated (every id a duplicate)
     took quadratic time (each duplicate scanned every id seen)."""
-    import time
 
     from fluxsched_py.replay.workload import read_batsim
 
     # distinct names that all carry the number 0 ("w0!0", "w1!0"...)
     jobs = [{"id": f"w{i}!0", "subtime": 0, "res": 1, "profile": "p"} for i in range(50_000)]
-    t0 = time.perf_counter()
     w = read_batsim({"nb_res": 4, "profiles": {"p": {"type": "delay", "delay": 1}}, "jobs": jobs})
-    assert time.perf_counter() - t0 < 5
     assert sorted(j.id for j in w.jobs) == list(range(50_000))
 
 
-def test_jobspec_of_a_megabyte_of_tasks_is_refused_fast():
+def test_jobspec_of_a_megabyte_of_tasks_is_refused_by_count():
     """bench/fuzz.py 1 MB input: 14,000 tasks took 2.4 s (10 s traced) in schema validation."""
     import json
-    import time
 
     from fluxsched_py.jobspec import JobspecError, parse_jobspec
 
@@ -117,10 +113,9 @@ def test_jobspec_of_a_megabyte_of_tasks_is_refused_fast():
         "tasks": [task] * 14_000,
         "attributes": {"system": {"duration": 10}},
     }
-    t0 = time.perf_counter()
+    # refused by counting, before schema validation (its time: bench/fuzz.py's 1 MB column)
     with pytest.raises(JobspecError, match="more than 4096 values"):
         parse_jobspec(json.dumps(doc))
-    assert time.perf_counter() - t0 < 1
 
 
 @pytest.mark.parametrize("fmt", ["grug", "hwloc"])
@@ -168,7 +163,6 @@ def test_sparse_huge_leaf_ids_are_refused_before_taking_gigabytes():
     ranks took 900 MB and 5.5 s (one 8 MB bitmask per rank); a JGF core
     with id 10**5000 raised OverflowError (1 << id)."""
     import resource as rlimit
-    import time
 
     from fluxsched_py.resource import ResourceGraph
     from fluxsched_py.resource.errors import ResourceError
@@ -178,10 +172,8 @@ def test_sparse_huge_leaf_ids_are_refused_before_taking_gigabytes():
         "execution": {"R_lite": [{"rank": str(i), "children": {"core": str(67108863 - i)}} for i in range(100)]},
     }
     before = rlimit.getrusage(rlimit.RUSAGE_SELF).ru_maxrss
-    t0 = time.perf_counter()
     with pytest.raises(ResourceError, match="large or sparse"):
         ResourceGraph.from_rv1(R)
-    assert time.perf_counter() - t0 < 2
     assert rlimit.getrusage(rlimit.RUSAGE_SELF).ru_maxrss - before < 300 * 1024  # KB: well under the 900 MB it took
     nodes = [
         {"id": "0", "metadata": {"type": "node", "name": "n0", "id": 0, "rank": 0}},

@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fluxsched_py.ids import MAX_ID, Hostlist, HostlistError, IdSet, IdSetError
+from fluxsched_py.ids import Hostlist, HostlistError, IdSet, IdSetError
+from fluxsched_py.limits import MAX_ID
 
 # -- RFC 22 -----------------------------------------------------------------
 

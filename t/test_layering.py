@@ -24,7 +24,8 @@ PKG = Path(__file__).resolve().parents[1] / "fluxsched_py"
 LAYER = {
     "ids": 0,
     "errors": 0,  # FluxschedError, the base of every project error
-    "inputs": 0,  # capped reads and input limits, for every reader
+    "limits": 0,  # the one table of input limits
+    "inputs": 0,  # capped reads, for every reader
     "cliutil": 0,  # the commands' error boundary
     "report": 1,  # figures and index.html from replay results; imports nothing of ours
     "": 0,  # fluxsched_py/__init__.py: the version

@@ -17,6 +17,7 @@ plain line on stderr, ``fluxsched-py batsim: LEVEL: ...``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import socket
@@ -26,13 +27,22 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-from ..cliutil import ArgumentParser, CLIError, UsageError, boundary, bounded_int, error_line, nonnegative_float
+from ..cliutil import (
+    ArgumentParser,
+    AtomicOutput,
+    CLIError,
+    UsageError,
+    boundary,
+    bounded_int,
+    bounded_seconds,
+    error_line,
+)
 from ..cliutil import open_output as _open_output
 from ..engine import EngineError, EngineOptions
 from ..errors import FluxschedError
-from ..inputs import MAX_NODES
+from ..limits import MAX_NODES, MAX_TIMEOUT
 from ..policy import POLICIES
 from .driver import Driver
 from .errors import ProtocolError
@@ -83,10 +93,10 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--queue-depth", metavar="N", help="pending jobs considered per pass")
     ap.add_argument(
         "--timeout",
-        type=nonnegative_float,
+        type=bounded_seconds(MAX_TIMEOUT),
         default=300.0,
         metavar="SECONDS",
-        help="give up when Batsim sends nothing for this long (default 300; 0 waits forever)",
+        help=f"give up when Batsim sends nothing for this long (default 300, at most {MAX_TIMEOUT:g}; 0 waits forever)",
     )
     ap.add_argument(
         "--workload",
@@ -169,7 +179,7 @@ def make_driver(
 class Recorder:
     """JSON lines: ``{"dir": "in"|"out", "data": text}``, or ``"hex"`` for binary frames."""
 
-    def __init__(self, fp: IO[str] | None) -> None:
+    def __init__(self, fp: AtomicOutput | None) -> None:
         self.fp = fp
 
     def __call__(self, direction: str, raw: bytes) -> None:
@@ -387,17 +397,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.workload and args.protocol == "v4":
         raise UsageError("--workload is only for --protocol legacy and batprotocol (v4 carries the jobs)")
     # Outputs are opened now, so a bad path fails before the simulation, not after it.
-    fp = _open_output(args.record, "--record") if args.record else None
-    stats_fp = _open_output(args.stats, "--stats") if args.stats else None
-    try:
+    # Each is renamed into place at the end (complete), or removed if the run is interrupted.
+    with contextlib.ExitStack() as outputs:
+        fp = outputs.enter_context(_open_output(args.record, "--record")) if args.record else None
+        stats_fp = outputs.enter_context(_open_output(args.stats, "--stats")) if args.stats else None
         return _run(args, options, fp, stats_fp)
-    finally:
-        for f in (fp, stats_fp):
-            if f is not None:
-                f.close()
 
 
-def _run(args: argparse.Namespace, options: EngineOptions, fp: IO[str] | None, stats_fp: IO[str] | None) -> int:
+def _run(
+    args: argparse.Namespace, options: EngineOptions, fp: AtomicOutput | None, stats_fp: AtomicOutput | None
+) -> int:
     try:
         driver = make_driver(
             args.protocol,
@@ -431,9 +440,6 @@ def _run(args: argparse.Namespace, options: EngineOptions, fp: IO[str] | None, s
     except BatsimIOError as exc:
         log.error("%s", exc)
         status = 1
-    except KeyboardInterrupt:
-        log.error("interrupted")
-        status = 130
     summary = rtt.summary()
     if summary["messages"]:
         log.info(

@@ -31,7 +31,8 @@ from typing import Any
 
 from ..engine import EngineOptions
 from ..ids import IdSet, IdSetError
-from ..inputs import MAX_NODES, MAX_SECONDS, read_bytes
+from ..inputs import read_bytes
+from ..limits import MAX_NODES, MAX_SECONDS
 from .driver import BatsimScheduler, CallMeLater, Driver, Execute, Host, Reject, profile_runtime
 from .errors import ProtocolError
 

@@ -15,7 +15,8 @@ import os
 import xml.etree.ElementTree as ET
 
 from ..errors import FluxschedError
-from ..inputs import MAX_NODES, MAX_PER_NODE, read_bytes
+from ..inputs import read_bytes
+from ..limits import MAX_NODES, MAX_PER_NODE
 
 __all__ = ["PlatformError", "batsim_hosts"]
 

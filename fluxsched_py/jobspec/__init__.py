@@ -16,9 +16,10 @@ from typing import Any
 from cachetools import LRUCache
 
 from ..inputs import read_bytes
+from ..limits import MAX_JOBSPEC_BYTES
 from .constraints import Constraint, ConstraintError, parse_constraint
 from .errors import JobspecError
-from .loader import MAX_BYTES, load_document
+from .loader import load_document
 from .request import Count, Request, ResourceRequest, TaskRequest
 from .schema import check_schema
 from .semantics import check_task_labels, to_request
@@ -78,7 +79,7 @@ def parse_jobspec(data: bytes | str | dict, v1: bool = False) -> Request:
 def load_jobspec(path: str | os.PathLike, v1: bool = False) -> Request:
     """Read and validate a jobspec file (``-`` is not accepted here)."""
     try:
-        data = read_bytes(path, MAX_BYTES)  # a cap on reading: stat() says 0 for a device or a pipe
+        data = read_bytes(path, MAX_JOBSPEC_BYTES)  # a cap on reading: stat() says 0 for a device or a pipe
     except OSError as e:
         raise JobspecError("/", f"cannot read {path}: {e.strerror or e}") from None
     return parse_jobspec(data, v1=v1)

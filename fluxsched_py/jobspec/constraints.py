@@ -27,6 +27,7 @@ from typing import Any
 
 from ..errors import FluxschedError
 from ..ids import Hostlist, HostlistError, IdSet, IdSetError
+from ..limits import MAX_DEPTH
 
 __all__ = ["Constraint", "ConstraintError", "parse_constraint", "OPERATORS"]
 
@@ -34,7 +35,6 @@ OPERATORS = ("properties", "hostlist", "ranks", "and", "or", "not")
 #: Characters a property name may not contain (they are operators in flux's
 #: property query syntax, or would break R's ``properties`` keys).
 _BAD_PROPERTY_CHARS = set("!&'\"`|()^[],{}<>=:;\\ \t\n")
-MAX_DEPTH = 64
 
 
 class ConstraintError(FluxschedError, ValueError):

@@ -13,14 +13,14 @@ import re
 from typing import Any
 
 from ..ids import IdSet, IdSetError
+from ..limits import MAX_COUNT
 from .errors import JobspecError
 from .request import Count
 
-__all__ = ["MAX_COUNT", "parse_count"]
+__all__ = ["parse_count"]
 
 #: The largest count a jobspec may ask for; larger values are surely errors
 #: and would make range arithmetic expensive.
-MAX_COUNT = (1 << 31) - 1
 
 _RANGE = re.compile(r"^(?P<min>\d+)(?:(?P<plus>\+)|-(?P<max>\d+))?(?::(?P<operand>\d+)(?::(?P<operator>[+*^]))?)?$")
 

@@ -3,10 +3,10 @@
 Jobspecs arrive from users.  The loader defends the scheduler against input
 that would exhaust memory or the stack before any validation runs:
 
-* a size limit on the raw bytes (``MAX_BYTES``);
+* a size limit on the raw bytes (``MAX_JOBSPEC_BYTES``);
 * strict UTF-8 decoding, with the offset of the first bad byte;
 * YAML through ``yaml.SafeLoader`` only, with aliases allowed but the
-  *expanded* document size capped (``MAX_NODES``), which defeats alias bombs
+  *expanded* document size capped (``MAX_EXPANDED_NODES``), which defeats alias bombs
   ("billion laughs");
 * a nesting limit (``MAX_DEPTH``) checked before the parser recurses;
 * only JSON types survive: YAML timestamps, sets and non-string keys are
@@ -22,17 +22,16 @@ from typing import Any
 
 import yaml
 
+from ..limits import MAX_DEPTH, MAX_EXPANDED_NODES, MAX_JOBSPEC_BYTES, MAX_YAML_BYTES
 from .errors import JobspecError, pointer
 
-__all__ = ["MAX_BYTES", "MAX_DEPTH", "MAX_NODES", "load_document"]
-
-MAX_BYTES = 16 * 1024 * 1024
-MAX_DEPTH = 64
-MAX_NODES = 1_000_000
+__all__ = ["load_document"]
 #: Flow-style bracket depth refused before parsing, so the recursive parsers
 #: never approach Python's recursion limit.  (Brackets inside strings count
 #: too, hence a bound well above MAX_DEPTH, which is enforced after parsing.)
 _PARSER_DEPTH_GUARD = 400
+#: libyaml when PyYAML has it: the pure-Python parser takes seconds per MB.
+_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def _bracket_depth(text: str) -> int:
@@ -71,7 +70,7 @@ def _expanded_size(root: yaml.Node) -> int:
         if children_done:
             open_nodes.discard(id(node))
             total = 1 + sum(memo[id(k)] for k in kids)
-            memo[id(node)] = min(total, MAX_NODES + 1)
+            memo[id(node)] = min(total, MAX_EXPANDED_NODES + 1)
         elif id(node) not in open_nodes:
             if any(id(k) in open_nodes or k is node for k in kids):
                 mark = node.start_mark
@@ -105,16 +104,16 @@ def _check_json_types(obj: Any) -> None:
 def load_document(data: bytes | str) -> Any:
     """Decode one YAML or JSON document; raise :class:`JobspecError` if unsafe."""
     if isinstance(data, bytes):
-        if len(data) > MAX_BYTES:
-            raise JobspecError("/", f"document is {len(data)} bytes, more than the limit of {MAX_BYTES}")
+        if len(data) > MAX_JOBSPEC_BYTES:
+            raise JobspecError("/", f"document is {len(data)} bytes, more than the limit of {MAX_JOBSPEC_BYTES}")
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as e:
             raise JobspecError("/", f"not valid UTF-8: byte 0x{data[e.start]:02x} at offset {e.start}") from None
     else:
         text = data
-        if len(text) > MAX_BYTES:
-            raise JobspecError("/", f"document is {len(text)} characters, more than the limit of {MAX_BYTES}")
+        if len(text) > MAX_JOBSPEC_BYTES:
+            raise JobspecError("/", f"document is {len(text)} characters, more than the limit of {MAX_JOBSPEC_BYTES}")
     if text.startswith("\ufeff"):
         text = text[1:]
     if not text.strip():
@@ -137,17 +136,24 @@ def load_document(data: bytes | str) -> Any:
 
 
 def _load_yaml(text: str) -> Any:
+    if len(text) > MAX_YAML_BYTES:
+        raise JobspecError(
+            "/", f"YAML of {len(text)} characters is over the limit of {MAX_YAML_BYTES} (JSON may be larger)"
+        )
     loader = None
     try:
-        loader = yaml.SafeLoader(text)
+        loader = _SAFE_LOADER(text)
         node = loader.get_single_node()
         if node is None:
             raise JobspecError("/", "empty document")
-        size = _expanded_size(node)
-        if size > MAX_NODES:
-            raise JobspecError("/", f"document expands to more than {MAX_NODES} nodes (YAML alias bomb?)")
+        # with no alias ("*"), a document is no larger than its text: only aliases need counting
+        size = _expanded_size(node) if "*" in text else 0
+        if size > MAX_EXPANDED_NODES:
+            raise JobspecError("/", f"document expands to more than {MAX_EXPANDED_NODES} nodes (YAML alias bomb?)")
         return loader.construct_document(node)
     except yaml.MarkedYAMLError as e:
+        if "nesting depth" in str(e.problem):  # libyaml's own guard
+            raise JobspecError("/", f"document is nested deeper than {MAX_DEPTH} levels") from None
         mark = e.problem_mark or e.context_mark
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
         raise JobspecError("/", f"YAML syntax error: {e.problem or e.context}{where}") from None

@@ -11,6 +11,7 @@ from functools import cache
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
+from ..limits import MAX_REQUEST_VALUES
 from .errors import JobspecError, pointer
 
 if TYPE_CHECKING:
@@ -101,10 +102,8 @@ def _reason(err: jsonschema.ValidationError) -> str:
     return message if len(message) <= 200 else message[:197] + "..."
 
 
-#: The most values ``resources`` and ``tasks`` may hold together.  Schema
-#: validation costs about half a millisecond per value, so a 1 MB document of
-#: tasks took seconds; real jobspecs hold a few dozen.
-MAX_REQUEST_VALUES = 4096
+# MAX_REQUEST_VALUES: schema validation costs about half a millisecond per
+# value, so a 1 MB document of tasks took seconds; real jobspecs hold a few dozen.
 
 
 def _count_values(value: Any, limit: int) -> int:

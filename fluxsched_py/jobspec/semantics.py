@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..limits import check_seconds
 from .constraints import ConstraintError, parse_constraint
 from .counts import parse_count
 from .errors import JobspecError
@@ -67,6 +68,10 @@ def to_request(doc: dict[str, Any]) -> Request:
     attributes = doc.get("attributes") or {}
     system = attributes.get("system") or {}
     duration = float(system.get("duration", 0) or 0)
+    try:  # the schema makes it a number >= 0; 1e308 would overflow sums of times
+        check_seconds(duration, "duration")
+    except ValueError as e:
+        raise JobspecError("/attributes/system/duration", str(e)) from None
     constraints = None
     if "constraints" in system:
         try:

@@ -14,6 +14,7 @@ and the session goes on, as resource-query's does.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import json
 import sys
@@ -22,6 +23,7 @@ from typing import Any
 
 from ..cliutil import ArgumentParser, CLIError, UsageError, boundary, open_output
 from ..inputs import read_bytes
+from ..limits import MAX_COMMAND_CHARS, MAX_GRAPH_BYTES
 from ..resource import ResourceError, ResourceGraph
 from .compat import parse_policy
 from .session import FORMATS, Session
@@ -113,7 +115,7 @@ def _load(path: str, fmt: str) -> ResourceGraph:
         return ResourceGraph.load(path, "rv1")
     if fmt == "jgf":
         try:
-            data = json.loads(read_bytes(path))
+            data = json.loads(read_bytes(path, MAX_GRAPH_BYTES))
         except OSError as e:
             raise ResourceError(f"cannot read: {e.strerror}", source=path) from None
         except json.JSONDecodeError as e:
@@ -126,19 +128,16 @@ def _load(path: str, fmt: str) -> ResourceGraph:
     return ResourceGraph.load(path, fmt)
 
 
-MAX_LINE = 1 << 16
-
-
 def command_lines(stream: Any, session: Session) -> Iterator[str]:
-    """The stream's lines; a line longer than MAX_LINE is skipped with an error (never held whole)."""
+    """The stream's lines; a line longer than MAX_COMMAND_CHARS is skipped with an error (never held whole)."""
     while True:
-        line = stream.readline(MAX_LINE)
+        line = stream.readline(MAX_COMMAND_CHARS)
         if not line:
             return
-        if len(line) == MAX_LINE and not line.endswith("\n"):
+        if len(line) == MAX_COMMAND_CHARS and not line.endswith("\n"):
             while line and not line.endswith("\n"):
-                line = stream.readline(MAX_LINE)
-            session.error(f"malformed command: line longer than {MAX_LINE} characters")
+                line = stream.readline(MAX_COMMAND_CHARS)
+            session.error(f"malformed command: line longer than {MAX_COMMAND_CHARS} characters")
             continue
         yield line
 
@@ -153,8 +152,8 @@ def main(argv: list[str]) -> int:
         policy = parse_policy(args.match_policy, flexible=args.traverser_policy == "flexible")
     except ValueError as e:
         raise UsageError(f"-P: {e}") from None
-    out = open_output(args.test_output, "-t") if args.test_output else None
-    try:
+    with contextlib.ExitStack() as outputs:
+        out = outputs.enter_context(open_output(args.test_output, "-t")) if args.test_output else None
         try:
             graph = load_graph(args.load_file, args.load_format, args.match_subsystems)
         except ResourceError as e:
@@ -163,16 +162,13 @@ def main(argv: list[str]) -> int:
             graph,
             policy,
             match_format=args.match_format,
-            out=out or sys.stdout,
+            out=out.file if out is not None else sys.stdout,
             path_map=tuple(args.path_map) if args.path_map else None,
         )
         # Bytes that are not UTF-8 reach the session as U+FFFD and fail as unknown commands.
         buffer = getattr(sys.stdin, "buffer", None)
         stdin = io.TextIOWrapper(buffer, encoding="utf-8", errors="replace") if buffer else sys.stdin
         return session.run(command_lines(stdin, session))
-    finally:
-        if out is not None:
-            out.close()
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -28,7 +28,8 @@ from typing import Any
 
 from ..inputs import read_bytes
 from ..jobspec import Request, parse_jobspec
-from ..jobspec.loader import MAX_BYTES, load_document
+from ..jobspec.loader import load_document
+from ..limits import MAX_JOBSPEC_BYTES
 from ..match.policy import POLICIES, Policy
 
 __all__ = ["parse_policy", "read_jobspec", "read_jobspecs", "split_xor_slots", "RQ_POLICIES"]
@@ -127,7 +128,7 @@ def read_jobspecs(path: str | os.PathLike, *, flexible: bool = False) -> list[Re
     """
     if not flexible:
         return [read_jobspec(path)]
-    data = read_bytes(path, MAX_BYTES)
+    data = read_bytes(path, MAX_JOBSPEC_BYTES)
     doc = load_document(data)
     if not isinstance(doc, dict) or not isinstance(doc.get("resources"), list):
         return [parse_jobspec(doc)]
@@ -144,7 +145,7 @@ def read_jobspec(path: str | os.PathLike, *, flexible: bool = False) -> Request:
     With ``flexible``, repeated slot labels are renamed first (see the module
     docstring); nothing else differs from :func:`fluxsched_py.jobspec.load_jobspec`.
     """
-    data = read_bytes(path, MAX_BYTES)
+    data = read_bytes(path, MAX_JOBSPEC_BYTES)
     if not flexible:
         return parse_jobspec(data)
     return parse_jobspec(_relabel(load_document(data)))

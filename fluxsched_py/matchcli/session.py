@@ -27,9 +27,10 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from ..cliutil import plain_line
+from ..errors import FluxschedError
 from ..inputs import read_bytes
 from ..jobspec import JobspecError, Request
-from ..jobspec.loader import MAX_BYTES
+from ..limits import MAX_JOBSPEC_BYTES
 from ..match import MatchResult, match_result
 from ..match.policy import Policy
 from ..planner import Planner
@@ -156,7 +157,14 @@ class Session:
         if handler is None:
             self.error(f"unknown command: {cmd}")
             return 0
-        handler(args)
+        try:
+            handler(args)
+        except FluxschedError as e:  # bad input a handler did not word itself
+            self.error(f"{cmd}: {e}")
+        except RecursionError:
+            self.error(f"{cmd}: input nested too deeply")
+        except Exception as e:  # the session's last resort: a bug, one line, and the session goes on
+            self.error(f"{cmd}: internal error: {type(e).__name__}: {e} (please report it)")
         return 0
 
     # -------------------------------------------------------------- matching
@@ -371,7 +379,7 @@ class Session:
             return
         jobid = job.jobid
         try:
-            data = json.loads(read_bytes(args[3], MAX_BYTES))
+            data = json.loads(read_bytes(args[3], MAX_JOBSPEC_BYTES))
         except OSError as e:
             self.error(f"can't open {args[3]}: {e.strerror}")
             return
@@ -380,6 +388,9 @@ class Session:
             return
         except (ValueError, RecursionError) as e:  # not UTF-8, a NUL in the path, nested too deep
             self.error(f"partial-cancel: {args[3]!r}: cannot read: {type(e).__name__}")
+            return
+        if not isinstance(data, dict):
+            self.error(f"partial-cancel: {args[3]}: expected a JSON object ({args[2]}), got {type(data).__name__}")
             return
         try:
             part = self._release_set(job, data, args[2], args[3])
@@ -412,16 +423,28 @@ class Session:
         """The part of ``job`` named by R or JGF: everything it holds on the ranks named."""
         from ..ids import IdSet
 
+        def member(obj: Any, key: str, kind: type, where: str) -> Any:
+            if not isinstance(obj, dict):
+                raise ResourceError(f"{where} must be an object", source=source)
+            value = obj.get(key)
+            if value is None:
+                return kind()
+            if not isinstance(value, kind):
+                what = {dict: "an object", list: "an array", str: "a string"}[kind]
+                raise ResourceError(f"{where}.{key} must be {what}", source=source)
+            return value
+
         ranks: set[int] = set()
         if fmt == "rv1exec":
-            for i, ent in enumerate((data.get("execution") or {}).get("R_lite") or []):
+            execution = member(data, "execution", dict, "R")
+            for i, ent in enumerate(member(execution, "R_lite", list, "execution")):
                 try:
-                    ranks.update(IdSet.parse(str(ent["rank"])))
-                except (KeyError, ValueError) as e:
+                    ranks.update(IdSet.parse(str(member(ent, "rank", str, f"R_lite[{i}]"))))
+                except ValueError as e:
                     raise ResourceError(f"execution.R_lite[{i}]: {e}", source=source) from None
         else:
-            for n in (data.get("graph") or {}).get("nodes") or []:
-                md = n.get("metadata") or {}
+            for n in member(member(data, "graph", dict, "JGF"), "nodes", list, "graph"):
+                md = member(n, "metadata", dict, "node")
                 if md.get("type") == "node" and isinstance(md.get("rank"), int):
                     ranks.add(md["rank"])
         return job.resources.restrict(IdSet(ranks))

@@ -22,12 +22,12 @@ from typing import Any
 
 from ..cliutil import ArgumentParser, CLIError, UsageError, boundary, bounded_int, check_output_dir
 from ..engine import EngineError, EngineOptions
-from ..inputs import MAX_NODES, MAX_PER_NODE
+from ..limits import MAX_NODES, MAX_PER_NODE
 from ..policy import POLICIES
 from ..resource import ResourceError
 from .metrics import summarize
 from .platform import PlatformError, load_platform, nodes_graph
-from .report import print_summary, write_jobs_csv
+from .report import print_summary, stdout_console, write_jobs_csv
 from .sim import replay
 from .synthetic import EXAMPLE_NAME, example_path, generate
 from .workload import Workload, WorkloadError, load_workload, mark_besteffort, parse_walltime_model, read_batsim
@@ -245,9 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     # Piped output: a fixed, wide enough table instead of rich's 80 columns.
     out: Any = None
     if not args.json:  # rich only for the table and the bar (start-up time, issue 15)
-        from rich.console import Console
-
-        out = Console() if sys.stdout.isatty() else Console(width=120)
+        out = stdout_console() if sys.stdout.isatty() else stdout_console(width=120)
     policies = _policies(args)
     try:
         opts = [_options(args, pol) for pol in policies]

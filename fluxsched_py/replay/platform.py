@@ -21,7 +21,8 @@ from typing import Any
 
 from ..batsim.platform import PlatformError, batsim_hosts
 from ..ids import Hostlist, IdSet
-from ..inputs import MAX_NODES, MAX_PER_NODE, read_bytes
+from ..inputs import read_bytes
+from ..limits import MAX_NODES, MAX_PER_NODE
 
 __all__ = ["PlatformError", "load_platform", "nodes_graph", "nodes_R", "batsim_hosts"]
 
@@ -101,7 +102,7 @@ def load_platform(path: str | os.PathLike[str]) -> Any:
         except RecursionError:
             raise PlatformError(f"{p}: not JSON: nested too deeply") from None
         if isinstance(data, dict) and "execution" in data:
-            return G.from_rv1(data)
+            return G.from_rv1(data, source=str(p))
         return G.load(p)
     if suffix in (".yaml", ".yml"):
         return G.from_recipe(p)

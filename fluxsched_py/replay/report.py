@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..cliutil import AtomicOutput
 from ..ids import IdSet
 from .metrics import Summary
 from .sim import ReplayResult
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
 
-__all__ = ["JOBS_COLUMNS", "write_jobs_csv", "summary_table", "batsim_intervals"]
+__all__ = ["stdout_console", "JOBS_COLUMNS", "write_jobs_csv", "summary_table", "batsim_intervals"]
 
 #: Batsim's out_jobs.csv columns that apply to a replay (energy and metadata do not).
 JOBS_COLUMNS = (
@@ -57,8 +58,8 @@ def write_jobs_csv(result: ReplayResult, path: str | os.PathLike[str]) -> Path:
     """Write one row per job, in submission order; returns the path."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    with p.open("w", newline="") as f:
-        w = csv.writer(f)
+    with AtomicOutput(p, newline="") as f:  # complete or absent, even if interrupted
+        w = csv.writer(f.file)
         w.writerow(JOBS_COLUMNS)
         for r in result.records:
             j = r.job
@@ -136,9 +137,18 @@ def summary_table(summaries: Sequence[Summary], title: str = "replay") -> Table:
     return t
 
 
-def print_summary(summaries: Sequence[Summary], title: str, console: Console | None = None) -> None:
-    if console is None:
-        from rich.console import Console
+def stdout_console(width: int | None = None) -> Console:
+    """A rich console on stdout whose closed pipe raises BrokenPipeError, for the
+    command's boundary to end quietly with status 0 (rich's own way exits 1)."""
+    from rich.console import Console
 
-        console = Console()
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            raise BrokenPipeError
+
+    return _Console(width=width)
+
+
+def print_summary(summaries: Sequence[Summary], title: str, console: Console | None = None) -> None:
+    console = console or stdout_console()
     console.print(summary_table(summaries, title))

@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 from ..cliutil import ArgumentParser, UsageError, boundary, bounded_int, open_output
-from ..inputs import MAX_JOBS, MAX_NODES
+from ..limits import MAX_JOBS, MAX_NODES, MAX_SECONDS
 
 __all__ = ["generate", "to_swf", "EXAMPLE_NAME", "example_path", "write_synthetic_swf", "main"]
 
@@ -47,7 +47,11 @@ def generate(seed: int = 42, njobs: int = 300, nodes: int = 64, load: float = 0.
     rate = load * nodes / mean_area  # arrivals per second for the target load
     t = 0.0
     for i, (res, wall, run) in enumerate(specs):
-        t += rng.expovariate(rate)
+        t += rng.expovariate(rate) if rate > 0 else math.inf
+        if not t <= MAX_SECONDS:
+            raise ValueError(
+                f"at this load job {i} would be submitted at {t:.3g} s, beyond the limit of {MAX_SECONDS:g} s"
+            )
         name = f"delay{i}"
         profiles[name] = {"type": "delay", "delay": run}
         jobs.append({"id": i, "subtime": round(t, 3), "walltime": wall, "res": res, "profile": name})
@@ -141,7 +145,10 @@ def main(argv: list[str] | None = None) -> int:
     dest = args.json or args.swf
     if dest != "-" and Path(dest).is_dir():
         raise UsageError(f"{dest}: {'--json' if args.json else '--swf'}: is a folder; give a file name")
-    w = generate(seed=args.seed, njobs=args.jobs, nodes=args.nodes, load=args.load)
+    try:
+        w = generate(seed=args.seed, njobs=args.jobs, nodes=args.nodes, load=args.load)
+    except ValueError as e:
+        raise UsageError(f"--load {args.load:g}: {e}") from None
     text = json.dumps(w, indent=1) + "\n" if args.json else to_swf(w)
     if dest == "-":
         sys.stdout.write(text)

@@ -50,10 +50,22 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import FluxschedError
-from ..inputs import MAX_INPUT_BYTES, MAX_JOBS, MAX_NODES, MAX_SECONDS, bounded_lines, open_stream
+from ..inputs import bounded_lines, open_stream
 from ..jobspec.fsd import parse_fsd
-from ..jobspec.loader import MAX_BYTES
 from ..jobspec.request import Request, node_request
+from ..limits import (
+    MAX_INPUT_BYTES,
+    MAX_JOBS,
+    MAX_LINE_CHARS,
+    MAX_NODES,
+    MAX_SECONDS,
+    MAX_STREAM_JOBS,
+    MAX_YAML_BYTES,
+    QUIET_BYTES,
+    QUIET_LINES,
+    check_count,
+    check_seconds,
+)
 
 __all__ = [
     "Workload",
@@ -156,12 +168,10 @@ def _number(value: Any, where: str, what: str) -> float:
 
 def _time(value: Any, where: str, what: str) -> float:
     """A time in seconds: finite, 0 <= t <= MAX_SECONDS."""
-    x = _number(value, where, what)
-    if x < 0:
-        raise WorkloadError(f"{where}: {what} must not be negative, got {value}")
-    if x > MAX_SECONDS:
-        raise WorkloadError(f"{where}: {what} {value} is beyond the limit of {MAX_SECONDS:g} s")
-    return x
+    try:
+        return check_seconds(_number(value, where, what), what)
+    except ValueError as e:
+        raise WorkloadError(f"{where}: {e}") from None
 
 
 def _count(value: Any, where: str, what: str, limit: int = MAX_NODES) -> int:
@@ -169,12 +179,10 @@ def _count(value: Any, where: str, what: str, limit: int = MAX_NODES) -> int:
     x = _number(value, where, what)
     if x != int(x):
         raise WorkloadError(f"{where}: {what} must be an integer, got {value}")
-    n = int(x)
-    if n < 1:
-        raise WorkloadError(f"{where}: {what} must be at least 1, got {value}")
-    if n > limit:
-        raise WorkloadError(f"{where}: {what} {n} is more than the limit of {limit}")
-    return n
+    try:
+        return check_count(int(x), what, limit)
+    except ValueError as e:
+        raise WorkloadError(f"{where}: {e}") from None
 
 
 def _optional_nb_res(value: Any, source: str) -> int | None:
@@ -230,8 +238,8 @@ def load_workload(
             if suffix == ".swf":
                 lines = io.TextIOWrapper(stream, encoding="utf-8", newline=None)
                 return read_swf(lines, name=name, source=source, walltime=model, procs_per_node=procs_per_node)
-            # YAML goes through the jobspec loader, whose cap is smaller.
-            limit = MAX_INPUT_BYTES if suffix == ".json" else MAX_BYTES
+            # YAML costs about 30 times JSON to read: its cap is smaller.
+            limit = MAX_INPUT_BYTES if suffix == ".json" else MAX_YAML_BYTES
             data = stream.read(limit + 1)
             if len(data) > limit:
                 raise WorkloadError(f"{source}: larger than {limit} bytes (the limit for this format)")
@@ -367,16 +375,13 @@ def _model_name(model: tuple[str, float | None]) -> str:
 
 # -- SWF -----------------------------------------------------------------------
 
-#: An SWF line is 18 numbers; a longer line is not SWF (and is not held whole).
-MAX_SWF_LINE = 4096
-
 
 def _lines(stream: Iterable[str], source: str) -> Iterable[tuple[int, str]]:
     if not hasattr(stream, "readline"):
         yield from enumerate(stream, 1)
         return
     try:
-        yield from bounded_lines(stream, MAX_SWF_LINE)  # type: ignore[arg-type]
+        yield from bounded_lines(stream, MAX_LINE_CHARS)  # type: ignore[arg-type]
     except UnicodeDecodeError as exc:
         raise WorkloadError(f"{source}: not UTF-8 text ({exc.reason}): not SWF") from None
     except ValueError as exc:
@@ -430,6 +435,13 @@ def _swf_fields_checked(values: list[float], procs_per_node: int, where: str) ->
     return submit, runtime, -(-procs_i // procs_per_node), req_time
 
 
+def _quiet(source: str, lineno: int, lines: int, nbytes: int, last_job: int) -> None:
+    """Refuse a stream that yields no job for too long: a bomb of newlines or endless comments."""
+    where = "the first" if last_job == 0 else f"the {lines} lines after line {last_job}, over"
+    what = f"{QUIET_LINES} lines" if lines > QUIET_LINES else f"{QUIET_BYTES >> 20} MiB"
+    raise WorkloadError(f"{source}:{lineno}: no job in {where} {what}: not an SWF trace")
+
+
 def read_swf(
     text: str | Iterable[str],
     name: str = "workload",
@@ -448,8 +460,14 @@ def read_swf(
     skipped = filled = 0
     memo = _Floats()
     number_of = memo.__getitem__
+    quiet = quiet_bytes = 0  # lines and bytes since the last job line
     for lineno, line in lines:
         s = line.strip()
+        if not s or s.startswith(";"):
+            quiet += 1
+            quiet_bytes += len(line)
+            if quiet > QUIET_LINES or quiet_bytes > QUIET_BYTES:
+                _quiet(source, lineno, quiet, quiet_bytes, lineno - quiet)
         if not s:
             continue
         if s.startswith(";"):
@@ -476,6 +494,9 @@ def read_swf(
         if number in seen:
             raise WorkloadError(f"{source}:{lineno}: duplicate job number {number}")
         seen.add(number)
+        quiet = quiet_bytes = 0
+        if len(seen) > MAX_STREAM_JOBS:
+            raise WorkloadError(f"{source}:{lineno}: more than {MAX_STREAM_JOBS} job lines (the limit of a stream)")
         fields = _swf_fields(values, procs_per_node)
         if fields is None:  # something is off: the checks again, one by one, to say what
             fields = _swf_fields_checked(values, procs_per_node, f"{source}:{lineno}")
@@ -549,8 +570,8 @@ def read_jobspec_list(text: str, name: str = "workload", base: Path | None = Non
         try:
             if isinstance(spec, str):
                 request = load_jobspec((base or Path(".")) / spec)
-            else:
-                request = parse_jobspec(spec)
+            else:  # as canonical text: parse_jobspec validates each distinct text once
+                request = parse_jobspec(json.dumps(spec, sort_keys=True))
         except (JobspecError, ValueError, TypeError) as exc:
             raise WorkloadError(f"{where}: invalid jobspec: {exc}") from None
         if "runtime" not in entry:

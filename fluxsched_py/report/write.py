@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -62,10 +62,12 @@ def _draw_runs(
         for r in runs:
             yield r, _draw_run(r, str(out), stems[r.label])
         return
-    with ProcessPoolExecutor(max_workers=min(jobs, len(runs))) as pool:
-        futures = [pool.submit(_draw_run, r, str(out), stems[r.label]) for r in runs]
+    # multiprocessing's Pool, not concurrent.futures': leaving its block terminates
+    # the workers, so SIGINT or SIGTERM stops them at once instead of waiting for the queue
+    with multiprocessing.Pool(min(jobs, len(runs))) as pool:
+        futures = [pool.apply_async(_draw_run, (r, str(out), stems[r.label])) for r in runs]
         for r, fut in zip(runs, futures, strict=True):
-            yield r, fut.result()
+            yield r, fut.get()
 
 
 def write_report(

@@ -31,7 +31,8 @@ from typing import NamedTuple
 
 import networkx as nx
 
-from ..ids import MAX_ID, IdSet
+from ..ids import IdSet
+from ..limits import MAX_ID, MAX_LEAF_BITS, MAX_NODES
 from .errors import ResourceError
 
 __all__ = ["ModelBuilder", "Pool", "CONTAINMENT", "RLITE_TYPES"]
@@ -54,13 +55,6 @@ class Pool(NamedTuple):
     pos: int = 0
 
 
-#: Leaf pools are bitmasks indexed by leaf id: the sum of their widths is
-#: bounded, so a few sparse ids (``core: "67108863"`` on every rank, a JGF
-#: core with id 10**9) are refused instead of taking gigabytes.  2**28 bits
-#: is 32 MB of masks: 16K nodes with ids up to 16K each.
-MAX_LEAF_BITS = 1 << 28
-
-
 class ModelBuilder:
     """Collects vertices, edges and pools, then builds the networkx model in bulk."""
 
@@ -74,6 +68,7 @@ class ModelBuilder:
         "_roots",
         "_nkids",
         "_leaf_bits",
+        "_nnodes",
     )
 
     def __init__(self, source: str | None = None) -> None:
@@ -86,6 +81,7 @@ class ModelBuilder:
         self._roots: dict[str, int] = {}
         self._nkids: list[int] = []
         self._leaf_bits = 0
+        self._nnodes = 0
 
     def add_vertex(
         self,
@@ -107,6 +103,10 @@ class ModelBuilder:
         """
         if rank > MAX_ID:  # ranks are bits of a mask: checked before one that wide is made
             raise ResourceError(f"vertex {name!r} has a rank above {MAX_ID}", source=self.source, element=name)
+        if type == "node":
+            self._nnodes += 1
+            if self._nnodes > MAX_NODES:  # each reader counts first; this is every reader's backstop
+                raise ResourceError(f"over the limit of {MAX_NODES} nodes", source=self.source, element=name)
         if parent == -1:
             if subsystem in self._roots:
                 raise ResourceError(f"a second {subsystem} root vertex {name!r}", source=self.source, element=name)

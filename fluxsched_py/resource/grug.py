@@ -35,11 +35,14 @@ path and keeps the copies allocated together.
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from xml.etree.ElementTree import ParseError
 
 import networkx as nx
 
+from ..inputs import read_bytes
+from ..limits import MAX_GRAPH_BYTES, MAX_NODES, MAX_PER_NODE, MAX_VERTICES
 from .builder import ModelBuilder
 from .errors import ResourceError
 from .jgf import NEVER_POOLED
@@ -52,9 +55,9 @@ _METHODS = ("MULTIPLY", "ASSOCIATE_IN", "ASSOCIATE_BY_PATH_IN")
 
 def _recipe(path: str) -> tuple[nx.DiGraph, str]:
     try:
-        raw = nx.read_graphml(path)
-    except FileNotFoundError:
-        raise ResourceError("cannot read: no such file", source=path) from None
+        raw = nx.read_graphml(io.BytesIO(read_bytes(path, MAX_GRAPH_BYTES)))
+    except OSError as e:
+        raise ResourceError(f"cannot read: {e.strerror or e}", source=path) from None
     except (ParseError, nx.NetworkXError, ValueError, KeyError, TypeError, LookupError) as e:
         raise ResourceError(f"malformed GraphML: {e}", source=path) from None
     nd = raw.graph.get("node_default", {})
@@ -211,8 +214,22 @@ class _Expander:
         )
         out: list[int] = []
         self.total += len(sources) * scale
-        if self.total > 50_000_000:
-            raise ResourceError("the recipe expands to more than 50 million resources", source=path, element=str(w))
+        if self.total > MAX_VERTICES:
+            raise ResourceError(
+                f"the recipe expands to more than the limit of {MAX_VERTICES} resources", source=path, element=str(w)
+            )
+        if wa["type"] == "node" and self.next_rank + len(sources) * scale > MAX_NODES:
+            raise ResourceError(
+                f"the recipe makes {self.next_rank + len(sources) * scale} nodes: over the limit of {MAX_NODES} nodes",
+                source=path,
+                element=str(w),
+            )
+        if leaf and scale > MAX_PER_NODE:
+            raise ResourceError(
+                f"{scale} {wa['type']} in one vertex: over the limit of {MAX_PER_NODE} per node",
+                source=path,
+                element=str(w),
+            )
         made = self.made.setdefault((sub, wa["type"]), [])
         for j, src in enumerate(sources):
             base = start + (j % wrap) * scale * stride if scope > 0 else start

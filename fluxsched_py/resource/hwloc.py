@@ -54,6 +54,7 @@ from dataclasses import dataclass, field
 import networkx as nx
 
 from ..inputs import read_bytes
+from ..limits import MAX_GRAPH_BYTES, MAX_PER_NODE
 from .builder import ModelBuilder
 from .errors import ResourceError
 
@@ -167,10 +168,23 @@ def is_hwloc_xml(path: StrPath) -> bool:
     return xml_root_tag(head) == "topology"
 
 
+#: Most 32-bit words in a cpuset: PUs of MAX_PER_NODE cores with up to 8 threads each.
+_MAX_WORDS = MAX_PER_NODE * 8 // 32
+
+
 def _bitmap(text: str, source: str | None, element: str, what: str) -> int:
-    """An hwloc bitmap string (``0xffffffff,,0x00000003``: 32-bit words, most significant first)."""
-    value = 0
-    for word in text.strip().split(","):
+    """An hwloc bitmap string (``0xffffffff,,0x00000003``: 32-bit words, most
+    significant first), in time linear in its length: the words become one
+    hexadecimal string read at once (shifting word by word is quadratic)."""
+    words = text.strip().split(",", _MAX_WORDS)
+    if len(words) > _MAX_WORDS:
+        raise ResourceError(
+            f"{what} has more than {_MAX_WORDS} words (over the limit of {MAX_PER_NODE} cores per node)",
+            source=source,
+            element=element,
+        )
+    digits = []
+    for word in words:
         word = word.strip()
         if word == "0xf...f":  # infinitely set: keep the bits a finite word can hold
             w = 0xFFFFFFFF
@@ -182,9 +196,9 @@ def _bitmap(text: str, source: str | None, element: str, what: str) -> int:
             except ValueError:
                 w = -1
             if w < 0 or w >> 32:
-                raise ResourceError(f"invalid {what} {text!r}", source=source, element=element) from None
-        value = (value << 32) | w
-    return value
+                raise ResourceError(f"invalid {what} {text[:60]!r}", source=source, element=element) from None
+        digits.append(f"{w:08x}")
+    return int("".join(digits), 16)
 
 
 def _infos(el: ET.Element) -> dict[str, str]:
@@ -257,6 +271,12 @@ def _walk(w: _Walk, el: ET.Element, path: str, t: str, socket: int, locality: in
             raise ResourceError("a Core without a cpuset", source=src, element=path)
         if cpuset & w.usable:
             w.cores.append(socket)
+            if len(w.cores) > MAX_PER_NODE:
+                raise ResourceError(
+                    f"more than {MAX_PER_NODE} cores: over the limit of {MAX_PER_NODE} per node",
+                    source=src,
+                    element=path,
+                )
     elif t == "PU":
         return
     elif t == "NUMANode":
@@ -378,7 +398,7 @@ def read_hwloc(path: StrPath) -> HwlocTopology:
     """Read one machine from an hwloc XML file (see :func:`parse_hwloc`)."""
     source = os.fspath(path)
     try:
-        data = read_bytes(path)
+        data = read_bytes(path, MAX_GRAPH_BYTES)
     except OSError as e:
         raise ResourceError(f"cannot read: {e.strerror}", source=source) from None
     return parse_hwloc(data, source=source)

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 import networkx as nx
 
-from ..ids import MAX_ID
 from ..inputs import read_bytes
+from ..limits import MAX_GRAPH_BYTES, MAX_ID, MAX_NODES
 from .builder import ModelBuilder
 from .errors import ResourceError
 from .resourceset import ResourceSet
@@ -58,6 +58,17 @@ def builder_from_jgf(obj: Any, *, source: str | None = None, element: str = "") 
     nodes, edges = graph.get("nodes"), graph.get("edges", [])
     if not isinstance(nodes, list) or not isinstance(edges, list):
         raise ResourceError("JGF 'nodes' and 'edges' must be arrays", source=source, element=f"{element}/graph")
+    nnodes = sum(
+        1
+        for n in nodes
+        if isinstance(n, dict) and isinstance(n.get("metadata"), dict) and n["metadata"].get("type") == "node"
+    )
+    if nnodes > MAX_NODES:
+        raise ResourceError(
+            f"{nnodes} vertices of type node: over the limit of {MAX_NODES} nodes",
+            source=source,
+            element=f"{element}/graph/nodes",
+        )
     meta: dict[str, dict] = {}
     order: dict[str, tuple] = {}
     members: set[str] = set()  # vertices of the containment subsystem
@@ -268,7 +279,7 @@ def model_from_jgf(obj: dict | str | Path, *, source: str | None = None) -> nx.D
     if isinstance(obj, (str, Path)):
         source = str(obj)
         try:
-            obj = json.loads(read_bytes(obj))
+            obj = json.loads(read_bytes(obj, MAX_GRAPH_BYTES))
         except OSError as e:
             raise ResourceError(f"cannot read: {e.strerror}", source=source) from None
         except json.JSONDecodeError as e:

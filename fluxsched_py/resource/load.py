@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..inputs import read_text
+from ..limits import MAX_GRAPH_BYTES
 from .errors import ResourceError
 from .hwloc import xml_root_tag
 
@@ -55,7 +56,7 @@ def load_graph(path: str | Path, format: str | None = None) -> ResourceGraph:
     if format is not None and format not in FORMATS:
         raise ResourceError(f"unknown graph format {format!r} (expected one of {', '.join(FORMATS)})", source=source)
     try:
-        text = read_text(p)
+        text = read_text(p, MAX_GRAPH_BYTES)
     except OSError as e:
         raise ResourceError(f"cannot read: {e.strerror}", source=source) from None
     except UnicodeDecodeError as e:

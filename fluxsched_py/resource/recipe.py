@@ -25,10 +25,12 @@ from pathlib import Path
 from typing import Any
 
 import networkx as nx
-import yaml
 
 from ..ids import Hostlist, HostlistError, IdSet, IdSetError
-from ..inputs import MAX_NODES, MAX_PER_NODE, read_text
+from ..inputs import read_text
+from ..jobspec.errors import JobspecError
+from ..jobspec.loader import load_document
+from ..limits import MAX_NODES, MAX_PER_NODE, MAX_YAML_BYTES
 from .builder import ModelBuilder
 from .errors import ResourceError
 
@@ -49,25 +51,20 @@ RECIPE_KEYS = (
 )
 
 
-_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
 def _load(recipe: Any) -> tuple[dict, str | None]:
     if isinstance(recipe, (str, Path)):
         source = str(recipe)
         try:
-            text = read_text(recipe, 1 << 20)
+            text = read_text(recipe, MAX_YAML_BYTES)
         except OSError as e:
             raise ResourceError(f"cannot read: {e.strerror}", source=source) from None
         except UnicodeDecodeError as e:
             raise ResourceError(f"not UTF-8 text: {e.reason} at byte {e.start}", source=source) from None
         try:
-            # libyaml when PyYAML has it: the pure-Python parser takes seconds per MB.
-            return yaml.load(text, Loader=_SAFE_LOADER), source
-        except yaml.YAMLError as e:
-            raise ResourceError(f"invalid YAML: {' '.join(str(e).split())}", source=source) from None
-        except RecursionError:
-            raise ResourceError("invalid YAML: nested too deeply", source=source) from None
+            # the jobspec loader's defences: nesting, alias expansion (a 1 KB alias bomb), JSON types only
+            return load_document(text), source
+        except JobspecError as e:
+            raise ResourceError(f"invalid YAML: {e.reason}", source=source) from None
     return recipe, None
 
 
@@ -104,11 +101,11 @@ def model_from_recipe(recipe: dict | str | Path) -> nx.DiGraph:
     cps = _count(c, "cores_per_socket", source, minimum=0)
     gps = _count(c, "gpus_per_socket", source, 0)
     mem = _count(c, "memory_gb", source, 0)
-    if nnodes > MAX_NODES or sockets * max(cps, gps, 1) > MAX_PER_NODE or mem > MAX_PER_NODE:
+    if nnodes > MAX_NODES:
+        raise ResourceError(f"{nnodes} nodes: over the limit of {MAX_NODES} nodes", source=source, element="/cluster")
+    if sockets * max(cps, gps, 1) > MAX_PER_NODE or mem > MAX_PER_NODE:
         raise ResourceError(
-            f"the recipe is too large (limits: {MAX_NODES} nodes, {MAX_PER_NODE} cores, GPUs or GB per node)",
-            source=source,
-            element="/cluster",
+            f"over the limit of {MAX_PER_NODE} cores, GPUs or GB per node", source=source, element="/cluster"
         )
     hn = c.get("hostname", "node")
     if not isinstance(hn, str) or not hn:

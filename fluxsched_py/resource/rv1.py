@@ -23,7 +23,8 @@ import networkx as nx
 
 from ..ids import Hostlist, HostlistError, IdSet, IdSetError
 from ..inputs import read_text
-from .builder import MAX_LEAF_BITS, RLITE_TYPES, ModelBuilder
+from ..limits import MAX_LEAF_BITS, MAX_NODES, MAX_PER_NODE
+from .builder import RLITE_TYPES, ModelBuilder
 from .errors import ResourceError
 from .resourceset import ResourceSet
 
@@ -79,6 +80,7 @@ def check_rv1(R: Any, source: str | None = None) -> list[tuple[IdSet, dict[str, 
         raise ResourceError("missing or invalid 'R_lite' array", source=source, element="/execution/R_lite")
     out = []
     seen = 0
+    nranks = 0
     width = 0
     for i, entry in enumerate(rl):
         el = f"/execution/R_lite/{i}"
@@ -90,6 +92,13 @@ def check_rv1(R: Any, source: str | None = None) -> list[tuple[IdSet, dict[str, 
                 f"ranks {IdSet.from_mask(ranks.mask & seen)} appear twice", source=source, element=el + "/rank"
             )
         seen |= ranks.mask
+        nranks += ranks.mask.bit_count()
+        if nranks > MAX_NODES:
+            raise ResourceError(
+                f"{nranks} ranks or more: over the limit of {MAX_NODES} nodes",
+                source=source,
+                element=el + "/rank",
+            )
         ch = entry.get("children")
         if not isinstance(ch, dict):
             raise ResourceError("missing or invalid 'children' object", source=source, element=el + "/children")
@@ -98,6 +107,12 @@ def check_rv1(R: Any, source: str | None = None) -> list[tuple[IdSet, dict[str, 
             if not isinstance(t, str) or not t:
                 raise ResourceError(f"invalid resource type {t!r}", source=source, element=el + "/children")
             children[t] = _idset(ids, source, f"{el}/children/{t}")
+            if children[t].mask.bit_count() > MAX_PER_NODE:
+                raise ResourceError(
+                    f"{children[t].mask.bit_count()} {t} per rank: over the limit of {MAX_PER_NODE} per node",
+                    source=source,
+                    element=f"{el}/children/{t}",
+                )
             width += children[t].mask.bit_length()
         width += ranks.mask.bit_length()
         if width > MAX_LEAF_BITS:  # each idset is a bitmask as wide as its largest id
@@ -159,6 +174,8 @@ def model_from_rv1(R: dict | str | Path, *, source: str | None = None) -> nx.DiG
     all_ranks = IdSet()
     for ranks, _ in rlite:
         all_ranks = all_ranks | ranks
+    if not all_ranks:
+        raise ResourceError("R_lite has no ranks: a machine with no nodes", source=source, element="/execution/R_lite")
     hosts = _nodelist(ex, len(all_ranks), source)
     props = _properties(ex, all_ranks, source)
     sched = R.get("scheduling")

@@ -28,7 +28,7 @@ def run_dir(outdir: str | os.PathLike[str], spec: RunSpec) -> Path:
 
 def _machine_size(spec: RunSpec) -> tuple[int | None, int]:
     """``nodes`` (None: the workload's nb_res) and ``cores-per-node`` of a run, as integers in range."""
-    from ..inputs import MAX_NODES, MAX_PER_NODE
+    from ..limits import MAX_NODES, MAX_PER_NODE
 
     out = []
     for name, default, limit in (("nodes", None, MAX_NODES), ("cores-per-node", "1", MAX_PER_NODE)):
