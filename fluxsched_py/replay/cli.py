@@ -129,9 +129,10 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument(
         "--procs-per-node",
         type=bounded_int(MAX_PER_NODE),
-        default=1,
+        default=None,
         metavar="P",
-        help="SWF: processors per node, to turn processor counts into nodes (default 1)",
+        help="SWF: processors per node: a job of N processors is ceil(N/P) nodes and the machine ceil(MaxProcs/P) "
+        "nodes (default: a node per processor, on MaxNodes nodes)",
     )
     ap.add_argument(
         "--load-factor",

@@ -14,9 +14,9 @@ Batsim workload JSON (``rfcs/batsim-workload.md``)
 Standard Workload Format (``rfcs/swf.md``)
     18 whitespace-separated fields per line, ``;`` comments, read as a
     stream (gzip, bzip2 and xz files are decompressed on the fly); the
-    header gives ``nb_res``: ``MaxProcs / procs_per_node`` when
-    ``procs_per_node`` is given (or there is no ``MaxNodes``), else
-    ``MaxNodes``.  A job becomes ``ceil(processors / procs_per_node)`` nodes,
+    header gives ``nb_res``: ``ceil(MaxProcs / procs_per_node)`` when
+    ``procs_per_node`` is given, 1 included (or there is no ``MaxNodes``),
+    else ``MaxNodes``.  A job becomes ``ceil(processors / procs_per_node)`` nodes,
     exclusive, where processors are the requested ones (field 8, else the
     allocated ones, field 5); walltime is the requested time (field 9, else
     the walltime model's choice); run time is field 4; user is field 12 and
@@ -211,13 +211,14 @@ def load_workload(
     path: str | os.PathLike[str],
     *,
     walltime: str | tuple[str, float | None] = "runtime",
-    procs_per_node: int = 1,
+    procs_per_node: int | None = None,
 ) -> Workload:
     """Read a workload, choosing the reader from the file's name, else its first bytes.
 
     ``path`` may be ``-`` (stdin) and may be gzip, bzip2 or xz compressed.
     ``walltime`` is the model for SWF jobs with no requested time;
-    ``procs_per_node`` maps SWF processors to nodes.
+    ``procs_per_node`` maps SWF processors to nodes (None: one each, and
+    the machine is ``MaxNodes``; see :func:`read_swf`).
     """
     model = parse_walltime_model(walltime) if isinstance(walltime, str) else walltime
     source = os.fspath(path)
@@ -490,9 +491,18 @@ def read_swf(
     source: str | None = None,
     *,
     walltime: tuple[str, float | None] = ("runtime", None),
-    procs_per_node: int = 1,
+    procs_per_node: int | None = None,
 ) -> Workload:
-    """A Standard Workload Format trace (Feitelson's Parallel Workloads Archive), text or lines."""
+    """A Standard Workload Format trace (Feitelson's Parallel Workloads Archive), text or lines.
+
+    A job of P processors is ``ceil(P / procs_per_node)`` nodes (P nodes
+    when ``procs_per_node`` is None).  The machine is ``ceil(MaxProcs /
+    procs_per_node)`` nodes when ``procs_per_node`` is given, 1 included;
+    when it is None, ``MaxNodes`` (``MaxProcs`` if the header has no
+    ``MaxNodes``), with a note when ``MaxProcs`` is larger.
+    """
+    given = procs_per_node
+    procs_per_node = procs_per_node or 1
     source = source or f"{name}.swf"
     lines: Iterable[tuple[int, str]]
     lines = enumerate(text.splitlines(), 1) if isinstance(text, str) else _lines(text, source)
@@ -552,15 +562,15 @@ def read_swf(
         if len(jobs) > MAX_JOBS:
             raise WorkloadError(f"{source}:{lineno}: more than {MAX_JOBS} jobs (the limit)")
     jobs.sort(key=lambda j: (j.submit, j.id))
-    # Jobs count processors: with procs_per_node, the machine is MaxProcs / procs_per_node nodes.
+    # Jobs count processors: with procs_per_node (1 too), the machine is MaxProcs / procs_per_node nodes.
     nb_res = None
     maxnodes, maxprocs = header.get("maxnodes", 0), header.get("maxprocs", 0)
-    if maxprocs > 0 and (procs_per_node > 1 or maxnodes <= 0):
+    if maxprocs > 0 and (given is not None or maxnodes <= 0):
         nb_res = -(-_count(maxprocs, source, "MaxProcs", MAX_NODES * procs_per_node) // procs_per_node)
     elif maxnodes > 0:
         nb_res = _count(maxnodes, source, "MaxNodes")
     w = Workload(jobs, nb_res, name, skipped, walltime_filled=filled, walltime_model=_model_name(walltime))
-    if procs_per_node == 1 and maxnodes > 0 and maxprocs > maxnodes:
+    if given is None and maxnodes > 0 and maxprocs > maxnodes:
         w.notes.append(
             f"MaxProcs is {maxprocs / maxnodes:g} x MaxNodes: jobs count processors; "
             f"--procs-per-node {maxprocs // maxnodes} would map them to nodes"
