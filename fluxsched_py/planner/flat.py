@@ -160,7 +160,8 @@ class FlatCodec:
                 self._unit_rest = ~(self.cont_mask | (self.node_vertex_mask << self.unit_shift))
                 rank = topo.rank
                 base = v0 - rank[v0]
-                if 0 <= base <= self.n and all(r < 0 for r in rank[:base]) and rank[base:] == list(range(self.n - base)):
+                ranked = rank[base:] == list(range(self.n - base)) if 0 <= base <= self.n else False
+                if ranked and all(r < 0 for r in rank[:base]):
                     #: every vertex from ``_rank_base`` on is rank ``v - _rank_base``, none
                     #: below it has a rank: a decoded set's ranks are its vertices, shifted
                     self._rank_base = base
