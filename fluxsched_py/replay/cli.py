@@ -162,6 +162,24 @@ def build_parser() -> argparse.ArgumentParser:
         help="EASY++: plan with the mean of each user's last two run times, capped at the walltime",
     )
     ap.add_argument(
+        "--predict-history",
+        choices=("1", "2"),
+        default=None,
+        help="EASY++: completed jobs of a user before their run times are used (default 1; 2: as predictsim)",
+    )
+    ap.add_argument(
+        "--predict-correction",
+        choices=("increment", "walltime"),
+        default=None,
+        help="EASY++: an exceeded prediction grows by the paper's increments (default) or becomes the walltime",
+    )
+    ap.add_argument(
+        "--backfill-order",
+        choices=("queue", "sjbf"),
+        default=None,
+        help="easy: try backfill candidates in queue order (default) or shortest planned duration first",
+    )
+    ap.add_argument(
         "--affinity", metavar="USER:PROP,...", help="prefer nodes with PROP for USER's (or a campaign's) jobs"
     )
     ap.add_argument(
@@ -211,6 +229,9 @@ def _options(args: argparse.Namespace, policy: str) -> EngineOptions:
         opts["queue-depth"] = args.queue_depth
     if args.predict_runtimes:
         opts["predict-runtimes"] = "true"
+    for name in ("predict_history", "predict_correction", "backfill_order"):
+        if getattr(args, name) is not None:
+            opts[name.replace("_", "-")] = getattr(args, name)
     if args.no_campaign_predictor:
         opts["campaign-predictor"] = "false"
     if args.affinity is not None:
