@@ -20,7 +20,7 @@ from collections import deque
 import pytest
 
 from fluxsched_py.engine import Engine
-from fluxsched_py.engine.predict import predict
+from fluxsched_py.engine.predict import corrected, predict
 from fluxsched_py.replay import load_workload, replay
 from fluxsched_py.replay.platform import nodes_graph
 from fluxsched_py.replay.workload import Workload, WorkloadJob, node_request
@@ -36,13 +36,19 @@ def test_predict_is_the_mean_of_the_last_two_capped_at_the_walltime():
     assert predict([0.0, 0.0], 100.0) == 1.0  # never a zero-length plan
 
 
-def textbook_easypp(jobs, nodes: int) -> dict[int, float]:
+#: The paper's increments, written out here (not imported): 1, 5, 15, 30 min, 1, 2, 5, 10, 20, 50, 100 h.
+PAPER_INCREMENTS = [60, 5 * 60, 15 * 60, 30 * 60, 3600, 2 * 3600, 5 * 3600, 10 * 3600, 20 * 3600, 50 * 3600, 100 * 3600]
+
+
+def textbook_easypp(
+    jobs, nodes: int, correction: str = "increment", min_history: int = 1, sjbf: bool = False
+) -> dict[int, float]:
     """jobs: (id, submit, res, walltime, runtime, user) -> {id: start}."""
     jobs = sorted(jobs, key=lambda j: (j[1], j[0]))
     history: dict[int, deque] = {}
     pred: dict[int, float] = {}
     queue: list = []
-    running: list = []  # [actual end, planned end, res, id, start, user, walltime]
+    running: list = []  # [actual end, planned end, res, id, start, user, walltime end, first prediction, corrections]
     free = nodes
     start: dict[int, float] = {}
     i = 0
@@ -57,12 +63,16 @@ def textbook_easypp(jobs, nodes: int) -> dict[int, float]:
             free += r[2]
             history.setdefault(r[5], deque(maxlen=2)).append(r[0] - r[4])
         for r in running:
-            if r[1] <= t:
-                r[1] = r[6]  # under-predicted: plan to the walltime
+            if r[1] <= t:  # under-predicted
+                if correction == "walltime":
+                    r[1] = r[6]
+                else:
+                    r[8] += 1
+                    r[1] = min(r[4] + r[7] + PAPER_INCREMENTS[min(r[8], 11) - 1], r[6])
         while i < len(jobs) and jobs[i][1] <= t:
             j = jobs[i]
             h = history.get(j[5])
-            pred[j[0]] = min(max(sum(h) / len(h), 1.0), j[3]) if h else j[3]
+            pred[j[0]] = min(max(sum(h) / len(h), 1.0), j[3]) if h and len(h) >= min_history else j[3]
             queue.append(j)
             i += 1
 
@@ -71,7 +81,7 @@ def textbook_easypp(jobs, nodes: int) -> dict[int, float]:
             queue.remove(j)
             free -= j[2]
             start[j[0]] = t
-            running.append([t + min(j[4], j[3]), t + pred[j[0]], j[2], j[0], t, j[5], t + j[3]])
+            running.append([t + min(j[4], j[3]), t + pred[j[0]], j[2], j[0], t, j[5], t + j[3], pred[j[0]], 0])
 
         while queue and queue[0][2] <= free:
             run(queue[0])
@@ -86,7 +96,8 @@ def textbook_easypp(jobs, nodes: int) -> dict[int, float]:
                     break
             if shadow < math.inf:
                 extra = free + sum(r[2] for r in running if r[1] <= shadow) - head[2]
-            for j in list(queue[1:]):
+            rest = sorted(queue[1:], key=lambda j: pred[j[0]]) if sjbf else list(queue[1:])
+            for j in rest:
                 if j[2] > free:
                     continue
                 if t + pred[j[0]] <= shadow:
@@ -123,11 +134,14 @@ def _workload(jobs, nodes):
     return Workload([WorkloadJob(i, str(i), s, node_request(n, w), w, r, n, "", u) for i, s, n, w, r, u in jobs], nodes)
 
 
+WALLTIME = {"queue-policy": "easy", "predict-runtimes": "true", "predict-correction": "walltime"}
+
+
 def test_five_jobs_by_hand():
-    assert textbook_easypp(FIVE, 4) == FIVE_EASYPP
+    assert textbook_easypp(FIVE, 4, "walltime") == FIVE_EASYPP
     w = _workload(FIVE, 4)
     check = Engine.check_invariants
-    got = replay(w, nodes_graph(4), {"queue-policy": "easy", "predict-runtimes": "true"}, check=check).starts()
+    got = replay(w, nodes_graph(4), WALLTIME, check=check).starts()
     assert got == FIVE_EASYPP
     assert replay(w, nodes_graph(4), {"queue-policy": "easy"}, check=check).starts() == FIVE_EASY
 
@@ -140,8 +154,8 @@ def test_a_correction_is_an_event_of_its_own():
     # the pass then moves C's shadow to 120 and D starts at 30.
     jobs = [(0, 0, 2, 100, 10, 1), (1, 20, 1, 100, 50, 1), (2, 21, 2, 100, 5, 3), (3, 22, 1, 15, 15, 2)]
     want = {0: 0, 1: 20, 2: 70, 3: 30}
-    assert textbook_easypp(jobs, 2) == want
-    got = replay(_workload(jobs, 2), nodes_graph(2), {"queue-policy": "easy", "predict-runtimes": "true"})
+    assert textbook_easypp(jobs, 2, "walltime") == want
+    got = replay(_workload(jobs, 2), nodes_graph(2), WALLTIME)
     assert got.starts() == want
 
 
@@ -153,14 +167,32 @@ def test_the_walltime_stays_the_kill_time():
     assert [(rec.start, rec.finish, rec.state) for rec in r.records][1] == (20, 80, "COMPLETED_SUCCESSFULLY")
 
 
-@pytest.mark.parametrize("users", [False, True])
-def test_seed1_start_times_equal_textbook_easypp(users):
+@pytest.mark.parametrize(
+    ("users", "correction", "history", "order"),
+    [
+        (False, "walltime", 1, "queue"),
+        (True, "walltime", 1, "queue"),
+        (True, "increment", 1, "queue"),
+        (True, "increment", 2, "queue"),
+        (True, "increment", 2, "sjbf"),
+        (True, "walltime", 1, "sjbf"),
+    ],
+)
+def test_seed1_start_times_equal_textbook_easypp(users, correction, history, order):
     w = load_workload(shared_path("conformance", "batsim", "workloads", "example_workload_hpc_seed1_jobs250.json"))
     if users:  # the workload names no users: give them 7, round-robin, for per-user histories
         for j in w.jobs:
             j.user = j.id % 7
-    ref = textbook_easypp([(j.id, j.submit, j.nodes, j.walltime, j.runtime, max(j.user, 0)) for j in w.jobs], 128)
-    got = replay(w, nodes_graph(128), {"queue-policy": "easy", "predict-runtimes": "true"}).starts()
+    jobs = [(j.id, j.submit, j.nodes, j.walltime, j.runtime, max(j.user, 0)) for j in w.jobs]
+    ref = textbook_easypp(jobs, 128, correction, history, order == "sjbf")
+    opts = {
+        "queue-policy": "easy",
+        "predict-runtimes": "true",
+        "predict-correction": correction,
+        "predict-history": str(history),
+        "backfill-order": order,
+    }
+    got = replay(w, nodes_graph(128), opts).starts()
     diffs = [(jid, ref[jid], got[jid]) for jid in ref if got[jid] != ref[jid]]
     assert len(ref) == 250 and not diffs, f"{len(diffs)} start times differ, first: {diffs[:5]}"
     plain = replay(w, nodes_graph(128), {"queue-policy": "easy"}).starts()
@@ -171,3 +203,79 @@ def test_off_by_default_changes_nothing():
     w = _workload(FIVE, 4)
     off = replay(w, nodes_graph(4), {"queue-policy": "easy", "predict-runtimes": "false"}).starts()
     assert off == replay(w, nodes_graph(4), {"queue-policy": "easy"}).starts() == FIVE_EASY
+
+
+def test_waiting_for_two_completed_jobs():
+    assert predict([30.0], 100.0, min_history=2) == 100.0
+    assert predict([30.0, 50.0], 100.0, min_history=2) == 40.0
+    assert predict([30.0], 100.0, min_history=1) == 30.0
+
+
+def test_the_paper_increments_by_hand():
+    # first prediction 10 s: + 1 min, + 5 min, + 15 min ... + 100 h from the 11th on
+    assert [corrected(10.0, k, 1e9) for k in (1, 2, 3, 4, 5)] == [70.0, 310.0, 910.0, 1810.0, 3610.0]
+    assert corrected(10.0, 11, 1e9) == corrected(10.0, 30, 1e9) == 10.0 + 100 * 3600
+    assert corrected(10.0, 2, 200.0) == 200.0  # never past the walltime
+
+
+# 2 nodes.  A (user 1) runs [0, 10]: history [10].  B (user 1, 1 node,
+# walltime 1000, really 200) starts at 20, predicted 10.  C (2 nodes) waits,
+# its shadow at B's predicted end, 30.  D (1 node, 45 s) ends at 67 > 30: it
+# waits.  At 30 B outlives its prediction: the paper's rule plans it to
+# 20 + 10 + 60 = 90 (the walltime rule: 1020), so D (ends 75 <= 90) starts
+# at 30.  E (1 node, 100 s, from 31) finds a free node when D ends at 75:
+# 175 > 90, and no extra node, so it waits until B's second correction at 90
+# (plan 20 + 10 + 300 = 330), and starts then; under the walltime rule it
+# starts at 75.  C starts when B really ends, 220.
+INCREMENT_CASE = [
+    (0, 0, 1, 100, 10, 1),  # A
+    (1, 20, 1, 1000, 200, 1),  # B
+    (2, 21, 2, 100, 5, 3),  # C
+    (3, 22, 1, 45, 45, 2),  # D
+    (4, 31, 1, 100, 100, 4),  # E
+]
+
+
+@pytest.mark.parametrize(
+    ("correction", "want"),
+    [("increment", {0: 0, 1: 20, 2: 220, 3: 30, 4: 90}), ("walltime", {0: 0, 1: 20, 2: 220, 3: 30, 4: 75})],
+)
+def test_an_exceeded_prediction_grows_by_the_paper_increments(correction, want):
+    assert textbook_easypp(INCREMENT_CASE, 2, correction) == want
+    opts = {"queue-policy": "easy", "predict-runtimes": "true", "predict-correction": correction}
+    got = replay(_workload(INCREMENT_CASE, 2), nodes_graph(2), opts, check=Engine.check_invariants)
+    assert got.starts() == want
+
+
+def test_a_job_over_its_walltime_is_killed_there_whatever_its_prediction():
+    # A (user 1) completes in 10 s; B (user 1) is predicted 10 s, runs 80 of a
+    # 50 s walltime: corrected at 30 (plan 20 + 10 + 60, capped at 70), killed at 70.
+    jobs = [(0, 0, 1, 100, 10, 1), (1, 20, 1, 50, 80, 1)]
+    r = replay(_workload(jobs, 1), nodes_graph(1), {"queue-policy": "easy", "predict-runtimes": "true"})
+    assert [(rec.start, rec.finish, rec.state) for rec in r.records][1] == (20, 70, "COMPLETED_WALLTIME_REACHED")
+
+
+# 3 nodes, walltimes exact (no predictions: each job plans with its walltime).
+# X (1 node, 10 s) and A (2 nodes, 100 s) start at 0.  B (3 nodes, 50 s) is
+# the head from 1, its shadow at 100.  C (1 node, 90 s) and D (1 node, 30 s)
+# wait for X's node, free at 10.  Queue order tries C first: 10 + 90 <= 100,
+# it starts, and D waits until B ends at 150.  SJBF tries D first (30 < 90):
+# it starts at 10; C, then 40 + 90 > 100 with no extra node, waits for B:
+# B starts at 100, C at 150.
+SJBF_CASE = [
+    (0, 0, 1, 10, 10, 1),  # X
+    (1, 0, 2, 100, 100, 2),  # A
+    (2, 1, 3, 50, 50, 3),  # B
+    (3, 2, 1, 90, 90, 4),  # C
+    (4, 3, 1, 30, 30, 5),  # D
+]
+
+
+@pytest.mark.parametrize(
+    ("order", "want"),
+    [("queue", {0: 0, 1: 0, 2: 100, 3: 10, 4: 150}), ("sjbf", {0: 0, 1: 0, 2: 100, 3: 150, 4: 10})],
+)
+def test_backfill_order_shortest_first(order, want):
+    assert textbook_easypp(SJBF_CASE, 3, sjbf=order == "sjbf") == want
+    got = replay(_workload(SJBF_CASE, 3), nodes_graph(3), {"queue-policy": "easy", "backfill-order": order})
+    assert got.starts() == want

@@ -85,7 +85,7 @@ class Hooks:
             name, kind = campaign_of(job.request)
         best_effort = job.preemptible_after is not None
         if self.e.options.predict_runtimes and not best_effort:
-            self.predictor.submitted(job)
+            self.predictor.submitted(job, self.e.options.predict_history)
         if name is not None or best_effort:
             self._info[job.id] = (name, best_effort)
             if name is not None:
@@ -134,7 +134,7 @@ class Hooks:
                 sink = self._sink_detector()
                 if sink is not None:
                     self._drains += sink.ended(name, ranks, runtime, self.runtimes.get(name).median())
-        if self.predictor.tick(e, now):
+        if self.predictor.tick(e, now, opts.predict_correction):
             e._changed()
         if len(self._info) > 2 * len(e._jobs) + 1024:  # jobs that left pending (cancel, deny)
             self._info = {k: v for k, v in self._info.items() if k in e._jobs}

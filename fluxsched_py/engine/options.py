@@ -63,6 +63,16 @@ def _choice(choices: tuple[str, ...]) -> Callable[[str, Any], str]:
     return parse
 
 
+def _choice_int(choices: tuple[int, ...]) -> Callable[[str, Any], int]:
+    def parse(key: str, value: Any) -> int:
+        text = str(value).strip()
+        if text not in {str(c) for c in choices}:
+            raise EngineError(f"{key}={value!r}: choose from {', '.join(map(str, choices))}")
+        return int(text)
+
+    return parse
+
+
 def _log_level(key: str, value: Any) -> str:
     if str(value).lower() not in LOG_LEVELS:
         raise EngineError(f"{key}={value!r}: choose from {', '.join(LOG_LEVELS)}")
@@ -222,6 +232,16 @@ OPTIONS: tuple[Option, ...] = (
     Option("predict-runtimes", "predict_runtimes", _bool, False,
            "EASY++ (Tsafrir et al. 2007): plan with the mean of the user's last two run times, "
            "capped at the walltime, instead of the walltime"),
+    Option("predict-history", "predict_history", _choice_int((1, 2)), 1,
+           "EASY++: completed jobs of a user before their run times are trusted (1: from the first, "
+           "one job's run time alone; 2: as Gaussier et al.'s predictsim); before, the walltime"),
+    Option("predict-correction", "predict_correction", _choice(("increment", "walltime")), "increment",
+           "EASY++: a running job that reaches its prediction is planned longer: increment, the paper's "
+           "rule (its first prediction + 1 min, then + 5 min, 15 min, 30 min, 1 h, 2 h, 5 h, 10 h, 20 h, "
+           "50 h, 100 h, capped at the walltime); walltime, to its walltime at once"),
+    Option("backfill-order", "backfill_order", _choice(("queue", "sjbf")), "queue",
+           "easy: the order backfill candidates are tried in: queue, the queue's; sjbf, shortest planned "
+           "duration first (the prediction under predict-runtimes, else the walltime), as EASY++ does"),
     Option("affinity", "affinity", _affinity, (),
            "USER-or-CAMPAIGN:PROPERTY pairs: a job starts on nodes with that property when it fits "
            "there now, else on any free nodes"),
@@ -255,6 +275,9 @@ class EngineOptions:
     queue_policy_per_queue: tuple[tuple[str, str], ...] = _default("queue_policy_per_queue")
     preempt_victims: str = _default("preempt_victims")
     predict_runtimes: bool = _default("predict_runtimes")
+    predict_history: int = _default("predict_history")
+    predict_correction: str = _default("predict_correction")
+    backfill_order: str = _default("backfill_order")
     affinity: tuple[tuple[str, str], ...] = _default("affinity")
     campaign_half_life: float = _default("campaign_half_life")
     campaign_predictor: bool = _default("campaign_predictor")
@@ -299,6 +322,9 @@ class EngineOptions:
             "log-level": self.log_level,
             "preempt-victims": self.preempt_victims,
             "predict-runtimes": self.predict_runtimes,
+            "predict-history": self.predict_history,
+            "predict-correction": self.predict_correction,
+            "backfill-order": self.backfill_order,
             "affinity": dict(self.affinity),
             "campaign-half-life": self.campaign_half_life,
             "campaign-predictor": self.campaign_predictor,

@@ -63,6 +63,7 @@ class Pass:
         self.current: Job | None = None
         #: ``affinity`` is set: placements first try the job's preferred nodes.
         self.prefer = bool(engine.options.affinity)
+        self.backfill_order = engine.options.backfill_order
 
     def enter(self, queue: JobQueue, depth: int | None = None) -> None:
         """Start on ``queue``'s jobs (at most ``depth`` of them)."""

@@ -49,11 +49,9 @@ class FlatCodec:
         # Masks are merged from (offset, small mask) chunks (_merge): OR-ing
         # each bit into a growing big integer would cost O(width) per bit.
         type_chunks: dict[str, list[tuple[int, int]]] = {}
-        ranked_chunks: list[tuple[int, int]] = []
-        for v in range(n):
-            type_chunks.setdefault(topo.type[v], []).append((v, 1))
-            if topo.rank[v] >= 0:
-                ranked_chunks.append((v, 1))
+        for v, t in enumerate(topo.type):
+            type_chunks.setdefault(t, []).append((v, 1))
+        ranked_chunks = [(v, 1) for v, r in enumerate(topo.rank) if r >= 0]
         flat = getattr(graph, "flat_layout", None)
         self.flat = flat if flat is not None else FlatLayout(topo)
         self.offsets: dict[tuple[int, str], int] = self.flat.offsets
@@ -104,14 +102,18 @@ class FlatCodec:
         every node a child of the root, one per rank, all alike, each with a
         core.  Sets :attr:`node_bits` (node vertex -> its whole subtree)."""
         topo = self.topo
-        self._pool_vertices: list[int] = []
-        self._pool_layout: list[list[tuple[int, str]]] = []
+        pv: list[int] = []
+        pl: list[list[tuple[int, str]]] = []
+        last = -1
         for off, _, v, t in self.layout:
-            if not self._pool_vertices or self._pool_vertices[-1] != v:
-                self._pool_vertices.append(v)
-                self._pool_layout.append([])
-            self._pool_layout[-1].append((off, t))
-        nodes = [v for v in range(self.n) if topo.type[v] == "node"]
+            if v != last:
+                last = v
+                pv.append(v)
+                here: list[tuple[int, str]] = []
+                pl.append(here)
+            here.append((off, t))
+        self._pool_vertices, self._pool_layout = pv, pl
+        nodes = [v for v, t in enumerate(topo.type) if t == "node"]
         self.node_vertex_mask = 0
         self.node_bits: Mapping[int, int] = _NodeBits(self, ())
         self.flat_nodes = False
@@ -123,17 +125,21 @@ class FlatCodec:
         ranks = [topo.rank[v] for v in nodes]
         if len(set(ranks)) != len(ranks) or min(ranks) < 0:
             return
-        shapes = set()
         all_types = tuple(sorted(self.type_masks))
-        core_count = 0
+        # equal signatures are identical subtrees: count each shape once
+        counts: dict[int, tuple[tuple[str, int], ...]] = {}
+        sig = topo.sig
         for v in nodes:
+            if sig[v] in counts:
+                continue
             cnt = dict.fromkeys(all_types, 0)
             for u in range(v, topo.end[v]):
                 cnt[topo.type[u]] += 1
                 for t, m in topo.pools[u].items():
                     cnt[t] += m.bit_count()
-            shapes.add(tuple(cnt.items()))
-            core_count = cnt.get("core", 0)
+            counts[sig[v]] = tuple(cnt.items())
+        shapes = set(counts.values())
+        core_count = dict(counts[sig[nodes[-1]]]).get("core", 0)
         self.node_vertex_mask = _merge([(v, 1) for v in nodes])
         self.node_bits = _NodeBits(self, nodes)
         self.flat_nodes = len(shapes) == 1 and core_count > 0
@@ -142,17 +148,20 @@ class FlatCodec:
         # so whole-node tests are one integer expression.
         v0 = nodes[0]
         if self.flat_nodes and nodes == list(range(v0, v0 + len(nodes))):
-            pools = [(self.offsets.get((v, t)), t) for v in nodes for t in topo.pools[v]]
-            if len(pools) == len(nodes) and all(
-                off == self.offsets[(nodes[0], pools[0][1])] + i and topo.pools[v][t] == 1
-                for i, ((off, t), v) in enumerate(zip(pools, nodes, strict=True))
+            pools_of, offsets = topo.pools, self.offsets
+            t0 = next(iter(pools_of[v0]), None)
+            one = {t0: 1}
+            # every node one pool of one id, of one type, at consecutive offsets
+            if all(pools_of[v] == one for v in nodes) and [offsets[(v, t0)] for v in nodes] == list(
+                range(offsets[(v0, t0)], offsets[(v0, t0)] + len(nodes))
             ):
-                self.unit_shift = pools[0][0] - v0
-                self._unit_type = pools[0][1]
+                self.unit_shift = offsets[(v0, t0)] - v0
+                self._unit_type = t0
                 self._unit_rest = ~(self.cont_mask | (self.node_vertex_mask << self.unit_shift))
                 rank = topo.rank
                 base = v0 - rank[v0]
-                if all((rank[v] >= 0) == (v >= base) and (rank[v] < 0 or rank[v] == v - base) for v in range(self.n)):
+                ranked = rank[base:] == list(range(self.n - base)) if 0 <= base <= self.n else False
+                if ranked and all(r < 0 for r in rank[:base]):
                     #: every vertex from ``_rank_base`` on is rank ``v - _rank_base``, none
                     #: below it has a rank: a decoded set's ranks are its vertices, shifted
                     self._rank_base = base

@@ -51,6 +51,9 @@ __all__ = ["NoEarlier", "PROOFS", "ProofLog"]
 
 #: The one switch: make and use NoEarlier proofs (the default for a Planner).
 PROOFS = True
+#: Bits of sets the log of gains may hold (32 MiB): a 1,024-node machine of
+#: 32 cores keeps 8,192 entries, 200,000 one-core nodes about 670.
+GAINS_BITS = 1 << 28
 
 
 class NoEarlier:
@@ -84,7 +87,9 @@ class ProofLog:
     available, and carrying a proof forward over it."""
 
     _gains: list[tuple[float, float, int, int, int]]
+    _gains_keep: int
     _gains_base: int
+    codec: Any
     _gains_mark: int
     proofs: int
     use_proofs: bool
@@ -99,6 +104,10 @@ class ProofLog:
         # and added again for the same job (re-planned) leaves only the net
         # difference.  See prove_none_before().
         self._gains = []
+        #: entries kept (the older half dropped past it): 8,192, fewer on a
+        #: machine so big that they would hold more than GAINS_BITS bits of
+        #: sets (a proof older than the log searches again)
+        self._gains_keep = max(64, min(8192, GAINS_BITS // max(1, self.codec.width)))
         self._gains_base = 0
         self._gains_mark = 0  # entries before it were seen by a proof: never rewritten
         #: Searches :meth:`prove_none_before` made unnecessary (statistics).
@@ -330,9 +339,10 @@ class ProofLog:
         if start < end and bits and self.use_proofs:
             gains = self._gains
             gains.append((start, end, bits, -1, jobid))
-            if len(gains) > 8192:
-                del gains[:4096]
-                self._gains_base += 4096
+            if len(gains) > self._gains_keep:
+                half = self._gains_keep // 2
+                del gains[:half]
+                self._gains_base += half
 
     def _net_gain(self, span: Span) -> None:
         """``span``'s job gave back a span just before (re-planned): keep only

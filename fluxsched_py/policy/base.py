@@ -36,6 +36,9 @@ class PassContext(Protocol):
     #: False when nothing was freed, cancelled or re-prioritized since the
     #: last pass (only new jobs arrived): kept reservations cannot improve.
     compress: bool
+    #: The order backfill candidates are tried in (``backfill-order``):
+    #: ``queue``, or ``sjbf``, shortest planned duration first.
+    backfill_order: str
 
     def jobs(self) -> Iterator[Any]:
         """This queue's pending jobs in order (those among the first

@@ -24,6 +24,12 @@ identical pending jobs cost one failed match, not a million.  When nothing
 was freed since the last pass (only new jobs arrived), the head keeps its
 reservation: its shadow time cannot have changed.
 
+With ``backfill-order=sjbf`` the candidates behind the head are tried
+shortest planned duration first (the EASY++ prediction under
+``predict-runtimes``, else the walltime; queue order among equal ones), as
+Tsafrir, Etsion and Feitelson's EASY++ and Gaussier et al.'s predictsim do;
+by default, in queue order.
+
 With named queues, each queue has its own head and reservation.  A job
 backfills only around every queue's reservations; rule 2 may re-plan only
 its own queue's head.
@@ -41,6 +47,7 @@ References:
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 from .base import PassContext, QueuePolicy
 
@@ -65,7 +72,8 @@ class EasyPolicy(QueuePolicy):
             # Something was freed, cancelled or re-prioritized: re-plan.
             ctx.clear_reservations()
         head = None
-        for job in ctx.jobs():
+        jobs = ctx.jobs()
+        for job in jobs:
             if head is None:
                 if ctx.hopeless(job):
                     # A job no bigger and no longer found no start time at all
@@ -100,18 +108,34 @@ class EasyPolicy(QueuePolicy):
 
             if ctx.nothing_free():
                 return  # nothing can start; the engine explains why the rest wait
-            if ctx.hopeless(job):
-                ctx.hold(job, "backfill")
-                yield
-                continue
-            rs = ctx.fits_now(job)  # rule 1, or rule 2 on resources the head does not hold
-            if rs is None:
-                rs = ctx.fits_now_ignoring(job, head)
-                if rs is not None and not ctx.try_move(head, rs, ctx.now + job.duration):
-                    rs = None
-            if rs is not None:
-                ctx.start(job, rs)
-            else:
-                ctx.failed(job)
-                ctx.hold(job, "backfill")
+            if ctx.backfill_order == "sjbf":
+                # sorted() is stable: queue order among equal durations
+                for other in sorted([job, *jobs], key=_planned):
+                    if ctx.nothing_free():
+                        return
+                    self._backfill(ctx, head, other)
+                    yield
+                return
+            self._backfill(ctx, head, job)
             yield
+
+    @staticmethod
+    def _backfill(ctx: PassContext, head: Any, job: Any) -> None:
+        """Start ``job`` now by rule 1 or 2 if it can, else hold it."""
+        if ctx.hopeless(job):
+            ctx.hold(job, "backfill")
+            return
+        rs = ctx.fits_now(job)  # rule 1, or rule 2 on resources the head does not hold
+        if rs is None:
+            rs = ctx.fits_now_ignoring(job, head)
+            if rs is not None and not ctx.try_move(head, rs, ctx.now + job.duration):
+                rs = None
+        if rs is not None:
+            ctx.start(job, rs)
+        else:
+            ctx.failed(job)
+            ctx.hold(job, "backfill")
+
+
+def _planned(job: Any) -> float:
+    return job.duration

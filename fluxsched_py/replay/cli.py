@@ -22,7 +22,7 @@ from typing import Any
 
 from ..cliutil import ArgumentParser, CLIError, UsageError, boundary, bounded_int, check_output_dir
 from ..engine import EngineError, EngineOptions
-from ..limits import MAX_NODES, MAX_PER_NODE
+from ..limits import MAX_JOBS, MAX_NODES, MAX_PER_NODE
 from ..policy import POLICIES
 from ..resource import ResourceError
 from .metrics import summarize
@@ -30,7 +30,17 @@ from .platform import PlatformError, load_platform, nodes_graph
 from .report import print_summary, stdout_console, write_jobs_csv
 from .sim import replay
 from .synthetic import EXAMPLE_NAME, example_path, generate
-from .workload import Workload, WorkloadError, load_workload, mark_besteffort, parse_walltime_model, read_batsim
+from .workload import (
+    Workload,
+    WorkloadError,
+    load_workload,
+    mark_besteffort,
+    parse_load_factor,
+    parse_walltime_model,
+    read_batsim,
+    scale_load,
+    take_window,
+)
 
 __all__ = ["main", "build_parser", "DEFAULT_POLICIES"]
 
@@ -46,6 +56,22 @@ def _walltime_model(text: str) -> tuple[str, float | None]:
         return parse_walltime_model(text)
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _load_factor(text: str) -> float:
+    try:
+        return parse_load_factor(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _skip(text: str) -> int:
+    if text.strip() == "0":
+        return 0
+    try:
+        return bounded_int(MAX_JOBS)(text)
+    except argparse.ArgumentTypeError as e:
+        raise argparse.ArgumentTypeError(str(e).replace("at least 1", "at least 0")) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -103,14 +129,55 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument(
         "--procs-per-node",
         type=bounded_int(MAX_PER_NODE),
-        default=1,
+        default=None,
         metavar="P",
-        help="SWF: processors per node, to turn processor counts into nodes (default 1)",
+        help="SWF: processors per node: a job of N processors is ceil(N/P) nodes and the machine ceil(MaxProcs/P) "
+        "nodes (default: a node per processor, on MaxNodes nodes)",
+    )
+    ap.add_argument(
+        "--load-factor",
+        type=_load_factor,
+        default=1.0,
+        metavar="F",
+        help="divide every inter-arrival time by F (0 < F <= 1000; the first submit time stays; sizes and run "
+        "times kept): F=2 is twice the arrival rate",
+    )
+    ap.add_argument(
+        "--skip",
+        type=_skip,
+        default=0,
+        metavar="N",
+        help="leave out the first N jobs (in submit order, after jobs with no run time or no processors)",
+    )
+    ap.add_argument(
+        "--jobs",
+        type=bounded_int(MAX_JOBS),
+        default=None,
+        metavar="N",
+        help="replay N jobs (after --skip), then stop submitting",
     )
     ap.add_argument(
         "--predict-runtimes",
         action="store_true",
         help="EASY++: plan with the mean of each user's last two run times, capped at the walltime",
+    )
+    ap.add_argument(
+        "--predict-history",
+        choices=("1", "2"),
+        default=None,
+        help="EASY++: completed jobs of a user before their run times are used (default 1; 2: as predictsim)",
+    )
+    ap.add_argument(
+        "--predict-correction",
+        choices=("increment", "walltime"),
+        default=None,
+        help="EASY++: an exceeded prediction grows by the paper's increments (default) or becomes the walltime",
+    )
+    ap.add_argument(
+        "--backfill-order",
+        choices=("queue", "sjbf"),
+        default=None,
+        help="easy: try backfill candidates in queue order (default) or shortest planned duration first",
     )
     ap.add_argument(
         "--affinity", metavar="USER:PROP,...", help="prefer nodes with PROP for USER's (or a campaign's) jobs"
@@ -162,6 +229,9 @@ def _options(args: argparse.Namespace, policy: str) -> EngineOptions:
         opts["queue-depth"] = args.queue_depth
     if args.predict_runtimes:
         opts["predict-runtimes"] = "true"
+    for name in ("predict_history", "predict_correction", "backfill_order"):
+        if getattr(args, name) is not None:
+            opts[name.replace("_", "-")] = getattr(args, name)
     if args.no_campaign_predictor:
         opts["campaign-predictor"] = "false"
     if args.affinity is not None:
@@ -216,11 +286,14 @@ def _load(args: argparse.Namespace) -> Workload:
         if args.besteffort_queue is not None:
             n = mark_besteffort(w, args.besteffort_queue)
             w.notes.append(f"{n} jobs of queue {args.besteffort_queue} are best-effort")
-        return w
-    p = example_path()
-    if p:
-        return load_workload(p)
-    return read_batsim(generate(), name=EXAMPLE_NAME.removesuffix(".json"))
+    else:
+        p = example_path()
+        w = load_workload(p) if p else read_batsim(generate(), name=EXAMPLE_NAME.removesuffix(".json"))
+    if args.skip or args.jobs is not None:
+        take_window(w, args.skip, args.jobs)
+        if not w.jobs:
+            raise UsageError(f"--skip {args.skip}: the workload has no job after the first {args.skip}")
+    return scale_load(w, args.load_factor)
 
 
 def _plain_progress(policy: str, err: Any) -> Callable[[int, int], None]:

@@ -63,7 +63,7 @@ def nodes_graph(n: int, cores: int = 1, prefix: str = "node") -> Any:
         raise PlatformError(f"a platform has 1..{MAX_NODES} nodes, not {n}")
     if not 1 <= cores <= MAX_PER_NODE:
         raise PlatformError(f"a node has 1..{MAX_PER_NODE} cores, not {cores}")
-    return _graph_cls().from_rv1(nodes_R([f"{prefix}{i}" for i in range(n)], cores))
+    return _graph_cls().from_nodes([f"{prefix}{i}" for i in range(n)], cores)
 
 
 def _xml_root(p: Path) -> str | None:

@@ -14,9 +14,9 @@ Batsim workload JSON (``rfcs/batsim-workload.md``)
 Standard Workload Format (``rfcs/swf.md``)
     18 whitespace-separated fields per line, ``;`` comments, read as a
     stream (gzip, bzip2 and xz files are decompressed on the fly); the
-    header gives ``nb_res``: ``MaxProcs / procs_per_node`` when
-    ``procs_per_node`` is given (or there is no ``MaxNodes``), else
-    ``MaxNodes``.  A job becomes ``ceil(processors / procs_per_node)`` nodes,
+    header gives ``nb_res``: ``ceil(MaxProcs / procs_per_node)`` when
+    ``procs_per_node`` is given, 1 included (or there is no ``MaxNodes``),
+    else ``MaxNodes``.  A job becomes ``ceil(processors / procs_per_node)`` nodes,
     exclusive, where processors are the requested ones (field 8, else the
     allocated ones, field 5); walltime is the requested time (field 9, else
     the walltime model's choice); run time is field 4; user is field 12 and
@@ -28,6 +28,14 @@ it counts something, within :mod:`fluxsched_py.inputs`' limits; ids are
 unique.  An SWF job with no requested time gets one from the *walltime model*
 (:func:`parse_walltime_model`): ``runtime`` (its own run time, the default),
 ``default:SECONDS`` or ``none`` (unlimited).
+
+Windows and load (``--skip``, ``--jobs``, ``--load-factor``)
+    :func:`take_window` keeps jobs ``skip+1 .. skip+jobs`` of the trace as
+    it is replayed: in submit order, after the jobs the reader skipped (no
+    run time or no processors), so ``--jobs 1000`` is 1,000 jobs that run.
+    :func:`scale_load` then divides every inter-arrival time by the factor,
+    from the first (kept) job's submit time, which stays; sizes, run times
+    and walltimes are unchanged.
 
 YAML jobspec list
     ``nb_res`` (optional) and ``jobs``, a list of ``{id?, submit, runtime,
@@ -72,8 +80,12 @@ __all__ = [
     "WorkloadJob",
     "WorkloadError",
     "WALLTIME_MODELS",
+    "MAX_LOAD_FACTOR",
     "load_workload",
     "mark_besteffort",
+    "parse_load_factor",
+    "scale_load",
+    "take_window",
     "node_request",
     "parse_walltime_model",
     "read_batsim",
@@ -207,13 +219,14 @@ def load_workload(
     path: str | os.PathLike[str],
     *,
     walltime: str | tuple[str, float | None] = "runtime",
-    procs_per_node: int = 1,
+    procs_per_node: int | None = None,
 ) -> Workload:
     """Read a workload, choosing the reader from the file's name, else its first bytes.
 
     ``path`` may be ``-`` (stdin) and may be gzip, bzip2 or xz compressed.
     ``walltime`` is the model for SWF jobs with no requested time;
-    ``procs_per_node`` maps SWF processors to nodes.
+    ``procs_per_node`` maps SWF processors to nodes (None: one each, and
+    the machine is ``MaxNodes``; see :func:`read_swf`).
     """
     model = parse_walltime_model(walltime) if isinstance(walltime, str) else walltime
     source = os.fspath(path)
@@ -368,6 +381,48 @@ def mark_besteffort(workload: Workload, queue: int, preemptible_after: float = 0
     return n
 
 
+#: The largest ``--load-factor``: a day of arrivals squeezed into 86 s.
+MAX_LOAD_FACTOR = 1000.0
+
+
+def parse_load_factor(text: str) -> float:
+    """A load factor: a finite number, 0 < F <= MAX_LOAD_FACTOR; :class:`ValueError` otherwise."""
+    try:
+        f = float(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a number") from None
+    if not (math.isfinite(f) and 0 < f <= MAX_LOAD_FACTOR):
+        raise ValueError(f"must be a number above 0 and at most {MAX_LOAD_FACTOR:g}, got {text}")
+    return f
+
+
+def take_window(workload: Workload, skip: int = 0, jobs: int | None = None) -> Workload:
+    """Keep jobs ``skip+1 .. skip+jobs`` (all after ``skip`` when ``jobs``
+    is None), in submit order; changes ``workload`` in place and returns it."""
+    ordered = sorted(workload.jobs, key=lambda j: (j.submit, j.id))
+    total = len(ordered)
+    kept = ordered[skip:] if jobs is None else ordered[skip : skip + jobs]
+    workload.jobs = kept
+    if skip or (jobs is not None and jobs < total - skip):
+        first = min(skip, total)
+        workload.notes.append(
+            f"jobs {first + 1}-{first + len(kept)} of {total} (--skip {skip}, --jobs {jobs or 'all'})"
+        )
+    return workload
+
+
+def scale_load(workload: Workload, factor: float) -> Workload:
+    """Divide every inter-arrival time by ``factor`` (the first job's submit
+    time stays); changes ``workload`` in place and returns it."""
+    if factor == 1 or not workload.jobs:
+        return workload
+    t0 = min(j.submit for j in workload.jobs)
+    for j in workload.jobs:
+        j.submit = t0 + (j.submit - t0) / factor
+    workload.notes.append(f"load factor {factor:g}: inter-arrival times divided by {factor:g}")
+    return workload
+
+
 def _model_name(model: tuple[str, float | None]) -> str:
     kind, seconds = model
     return f"default:{seconds:g}" if kind == "default" else kind
@@ -448,9 +503,18 @@ def read_swf(
     source: str | None = None,
     *,
     walltime: tuple[str, float | None] = ("runtime", None),
-    procs_per_node: int = 1,
+    procs_per_node: int | None = None,
 ) -> Workload:
-    """A Standard Workload Format trace (Feitelson's Parallel Workloads Archive), text or lines."""
+    """A Standard Workload Format trace (Feitelson's Parallel Workloads Archive), text or lines.
+
+    A job of P processors is ``ceil(P / procs_per_node)`` nodes (P nodes
+    when ``procs_per_node`` is None).  The machine is ``ceil(MaxProcs /
+    procs_per_node)`` nodes when ``procs_per_node`` is given, 1 included;
+    when it is None, ``MaxNodes`` (``MaxProcs`` if the header has no
+    ``MaxNodes``), with a note when ``MaxProcs`` is larger.
+    """
+    given = procs_per_node
+    procs_per_node = procs_per_node or 1
     source = source or f"{name}.swf"
     lines: Iterable[tuple[int, str]]
     lines = enumerate(text.splitlines(), 1) if isinstance(text, str) else _lines(text, source)
@@ -519,15 +583,15 @@ def read_swf(
         if len(jobs) > MAX_JOBS:
             raise WorkloadError(f"{source}:{lineno}: more than {MAX_JOBS} jobs (the limit)")
     jobs.sort(key=lambda j: (j.submit, j.id))
-    # Jobs count processors: with procs_per_node, the machine is MaxProcs / procs_per_node nodes.
+    # Jobs count processors: with procs_per_node (1 too), the machine is MaxProcs / procs_per_node nodes.
     nb_res = None
     maxnodes, maxprocs = header.get("maxnodes", 0), header.get("maxprocs", 0)
-    if maxprocs > 0 and (procs_per_node > 1 or maxnodes <= 0):
+    if maxprocs > 0 and (given is not None or maxnodes <= 0):
         nb_res = -(-_count(maxprocs, source, "MaxProcs", MAX_NODES * procs_per_node) // procs_per_node)
     elif maxnodes > 0:
         nb_res = _count(maxnodes, source, "MaxNodes")
     w = Workload(jobs, nb_res, name, skipped, walltime_filled=filled, walltime_model=_model_name(walltime))
-    if procs_per_node == 1 and maxnodes > 0 and maxprocs > maxnodes:
+    if given is None and maxnodes > 0 and maxprocs > maxnodes:
         w.notes.append(
             f"MaxProcs is {maxprocs / maxnodes:g} x MaxNodes: jobs count processors; "
             f"--procs-per-node {maxprocs // maxnodes} would map them to nodes"

@@ -114,7 +114,7 @@ class Bits:
         if type(other) is int:
             if other.bit_length() <= 1 << self.shift:
                 return {0: other} if other else {}
-            return _split(other, self.shift)
+            return _split_memo(other, self.shift)
         if other.shift == self.shift:
             return other.chunks
         return _split(other.value(), self.shift)
@@ -306,14 +306,23 @@ class FreeBits(Bits):
         self, layout: FlatLayout, cont: int, loc: Iterable[Mapping[str, int]], shift: int | None = None
     ) -> None:
         shift = CHUNK_SHIFT if shift is None else shift
-        x = cont
-        offsets = layout.offsets
+        super().__init__(_split(cont, shift), shift)
+        # pool by pool into its chunk (an OR into one machine-wide int would
+        # copy the whole int per pool)
+        chunks, offsets = self.chunks, layout.offsets
+        size = 1 << shift
+        full = (1 << size) - 1
         for v, pools in enumerate(loc):
             for t, m in pools.items():
                 if m:
-                    x |= m << offsets[(v, t)]
-        super().__init__(_split(x, shift), shift)
-        self._value = x
+                    off = offsets[(v, t)]
+                    i = off >> shift
+                    m <<= off & (size - 1)
+                    while m:  # a pool may run on past the end of its chunk
+                        if part := m & full:
+                            chunks[i] = chunks.get(i, 0) | part
+                        m >>= size
+                        i += 1
         self.layout = layout
         self._log: list[int] = []
         self._base = 0  # the change number of _log[0]
@@ -402,6 +411,28 @@ class FreeBits(Bits):
     andnot_ = xor_ = or_
 
 
+#: The chunks of the last few machine-wide ints split (:func:`_split_memo`),
+#: by identity: ``{id(x): (x, shift, chunks)}``, oldest first.
+_SPLITS: dict[int, tuple[int, int, dict[int, int]]] = {}
+#: How many :data:`_SPLITS` keeps: a placement is split when its job starts
+#: (fit test, allocation, the timeline's span) and again when it ends.
+SPLITS_KEPT = 512
+
+
+def _split_memo(x: int, shift: int) -> Mapping[int, int]:
+    """:func:`_split`, remembered for the same int object: one placement on
+    a big machine is split once, not at each of its uses (each split reads
+    the whole int).  The chunks returned are shared: read them only."""
+    hit = _SPLITS.get(id(x))
+    if hit is not None and hit[0] is x and hit[1] == shift:
+        return hit[2]
+    chunks = _split(x, shift)
+    if len(_SPLITS) >= SPLITS_KEPT:
+        del _SPLITS[next(iter(_SPLITS))]
+    _SPLITS[id(x)] = (x, shift, chunks)
+    return chunks
+
+
 def _split(x: int, shift: int) -> dict[int, int]:
     """``{chunk index: chunk}`` of the int ``x`` (zero chunks left out)."""
     if not x:
@@ -414,11 +445,12 @@ def _split(x: int, shift: int) -> dict[int, int]:
         return {i: c for i in range((x.bit_length() + size - 1) // size) if (c := (x >> (i * size)) & full)}
     nbytes = size >> 3
     raw = x.to_bytes((x.bit_length() + size - 1) // size * nbytes, "little")
+    zero = bytes(nbytes)
     out = {}
     for i in range(len(raw) // nbytes):
-        c = int.from_bytes(raw[i * nbytes : (i + 1) * nbytes], "little")
-        if c:
-            out[i] = c
+        part = raw[i * nbytes : (i + 1) * nbytes]
+        if part != zero:  # a job's set is a few chunks of a machine-wide int
+            out[i] = int.from_bytes(part, "little")
     return out
 
 

@@ -60,16 +60,11 @@ class ResourceGraph(GraphReaders):
         for resource-query's ``-S PA``).  Passing a compiled :class:`Topology`
         shares it (and its model) with another graph.
         """
-        if isinstance(model, Topology):
-            topo = model
-            model = topo.model
-        else:
-            topo = Topology.compile(model, subsystem)
-        self._model = model
+        topo = model if isinstance(model, Topology) else Topology.compile(model, subsystem)
         self.topo = topo
         #: starttime/expiration/nslots of the R this graph was read from (for round trips)
         self.rv1_defaults: dict = dict(
-            rv1_defaults or model.graph.get("rv1_defaults") or {"starttime": 0.0, "expiration": 0.0}
+            rv1_defaults or topo.gattr.get("rv1_defaults") or {"starttime": 0.0, "expiration": 0.0}
         )
         self._jobs: dict[int, ResourceSet] = {}
         self._alloc_pools: dict[int, dict[str, int]] = {}
@@ -86,7 +81,7 @@ class ResourceGraph(GraphReaders):
         n = topo.n
         self._avail = Availability(topo, (1 << n) - 1, [dict(p) for p in topo.pools])
         self._all_static = ResourceSet(topo, (1 << n) - 1, {v: dict(topo.pools[v]) for v in topo.pool_vertices})
-        shrunk = IdSet(model.graph.get(SHRUNK) or ()).mask & topo.ranks_mask
+        shrunk = IdSet(topo.gattr.get(SHRUNK) or ()).mask & topo.ranks_mask
         if shrunk:  # a model that was shrunk before (see :meth:`update`)
             self._shrunk = shrunk
             self._refresh_ranks(shrunk)
@@ -111,7 +106,7 @@ class ResourceGraph(GraphReaders):
         It is the model the matcher's index was compiled from, not a copy
         (see :mod:`fluxsched_py.resource.builder` for its shape).
         """
-        return self._model
+        return self.topo.model
 
     @property
     def ranks(self) -> IdSet:
@@ -453,11 +448,11 @@ class ResourceGraph(GraphReaders):
             self._rank_mask(IdSet(properties))
             check_properties(properties)
         if grow is not None:
-            added = add_ranks(self._model, grow, IdSet.from_mask(self.topo.ranks_mask | self._shrunk))
+            added = add_ranks(self.topo.model, grow, IdSet.from_mask(self.topo.ranks_mask | self._shrunk))
             self._recompile()
         if properties:
-            set_rank_properties(self._model, properties)
-            now = self._model.graph["rank_properties"]
+            set_rank_properties(self.topo.model, properties)
+            now = self.topo.model.graph["rank_properties"]
             tprops = self.topo.properties
             for r in properties:
                 if r in now:
@@ -466,7 +461,7 @@ class ResourceGraph(GraphReaders):
                     tprops.pop(r, None)
             self._version += 1
         if shrink is not None:
-            mark_shrunk(self._model, IdSet.from_mask(shrink_mask))
+            mark_shrunk(self.topo.model, IdSet.from_mask(shrink_mask))
             self._shrunk |= shrink_mask
             self._refresh_ranks(shrink_mask)
         return added
@@ -475,7 +470,7 @@ class ResourceGraph(GraphReaders):
         """Recompile the index from the model in place, after vertices were added after the old ones."""
         topo = self.topo
         n0 = topo.n
-        new = Topology.compile(self._model, topo.subsystem)
+        new = Topology.compile(self.topo.model, topo.subsystem)
         if new.key[:n0] != topo.key:
             raise ResourceError("the model changed in a way that moves existing vertices of the index")
         vars(topo).clear()  # lazy caches too (e.g. match.network's leaf switches)

@@ -64,7 +64,7 @@ def _members(mask: int) -> set[int]:
 
 
 class Availability:
-    __slots__ = ("topo", "_loc", "_cont", "units", "busy", "whole", "have", "_stale", "_cont0", "flat", "_lazy")
+    __slots__ = ("topo", "_loc", "_cont", "_agg", "_stale", "_cont0", "flat", "_lazy")
 
     def __init__(self, topo: Topology, cont: int, loc: list[dict[str, int]]) -> None:
         """Build from a container mask and per-vertex available pool masks (adopted)."""
@@ -83,7 +83,23 @@ class Availability:
         #: The flat free set (:class:`~.flatfree.FreeBits`) this availability
         #: keeps in step, or None (snapshots; the graph attaches it when first asked).
         self.flat: FreeBits | None = None
+        #: the aggregates (``units``, ``busy``, ``whole``, ``have``), built
+        #: when first read (:meth:`_build`): a replay whose matches all take
+        #: the flat fast paths never reads them
+        self._agg: tuple[list, list, list, list] | None = None
+
+    def _build(self) -> tuple[list, list, list, list]:
+        """The aggregates from ``cont`` and ``loc``, bottom-up in one pass
+        (from the topology's totals when everything is available)."""
+        if self._lazy:
+            self._settle()
+        self._stale = {}
+        self._cont0 = self._cont
+        if self._all_available():
+            return self._build_full()
+        topo = self.topo
         n = topo.n
+        cont, loc = self._cont, self._loc
         units: list[dict[str, int]] = [None] * n  # type: ignore[list-item]
         busy = [0] * n
         whole: list[dict[str, int]] = [None] * n  # type: ignore[list-item]
@@ -137,10 +153,55 @@ class Availability:
             busy[v] = b
             whole[v] = w
             have[v] = h
-        self.units = units
-        self.busy = busy
-        self.whole = whole
-        self.have = have
+        self._agg = (units, busy, whole, have)
+        return self._agg  # type: ignore[return-value]
+
+    def _all_available(self) -> bool:
+        topo = self.topo
+        return self._cont == (1 << topo.n) - 1 and self._loc == topo.pools
+
+    def _build_full(self) -> tuple[list, list, list, list]:
+        """The aggregates of a graph with everything available: the
+        topology's totals (what the pass of :meth:`_build` adds up)."""
+        topo = self.topo
+        units = [dict(u) for u in topo.tot_units]
+        whole = [dict(c) for c in topo.tot_conts]
+        have: list[dict[str, int]] = []
+        for kids in topo.children:
+            h: dict[str, int] = {}
+            if kids:
+                hb: dict[str, bytearray] = {}
+                for i, c in enumerate(kids):
+                    for t, x in units[c].items():
+                        if x > 0:
+                            arr = hb.get(t)
+                            if arr is None:
+                                arr = hb[t] = bytearray((len(kids) + 7) // 8)
+                            arr[i >> 3] |= 1 << (i & 7)
+                h = {t: int.from_bytes(arr, "little") for t, arr in hb.items()}
+            have.append(h)
+        self._agg = (units, [0] * topo.n, whole, have)
+        return self._agg
+
+    @property
+    def units(self) -> list[dict[str, int]]:
+        """Per vertex, available leaf units of each type in its subtree."""
+        return (self._agg or self._build())[0]
+
+    @property
+    def busy(self) -> list[int]:
+        """Per vertex, unavailable items in its subtree (0: all available)."""
+        return (self._agg or self._build())[1]
+
+    @property
+    def whole(self) -> list[dict[str, int]]:
+        """Per vertex, containers of each type in its subtree wholly available."""
+        return (self._agg or self._build())[2]
+
+    @property
+    def have(self) -> list[dict[str, int]]:
+        """Per vertex and type, a bit per child that still has units of it."""
+        return (self._agg or self._build())[3]
 
     @property
     def cont(self) -> int:
@@ -219,7 +280,7 @@ class Availability:
     def for_resourceset(cls, rs: ResourceSet) -> Availability:
         """Like :meth:`from_resourceset`, cached on the (immutable) set."""
         cached = rs._cache
-        if cached is None or len(cached.busy) != rs._topo.n:  # none yet, or made before the graph grew
+        if cached is None or len(cached._loc) != rs._topo.n:  # none yet, or made before the graph grew
             cached = rs._cache = cls.from_resourceset(rs)
         return cached
 
@@ -338,6 +399,10 @@ class Availability:
         """
         if self._lazy:
             self._settle()
+        if self._agg is None:  # built from cont and loc as they are when first read
+            self._stale = {}
+            self._cont0 = self._cont
+            return
         stale = self._stale
         flipped = self._cont0 ^ self.cont
         if not stale and not flipped:
@@ -526,7 +591,7 @@ class Availability:
         if flat is not None and bool(was) != bool(cont_bit):
             flat.flip(v, 1)
         self._cont0 = self.cont  # the aggregates follow below
-        if not ditems and not dunits:
+        if self._agg is None or (not ditems and not dunits):  # none yet: built from loc and cont when read
             return
         dwhole: dict[str, int] = {}
         units, busy, whole, parent, vtype = self.units, self.busy, self.whole, topo.parent, topo.type

@@ -26,6 +26,7 @@ from typing import Any
 
 import networkx as nx
 
+from ..ids import Hostlist, IdSet
 from .builder import CONTAINMENT, RLITE_TYPES
 from .errors import ResourceError
 
@@ -79,14 +80,119 @@ class Topology:
             for c in reversed(kids):
                 push((c, i))
         topo = cls(protos, alias_of, gattr, subsystem)
-        #: the networkx model this index was compiled from
-        topo.model = G
+        topo._model = G
         return topo
+
+    @classmethod
+    def uniform(cls, hostnames: list[str], cores: int) -> Topology:
+        """The index :meth:`compile` makes of the model of :meth:`uniform_rv1`
+        (one rank per host of ``hostnames``, in order, ``cores`` cores
+        each), built as whole arrays rather than vertex by vertex: a cluster
+        vertex and ``len(hostnames)`` node vertices.  The networkx model is
+        read from that R when first asked for (:attr:`model`), so a replay
+        on 200,000 nodes never builds it.  Identical nodes share their
+        (never changed) per-vertex dicts."""
+        N = len(hostnames)
+        if not N:
+            raise ResourceError("a machine needs at least one node")
+        n = N + 1
+        gattr = {
+            "source": None,
+            "roots": {CONTAINMENT: 0},
+            "hostnames": dict(enumerate(hostnames)),
+            "rank_properties": {},
+            "rlite_types": list(RLITE_TYPES),
+            "rv1_defaults": {"starttime": 0.0, "expiration": 0.0},
+        }
+        topo = cls.__new__(cls)
+        topo._model = None
+        topo._cores = cores
+        topo.gattr = gattr
+        topo.source = None
+        topo.subsystem = CONTAINMENT
+        topo.n = n
+        nodes = range(1, n)
+        ranks = range(N)
+        topo.key = list(range(n))
+        topo.alias_of = list(range(n))
+        topo.type = ["cluster"] + ["node"] * N
+        topo.name = ["cluster0", *hostnames]
+        topo.id = [0, *ranks]
+        topo.basename = ["cluster"] + ["node"] * N
+        topo.size = [1] * n
+        topo.unit = [""] * n
+        topo.vprops = [{} for _ in range(n)]
+        topo.rank = [-1, *ranks]
+        topo.parent = [-1] + [0] * N
+        topo.children = [tuple(nodes)] + [()] * N
+        topo.child_pos = [0, *ranks]
+        empty: dict = {}
+        cmask = (1 << cores) - 1
+        topo.pools = [empty] + [{"core": cmask}] * N
+        topo.pool_pos = [empty] + [{"core": 0}] * N
+        info = (1, "", "core")
+        topo.pool_info = dict.fromkeys(zip(nodes, ["core"] * N, strict=True), info)
+        topo.twins = {}
+        topo.twin_mask = 0
+        topo.rlite_types = tuple(RLITE_TYPES)
+        topo.end = [n, *range(2, n + 1)]
+        topo.rank_root = dict(zip(ranks, nodes, strict=True))
+        topo.ranks_mask = (1 << N) - 1
+        topo.hostnames = dict(gattr["hostnames"])
+        topo.properties = {}
+        topo.node_of = [-1, *nodes]
+        topo.has_nodes = True
+        topo.upper_types = topo.container_types = frozenset(("cluster", "node"))
+        topo.pool_types = frozenset(("core",))
+        topo.types = topo.container_types | topo.pool_types
+        topo.child_types = [frozenset(("node",))] + [topo.pool_types] * N
+        topo.pool_vertices = list(nodes)
+        topo.tot_units = [{"core": N * cores}] + [{"core": cores}] * N
+        topo.tot_items = [1 + N * (1 + cores)] + [1 + cores] * N
+        topo.tot_conts = [{"cluster": 1, "node": N}] + [{"node": 1}] * N
+        topo.sig = [1] + [0] * N
+        return topo
+
+    @staticmethod
+    def uniform_rv1(hostnames: list[str], cores: int) -> dict:
+        """RFC 20 R with one rank per host of ``hostnames``, ``cores`` cores each."""
+        if not hostnames:
+            raise ResourceError("a machine needs at least one node")
+        return {
+            "version": 1,
+            "execution": {
+                "R_lite": [
+                    {
+                        "rank": str(IdSet.range(0, len(hostnames) - 1)),
+                        "children": {"core": str(IdSet.range(0, cores - 1))},
+                    }
+                ],
+                "nodelist": [Hostlist(hostnames).encode()],
+                "starttime": 0.0,
+                "expiration": 0.0,
+            },
+        }
+
+    @property
+    def model(self) -> nx.DiGraph:
+        """The networkx model this index was compiled from (for
+        :meth:`uniform`, read from its R when first asked for)."""
+        if self._model is None:
+            from .rv1 import model_from_rv1
+
+            hosts = [self.hostnames[r] for r in range(self.n - 1)]
+            G = model_from_rv1(self.uniform_rv1(hosts, self._cores))
+            G.graph = self.gattr  # the same attributes, one dict
+            self._model = G
+        return self._model
 
     def __init__(
         self, protos: list[tuple[Any, int, int, dict]], alias_of: list[int], gattr: dict, subsystem: str
     ) -> None:
         n = len(protos)
+        self._model: nx.DiGraph | None = None
+        #: the model's graph attributes (``G.graph``: hostnames, roots, rv1_defaults...)
+        self.gattr = gattr
         self.source = gattr.get("source")
         self.subsystem = subsystem
         self.n = n

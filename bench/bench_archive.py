@@ -1,0 +1,153 @@
+"""Archive-size machines and traces by the command line (issue 22).
+
+Part 1, the must-hold: a machine of 200,000 one-core nodes, made two ways,
+
+- *header*: an SWF trace whose header says ``; MaxNodes: 200000``, replayed
+  with no node count (the machine comes from the header);
+- *nodes*: the same trace with ``--nodes 200000``;
+
+replays 10,000 one-node jobs (job ``i`` submitted at ``i`` s, running
+100 s with a 200 s walltime: about 100 running at a time) under one queue
+policy, ``fluxsched-py replay FILE [--nodes 200000] --queue-policy easy
+--no-progress --json``.  Each command runs ``--repeat`` times for each
+source tree (this one, and ``--base DIR``, a worktree of the main we
+started from, by ``PYTHONPATH``), alternated; the table gives the median
+wall time and the median peak RSS of the whole command (``os.wait4``).
+
+Part 2 (``--archive``): each whole trace of ``--swf-dir`` (the Parallel
+Workloads Archive traces of ``../shared/conformance/swf/``) under each
+policy, one process each, with ``--procs-per-node 1`` (every processor a
+one-core node); wall time, peak RSS and jobs, one run each.
+
+    python bench/bench_archive.py [--base /tmp/base-archive] [--repeat 3] [--policy easy]
+    python bench/bench_archive.py --archive [--swf-dir DIR] [--policies fcfs,easy,conservative]
+        [--timeout 3600]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+NODES = 200_000
+JOBS = 10_000
+LIMIT_S = 10.0
+LIMIT_BYTES = 1 << 30
+
+
+def write_trace(path: Path, header: bool) -> None:
+    """10,000 one-node jobs, one a second, 100 s each (walltime 200 s)."""
+    with open(path, "w") as f:
+        if header:
+            f.write(f"; MaxNodes: {NODES}\n; MaxProcs: {NODES}\n")
+        for i in range(JOBS):
+            f.write(f"{i + 1} {i} 0 100 1 -1 -1 1 200 -1 1 {i % 50 + 1} 1 1 1 1 -1 -1\n")
+
+
+def run(cmd: list[str], tree: Path | None, timeout: float) -> tuple[float, int, str]:
+    """(wall seconds, peak RSS bytes, stdout) of one command; PYTHONPATH=tree when given."""
+    env = dict(os.environ)
+    if tree is not None:
+        env["PYTHONPATH"] = str(tree)
+    t0 = time.perf_counter()
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        p = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, cwd="/")
+        try:
+            _, status, ru = os.wait4(p.pid, 0)
+        except KeyboardInterrupt:
+            p.kill()
+            raise
+        wall = time.perf_counter() - t0
+        p.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        text = out.read().decode()
+        if p.returncode != 0:
+            raise SystemExit(f"{' '.join(cmd)}: exit {p.returncode}: {err.read().decode()[-400:]}")
+    del timeout
+    return wall, ru.ru_maxrss * 1024, text
+
+
+def replay_cmd(trace: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "fluxsched_py", "replay", str(trace), *extra, "--no-progress", "--json"]
+
+
+def must_hold(args: argparse.Namespace) -> int:
+    trees = [("this", HERE.parent)]
+    if args.base:
+        trees.insert(0, ("main", Path(args.base).resolve()))
+    with tempfile.TemporaryDirectory() as tmp:
+        header, plain = Path(tmp) / "header.swf", Path(tmp) / "plain.swf"
+        write_trace(header, True)
+        write_trace(plain, False)
+        cases = {
+            "header": replay_cmd(header, "--queue-policy", args.policy),
+            "nodes": replay_cmd(plain, "--nodes", str(NODES), "--queue-policy", args.policy),
+        }
+        times: dict[tuple[str, str], list[tuple[float, int]]] = {}
+        for _ in range(args.repeat):
+            for case, cmd in cases.items():
+                for name, tree in trees:
+                    wall, rss, out = run(cmd, tree, args.timeout)
+                    row = json.loads(out)[0]
+                    assert row["started"] == JOBS, row
+                    times.setdefault((case, name), []).append((wall, rss))
+                    print(f"{case:7s} {name:5s} {wall:7.2f} s {rss / 2**20:8.0f} MiB", file=sys.stderr, flush=True)
+    print(f"{JOBS} one-node jobs on {NODES} nodes, {args.policy}, median of {args.repeat}")
+    print(f"{'machine from':14s} {'tree':6s} {'wall s':>8s} {'peak RSS MiB':>13s} {'ratio':>6s}")
+    ok = True
+    for case in cases:
+        base = None
+        for name, _ in trees:
+            runs = times[(case, name)]
+            wall = statistics.median(w for w, _ in runs)
+            rss = statistics.median(r for _, r in runs)
+            ratio = f"{wall / base:.2f}" if base else ""
+            base = base or wall
+            print(f"{case:14s} {name:6s} {wall:8.2f} {rss / 2**20:13.0f} {ratio:>6s}")
+            if name == "this" and (wall >= LIMIT_S or rss >= LIMIT_BYTES):
+                ok = False
+    print("must hold (under 10 s and 1 GiB):", "yes" if ok else "NO")
+    return 0 if ok else 1
+
+
+def archive(args: argparse.Namespace) -> int:
+    traces = sorted(Path(args.swf_dir).glob("*.swf*"))
+    print(f"{'trace':34s} {'policy':13s} {'jobs':>7s} {'wall s':>9s} {'peak RSS MiB':>13s}")
+    for trace in traces:
+        for pol in args.policies.split(","):
+            cmd = replay_cmd(trace, "--procs-per-node", "1", "--queue-policy", pol)
+            try:
+                wall, rss, out = run(cmd, None, args.timeout)
+            except SystemExit as exc:
+                print(f"{trace.name:34s} {pol:13s} failed: {exc}")
+                continue
+            row = json.loads(out)[0]
+            name = trace.name.removesuffix(".gz")
+            print(f"{name:34s} {pol:13s} {row['jobs']:7d} {wall:9.1f} {rss / 2**20:13.0f}", flush=True)
+    return 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--base", help="a worktree of the main to compare with (run by PYTHONPATH)")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--policy", default="easy")
+    ap.add_argument("--archive", action="store_true", help="replay the whole archive traces instead")
+    ap.add_argument("--swf-dir", default=str(HERE.parent.parent / "shared" / "conformance" / "swf"))
+    ap.add_argument("--policies", default="fcfs,easy,conservative")
+    ap.add_argument("--timeout", type=float, default=3600.0)
+    args = ap.parse_args()
+    return archive(args) if args.archive else must_hold(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
