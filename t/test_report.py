@@ -242,3 +242,56 @@ def test_browser_check_can_fail(tmp_path):
         errors = [e for e in driver.get_log("browser") if e.get("level") == "SEVERE"]
     assert widths == [0]
     assert any("undefined_function" in e["message"] for e in errors)
+
+
+def _rejecting_workload():
+    """Five jobs on 4 nodes; two ask for more nodes than there are and are rejected at submission."""
+    from fluxsched_py.replay.workload import read_batsim
+
+    jobs = [  # (id, submit, nodes, run time)
+        (1, 0, 4, 100),
+        (2, 10, 8, 5),  # too big: rejected at t=10
+        (3, 20, 2, 50),
+        (4, 30, 16, 5),  # too big: rejected at t=30
+        (5, 40, 4, 10),
+    ]
+    return read_batsim(
+        {
+            "nb_res": 4,
+            "jobs": [{"id": i, "subtime": s, "res": n, "walltime": r, "profile": f"p{i}"} for i, s, n, r in jobs],
+            "profiles": {f"p{i}": {"type": "delay", "delay": r} for i, _, _, r in jobs},
+        },
+        name="rejects",
+    )
+
+
+def test_queue_length_with_rejected_jobs_matches_a_hand_count(tmp_path):
+    """Rejected jobs leave the queue when they are rejected; they are never pending forever.
+
+    By hand, under fcfs on 4 nodes: job 1 starts at 0 and ends at 100; job 2 is
+    rejected at 10; job 3 (2 nodes) waits from 20 to 100 behind job 1; job 4
+    is rejected at 30; job 5 (4 nodes) waits from 40 until job 3 ends at 150.
+    Pending jobs: [0,20) 0, [20,40) 1 (job 3; job 4 left at 30), [40,100) 2
+    (jobs 3 and 5), [100,150) 1 (job 5), [150,160) 0.
+    """
+    from fluxsched_py.replay import replay
+    from fluxsched_py.replay.platform import nodes_graph
+    from fluxsched_py.replay.report import write_jobs_csv
+
+    result = replay(_rejecting_workload(), nodes_graph(4), {"queue-policy": "fcfs"})
+    by_id = {r.job.id: r for r in result.records}
+    assert {i: (r.state, r.start, r.rejected_at) for i, r in by_id.items()} == {
+        1: ("COMPLETED_SUCCESSFULLY", 0, None),
+        2: ("REJECTED", None, 10),
+        3: ("COMPLETED_SUCCESSFULLY", 100, None),
+        4: ("REJECTED", None, 30),
+        5: ("COMPLETED_SUCCESSFULLY", 150, None),
+    }
+    edges = np.array([0, 10, 20, 30, 40, 100, 150, 160], float)
+    hand = [0, 0, 1, 1, 2, 1, 0]
+    for run in (run_from_result(result), run_from_jobs_csv(write_jobs_csv(result, tmp_path / "j.csv"), "csv", 4)):
+        assert series.queue_length(run, edges) == pytest.approx(hand), run.label
+        # free nodes: none while job 1 holds all 4, 2 beside job 3 (job 5 waits: stranded), none beside job 5
+        free, stranded = series.free_nodes(run, edges)
+        assert free == pytest.approx([0, 0, 0, 0, 0, 2, 0])
+        assert stranded == pytest.approx([0, 0, 0, 0, 0, 2, 0])
