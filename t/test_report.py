@@ -34,7 +34,7 @@ def _random_run(seed: int, n: int = 200, nodes: int = 16) -> RunData:
         finish.append(b + rng.uniform(0.5, 400))
         lo = rng.randrange(nodes)
         ranks.append([(lo, min(nodes - 1, lo + rng.randrange(4)))])
-    return RunData("r", nodes, submit, start, finish, ranks, ["u"] * n)
+    return RunData("r", nodes, submit, start, finish, ranks, ["u"] * n, "user")
 
 
 def _sampled_mean(fn, a: float, b: float, k: int = 1000) -> float:
@@ -187,8 +187,13 @@ def test_replay_report_writes_figures_and_index(replay_report):
     page = (out / "index.html").read_text()
     for stem in stems:
         assert f'src="{stem}.png"' in page and f'href="{stem}.svg"' in page
-    assert "<table>" in page and "mean_wait" in page
+    assert '<table class="summary">' in page and "mean wait (s)" in page and "mean_wait" not in page
     assert f"wrote {out / 'index.html'}" in p.stderr
+    # the page shows each policy's numbers as the terminal's table does
+    for metric in ("mean wait", "utilization", "mean bounded slowdown"):
+        line = next(ln for ln in p.stdout.splitlines() if ln.startswith(f"│ {metric}"))
+        cells = [c.strip().removesuffix(" s") for c in line.split("│")[2:-1]]
+        assert len(cells) == 2 and all(f"<td>{c}</td>" in page for c in cells), (metric, cells)
 
 
 def test_replay_report_without_matplotlib_is_one_line(tmp_path):
@@ -295,3 +300,26 @@ def test_queue_length_with_rejected_jobs_matches_a_hand_count(tmp_path):
         free, stranded = series.free_nodes(run, edges)
         assert free == pytest.approx([0, 0, 0, 0, 0, 2, 0])
         assert stranded == pytest.approx([0, 0, 0, 0, 0, 2, 0])
+
+
+def test_side_by_side_figures_share_their_scales_and_overlays_differ_by_line_style():
+    pytest.importorskip("matplotlib")
+    from fluxsched_py.report import figures
+
+    a, b = _random_run(1, n=300, nodes=16), _random_run(2, n=60, nodes=8)
+    b.label = "b"
+    lim = figures.shared_limits([a, b])
+    for draw in (figures.queue, figures.utilization, figures.free, figures.gantt):
+        ya, yb = (draw(r, lim).axes[0] for r in (a, b))
+        assert ya.get_ylim() == yb.get_ylim() and ya.get_xlim() == yb.get_xlim(), draw.__name__
+    edges = np.linspace(0, lim["span"], figures.GRID + 1)
+    peaks = [series.queue_length(r, edges + series.time_span(r)[0]).max() for r in (a, b)]
+    assert figures.queue(b, lim).axes[0].get_ylim()[1] == pytest.approx(max(peaks) * 1.05)
+    for what in ("wait", "bsld"):
+        ha, hb = (figures.distribution(r, what, lim).axes[0] for r in (a, b))
+        assert ha.get_ylim() == hb.get_ylim() and ha.get_xlim() == hb.get_xlim()
+    ax = figures.overlay_steps([a, b, a], "queue").axes[0]
+    styles = [p.get_linestyle() for p in ax.patches]
+    assert len(styles) == 3 and len(set(styles)) == 3
+    ax = figures.overlay_cdf([a, b], "wait").axes[0]
+    assert len({ln.get_linestyle() for ln in ax.lines}) == 2

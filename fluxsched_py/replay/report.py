@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..ids import IdSet
+from ..report import formats
 from .metrics import Summary
 from .sim import ReplayResult
 
@@ -89,12 +90,12 @@ def write_jobs_csv(result: ReplayResult, path: str | os.PathLike[str]) -> Path:
 
 def _fmt(v: float | None, unit: str = "s") -> str:
     if v is None:
-        return "—"
+        return formats.MISSING
     if unit == "%":
-        return f"{100 * v:.1f} %"
+        return formats.percent(v)
     if unit == "x":
-        return f"{v:.2f}"
-    return f"{v:,.2f} s"
+        return formats.ratio(v)
+    return f"{formats.seconds(v)} s"
 
 
 def summary_table(summaries: Sequence[Summary], title: str = "replay") -> Table:
