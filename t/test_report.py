@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import math
 import random
 import subprocess
@@ -239,12 +240,18 @@ def test_browser_check_can_fail(tmp_path):
     page = tmp_path / "index.html"
     page.write_text(
         '<!DOCTYPE html><html><head><link rel="icon" href="data:,"></head><body>'
-        '<img src="missing.png"><script>undefined_function();</script></body></html>'
+        '<img src="missing.png"><script>undefined_function();</script><div style="width:2000px">wide</div>'
+        "</body></html>"
     )
     with chromium_or_skip() as driver:
+        driver.set_window_size(1400, 900)
         driver.get(page.as_uri())
         widths = driver.execute_script("return Array.from(document.images).map(i => i.naturalWidth);")
         errors = [e for e in driver.get_log("browser") if e.get("level") == "SEVERE"]
+        inner, scroll = driver.execute_script(
+            "return [document.documentElement.clientWidth, document.documentElement.scrollWidth];"
+        )
+    assert scroll > inner  # the width check of the side-by-side test can fail
     assert widths == [0]
     assert any("undefined_function" in e["message"] for e in errors)
 
@@ -323,3 +330,83 @@ def test_side_by_side_figures_share_their_scales_and_overlays_differ_by_line_sty
     assert len(styles) == 3 and len(set(styles)) == 3
     ax = figures.overlay_cdf([a, b], "wait").axes[0]
     assert len({ln.get_linestyle() for ln in ax.lines}) == 2
+
+
+BATSIM_OUT = REPO / "t" / "data" / "batsim" / "out_jobs"
+SEED1 = REPO / "t" / "data" / "batsim" / "example_workload_hpc_seed1_jobs250.json.gz"
+
+
+def test_report_of_batsim_out_jobs_matches_batsims_own_summary():
+    """Batsim's out_jobs.csv read as a run: the metrics Batsim itself wrote in out_*_schedule.csv."""
+    from fluxsched_py.report.metrics import run_metrics
+
+    for policy in ("easy", "fcfs"):
+        run = run_from_jobs_csv(BATSIM_OUT / f"out-{policy}_jobs.csv", f"batsim {policy}", 128)
+        with (BATSIM_OUT / f"out-{policy}_schedule.csv").open() as f:
+            batsim = next(csv.DictReader(f))
+        m = run_metrics(run)
+        assert m.jobs == int(batsim["nb_jobs"]) == 250
+        assert m.started == int(batsim["nb_jobs_finished"])
+        assert m.rejected == int(batsim["nb_jobs_rejected"]) and m.killed == int(batsim["nb_jobs_killed"])
+        assert m.makespan == pytest.approx(float(batsim["makespan"]), abs=1e-5)
+        assert m.mean_wait == pytest.approx(float(batsim["mean_waiting_time"]), abs=1e-5)
+        assert m.max_wait == pytest.approx(float(batsim["max_waiting_time"]), abs=1e-5)
+        # node-seconds: Batsim's time_computing is the same sum over its hosts
+        assert m.used == pytest.approx(float(batsim["time_computing"]), rel=1e-6)
+
+
+@pytest.fixture(scope="module")
+def side_by_side(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
+    """``fluxsched-py report`` of a replay of the seed-1 workload and of the real Batsim run of it."""
+    pytest.importorskip("matplotlib")
+    tmp = tmp_path_factory.mktemp("side")
+    exe = [sys.executable, "-m", "fluxsched_py"]
+    cmd = [*exe, "replay", str(SEED1), "--nodes", "128", "--queue-policy", "easy", "--output-dir", str(tmp / "r")]
+    p = subprocess.run([*cmd, "--no-progress"], capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+    cmd = [*exe, "report", f"replay easy={tmp / 'r' / 'jobs.csv'}", str(BATSIM_OUT / "out-easy_jobs.csv")]
+    p = subprocess.run(
+        [*cmd, "--nodes", "128", "-o", str(tmp / "page"), "--no-progress"], capture_output=True, text=True, timeout=600
+    )
+    assert p.returncode == 0, p.stderr
+    return tmp / "page", p
+
+
+def test_report_command_draws_a_replay_and_batsim_side_by_side(side_by_side):
+    out, p = side_by_side
+    page = (out / "index.html").read_text()
+    from fluxsched_py.report.write import OVERLAYS, PER_RUN
+
+    for stem in [s for s, _, _ in OVERLAYS] + [f"{k}-{r}" for r in ("replay_easy", "out-easy") for k, _, _ in PER_RUN]:
+        assert (out / f"{stem}.png").is_file() and f'src="{stem}.png"' in page, stem
+    # the terminal's table: the replay's numbers and Batsim's (its run starts each job up to 0.03 s later)
+    rows = {ln.split("│")[1].strip(): ln for ln in p.stdout.splitlines() if ln.startswith("│")}
+    assert set(rows) == {"replay easy", "out-easy"}
+    assert "114.70" in rows["replay easy"] and "114.71" in rows["out-easy"]
+    assert "By job size" in page and "By run time" in page and "By user" not in page  # no user column in either
+
+
+def test_side_by_side_report_in_headless_chromium(side_by_side):
+    """The replay and Batsim's run on one page: every image decodes, no console error, and the
+    page fits a 1,400 px window (no horizontal scrolling)."""
+    from .browser import chromium_or_skip
+
+    out, _ = side_by_side
+    with chromium_or_skip() as driver:
+        driver.set_window_size(1400, 900)
+        driver.get((out / "index.html").as_uri())
+        images = driver.execute_script(
+            "return Array.from(document.images).map(i => [i.getAttribute('src'), i.complete, i.naturalWidth]);"
+        )
+        errors = [e for e in driver.get_log("browser") if e.get("level") == "SEVERE"]
+        inner, scroll = driver.execute_script(
+            "return [document.documentElement.clientWidth, document.documentElement.scrollWidth];"
+        )
+        table = driver.execute_script(
+            "const t = document.querySelector('table.summary'); return t.getBoundingClientRect().right;"
+        )
+    assert sorted(src for src, _, _ in images) == sorted(p.name for p in out.glob("*.png"))
+    assert any("out-easy" in src for src, _, _ in images) and any("replay_easy" in src for src, _, _ in images)
+    assert all(done and width > 0 for _, done, width in images), images
+    assert errors == []
+    assert scroll <= inner and table <= inner, (inner, scroll, table)

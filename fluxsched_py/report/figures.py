@@ -125,8 +125,7 @@ def gantt(run: RunData, lim: dict[str, float] | None = None) -> Any:
     colours = [base(i % base.N) for i in range(len(names))]
     if names and names[-1] == "other":
         colours[-1] = (0.55, 0.55, 0.55, 1.0)
-    cmap = ListedColormap(colours or [(0.3, 0.3, 0.3, 1.0)])
-    cmap.set_bad((1, 1, 1, 1))
+    cmap = ListedColormap(colours or [(0.3, 0.3, 0.3, 1.0)]).with_extremes(bad=(1, 1, 1, 1))
     fig, ax = _figure(f"{run.label}: jobs over nodes and time, by {run.category_kind}")
     ax.imshow(
         np.ma.masked_less(grid, 0),

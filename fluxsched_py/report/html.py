@@ -46,7 +46,7 @@ COLUMNS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
     ("mean_wait", "mean wait (s)", formats.seconds),
     ("median_wait", "median wait (s)", formats.seconds),
     ("max_wait", "max wait (s)", formats.seconds),
-    ("mean_bsld", "mean bounded slowdown (τ=10 s)", formats.ratio),
+    ("mean_bsld", "mean bsld (τ=10 s)", formats.ratio),
     ("utilization", "utilization", formats.percent),
     ("estimated", "jobs given a t_estimate", formats.count),
     ("estimate_mae", "t_estimate mean abs. error (s)", formats.seconds),
