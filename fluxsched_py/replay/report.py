@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
 
-__all__ = ["JOBS_COLUMNS", "write_jobs_csv", "summary_table", "batsim_intervals"]
+__all__ = ["JOBS_COLUMNS", "write_jobs_csv", "summary_table", "batsim_intervals", "rejected_line"]
 
 #: Batsim's out_jobs.csv columns that apply to a replay (energy and metadata do not).
 JOBS_COLUMNS = (
@@ -55,10 +55,15 @@ def _num(x: float | None) -> str:
 
 
 def write_jobs_csv(result: ReplayResult, path: str | os.PathLike[str]) -> Path:
-    """Write one row per job, in submission order; returns the path."""
+    """Write one row per job, in submission order; returns the path.
+
+    The file is written as ``.NAME.part`` beside it and renamed when complete,
+    so an interrupted run leaves no half-written ``jobs.csv``.
+    """
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    with p.open("w", newline="") as f:
+    tmp = p.with_name(f".{p.name}.part")
+    with tmp.open("w", newline="") as f:
         w = csv.writer(f)
         w.writerow(JOBS_COLUMNS)
         for r in result.records:
@@ -85,6 +90,7 @@ def write_jobs_csv(result: ReplayResult, path: str | os.PathLike[str]) -> Path:
                     batsim_intervals(r.ranks),
                 ]
             )
+    tmp.replace(p)
     return p
 
 
@@ -143,3 +149,18 @@ def print_summary(summaries: Sequence[Summary], title: str, console: Console | N
 
         console = Console()
     console.print(summary_table(summaries, title))
+
+
+#: How many rejected job ids :func:`rejected_line` names.
+REJECTED_IDS_SHOWN = 5
+
+
+def rejected_line(result: ReplayResult) -> str | None:
+    """One line when the replay rejected jobs: how many, the first ids, the first reason; else None."""
+    rejected = [r for r in result.records if r.state == "REJECTED"]
+    if not rejected:
+        return None
+    ids = ", ".join(str(r.job.name) for r in rejected[:REJECTED_IDS_SHOWN])
+    more = ", ..." if len(rejected) > REJECTED_IDS_SHOWN else ""
+    why = f": {rejected[0].note}" if rejected[0].note else ""
+    return f"{len(rejected)} of {len(result.records)} jobs rejected (ids {ids}{more}){why}"
