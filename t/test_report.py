@@ -405,8 +405,13 @@ def test_side_by_side_report_in_headless_chromium(side_by_side):
         table = driver.execute_script(
             "const t = document.querySelector('table.summary'); return t.getBoundingClientRect().right;"
         )
+        # the two runs' figures side by side, each row of them without a scroll bar
+        rows = driver.execute_script(
+            "return Array.from(document.querySelectorAll('.row')).map(r => [r.scrollWidth, r.clientWidth]);"
+        )
     assert sorted(src for src, _, _ in images) == sorted(p.name for p in out.glob("*.png"))
     assert any("out-easy" in src for src, _, _ in images) and any("replay_easy" in src for src, _, _ in images)
     assert all(done and width > 0 for _, done, width in images), images
     assert errors == []
     assert scroll <= inner and table <= inner, (inner, scroll, table)
+    assert len(rows) == 6 and all(sw <= cw for sw, cw in rows), rows

@@ -30,7 +30,8 @@ th { background: #f0f0f0; font-weight: 600; vertical-align: bottom; max-width: 8
 td.text, th.text { text-align: left; white-space: normal; max-width: 18em; overflow-wrap: anywhere; }
 .row { display: grid; grid-auto-flow: column; grid-auto-columns: minmax(420px, 1fr); gap: 1em; overflow-x: auto; }
 .shared { display: grid; grid-template-columns: repeat(auto-fill, minmax(480px, 1fr)); gap: 1em; }
-figure { margin: 0; } figure img { width: 100%; height: auto; border: 1px solid #eee; }
+figure { margin: 0; min-width: 0; }
+figure img { width: 100%; height: auto; border: 1px solid #eee; box-sizing: border-box; }
 figcaption { font-size: 0.8em; color: #555; }
 """
 
