@@ -415,3 +415,27 @@ def test_side_by_side_report_in_headless_chromium(side_by_side):
     assert errors == []
     assert scroll <= inner and table <= inner, (inner, scroll, table)
     assert len(rows) == 6 and all(sw <= cw for sw, cw in rows), rows
+
+
+def test_each_workload_is_drawn_on_its_own_time_axis(tmp_path):
+    """A sweep of two workloads of different lengths: one section each, each with its own span."""
+    pytest.importorskip("matplotlib")
+    from fluxsched_py.report import figures
+    from fluxsched_py.report.write import groups, write_report
+
+    short = RunData("short", 4, [0.0, 1.0], [0.0, 5.0], [10.0, 20.0], [[(0, 1)], [(2, 3)]], ["a", "a"], "user")
+    long = RunData("long", 4, [0.0, 50.0], [0.0, 60.0], [900.0, 1000.0], [[(0, 3)], [(0, 0)]], ["b", "b"], "user")
+    short.workload, long.workload = "w-short", "w-long"
+    assert [(w, [r.label for r in rs]) for w, rs in groups([short, long])] == [
+        ("w-short", ["short"]),
+        ("w-long", ["long"]),
+    ]
+    assert figures.shared_limits([short])["span"] == 20.0 and figures.shared_limits([long])["span"] == 1000.0
+    page = write_report([short, long], [{"label": "short"}, {"label": "long"}], tmp_path, progress=False)
+    text = page.read_text()
+    assert (
+        text.index("<h2>Workload w-short</h2>")
+        < text.index("gantt-short.png")
+        < text.index("<h2>Workload w-long</h2>")
+        < text.index("gantt-long.png")
+    )

@@ -161,6 +161,9 @@ def test_a_grid_over_the_cap_is_refused_in_one_line(tmp_path):
     assert "1197 runs is more than --max-runs 1000" in p.stderr and not out.exists()
     p = _sweep("--max-runs", "2", "-o", str(out))
     assert p.returncode == 2 and "3 runs is more than --max-runs 2" in p.stderr and not out.exists()
+    example = str(REPO / "examples" / "synthetic_seed42_64nodes.json")
+    p = _sweep(example, example, "-o", str(out))
+    assert p.returncode == 2 and p.stderr.endswith("workload given twice\n") and not out.exists()
 
 
 def test_a_bad_option_is_reported_before_the_workload_is_looked_up(tmp_path):

@@ -5,25 +5,26 @@ from __future__ import annotations
 import csv
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from rich.table import Table
 
+from ..report import formats
 from .grid import workload_names
 
 __all__ = ["write_rows", "comparison_table", "write_sweep_report", "TABLE_COLUMNS"]
 
 #: Metric columns of the comparison table: (row key, heading, format).
-TABLE_COLUMNS = (
-    ("started", "started", "{:,}"),
-    ("rejected", "rejected", "{:,}"),
-    ("makespan", "makespan (s)", "{:,.0f}"),
-    ("mean_wait", "mean wait (s)", "{:,.1f}"),
-    ("mean_bsld", "mean bsld", "{:.2f}"),
-    ("utilization", "utilization", "{:.1%}"),
-    ("wall_s", "run time (s)", "{:.2f}"),
+TABLE_COLUMNS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
+    ("started", "started", formats.count),
+    ("rejected", "rejected", formats.count),
+    ("makespan", "makespan (s)", "{:,.0f}".format),
+    ("mean_wait", "mean wait (s)", "{:,.1f}".format),
+    ("mean_bsld", "mean bsld", formats.ratio),
+    ("utilization", "utilization", formats.percent),
+    ("wall_s", "run time (s)", formats.seconds),
 )
 
 
@@ -103,7 +104,7 @@ def comparison_table(rows: Sequence[dict[str, Any]], params: Sequence[str], titl
     for r in rows:
         cells = [names.get(str(r.get(p)), "") if p == "workload" else str(r.get(p, "")) for p in params]
         if r.get("jobs_csv"):  # ok, or failed for rejected jobs: the metrics are real
-            cells += [fmt.format(r[k]) if r.get(k) is not None else "—" for k, _, fmt in TABLE_COLUMNS]
+            cells += [fmt(r[k]) if r.get(k) is not None else formats.MISSING for k, _, fmt in TABLE_COLUMNS]
         else:  # the error itself is printed below the table, with the run's parameters
             cells += ["failed"] + [""] * (len(TABLE_COLUMNS) - 1)
         t.add_row(*cells)
