@@ -189,6 +189,7 @@ def test_replay_report_writes_figures_and_index(replay_report):
     for stem in stems:
         assert f'src="{stem}.png"' in page and f'href="{stem}.svg"' in page
     assert '<table class="summary">' in page and "mean wait (s)" in page and "mean_wait" not in page
+    assert '<td class="text">fcfs</td>' in page and '<td class="text">easy</td>' in page  # each run named
     assert f"wrote {out / 'index.html'}" in p.stderr
     # the page shows each policy's numbers as the terminal's table does
     for metric in ("mean wait", "utilization", "mean bounded slowdown"):
