@@ -201,8 +201,10 @@ def test_sweep_with_no_workload_uses_the_bundled_example_when_installed(tmp_path
     assert row["makespan"] == pytest.approx(direct.makespan) and row["jobs"] == 300
 
 
-def test_sigterm_stops_the_workers_and_keeps_finished_rows(tmp_path):
-    """SIGTERM mid-sweep: exit within seconds, no worker left, no half-written file, finished rows kept."""
+@pytest.mark.parametrize("how", ["SIGTERM", "Ctrl-C"])
+def test_sigterm_stops_the_workers_and_keeps_finished_rows(tmp_path, how):
+    """SIGTERM to the sweep, or Ctrl-C (SIGINT to its whole process group, as a terminal sends it)
+    mid-sweep: exit within seconds, no worker left, no half-written file, finished rows kept."""
     import os
     import signal
     import time
@@ -214,7 +216,7 @@ def test_sigterm_stops_the_workers_and_keeps_finished_rows(tmp_path):
     out = tmp_path / "out"
     cmd = [sys.executable, "-m", "fluxsched_py", "sweep", str(small), str(swf), "--queue-policy", "fcfs,easy"]
     cmd += ["--nodes", "16,24,32,48", "-j", "2", "--no-report", "--no-progress", "-o", str(out)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         deadline = time.monotonic() + 120
         while not any((out / "runs").glob("big*")) and time.monotonic() < deadline:
@@ -223,17 +225,20 @@ def test_sigterm_stops_the_workers_and_keeps_finished_rows(tmp_path):
         children = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True).stdout.split()
         assert children, "no worker processes to stop"
         t0 = time.monotonic()
-        proc.send_signal(signal.SIGTERM)
+        if how == "SIGTERM":
+            proc.send_signal(signal.SIGTERM)
+        else:
+            os.killpg(proc.pid, signal.SIGINT)
         _, err = proc.communicate(timeout=20)
         took = time.monotonic() - t0
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 143, err
+    assert proc.returncode == (143 if how == "SIGTERM" else 130), err
     assert took < 10, took
     for pid in children:
         assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text(), pid
-    assert err.strip().count("\n") == 0 and "SIGTERM" in err, err
+    assert err.strip().count("\n") == 0 and ("SIGTERM" if how == "SIGTERM" else "interrupted") in err, err
     assert not list(out.rglob("*.part"))
     rows = json.loads((out / "sweep.json").read_text())
     assert len(rows) == 16
