@@ -49,10 +49,14 @@ def _machine_size(spec: RunSpec) -> tuple[int | None, int]:
     return out[0], out[1]
 
 
+#: Options that size the machine: the row's ``nodes`` and ``cores`` columns, not engine options.
+_MACHINE = ("nodes", "cores-per-node")
+
+
 def _engine_options(spec: RunSpec) -> Any:
     from ..engine import EngineOptions
 
-    opts = {k: v for k, v in spec.options.items() if k not in ("nodes", "cores-per-node")}
+    opts = {k: v for k, v in spec.options.items() if k not in _MACHINE}
     # annotate-depth 0, as `replay` runs: a replay needs t_estimate, never reason_pending texts
     return EngineOptions.parse(
         {"queue-policy": spec.queue_policy, "policy": spec.policy, "annotate-depth": "0", **opts}
@@ -90,7 +94,12 @@ def _replay(spec: RunSpec, outdir: Path) -> dict[str, Any]:
     result = replay(workload, graph, options)
     s = summarize(result)
     csv_path = write_jobs_csv(result, outdir / "jobs.csv")
-    extra = {"platform": spec.platform} if spec.platform else {}
+    from ..engine.options import OPTIONS
+
+    engine = {o.name for o in OPTIONS}  # those are listed from the engine's options, parsed
+    extra: dict[str, Any] = {k: v for k, v in spec.options.items() if k not in engine and k not in _MACHINE}
+    if spec.platform:
+        extra["platform"] = spec.platform
     row = describe(spec.workload, workload, options, result.nb_nodes, cores, extra)
     row.update(s.as_dict())
     row.pop("policy", None)
