@@ -440,3 +440,34 @@ def test_each_workload_is_drawn_on_its_own_time_axis(tmp_path):
         < text.index("<h2>Workload w-long</h2>")
         < text.index("gantt-long.png")
     )
+
+
+def test_breakdowns_by_size_runtime_and_user_by_hand():
+    from fluxsched_py.report.metrics import breakdown
+
+    # (submit, start, finish, nodes, user): waits 0, 10, 100, 5; run times 30, 100, 4000, 10; one never ran
+    jobs = [(0, 0, 30, 1, "ann"), (0, 10, 110, 2, "bob"), (0, 100, 4100, 3, "ann"), (5, 10, 20, 1, "ann")]
+    jobs.append((0, math.nan, math.nan, 8, "eve"))
+    run = RunData(
+        "r",
+        8,
+        [j[0] for j in jobs],
+        [j[1] for j in jobs],
+        [j[2] for j in jobs],
+        [[(0, j[3] - 1)] if not math.isnan(j[1]) else [] for j in jobs],
+        [j[4] for j in jobs],
+        "user",
+        size=[j[3] for j in jobs],
+        user=[j[4] for j in jobs],
+    )
+    # bounded slowdowns (τ=10 s): 1; (10+100)/100 = 1.1; (100+4000)/4000 = 1.025; (5+10)/10 = 1.5
+    assert breakdown(run, "size") == [
+        ("1 node", 2, 2.5, pytest.approx(1.25)),
+        ("2-3 nodes", 2, 55.0, pytest.approx(1.0625)),
+    ]
+    assert breakdown(run, "runtime") == [
+        ("< 1 min", 2, 2.5, pytest.approx(1.25)),
+        ("1-10 min", 1, 10.0, pytest.approx(1.1)),
+        ("1-6 h", 1, 100.0, pytest.approx(1.025)),
+    ]
+    assert breakdown(run, "user") == [("ann", 3, 35.0, pytest.approx((1 + 1.025 + 1.5) / 3)), ("bob", 1, 10.0, 1.1)]
