@@ -25,6 +25,7 @@ __all__ = ["main"]
 DELEGATED = {
     "replay": ("fluxsched_py.replay.cli", "replay a workload trace through the scheduler (no Flux needed)"),
     "sweep": ("fluxsched_py.sweep.cli", "replay a grid of workloads x policies x options, in parallel or on Flux"),
+    "report": ("fluxsched_py.report.cli", "draw the report page from jobs.csv files (the replay's or Batsim's)"),
     "match": ("fluxsched_py.matchcli.cli", "match jobspecs on a resource graph, speaking resource-query's commands"),
     "synthetic": ("fluxsched_py.replay.synthetic", "write a seeded synthetic workload (SWF or Batsim JSON)"),
     "batsim": ("fluxsched_py.batsim.cli", "run as a Batsim decision process"),

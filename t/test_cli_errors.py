@@ -446,3 +446,32 @@ def test_workload_names_in_the_table_title_are_not_markup(tmp_path):
     proc = run(["replay", str(w), "--queue-policy", "easy"])
     assert proc.returncode == 0, proc.stderr
     assert "[red]x[bold]: 1 jobs on 2 nodes" in proc.stdout.decode()
+
+
+@pytest.mark.parametrize("case", ["missing", "not csv", "binary", "bad row", "bad submit", "label twice"])
+def test_report_bad_input_is_one_line(tmp_path, case):
+    head = "job_id,submission_time,starting_time,finish_time,allocated_resources\n"
+    good = tmp_path / "good.csv"
+    good.write_text(head + "1,0,0,10,0-1\n")
+    path = tmp_path / "in.csv"
+    if case == "not csv":
+        path.write_text('{"jobs": []}\n')
+    elif case == "binary":
+        path.write_bytes(b"\xff\xfe\x00" * 100)
+    elif case == "bad row":
+        path.write_text(head + "1,0,0,10,zero-one\n")
+    elif case == "bad submit":
+        path.write_text(head + "1,soon,0,10,0\n")
+    args = {"label twice": [f"a={good}", f"a={good}"]}.get(case, [str(path)])
+    proc = run(["report", *args, "-o", str(tmp_path / "out"), "--no-progress"])
+    err = one_line(proc, "report")
+    expected = {
+        "missing": (1, f"{path}: cannot read: No such file or directory"),
+        "not csv": (1, f"{path}: not a jobs.csv: no column submission_time, starting_time"),
+        "binary": (1, f"{path}: not a jobs.csv"),
+        "bad row": (1, f"{path}:2: invalid literal for int()"),
+        "bad submit": (1, f"{path}:2: submission_time 'soon' is not a time"),
+        "label twice": (2, "the label 'a' is given twice"),
+    }[case]
+    assert proc.returncode == expected[0] and expected[1] in err, err
+    assert not (tmp_path / "out" / "index.html").exists()

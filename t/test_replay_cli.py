@@ -9,7 +9,7 @@ import sys
 
 from fluxsched_py.replay import cli as replay_cli
 from fluxsched_py.replay import load_workload, replay
-from fluxsched_py.replay.platform import nodes_graph
+from fluxsched_py.replay.platform import load_platform, nodes_graph
 from fluxsched_py.replay.synthetic import EXAMPLE_NAME
 from fluxsched_py.replay.synthetic import main as synthetic_main
 
@@ -83,3 +83,58 @@ def test_synthetic_to_stdout_and_dash_m(tmp_path):
     assert proc.returncode == 0 and proc.stderr == ""
     lines = [x for x in proc.stdout.splitlines() if not x.startswith(";")]
     assert len(lines) == 5 and all(len(x.split()) == 18 for x in lines)
+
+
+def test_json_rows_say_how_they_were_made(capsys, tmp_path):
+    """Two runs that differ only by --predict-runtimes are told apart by their rows."""
+    import hashlib
+
+    from fluxsched_py import __version__
+
+    swf = tmp_path / "w.swf"
+    assert synthetic_main(["--jobs", "40", "--nodes", "16", "--swf", str(swf)]) == 0
+    rows = []
+    for extra in ([], ["--predict-runtimes"]):
+        argv = [str(swf), "--queue-policy", "easy", "--nodes", "16", "--cores-per-node", "2", "--json", *extra]
+        assert replay_cli.main([*argv, "--procs-per-node", "1", "--policy", "high", "--walltime", "none"]) == 0
+        (row,) = json.loads(capsys.readouterr().out)
+        rows.append(row)
+    plain, predicted = rows
+    assert plain["workload"] == str(swf) and plain["workload_sha256"] == hashlib.sha256(swf.read_bytes()).hexdigest()
+    assert (plain["nodes"], plain["cores"], plain["queue_policy"], plain["placement_policy"]) == (
+        16,
+        32,
+        "easy",
+        "high",
+    )
+    assert plain["walltime_model"] == "none" and plain["version"] == __version__
+    assert plain["options"] == {} and predicted["options"] == {"predict-runtimes": True}
+
+
+def test_a_replay_that_rejects_jobs_says_so_in_one_line():
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fluxsched_py",
+            "replay",
+            str(EXAMPLE),
+            "--platform",
+            str(REPO / "examples" / "small.graphml"),
+        ]
+        + ["--queue-policy", "easy", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert p.returncode == 0, p.stderr
+    (row,) = json.loads(p.stdout)
+    result = replay(
+        load_workload(EXAMPLE), load_platform(REPO / "examples" / "small.graphml"), {"queue-policy": "easy"}
+    )
+    rejected = [r.job.name for r in result.records if r.state == "REJECTED"]
+    assert row["rejected"] == len(rejected) == 99
+    lines = p.stderr.splitlines()
+    assert len(lines) == 1, p.stderr
+    ids = ", ".join(str(i) for i in rejected[:5])
+    assert lines[0].startswith(f"fluxsched-py replay: easy: 99 of 300 jobs rejected (ids {ids}, ...): ")

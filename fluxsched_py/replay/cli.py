@@ -27,7 +27,8 @@ from ..policy import POLICIES
 from ..resource import ResourceError
 from .metrics import summarize
 from .platform import PlatformError, load_platform, nodes_graph
-from .report import print_summary, stdout_console, write_jobs_csv
+from .provenance import describe, file_sha256
+from .report import print_summary, rejected_line, stdout_console, write_jobs_csv
 from .sim import replay
 from .synthetic import EXAMPLE_NAME, example_path, generate
 from .workload import (
@@ -269,6 +270,29 @@ def _graph_factory(args: argparse.Namespace, workload: Workload) -> Callable[[],
     return lambda: nodes_graph(n, args.cores_per_node)
 
 
+#: Arguments a row does not list among its options: outputs, and those with their own columns.
+_NOT_OPTIONS = frozenset(
+    ("workload", "nodes", "cores_per_node", "queue_policy", "compare", "policy", "walltime")
+    + ("json", "report", "output_dir", "no_progress")
+)
+
+
+def _cli_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict[str, Any]:
+    """The command-line options that differ from their defaults and are not engine options
+    (those are listed from the engine's table), by flag name."""
+    from ..engine.options import OPTIONS
+
+    engine = {o.name for o in OPTIONS}
+    out: dict[str, Any] = {}
+    for dest, value in sorted(vars(args).items()):
+        name = dest.replace("_", "-")
+        if dest in _NOT_OPTIONS or name in engine or name.removeprefix("no-") in engine:
+            continue
+        if value != parser.get_default(dest):
+            out[name] = value
+    return out
+
+
 def _finite(obj: Any) -> Any:
     """JSON has no Infinity or NaN: such values become null."""
     if isinstance(obj, float) and not math.isfinite(obj):
@@ -314,7 +338,8 @@ def _plain_progress(policy: str, err: Any) -> Callable[[int, int], None]:
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status (0 ok, 1 bad input, 2 bad option)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     # Piped output: a fixed, wide enough table instead of rich's 80 columns.
     out: Any = None
     if not args.json:  # rich only for the table and the bar (start-up time, issue 15)
@@ -344,12 +369,13 @@ def main(argv: list[str] | None = None) -> int:
 
     bar = sys.stderr.isatty() and not args.no_progress and not args.json
     plain = not sys.stderr.isatty() and not args.no_progress
-    summaries, results = [], []
+    summaries, results, cores = [], [], []
     for o in opts:
         try:
             graph = make_graph()
         except (PlatformError, ResourceError) as exc:
             raise CLIError(str(exc)) from None
+        cores.append(graph.all().count("core"))
         if bar:
             from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -380,6 +406,9 @@ def main(argv: list[str] | None = None) -> int:
             )
         results.append(result)
         summaries.append(summarize(result))
+        line = rejected_line(result)
+        if line:
+            print(f"{PROG}: {o.queue_policy}: {line}", file=sys.stderr)
         for t, ranks, reason in result.drains:
             print(f"{PROG}: {o.queue_policy}: t={t:.0f}s: drained rank {ranks}: {reason}", file=sys.stderr)
         if outdir is not None:
@@ -392,7 +421,13 @@ def main(argv: list[str] | None = None) -> int:
     if workload.walltime_filled:
         title += f", walltime={workload.walltime_model} ({workload.walltime_filled} jobs)"
     if args.json:
-        print(json.dumps(_finite([s.as_dict() for s in summaries]), indent=1, allow_nan=False))
+        extra = _cli_options(parser, args)
+        source = args.workload or (str(example_path()) if example_path() else None)
+        digest = file_sha256(source) if source and source != "-" else None
+        rows = []
+        for s, r, c in zip(summaries, results, cores, strict=True):
+            rows.append({**describe(source, workload, r.options, r.nb_nodes, c, extra, digest), **s.as_dict()})
+        print(json.dumps(_finite(rows), indent=1, allow_nan=False))
     else:
         print_summary(summaries, title, out)
     if args.report:

@@ -1,11 +1,7 @@
-"""Schedule metrics, as the literature defines them.
+"""A replay's summary: the schedule metrics of :mod:`fluxsched_py.report.metrics`
+(makespan, wait, bounded slowdown with ``tau = 10 s``, utilization), which
+owns their definitions, and what only a replay knows:
 
-* **makespan**: the last finish time (the simulation starts at 0, as in Batsim);
-* **wait**: start minus submit;
-* **bounded slowdown** (Feitelson et al., JSSPP 1997):
-  ``max(1, (wait + run) / max(run, tau))`` with ``tau = 10 s``;
-* **utilization**: node-seconds used over node-seconds available between the
-  first submission and the makespan;
 * **t_estimate accuracy**: for jobs that were given a ``t_estimate``, the mean
   absolute error of the first estimate against the actual start, and the share
   of jobs that started no later than it.
@@ -24,11 +20,10 @@ from __future__ import annotations
 import statistics
 from dataclasses import asdict, dataclass
 
-from .sim import COMPLETED, KILLED, REJECTED, ReplayResult
+from ..report.metrics import TAU, schedule_metrics
+from .sim import COMPLETED, ReplayResult
 
 __all__ = ["Summary", "summarize", "TAU"]
-
-TAU = 10.0
 _BESTEFFORT_FIELDS = (
     "besteffort",
     "besteffort_completed_nh",
@@ -75,32 +70,34 @@ class Summary:
 def summarize(result: ReplayResult, tau: float = TAU) -> Summary:
     recs = [r for r in result.records if r.job.preemptible_after is None]
     be = [r for r in result.records if r.job.preemptible_after is not None]
+    m = schedule_metrics(
+        [r.job.submit for r in recs],
+        [r.start if r.finish is not None else None for r in recs],
+        [r.finish if r.start is not None else None for r in recs],
+        [len(r.ranks) if r.ranks is not None else r.job.nodes for r in recs],
+        [r.state for r in recs],
+        result.nb_nodes,
+        tau,
+    )
     started = [r for r in recs if r.start is not None and r.finish is not None]
-    waits = [r.start - r.job.submit for r in started]
-    runs = [r.finish - r.start for r in started]
-    makespan = max((r.finish for r in started), default=0.0)
     first_submit = min((r.job.submit for r in recs), default=0.0)
-    bsld = [max(1.0, (w + run) / max(run, tau)) for w, run in zip(waits, runs, strict=True)]
-    sizes = [len(r.ranks) if r.ranks is not None else r.job.nodes for r in started]
-    used = sum(run * max(1, n) for n, run in zip(sizes, runs, strict=True))
-    span = (makespan - min(first_submit, makespan)) * max(result.nb_nodes, 1)
     est = [r for r in started if r.first_estimate is not None]
     mae = statistics.fmean(abs(r.start - r.first_estimate) for r in est) if est else None
     kept = sum(1 for r in est if r.start <= r.first_estimate + 1e-6) / len(est) if est else None
-    extra = _besteffort(be, first_submit, makespan, span, used) if be else {}
+    extra = _besteffort(be, first_submit, m.makespan, m.span, m.used) if be else {}
     return Summary(
         **extra,
         policy=result.policy,
-        jobs=len(recs),
-        started=len(started),
-        killed=sum(1 for r in recs if r.state == KILLED),
-        rejected=sum(1 for r in recs if r.state == REJECTED),
-        makespan=makespan,
-        mean_wait=statistics.fmean(waits) if waits else 0.0,
-        median_wait=statistics.median(waits) if waits else 0.0,
-        max_wait=max(waits, default=0.0),
-        mean_bsld=statistics.fmean(bsld) if bsld else 0.0,
-        utilization=used / span if span > 0 else 0.0,
+        jobs=m.jobs,
+        started=m.started,
+        killed=m.killed,
+        rejected=m.rejected,
+        makespan=m.makespan,
+        mean_wait=m.mean_wait,
+        median_wait=m.median_wait,
+        max_wait=m.max_wait,
+        mean_bsld=m.mean_bsld,
+        utilization=m.utilization,
         estimated=len(est),
         estimate_mae=mae,
         estimate_kept=kept,

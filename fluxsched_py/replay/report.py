@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from ..cliutil import AtomicOutput
 from ..ids import IdSet
+from ..report import formats
 from .metrics import Summary
 from .sim import ReplayResult
 
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
 
-__all__ = ["stdout_console", "JOBS_COLUMNS", "write_jobs_csv", "summary_table", "batsim_intervals"]
+__all__ = ["stdout_console", "JOBS_COLUMNS", "write_jobs_csv", "summary_table", "batsim_intervals", "rejected_line"]
 
 #: Batsim's out_jobs.csv columns that apply to a replay (energy and metadata do not).
 JOBS_COLUMNS = (
@@ -90,12 +91,12 @@ def write_jobs_csv(result: ReplayResult, path: str | os.PathLike[str]) -> Path:
 
 def _fmt(v: float | None, unit: str = "s") -> str:
     if v is None:
-        return "—"
+        return formats.MISSING
     if unit == "%":
-        return f"{100 * v:.1f} %"
+        return formats.percent(v)
     if unit == "x":
-        return f"{v:.2f}"
-    return f"{v:,.2f} s"
+        return formats.ratio(v)
+    return f"{formats.seconds(v)} s"
 
 
 def summary_table(summaries: Sequence[Summary], title: str = "replay") -> Table:
@@ -152,3 +153,18 @@ def stdout_console(width: int | None = None) -> Console:
 def print_summary(summaries: Sequence[Summary], title: str, console: Console | None = None) -> None:
     console = console or stdout_console()
     console.print(summary_table(summaries, title))
+
+
+#: How many rejected job ids :func:`rejected_line` names.
+REJECTED_IDS_SHOWN = 5
+
+
+def rejected_line(result: ReplayResult) -> str | None:
+    """One line when the replay rejected jobs: how many, the first ids, the first reason; else None."""
+    rejected = [r for r in result.records if r.state == "REJECTED"]
+    if not rejected:
+        return None
+    ids = ", ".join(str(r.job.name) for r in rejected[:REJECTED_IDS_SHOWN])
+    more = ", ..." if len(rejected) > REJECTED_IDS_SHOWN else ""
+    why = f": {rejected[0].note}" if rejected[0].note else ""
+    return f"{len(rejected)} of {len(result.records)} jobs rejected (ids {ids}{more}){why}"

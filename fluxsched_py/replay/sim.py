@@ -43,6 +43,8 @@ class JobRecord:
     state: str = NOT_STARTED
     first_estimate: float | None = None
     note: str | None = None
+    #: When the engine denied the job (state ``REJECTED``): its submit time, or a later pass's.
+    rejected_at: float | None = None
     #: Best-effort jobs: times preempted, and node-seconds of work lost to it.
     preemptions: int = 0
     lost: float = 0.0
@@ -136,7 +138,7 @@ def _run(
             for r in engine.alloc(j.id, 0, max(j.user, 0), j.submit, j.request):
                 if r.type is ResponseType.DENY:
                     rec = records[r.id]
-                    rec.state, rec.note = REJECTED, r.note
+                    rec.state, rec.note, rec.rejected_at = REJECTED, r.note, t
                     done += 1
         result = engine.schedule(t)
         while result.preempt:  # kill at once, then pass again: the regular jobs start now
@@ -204,6 +206,6 @@ def _answer(
             if est is not None and rec.first_estimate is None:
                 rec.first_estimate = est
         elif r.type is ResponseType.DENY:
-            rec.state, rec.note = REJECTED, r.note
+            rec.state, rec.note, rec.rejected_at = REJECTED, r.note, t
             done += 1
     return done

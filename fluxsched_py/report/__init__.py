@@ -12,8 +12,19 @@ matplotlib (and numpy, which it brings) are imported only when a report is
 drawn: the rest of fluxsched-py does not need them.
 """
 
+from typing import Any
+
 from .data import RunData, run_from_jobs_csv, run_from_result
 from .deps import ReportError, require_matplotlib
-from .write import write_report
 
 __all__ = ["ReportError", "RunData", "require_matplotlib", "run_from_jobs_csv", "run_from_result", "write_report"]
+
+
+def __getattr__(name: str) -> Any:
+    # the drawing code (and its process pool) only when a report is drawn: the replay's
+    # summary imports this package for its metrics (start-up time, issue 15)
+    if name == "write_report":
+        from .write import write_report
+
+        return write_report
+    raise AttributeError(name)

@@ -1,7 +1,12 @@
 """What a report needs from one run, from a replay result or from a ``jobs.csv``.
 
-The figures read only this: per job its submit, start and finish times, the
-node ranks it ran on, and a category for the Gantt's colours.  The category
+The figures read only this: per job its submit, start and finish times (NaN
+when it never ran), its reject time (NaN unless it was rejected), the node
+ranks it ran on, its size in nodes, its user, its final state, and a
+category for the Gantt's colours.  A replay knows when it rejected a job; a
+``jobs.csv`` does not (Batsim leaves every time of a ``REJECTED`` row
+empty), so a rejected row is taken to leave the queue at its submission, as
+both Batsim and the replay reject a job that can never fit.  The category
 is the first of ``user``, ``campaign``, ``best_effort``, ``queue`` that the
 jobs carry (a workload reader may set these on its jobs; a ``jobs.csv`` may
 have such a column after Batsim's); ``best_effort`` is a flag, shown as
@@ -18,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["RunData", "run_from_result", "run_from_jobs_csv", "CATEGORY_FIELDS"]
+__all__ = ["RunData", "JobsCsvError", "run_from_result", "run_from_jobs_csv", "CATEGORY_FIELDS", "REJECTED", "KILLED"]
 
 #: Job attributes (or jobs.csv columns) that colour the Gantt, first found wins.
 CATEGORY_FIELDS = ("user", "campaign", "best_effort", "queue")
@@ -33,9 +38,18 @@ def _flag(v: str | None) -> str | None:
     return "regular" if v.strip().lower() in _FALSE else "best-effort"
 
 
+REJECTED = "REJECTED"
+KILLED = "COMPLETED_WALLTIME_REACHED"
+
+
 @dataclass(slots=True)
 class RunData:
-    """One run's jobs, as flat lists (``start``/``finish`` are NaN for a job that never ran)."""
+    """One run's jobs, as flat lists (``start``/``finish`` are NaN for a job that never ran).
+
+    ``reject``, ``size``, ``user`` and ``state`` may be left empty: they then
+    default to never rejected, the nodes the job ran on (else 1), no user,
+    and no state.
+    """
 
     label: str
     nb_nodes: int
@@ -47,6 +61,23 @@ class RunData:
     category_kind: str = "size"
     title: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    reject: list[float] = field(default_factory=list)
+    size: list[int] = field(default_factory=list)
+    user: list[str | None] = field(default_factory=list)
+    state: list[str] = field(default_factory=list)
+    #: the workload's name, when known: a sweep draws each workload on its own axes
+    workload: str = ""
+
+    def __post_init__(self) -> None:
+        n = len(self.submit)
+        if not self.reject:
+            self.reject = [math.nan] * n
+        if not self.size:
+            self.size = [max(1, sum(hi - lo + 1 for lo, hi in r)) for r in self.ranks]
+        if not self.user:
+            self.user = [None] * n
+        if not self.state:
+            self.state = [""] * n
 
     def __len__(self) -> int:
         return len(self.submit)
@@ -82,9 +113,9 @@ def _pick(jobs_attrs: dict[str, list[str | None]], sizes: list[int]) -> tuple[li
 
 
 def run_from_result(result: Any, label: str | None = None) -> RunData:
-    """From a :class:`~fluxsched_py.replay.sim.ReplayResult`."""
+    """From a :class:`~fluxsched_py.replay.sim.ReplayResult` (its regular and best-effort jobs alike)."""
     nan = math.nan
-    submit, start, finish, ranks, sizes = [], [], [], [], []
+    submit, start, finish, ranks, sizes, reject, states = [], [], [], [], [], [], []
     attrs: dict[str, list[str | None]] = {k: [] for k in CATEGORY_FIELDS}
     for r in result.records:
         j = r.job
@@ -92,13 +123,30 @@ def run_from_result(result: Any, label: str | None = None) -> RunData:
         ran = r.start is not None and r.finish is not None
         start.append(float(r.start) if ran else nan)
         finish.append(float(r.finish) if ran else nan)
+        rejected = r.state == REJECTED
+        reject.append(float(r.rejected_at if r.rejected_at is not None else j.submit) if rejected else nan)
+        states.append(r.state)
         runs = list(r.ranks.runs()) if ran and r.ranks is not None else []
         ranks.append(runs)
         sizes.append(sum(hi - lo + 1 for lo, hi in runs) or j.nodes or 1)
         for k in CATEGORY_FIELDS:
             attrs[k].append(_known(getattr(j, k, None)))
     cats, kind = _pick(attrs, sizes)
-    return RunData(label or result.policy, result.nb_nodes, submit, start, finish, ranks, cats, kind)
+    return RunData(
+        label or result.policy,
+        result.nb_nodes,
+        submit,
+        start,
+        finish,
+        ranks,
+        cats,
+        kind,
+        reject=reject,
+        size=sizes,
+        user=attrs["user"],
+        state=states,
+        workload=result.workload.name,
+    )
 
 
 def _intervals(text: str) -> list[tuple[int, int]]:
@@ -117,28 +165,67 @@ def _f(text: str) -> float:
     return x if x >= 0 else math.nan
 
 
-def run_from_jobs_csv(path: str | os.PathLike[str], label: str, nb_nodes: int | None = None) -> RunData:
-    """From a Batsim-style ``jobs.csv`` (what ``replay --output-dir`` and ``sweep`` write).
+class JobsCsvError(ValueError):
+    """A ``jobs.csv`` that cannot be read; the message names the file and the row."""
 
-    ``nb_nodes`` defaults to one past the highest rank used.
+
+#: Columns a jobs.csv must have (Batsim's out_jobs.csv has them all).
+REQUIRED_COLUMNS = ("submission_time", "starting_time", "finish_time", "allocated_resources")
+
+
+def run_from_jobs_csv(
+    path: str | os.PathLike[str], label: str, nb_nodes: int | None = None, workload: str = ""
+) -> RunData:
+    """From a Batsim-style ``jobs.csv``: what ``replay --output-dir`` and ``sweep`` write, or
+    Batsim's own ``out_jobs.csv`` (``final_state`` ``REJECTED`` marks a rejected job).
+
+    ``nb_nodes`` defaults to one past the highest rank used.  Raises
+    :class:`JobsCsvError` for a file without the columns or with a bad row.
     """
-    submit, start, finish, ranks, sizes = [], [], [], [], []
+    submit, start, finish, ranks, sizes, reject, states = [], [], [], [], [], [], []
     attrs: dict[str, list[str | None]] = {k: [] for k in CATEGORY_FIELDS}
     with Path(path).open(newline="") as f:
-        for row in csv.DictReader(f):
-            submit.append(_f(row["submission_time"]))
-            runs = _intervals(row.get("allocated_resources") or "")
-            s, e = _f(row.get("starting_time", "")), _f(row.get("finish_time", ""))
+        reader = csv.DictReader(f)
+        missing = [c for c in REQUIRED_COLUMNS if c not in (reader.fieldnames or ())]
+        if missing:
+            raise JobsCsvError(f"{path}: not a jobs.csv: no column {', '.join(missing)}")
+        for line, row in enumerate(reader, start=2):
+            try:
+                runs = _intervals(row.get("allocated_resources") or "")
+                req = int(float(row.get("requested_number_of_resources") or "1"))
+            except ValueError as exc:
+                raise JobsCsvError(f"{path}:{line}: {exc}") from None
+            sub = _f(row["submission_time"] or "")
+            if math.isnan(sub):
+                raise JobsCsvError(f"{path}:{line}: submission_time {row['submission_time']!r} is not a time")
+            submit.append(sub)
+            s, e = _f(row.get("starting_time") or ""), _f(row.get("finish_time") or "")
+            state = (row.get("final_state") or "").strip()
             if not runs or math.isnan(s) or math.isnan(e):
                 s = e = math.nan
             start.append(s)
             finish.append(e)
+            reject.append(sub if state == REJECTED else math.nan)
+            states.append(state)
             ranks.append(runs)
-            req = row.get("requested_number_of_resources") or "1"
-            sizes.append(sum(hi - lo + 1 for lo, hi in runs) or int(float(req)))
+            sizes.append(sum(hi - lo + 1 for lo, hi in runs) or req)
             for k in CATEGORY_FIELDS:
                 attrs[k].append(_known(row.get(k)))
     if nb_nodes is None:
         nb_nodes = 1 + max((hi for runs in ranks for _, hi in runs), default=0)
     cats, kind = _pick(attrs, sizes)
-    return RunData(label, nb_nodes, submit, start, finish, ranks, cats, kind)
+    return RunData(
+        label,
+        nb_nodes,
+        submit,
+        start,
+        finish,
+        ranks,
+        cats,
+        kind,
+        reject=reject,
+        size=sizes,
+        user=attrs["user"],
+        state=states,
+        workload=workload,
+    )

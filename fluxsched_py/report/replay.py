@@ -24,5 +24,5 @@ def report_replay(
 ) -> Path:
     """``results`` are ReplayResults, ``summaries`` their Summaries, in the same order."""
     runs = [run_from_result(r) for r in results]
-    rows = [s.as_dict() for s in summaries]
+    rows = [{"label": run.label, **s.as_dict()} for run, s in zip(runs, summaries, strict=True)]
     return write_report(runs, rows, outdir, title, progress=progress, jobs=jobs)

@@ -17,7 +17,16 @@ from typing import Any
 
 from .data import RunData
 
-__all__ = ["time_span", "step_mean", "utilization", "queue_length", "gantt_raster", "waits", "bounded_slowdown"]
+__all__ = [
+    "time_span",
+    "step_mean",
+    "utilization",
+    "queue_length",
+    "free_nodes",
+    "gantt_raster",
+    "waits",
+    "bounded_slowdown",
+]
 
 
 def _np() -> Any:
@@ -69,17 +78,72 @@ def utilization(run: RunData, edges: Any) -> Any:
     return step_mean(start, finish, sizes[ok], edges) / max(run.nb_nodes, 1)
 
 
+def _leaves_queue(run: RunData, edges: Any) -> Any:
+    """When each job stops pending: its start, else its rejection, else never (cut past the grid)."""
+    np = _np()
+    start = np.asarray(run.start, float)
+    reject = np.asarray(run.reject, float)
+    out = np.where(np.isnan(start), reject, start)
+    # a job neither started nor rejected is pending to the end; np.inf cannot be integrated
+    return np.where(np.isnan(out), edges[-1] + 1.0, np.minimum(out, edges[-1] + 1.0))
+
+
 def queue_length(run: RunData, edges: Any) -> Any:
-    """Jobs submitted and not yet started, mean per bin (a job that never starts stays queued)."""
+    """Jobs submitted and neither started nor rejected, mean per bin.
+
+    A rejected job leaves the queue when it is rejected; a job that is
+    neither started nor rejected (its resources went down) stays queued.
+    """
     np = _np()
     submit = np.asarray(run.submit, float)
-    start = np.asarray(run.start, float)
-    start = np.where(np.isnan(start), np.inf, start)
     if not len(submit):
         return np.zeros(len(edges) - 1)
-    # np.inf cannot be integrated: cut it just past the grid
-    start = np.minimum(start, edges[-1] + 1.0)
-    return step_mean(submit, start, np.ones_like(submit), edges)
+    return step_mean(submit, _leaves_queue(run, edges), np.ones_like(submit), edges)
+
+
+def _levels(up: Any, down: Any, weight: Any) -> tuple[Any, Any]:
+    """``(times, level)``: the step function ``sum(weight * [up <= t < down])``, ``level[i]`` on
+    ``[times[i], times[i+1])`` (0 before the first time)."""
+    np = _np()
+    times = np.concatenate([np.asarray(up, float), np.asarray(down, float)])
+    w = np.asarray(weight, float)
+    deltas = np.concatenate([w, -w])
+    order = np.argsort(times, kind="stable")
+    return times[order], np.cumsum(deltas[order])
+
+
+def _at(times: Any, level: Any, t: Any) -> Any:
+    """The step function's value at each of ``t``."""
+    np = _np()
+    i = np.searchsorted(times, t, side="right") - 1
+    return np.where(i >= 0, level[np.maximum(i, 0)], 0.0)
+
+
+def free_nodes(run: RunData, edges: Any) -> tuple[Any, Any]:
+    """``(free, stranded)``, mean per bin: nodes free, and nodes free while at least one job waits.
+
+    ``stranded`` is the fragmentation a policy leaves: capacity idle although
+    work is queued (the jobs waiting are too big for it, or wait for a
+    reservation).  Exact: both step functions are evaluated between every
+    pair of consecutive events and integrated.
+    """
+    np = _np()
+    edges = np.asarray(edges, float)
+    ok = _ran(run)
+    sizes = np.array([sum(hi - lo + 1 for lo, hi in r) for r in run.ranks], float)
+    bt, bl = _levels(np.asarray(run.start)[ok], np.asarray(run.finish)[ok], sizes[ok])
+    submit = np.asarray(run.submit, float)
+    qt, ql = _levels(submit, _leaves_queue(run, edges), np.ones_like(submit))
+    grid = np.unique(np.concatenate([bt, qt, edges]))
+    grid = grid[(grid >= edges[0]) & (grid <= edges[-1])]
+    busy = _at(bt, bl, grid[:-1])
+    free = np.maximum(run.nb_nodes - busy, 0.0)
+    stranded = np.where(_at(qt, ql, grid[:-1]) > 0.5, free, 0.0)
+    out = []
+    for values in (free, stranded):
+        integral = np.concatenate([[0.0], np.cumsum(values * np.diff(grid))])
+        out.append(np.diff(np.interp(edges, grid, integral)) / np.diff(edges))
+    return out[0], out[1]
 
 
 def waits(run: RunData) -> Any:

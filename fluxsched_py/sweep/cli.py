@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import signal
 import sys
 import time
+from pathlib import Path
 
 from rich.console import Console
 
 from ..cliutil import ArgumentParser, CLIError, UsageError, boundary, check_output_dir, check_readable
 from ..policy import POLICIES
 from ..report.progress import ProgressBar
-from .grid import OPTION_AXES, expand
-from .local import run_local
+from .grid import MAX_RUNS, OPTION_AXES, expand, grid_size
+from .local import Interrupted, remove_partial_files, run_local, stop_workers
 from .output import comparison_table, write_rows, write_sweep_report
-from .worker import check_spec
+from .worker import check_spec, run_dir
 
 __all__ = ["main", "build_parser"]
 
@@ -45,40 +48,86 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("-o", "--output-dir", default="sweep-out", metavar="DIR", help="default: %(default)s")
     ap.add_argument("-j", "--jobs", type=int, default=0, metavar="N", help="runs at once (default: all cores)")
     ap.add_argument("--flux", action="store_true", help="submit each run as a job of the enclosing Flux instance")
+    ap.add_argument(
+        "--max-runs",
+        type=int,
+        default=MAX_RUNS,
+        metavar="N",
+        help="refuse a grid of more than N runs (default: %(default)s)",
+    )
     ap.add_argument("--no-report", action="store_true", help="skip the figures and index.html")
     ap.add_argument("--no-progress", action="store_true", help="no progress bar or progress lines")
     return ap
 
 
+def _bundled_workload(out: Path) -> str:
+    """The bundled example's path; when it is not installed (a ``pip install .`` outside the
+    repository), the same workload generated and written once into OUT, as ``replay`` generates
+    it in memory."""
+    from ..replay.synthetic import EXAMPLE_NAME, example_path, generate
+
+    p = example_path()
+    if p is not None:
+        return str(p)
+    dest = out / "workload" / EXAMPLE_NAME
+    if not dest.is_file():
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = dest.with_name(f".{dest.name}.part")
+        tmp.write_text(json.dumps(generate(), indent=1) + "\n")
+        tmp.replace(dest)
+    return str(dest)
+
+
+class _Signalled(KeyboardInterrupt):
+    """SIGTERM, turned into the same path as Ctrl-C."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise _Signalled()
+
+
 @boundary(PROG)
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
-    workloads = list(args.workloads)
-    if not workloads:
-        from ..replay.synthetic import example_path
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        return _main(build_parser().parse_args(list(sys.argv[1:] if argv is None else argv)))
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
-        p = example_path()
-        if p is None:
-            raise UsageError("no WORKLOAD given and the bundled example is not installed")
-        workloads = [str(p)]
+
+def _main(args: argparse.Namespace) -> int:
+    # every option first: a mistake is reported before anything is looked up or written
     queue_policies = _list(args.queue_policy)
     bad = [q for q in queue_policies if q not in POLICIES]
     if bad or not queue_policies:
         raise UsageError(f"unknown queue policy {bad[0] if bad else '(none)'!r} (choose from {', '.join(POLICIES)})")
     if not 0 <= args.jobs <= MAX_WORKERS:
         raise UsageError(f"-j must be 0 (all cores) or 1..{MAX_WORKERS}, got {args.jobs}")
+    if args.max_runs < 1:
+        raise UsageError(f"--max-runs must be at least 1, got {args.max_runs}")
     axes = {n: _list(getattr(args, n.replace("-", "_"))) for n in OPTION_AXES if getattr(args, n.replace("-", "_"))}
     if "nodes" in axes and args.platform:
         raise UsageError("--nodes and --platform exclude each other")
-    for path in [*workloads, *([args.platform] if args.platform else [])]:
-        check_readable(path)  # one line now rather than a failed row per run
-    specs = expand(workloads, queue_policies, _list(args.policy) or ["first"], axes, args.platform)
-    for spec in specs:
+    policies = _list(args.policy) or ["first"]
+    workloads = list(args.workloads)
+    twice = [w for i, w in enumerate(workloads) if os.path.abspath(w) in map(os.path.abspath, workloads[:i])]
+    if twice:
+        raise UsageError(f"{twice[0]}: workload given twice")
+    size = grid_size(workloads or ["example"], queue_policies, policies, axes)
+    if size > args.max_runs:
+        raise UsageError(f"{size} runs is more than --max-runs {args.max_runs}; narrow the grid or raise --max-runs")
+    probe = expand(workloads or ["example"], queue_policies, policies, axes, args.platform)
+    for spec in probe:
         try:
             check_spec(spec)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
+    for path in [*workloads, *([args.platform] if args.platform else [])]:
+        check_readable(path)  # one line now rather than a failed row per run
     out = check_output_dir(args.output_dir, "--output-dir")
+    if not workloads:
+        workloads = [_bundled_workload(out)]
+    specs = expand(workloads, queue_policies, policies, axes, args.platform)
     report = not args.no_report
     if report:
         from ..report import ReportError, require_matplotlib
@@ -92,24 +141,31 @@ def main(argv: list[str] | None = None) -> int:
     show = not args.no_progress
     t0 = time.perf_counter()
     failed: list[dict] = []
-    with ProgressBar("sweep", len(specs), enabled=show) as bar:
+    try:
+        with ProgressBar("sweep", len(specs), enabled=show) as bar:
 
-        def done(row: dict) -> None:
-            if row.get("status") != "ok":
-                failed.append(row)
-            bar.advance(note=row.get("label", ""))
+            def done(row: dict) -> None:
+                if row.get("status") != "ok":
+                    failed.append(row)
+                bar.advance(note=row.get("label", ""))
 
-        if args.flux:
-            from .fluxrun import FluxUnavailable, run_flux
+            if args.flux:
+                from .fluxrun import FluxUnavailable, run_flux
 
-            try:
-                rows = run_flux(specs, out, done)
-            except FluxUnavailable as exc:
-                raise CLIError(str(exc)) from None
-        else:
-            rows = run_local(specs, out, jobs, done)
-    elapsed = time.perf_counter() - t0
-    csv_path, json_path = write_rows(rows, out)
+                try:
+                    rows = run_flux(specs, out, done)
+                except FluxUnavailable as exc:
+                    raise CLIError(str(exc)) from None
+            else:
+                rows = run_local(specs, out, jobs, done)
+        elapsed = time.perf_counter() - t0
+        csv_path, json_path = write_rows(rows, out)
+    except Interrupted as exc:
+        return _interrupted(specs, exc.rows, out, isinstance(exc.__context__, _Signalled))
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM outside the pool (--flux)
+        stop_workers()
+        remove_partial_files(out)
+        raise KeyboardInterrupt from exc
     varying = ["workload", "queue_policy", "policy", *axes]
     varying = [p for p in varying if len({str(r.get(p)) for r in rows}) > 1] or ["label"]
     title = f"sweep: {len(rows)} runs in {elapsed:.1f} s" + ("" if args.flux else f" (-j {jobs})")
@@ -121,7 +177,31 @@ def main(argv: list[str] | None = None) -> int:
         print(f"failed: {params}: {row.get('error')}", file=err)
     print(f"wrote {csv_path} and {json_path}", file=err)
     if report:
-        page = write_sweep_report(rows, out / "report", title, progress=show, jobs=jobs)
+        try:
+            page = write_sweep_report(rows, out / "report", title, progress=show, jobs=jobs)
+        except KeyboardInterrupt:
+            stop_workers()
+            remove_partial_files(out / "report")
+            print(f"{PROG}: interrupted while drawing the report; the results are in {csv_path}", file=err)
+            return 130
         if page is not None:
             print(f"wrote {page}", file=err)
     return 1 if failed else 0
+
+
+def _interrupted(specs: list, rows: list[dict | None], out: Path, sigterm: bool) -> int:
+    """Keep what finished: rows of finished runs, the others marked, no half-written file."""
+    remove_partial_files(out)
+    kept = []
+    for spec, row in zip(specs, rows, strict=True):
+        if row is None:
+            row = {"label": spec.label, **spec.params(), "status": "interrupted", "error": "not run"}
+            d = run_dir(out.resolve(), spec)
+            if d.is_dir() and not any(d.iterdir()):
+                d.rmdir()
+        kept.append(row)
+    csv_path, _ = write_rows(kept, out)
+    n = sum(1 for r in rows if r is not None)
+    why = "SIGTERM" if sigterm else "interrupted"
+    print(f"{PROG}: {why}: {n} of {len(specs)} runs finished, written to {csv_path}", file=sys.stderr)
+    return 143 if sigterm else 130

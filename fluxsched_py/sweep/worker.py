@@ -1,7 +1,10 @@
 """Run one sweep cell: replay, write its ``jobs.csv``, return one row.
 
 A run that fails returns a row with ``status = "failed"`` and the error, so
-the sweep goes on.  ``python -m fluxsched_py.sweep.worker SPEC_JSON OUTDIR``
+the sweep goes on.  A run that rejected jobs (too big for the machine) is
+failed too, with its metrics, its ``jobs.csv`` and the count and first ids
+of the rejected jobs as its error.  Every row records how it was made
+(:mod:`fluxsched_py.replay.provenance`).  ``python -m fluxsched_py.sweep.worker SPEC_JSON OUTDIR``
 does the same and prints the row as one JSON line: that is what a Flux job
 of ``sweep --flux`` runs.
 """
@@ -46,10 +49,14 @@ def _machine_size(spec: RunSpec) -> tuple[int | None, int]:
     return out[0], out[1]
 
 
+#: Options that size the machine: the row's ``nodes`` and ``cores`` columns, not engine options.
+_MACHINE = ("nodes", "cores-per-node")
+
+
 def _engine_options(spec: RunSpec) -> Any:
     from ..engine import EngineOptions
 
-    opts = {k: v for k, v in spec.options.items() if k not in ("nodes", "cores-per-node")}
+    opts = {k: v for k, v in spec.options.items() if k not in _MACHINE}
     # annotate-depth 0, as `replay` runs: a replay needs t_estimate, never reason_pending texts
     return EngineOptions.parse(
         {"queue-policy": spec.queue_policy, "policy": spec.policy, "annotate-depth": "0", **opts}
@@ -68,7 +75,8 @@ def check_spec(spec: RunSpec) -> None:
 def _replay(spec: RunSpec, outdir: Path) -> dict[str, Any]:
     from ..replay.metrics import summarize
     from ..replay.platform import PlatformError, load_platform, nodes_graph
-    from ..replay.report import write_jobs_csv
+    from ..replay.provenance import describe
+    from ..replay.report import rejected_line, write_jobs_csv
     from ..replay.sim import replay
     from ..replay.workload import load_workload
 
@@ -82,13 +90,23 @@ def _replay(spec: RunSpec, outdir: Path) -> dict[str, Any]:
             raise PlatformError("the workload does not say how many nodes it needs: give --nodes N or --platform")
         graph = nodes_graph(n, cores)
     options = _engine_options(spec)
+    cores = graph.all().count("core")
     result = replay(workload, graph, options)
     s = summarize(result)
     csv_path = write_jobs_csv(result, outdir / "jobs.csv")
-    row = s.as_dict()
+    from ..engine.options import OPTIONS
+
+    engine = {o.name for o in OPTIONS}  # those are listed from the engine's options, parsed
+    extra: dict[str, Any] = {k: v for k, v in spec.options.items() if k not in engine and k not in _MACHINE}
+    if spec.platform:
+        extra["platform"] = spec.platform
+    row = describe(spec.workload, workload, options, result.nb_nodes, cores, extra)
+    row.update(s.as_dict())
     row.pop("policy", None)
     row["nb_nodes"] = result.nb_nodes
     row["jobs_csv"] = str(csv_path)
+    rejected = rejected_line(result)
+    row["status"], row["error"] = ("failed", rejected) if rejected else ("ok", "")
     return row
 
 
@@ -100,7 +118,6 @@ def run_one(spec: RunSpec, outdir: str | os.PathLike[str]) -> dict[str, Any]:
         d = run_dir(Path(outdir).resolve(), spec)  # an absolute jobs_csv in the row, wherever it is read
         d.mkdir(parents=True, exist_ok=True)
         row.update(_replay(spec, d))
-        row["status"], row["error"] = "ok", ""
     except Exception as exc:  # a failed run is a row, not the end of the sweep
         msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         row["status"], row["error"] = "failed", f"{type(exc).__name__}: {msg}"

@@ -1,0 +1,154 @@
+"""Schedule metrics from per-job times, as the literature defines them, and their breakdowns.
+
+This is the one place the metrics are computed: ``replay`` summarises its
+regular jobs with :func:`schedule_metrics`, and ``fluxsched-py report``
+summarises any ``jobs.csv`` (the replay's or Batsim's) with
+:func:`run_metrics`, so the two tables agree on the same schedule.
+
+* **makespan**: the last finish time (the simulation starts at 0, as in Batsim);
+* **wait**: start minus submit;
+* **bounded slowdown** (Feitelson et al., JSSPP 1997):
+  ``max(1, (wait + run) / max(run, tau))`` with ``tau = 10 s``;
+* **utilization**: node-seconds used over node-seconds available between the
+  first submission and the makespan.
+
+Breakdowns (:func:`breakdown`) group the jobs that ran by size class (1
+node, 2-3, 4-7, ...), run-time class, or user, and give each group's job
+count, mean wait and mean bounded slowdown.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .data import KILLED, REJECTED, RunData, size_class
+
+__all__ = [
+    "TAU",
+    "ScheduleMetrics",
+    "schedule_metrics",
+    "run_metrics",
+    "runtime_class",
+    "breakdown",
+    "BREAKDOWNS",
+    "MAX_GROUPS",
+]
+
+TAU = 10.0
+#: A breakdown by user keeps the users with the most jobs; the rest are one "other" row.
+MAX_GROUPS = 12
+#: Run-time classes: (upper bound in seconds, name); the last has no bound.
+_RUNTIME_CLASSES = (
+    (60.0, "< 1 min"),
+    (600.0, "1-10 min"),
+    (3600.0, "10 min-1 h"),
+    (6 * 3600.0, "1-6 h"),
+    (86400.0, "6-24 h"),
+    (math.inf, "≥ 1 day"),
+)
+#: What a job can be grouped by: (key, heading).
+BREAKDOWNS = (("size", "job size"), ("runtime", "run time"), ("user", "user"))
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleMetrics:
+    jobs: int
+    started: int
+    killed: int
+    rejected: int
+    makespan: float
+    mean_wait: float
+    median_wait: float
+    max_wait: float
+    mean_bsld: float
+    utilization: float
+    #: node-seconds the started jobs used, and node-seconds from the first submission to the makespan
+    used: float
+    span: float
+
+
+def _ran(start: float | None, finish: float | None) -> bool:
+    return start is not None and finish is not None and not math.isnan(start) and not math.isnan(finish)
+
+
+def schedule_metrics(
+    submit: Sequence[float],
+    start: Sequence[float | None],
+    finish: Sequence[float | None],
+    size: Sequence[int],
+    state: Sequence[str],
+    nb_nodes: int,
+    tau: float = TAU,
+) -> ScheduleMetrics:
+    """The metrics of one schedule; ``start``/``finish`` None or NaN for a job that never ran."""
+    ran = [i for i in range(len(submit)) if _ran(start[i], finish[i])]
+    waits = [start[i] - submit[i] for i in ran]  # type: ignore[operator]
+    runs = [finish[i] - start[i] for i in ran]  # type: ignore[operator]
+    makespan = max((finish[i] for i in ran), default=0.0)  # type: ignore[type-var]
+    first_submit = min(submit, default=0.0)
+    bsld = [max(1.0, (w + run) / max(run, tau)) for w, run in zip(waits, runs, strict=True)]
+    used = sum(run * max(1, size[i]) for i, run in zip(ran, runs, strict=True))
+    span = (makespan - min(first_submit, makespan)) * max(nb_nodes, 1)
+    return ScheduleMetrics(
+        jobs=len(submit),
+        started=len(ran),
+        killed=sum(1 for s in state if s == KILLED),
+        rejected=sum(1 for s in state if s == REJECTED),
+        makespan=makespan,
+        mean_wait=statistics.fmean(waits) if waits else 0.0,
+        median_wait=statistics.median(waits) if waits else 0.0,
+        max_wait=max(waits, default=0.0),
+        mean_bsld=statistics.fmean(bsld) if bsld else 0.0,
+        utilization=used / span if span > 0 else 0.0,
+        used=used,
+        span=span,
+    )
+
+
+def run_metrics(run: RunData, tau: float = TAU) -> ScheduleMetrics:
+    return schedule_metrics(run.submit, run.start, run.finish, run.size, run.state, run.nb_nodes, tau)
+
+
+def runtime_class(seconds: float) -> str:
+    return next(name for top, name in _RUNTIME_CLASSES if seconds < top)
+
+
+def breakdown(run: RunData, by: str, tau: float = TAU) -> list[tuple[str, int, float, float]]:
+    """``[(group, jobs, mean wait, mean bounded slowdown)]`` over the jobs that ran, in the
+    groups' natural order (sizes and run times ascending, users by job count).  Empty when
+    grouping by user and no job carries one."""
+    groups: dict[str, list[tuple[float, float]]] = {}
+    order: dict[str, float] = {}
+    for i in range(len(run)):
+        s, f = run.start[i], run.finish[i]
+        if not _ran(s, f):
+            continue
+        wait, rt = s - run.submit[i], f - s
+        if by == "size":
+            key, rank = size_class(run.size[i]), float(run.size[i].bit_length())
+        elif by == "runtime":
+            key = runtime_class(rt)
+            rank = float(next(k for k, (top, _) in enumerate(_RUNTIME_CLASSES) if rt < top))
+        elif by == "user":
+            if run.user[i] is None:
+                continue
+            key, rank = str(run.user[i]), 0.0
+        else:
+            raise ValueError(f"unknown breakdown {by!r}")
+        groups.setdefault(key, []).append((wait, max(1.0, (wait + rt) / max(rt, tau))))
+        order[key] = rank
+    if by == "user":
+        names = sorted(groups, key=lambda k: (-len(groups[k]), k))
+        if len(names) > MAX_GROUPS:
+            other = [x for k in names[MAX_GROUPS - 1 :] for x in groups.pop(k)]
+            names = names[: MAX_GROUPS - 1] + ["other"]
+            groups["other"] = other
+    else:
+        names = sorted(groups, key=lambda k: order[k])
+    return [
+        (k, len(groups[k]), statistics.fmean(w for w, _ in groups[k]), statistics.fmean(b for _, b in groups[k]))
+        for k in names
+    ]
