@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from ..cliutil import ArgumentParser, CLIError, UsageError, boundary, bounded_int, check_output_dir, check_readable
-from ..inputs import MAX_NODES
+from ..limits import MAX_NODES
 from .data import JobsCsvError, RunData, run_from_jobs_csv
 from .deps import ReportError, require_matplotlib
 from .html import COLUMNS
