@@ -108,7 +108,9 @@ def test_json_rows_say_how_they_were_made(capsys, tmp_path):
         "high",
     )
     assert plain["walltime_model"] == "none" and plain["version"] == __version__
-    assert plain["options"] == {} and predicted["options"] == {"predict-runtimes": True}
+    # --procs-per-node has no default (a node per processor): given, it is recorded
+    assert plain["options"] == {"procs-per-node": 1}
+    assert predicted["options"] == {"procs-per-node": 1, "predict-runtimes": True}
 
 
 def test_a_replay_that_rejects_jobs_says_so_in_one_line():

@@ -148,7 +148,6 @@ class Topology:
         topo.child_types = [frozenset(("node",))] + [topo.pool_types] * N
         topo.pool_vertices = list(nodes)
         topo.tot_units = [{"core": N * cores}] + [{"core": cores}] * N
-        topo.tot_items = [1 + N * (1 + cores)] + [1 + cores] * N
         topo.tot_conts = [{"cluster": 1, "node": N}] + [{"node": 1}] * N
         topo.sig = [1] + [0] * N
         return topo
