@@ -116,6 +116,7 @@ def test_a_match_session_survives_a_bad_command(tmp_path: Path, content: str, co
         (["replay", str(EXAMPLE), "--nodes", "64", "--queue-policy", "fcfs", "--no-progress"], 0),
         (["synthetic", "--swf", "-", "--jobs", "20000"], 0),
         (["validate"], 0),
+        (["match", "-L", str(EXAMPLE.parent / "small.graphml"), "-f", "grug"], 0),
         (["module-path"], 0),
     ],
     ids=lambda a: " ".join(a) if isinstance(a, list) else str(a),
@@ -127,7 +128,14 @@ def test_output_into_a_closed_pipe_ends_quietly(argv: list[str], status: int) ->
     r, w = os.pipe()
     os.close(r)
     try:
-        proc = subprocess.run([str(SCRIPT), *argv], stdout=w, stderr=subprocess.PIPE, timeout=TIMEOUT, env=_env())
+        commands = (
+            b"match allocate "
+            + str(EXAMPLE.parent.parent / "fluxsched_py" / "jobspec" / "examples" / "core1.yaml").encode()
+            + b"\n"
+        )
+        proc = subprocess.run(
+            [str(SCRIPT), *argv], input=commands * 200, stdout=w, stderr=subprocess.PIPE, timeout=TIMEOUT, env=_env()
+        )
     finally:
         os.close(w)
     err = proc.stderr.decode()
