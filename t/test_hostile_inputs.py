@@ -198,6 +198,15 @@ def test_sigterm_stops_a_match_session_and_removes_its_partial_output(tmp_path: 
     assert list(tmp_path.iterdir()) == [graph]
 
 
+def test_a_report_drawn_in_worker_processes_ends_without_worker_tracebacks(tmp_path: Path) -> None:
+    """The figure workers are terminated at the end (SIGTERM): quietly, not with the command's handler."""
+    pytest.importorskip("matplotlib")
+    proc = run(["replay", str(EXAMPLE), "--report", str(tmp_path / "rep"), "--no-progress"])
+    err = proc.stderr.decode()
+    assert proc.returncode == 0 and err == f"wrote {tmp_path / 'rep' / 'index.html'}\n", err  # and no worker traceback
+    assert (tmp_path / "rep" / "index.html").exists()
+
+
 def test_an_output_written_to_the_end_is_complete(tmp_path: Path) -> None:
     out = tmp_path / "w.swf"
     proc = run(["synthetic", "--swf", str(out), "--jobs", "50"])
