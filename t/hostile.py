@@ -171,6 +171,12 @@ def _swf_jobs(n: int) -> bytes:
     return gzip.compress(head, 1) + block * max(0, (n - MAX_JOBS - 1) // 100_000)
 
 
+def _entity_bomb(root: str, inner: str) -> str:
+    """XML whose one entity expands to 10**10 characters ("billion laughs")."""
+    ents = '<!ENTITY a0 "xxxxxxxxxx">' + "".join(f'<!ENTITY a{k} "{f"&a{k - 1};" * 10}">' for k in range(1, 10))
+    return f'<?xml version="1.0"?>\n<!DOCTYPE {root} [{ents}]>\n{inner}\n'
+
+
 _NO_RANKS = '{"version": 1, "execution": {"R_lite": []}}'
 
 CASES: list[Case] = [
@@ -244,6 +250,34 @@ CASES: list[Case] = [
         "recipe-alias-bomb",
         lambda d: ["replay", str(EXAMPLE), "--platform", _write(d / "p.yaml", _recipe_bomb())],
         ("p.yaml", "alias"),
+    ),
+    Case(
+        "grug-entity-bomb",
+        lambda d: [
+            "match",
+            "-L",
+            _write(
+                d / "g.graphml",
+                _entity_bomb(
+                    "graphml",
+                    '<graphml xmlns="http://graphml.graphdrawing.org/xmlns">'
+                    '<graph id="g" edgedefault="directed"><node id="&a9;"/></graph></graphml>',
+                ),
+            ),
+            "-f",
+            "grug",
+        ],
+        ("g.graphml", "amplification"),
+    ),
+    Case(
+        "platform-entity-bomb",
+        lambda d: [
+            "replay",
+            str(EXAMPLE),
+            "--platform",
+            _write(d / "p.xml", _entity_bomb("platform", '<platform version="4.1"><zone id="&a9;"/></platform>')),
+        ],
+        ("p.xml", "entity declarations"),
     ),
     # -- streams: bounded in time, not only in bytes
     Case(

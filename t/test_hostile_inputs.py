@@ -116,6 +116,7 @@ def test_a_match_session_survives_a_bad_command(tmp_path: Path, content: str, co
         (["replay", str(EXAMPLE), "--nodes", "64", "--queue-policy", "fcfs", "--no-progress"], 0),
         (["synthetic", "--swf", "-", "--jobs", "20000"], 0),
         (["validate"], 0),
+        (["match", "-L", str(EXAMPLE.parent / "small.graphml"), "-f", "grug"], 0),
         (["module-path"], 0),
     ],
     ids=lambda a: " ".join(a) if isinstance(a, list) else str(a),
@@ -127,7 +128,14 @@ def test_output_into_a_closed_pipe_ends_quietly(argv: list[str], status: int) ->
     r, w = os.pipe()
     os.close(r)
     try:
-        proc = subprocess.run([str(SCRIPT), *argv], stdout=w, stderr=subprocess.PIPE, timeout=TIMEOUT, env=_env())
+        commands = (
+            b"match allocate "
+            + str(EXAMPLE.parent.parent / "fluxsched_py" / "jobspec" / "examples" / "core1.yaml").encode()
+            + b"\n"
+        )
+        proc = subprocess.run(
+            [str(SCRIPT), *argv], input=commands * 200, stdout=w, stderr=subprocess.PIPE, timeout=TIMEOUT, env=_env()
+        )
     finally:
         os.close(w)
     err = proc.stderr.decode()
@@ -188,6 +196,15 @@ def test_sigterm_stops_a_match_session_and_removes_its_partial_output(tmp_path: 
     )
     assert code == 143 and err == "fluxsched-py match: terminated\n", err
     assert list(tmp_path.iterdir()) == [graph]
+
+
+def test_a_report_drawn_in_worker_processes_ends_without_worker_tracebacks(tmp_path: Path) -> None:
+    """The figure workers are terminated at the end (SIGTERM): quietly, not with the command's handler."""
+    pytest.importorskip("matplotlib")
+    proc = run(["replay", str(EXAMPLE), "--report", str(tmp_path / "rep"), "--no-progress"])
+    err = proc.stderr.decode()
+    assert proc.returncode == 0 and err == f"wrote {tmp_path / 'rep' / 'index.html'}\n", err  # and no worker traceback
+    assert (tmp_path / "rep" / "index.html").exists()
 
 
 def test_an_output_written_to_the_end_is_complete(tmp_path: Path) -> None:

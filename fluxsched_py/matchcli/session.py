@@ -163,6 +163,8 @@ class Session:
             self.error(f"{cmd}: {e}")
         except RecursionError:
             self.error(f"{cmd}: input nested too deeply")
+        except BrokenPipeError:  # the output's reader is gone: the command's boundary ends quietly
+            raise
         except Exception as e:  # the session's last resort: a bug, one line, and the session goes on
             self.error(f"{cmd}: internal error: {type(e).__name__}: {e} (please report it)")
         return 0

@@ -13,6 +13,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import re
+import signal
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -80,6 +81,13 @@ def _draw_run(run: RunData, outdir: str, stem: str, lim: Limits) -> list[tuple[s
     return [(kind, *_save(draw(run, lim), out, f"{kind}-{stem}")) for kind, _, draw in PER_RUN]
 
 
+def _worker_signals() -> None:
+    """A worker dies on SIGTERM (the pool's terminate) and leaves SIGINT to the
+    command, instead of the command's own handlers, inherited by fork."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _draw_runs(
     todo: Sequence[tuple[RunData, str, Limits]], out: Path, jobs: int
 ) -> Iterator[tuple[RunData, list[tuple[str, str, str]]]]:
@@ -89,7 +97,7 @@ def _draw_runs(
         return
     # multiprocessing's Pool, not concurrent.futures': leaving its block terminates
     # the workers, so SIGINT or SIGTERM stops them at once instead of waiting for the queue
-    with multiprocessing.Pool(min(jobs, len(todo))) as pool:
+    with multiprocessing.Pool(min(jobs, len(todo)), initializer=_worker_signals) as pool:
         futures = [pool.apply_async(_draw_run, (r, str(out), stem, lim)) for r, stem, lim in todo]
         for (r, _, _), fut in zip(todo, futures, strict=True):
             yield r, fut.get()
