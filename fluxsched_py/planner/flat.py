@@ -29,7 +29,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ..ids import IdSet
-from ..resource.flatfree import FlatLayout
+from ..resource.flatfree import CHUNK_SHIFT, FlatLayout, chunks_of, remember_chunks
 
 __all__ = ["FlatCodec"]
 
@@ -115,6 +115,8 @@ class FlatCodec:
         self._pool_vertices, self._pool_layout = pv, pl
         nodes = [v for v, t in enumerate(topo.type) if t == "node"]
         self.node_vertex_mask = 0
+        #: [first, end) of the node vertices when :attr:`unit_shift` is set, else None
+        self._unit_nodes: tuple[int, int] | None = None
         self.node_bits: Mapping[int, int] = _NodeBits(self, ())
         self.flat_nodes = False
         self.unit_shift: int | None = None
@@ -165,6 +167,8 @@ class FlatCodec:
                     #: every vertex from ``_rank_base`` on is rank ``v - _rank_base``, none
                     #: below it has a rank: a decoded set's ranks are its vertices, shifted
                     self._rank_base = base
+        #: [first, end) of the node vertices when :attr:`unit_shift` is set, else None
+        self._unit_nodes = (v0, v0 + len(nodes)) if self.unit_shift is not None else None
         self._strided: tuple[int, int, int, int, int] | None = None
         if self.flat_nodes and self.unit_shift is None and nodes == list(range(v0, v0 + len(nodes))):
             self._strided = self._node_stride(nodes)
@@ -225,6 +229,8 @@ class FlatCodec:
         return self.flat.encode(rs)
 
     def decode(self, x: int) -> Any:
+        if self._unit_nodes is not None and (rs := self._decode_units(x)) is not None:
+            return rs
         shift = self.unit_shift
         if shift is not None and not (x & self._unit_rest):
             pool_vertices = vertices = (x >> shift) & self.node_vertex_mask
@@ -266,6 +272,41 @@ class FlatCodec:
         rs = self._RS(self.topo, cont, pools)
         if type(x) is int:
             rs._flat = (self.flat, x)  # the graph flips its free set by it at once
+        return rs
+
+    def _decode_units(self, x: int) -> Any:
+        """:meth:`decode` of a set of a few bits in the simplest layout (see
+        :meth:`_flat_nodes`), read chunk by chunk (a placement of a few
+        nodes on a big machine, not a pass over the whole int); None when
+        ``x`` is not such a set."""
+        n, shift, (lo, hi) = self.n, self.unit_shift, self._unit_nodes
+        chunks = chunks_of(x)
+        if sum(c.bit_count() for c in chunks.values()) > 64:
+            return None
+        cont = 0
+        conts: list[int] = []
+        t = self._unit_type
+        pools_u: dict[int, dict[str, int]] = {}
+        for ci in sorted(chunks):
+            c = chunks[ci]
+            base = ci << CHUNK_SHIFT
+            while c:
+                low = c & -c
+                c ^= low
+                p = base + low.bit_length() - 1
+                if p < n:
+                    cont |= 1 << p
+                    conts.append(p)
+                elif lo <= p - shift < hi:
+                    pools_u[p - shift] = {t: 1}
+                else:
+                    return None
+        rs = self._RS(self.topo, cont, pools_u)
+        if type(x) is int:
+            rs._flat = (self.flat, x)  # the graph flips its free set by it at once
+        if self._rank_base is not None:  # its ranks at once (the replay reads them)
+            base = self._rank_base
+            rs._ranks = IdSet(v - base for v in {*pools_u, *conts} if v >= base)
         return rs
 
     def spread(self, x: int) -> int:
@@ -364,7 +405,18 @@ class FlatCodec:
         """The whole subtrees of the node vertices in the mask ``vertices``."""
         shift = self.unit_shift
         if shift is not None:
-            return vertices | (vertices << shift)
+            x = vertices | (vertices << shift)
+            if x.bit_length() > 1 << CHUNK_SHIFT and vertices.bit_count() <= 64:
+                # a few nodes of a big machine: their chunks, from their positions
+                chunks: dict[int, int] = {}
+                low = (1 << CHUNK_SHIFT) - 1
+                while vertices:
+                    v = vertices.bit_length() - 1
+                    vertices ^= 1 << v
+                    for p in (v, v + shift):
+                        chunks[p >> CHUNK_SHIFT] = chunks.get(p >> CHUNK_SHIFT, 0) | 1 << (p & low)
+                remember_chunks(x, chunks)
+            return x
         out = 0
         node_bits = self.node_bits
         while vertices:
