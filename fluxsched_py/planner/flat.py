@@ -88,6 +88,9 @@ class FlatCodec:
             return 0
         end = topo.end[v]
         out = ((1 << (end - v)) - 1) << v
+        if self._pool_vertices is None:
+            self._index_pools()
+        assert self._pool_vertices is not None and self._pool_layout is not None
         i = bisect.bisect_left(self._pool_vertices, v)
         chunks = []
         pv, layout = self._pool_vertices, self._pool_layout
@@ -97,11 +100,7 @@ class FlatCodec:
             i += 1
         return out | _merge(chunks)
 
-    def _flat_nodes(self) -> None:
-        """Detect the shape the whole-node fast path needs (see MatchCache):
-        every node a child of the root, one per rank, all alike, each with a
-        core.  Sets :attr:`node_bits` (node vertex -> its whole subtree)."""
-        topo = self.topo
+    def _index_pools(self) -> None:
         pv: list[int] = []
         pl: list[list[tuple[int, str]]] = []
         last = -1
@@ -113,6 +112,15 @@ class FlatCodec:
                 pl.append(here)
             here.append((off, t))
         self._pool_vertices, self._pool_layout = pv, pl
+
+    def _flat_nodes(self) -> None:
+        """Detect the shape the whole-node fast path needs (see MatchCache):
+        every node a child of the root, one per rank, all alike, each with a
+        core.  Sets :attr:`node_bits` (node vertex -> its whole subtree)."""
+        topo = self.topo
+        #: the pools of each vertex with pools, for :meth:`rank_mask` (made when first asked)
+        self._pool_vertices: list[int] | None = None
+        self._pool_layout: list[list[tuple[int, str]]] | None = None
         nodes = [v for v, t in enumerate(topo.type) if t == "node"]
         self.node_vertex_mask = 0
         #: [first, end) of the node vertices when :attr:`unit_shift` is set, else None
