@@ -150,21 +150,23 @@ class FlatCodec:
             counts[sig[v]] = tuple(cnt.items())
         shapes = set(counts.values())
         core_count = dict(counts[sig[nodes[-1]]]).get("core", 0)
+        v0 = nodes[0]
+        consecutive = nodes == list(range(v0, v0 + len(nodes)))
         self.node_vertex_mask = _merge([(v, 1) for v in nodes])
-        self.node_bits = _NodeBits(self, nodes)
+        self.node_bits = _NodeBits(self, range(v0, v0 + len(nodes)) if consecutive else nodes)
         self.flat_nodes = len(shapes) == 1 and core_count > 0
         # Simplest layout (one 1-id pool per node, nodes and pools both in
         # order): a node's pool bit is its vertex bit moved by a fixed shift,
         # so whole-node tests are one integer expression.
-        v0 = nodes[0]
-        if self.flat_nodes and nodes == list(range(v0, v0 + len(nodes))):
+        if self.flat_nodes and consecutive:
             pools_of, offsets = topo.pools, self.offsets
             t0 = next(iter(pools_of[v0]), None)
             one = {t0: 1}
-            # every node one pool of one id, of one type, at consecutive offsets
-            if all(pools_of[v] == one for v in nodes) and [offsets[(v, t0)] for v in nodes] == list(
-                range(offsets[(v0, t0)], offsets[(v0, t0)] + len(nodes))
-            ):
+            # every node one pool of one id (width 1), of one type, and the
+            # pools in vertex order: consecutive offsets when the first and
+            # the last are len(nodes) - 1 apart
+            last = offsets.get((nodes[-1], t0), -1) if t0 is not None else -1
+            if all(pools_of[v] == one for v in nodes) and last - offsets[(v0, t0)] == len(nodes) - 1:
                 self.unit_shift = offsets[(v0, t0)] - v0
                 self._unit_type = t0
                 self._unit_rest = ~(self.cont_mask | (self.node_vertex_mask << self.unit_shift))
@@ -469,7 +471,7 @@ class _NodeBits(Mapping):
 
     def __init__(self, codec: FlatCodec, nodes: Any) -> None:
         self._codec = codec
-        self._nodes = dict.fromkeys(nodes)
+        self._nodes = nodes if isinstance(nodes, range) else dict.fromkeys(nodes)
         self._recent: dict[int, int] = {}
 
     def __getitem__(self, v: int) -> int:
@@ -497,8 +499,11 @@ def _merge(chunks: list[tuple[int, int]]) -> int:
     rather than O(width) per chunk."""
     if not chunks:
         return 0
-    if all(m == 1 for _, m in chunks):  # single bits: set them in a byte array
-        arr = bytearray(max(off for off, _ in chunks) // 8 + 1)
+    if all(m == 1 for _, m in chunks):  # single bits: one run, else set them in a byte array
+        lo, hi = min(off for off, _ in chunks), max(off for off, _ in chunks)
+        if hi - lo == len(chunks) - 1:  # distinct offsets (not overlapping): every one of lo..hi
+            return ((1 << len(chunks)) - 1) << lo
+        arr = bytearray(hi // 8 + 1)
         for off, _ in chunks:
             arr[off >> 3] |= 1 << (off & 7)
         return int.from_bytes(arr, "little")
