@@ -33,6 +33,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -52,19 +53,24 @@ def write_trace(path: Path, header: bool) -> None:
             f.write(f"{i + 1} {i} 0 100 1 -1 -1 1 200 -1 1 {i % 50 + 1} 1 1 1 1 -1 -1\n")
 
 
-def run(cmd: list[str], tree: Path | None, timeout: float) -> tuple[float, int, str]:
-    """(wall seconds, peak RSS bytes, stdout) of one command; PYTHONPATH=tree when given."""
+def run(cmd: list[str], tree: Path | None, timeout: float) -> tuple[float, float, int, str]:
+    """(wall seconds, CPU seconds, peak RSS bytes, stdout) of one command,
+    killed after ``timeout`` seconds; PYTHONPATH=tree when given."""
     env = dict(os.environ)
     if tree is not None:
         env["PYTHONPATH"] = str(tree)
     t0 = time.perf_counter()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         p = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, cwd="/")
+        timer = threading.Timer(timeout, p.kill)
+        timer.start()
         try:
             _, status, ru = os.wait4(p.pid, 0)
         except KeyboardInterrupt:
             p.kill()
             raise
+        finally:
+            timer.cancel()
         wall = time.perf_counter() - t0
         p.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
@@ -72,8 +78,7 @@ def run(cmd: list[str], tree: Path | None, timeout: float) -> tuple[float, int, 
         text = out.read().decode()
         if p.returncode != 0:
             raise SystemExit(f"{' '.join(cmd)}: exit {p.returncode}: {err.read().decode()[-400:]}")
-    del timeout
-    return wall, ru.ru_maxrss * 1024, text
+    return wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss * 1024, text
 
 
 def replay_cmd(trace: Path, *extra: str) -> list[str]:
@@ -92,27 +97,28 @@ def must_hold(args: argparse.Namespace) -> int:
             "header": replay_cmd(header, "--queue-policy", args.policy),
             "nodes": replay_cmd(plain, "--nodes", str(NODES), "--queue-policy", args.policy),
         }
-        times: dict[tuple[str, str], list[tuple[float, int]]] = {}
+        times: dict[tuple[str, str], list[tuple[float, float, int]]] = {}
         for _ in range(args.repeat):
             for case, cmd in cases.items():
                 for name, tree in trees:
-                    wall, rss, out = run(cmd, tree, args.timeout)
+                    wall, cpu, rss, out = run(cmd, tree, args.timeout)
                     row = json.loads(out)[0]
                     assert row["started"] == JOBS, row
-                    times.setdefault((case, name), []).append((wall, rss))
-                    print(f"{case:7s} {name:5s} {wall:7.2f} s {rss / 2**20:8.0f} MiB", file=sys.stderr, flush=True)
+                    times.setdefault((case, name), []).append((wall, cpu, rss))
+                    print(f"{case:7s} {name:5s} {wall:7.2f} s {cpu:7.2f} s CPU {rss / 2**20:8.0f} MiB", file=sys.stderr)
     print(f"{JOBS} one-node jobs on {NODES} nodes, {args.policy}, median of {args.repeat}")
-    print(f"{'machine from':14s} {'tree':6s} {'wall s':>8s} {'peak RSS MiB':>13s} {'ratio':>6s}")
+    print(f"{'machine from':14s} {'tree':6s} {'wall s':>8s} {'CPU s':>8s} {'peak RSS MiB':>13s} {'CPU ratio':>10s}")
     ok = True
     for case in cases:
         base = None
         for name, _ in trees:
             runs = times[(case, name)]
-            wall = statistics.median(w for w, _ in runs)
-            rss = statistics.median(r for _, r in runs)
-            ratio = f"{wall / base:.2f}" if base else ""
-            base = base or wall
-            print(f"{case:14s} {name:6s} {wall:8.2f} {rss / 2**20:13.0f} {ratio:>6s}")
+            wall = statistics.median(w for w, _, _ in runs)
+            cpu = statistics.median(c for _, c, _ in runs)
+            rss = statistics.median(r for _, _, r in runs)
+            ratio = f"{cpu / base:.2f}" if base else ""
+            base = base or cpu
+            print(f"{case:14s} {name:6s} {wall:8.2f} {cpu:8.2f} {rss / 2**20:13.0f} {ratio:>10s}")
             if name == "this" and (wall >= LIMIT_S or rss >= LIMIT_BYTES):
                 ok = False
     print("must hold (under 10 s and 1 GiB):", "yes" if ok else "NO")
@@ -120,19 +126,23 @@ def must_hold(args: argparse.Namespace) -> int:
 
 
 def archive(args: argparse.Namespace) -> int:
-    traces = sorted(Path(args.swf_dir).glob("*.swf*"))
-    print(f"{'trace':34s} {'policy':13s} {'jobs':>7s} {'wall s':>9s} {'peak RSS MiB':>13s}")
+    traces = [
+        t
+        for t in sorted(Path(args.swf_dir).glob("*.swf*"))
+        if any(t.name.startswith(p) for p in args.traces.split(","))
+    ]
+    print(f"{'trace':34s} {'policy':13s} {'jobs':>7s} {'wall s':>9s} {'CPU s':>9s} {'peak RSS MiB':>13s}")
     for trace in traces:
         for pol in args.policies.split(","):
             cmd = replay_cmd(trace, "--procs-per-node", "1", "--queue-policy", pol)
+            name = trace.name.removesuffix(".gz")
             try:
-                wall, rss, out = run(cmd, None, args.timeout)
+                wall, cpu, rss, out = run(cmd, None, args.timeout)
             except SystemExit as exc:
-                print(f"{trace.name:34s} {pol:13s} failed: {exc}")
+                print(f"{name:34s} {pol:13s} did not finish: {str(exc)[-120:]}", flush=True)
                 continue
             row = json.loads(out)[0]
-            name = trace.name.removesuffix(".gz")
-            print(f"{name:34s} {pol:13s} {row['jobs']:7d} {wall:9.1f} {rss / 2**20:13.0f}", flush=True)
+            print(f"{name:34s} {pol:13s} {row['jobs']:7d} {wall:9.1f} {cpu:9.1f} {rss / 2**20:13.0f}", flush=True)
     return 0
 
 
@@ -144,7 +154,8 @@ def main() -> int:
     ap.add_argument("--archive", action="store_true", help="replay the whole archive traces instead")
     ap.add_argument("--swf-dir", default=str(HERE.parent.parent / "shared" / "conformance" / "swf"))
     ap.add_argument("--policies", default="fcfs,easy,conservative")
-    ap.add_argument("--timeout", type=float, default=3600.0)
+    ap.add_argument("--traces", default="CEA,KTH,NASA,SDSC", help="trace name prefixes (--archive)")
+    ap.add_argument("--timeout", type=float, default=3600.0, help="seconds before a run is killed (default 3600)")
     args = ap.parse_args()
     return archive(args) if args.archive else must_hold(args)
 

@@ -29,7 +29,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ..ids import IdSet
-from ..resource.flatfree import FlatLayout
+from ..resource.flatfree import CHUNK_SHIFT, FlatLayout, chunks_of, remember_chunks
 
 __all__ = ["FlatCodec"]
 
@@ -88,6 +88,9 @@ class FlatCodec:
             return 0
         end = topo.end[v]
         out = ((1 << (end - v)) - 1) << v
+        if self._pool_vertices is None:
+            self._index_pools()
+        assert self._pool_vertices is not None and self._pool_layout is not None
         i = bisect.bisect_left(self._pool_vertices, v)
         chunks = []
         pv, layout = self._pool_vertices, self._pool_layout
@@ -97,11 +100,7 @@ class FlatCodec:
             i += 1
         return out | _merge(chunks)
 
-    def _flat_nodes(self) -> None:
-        """Detect the shape the whole-node fast path needs (see MatchCache):
-        every node a child of the root, one per rank, all alike, each with a
-        core.  Sets :attr:`node_bits` (node vertex -> its whole subtree)."""
-        topo = self.topo
+    def _index_pools(self) -> None:
         pv: list[int] = []
         pl: list[list[tuple[int, str]]] = []
         last = -1
@@ -113,8 +112,19 @@ class FlatCodec:
                 pl.append(here)
             here.append((off, t))
         self._pool_vertices, self._pool_layout = pv, pl
+
+    def _flat_nodes(self) -> None:
+        """Detect the shape the whole-node fast path needs (see MatchCache):
+        every node a child of the root, one per rank, all alike, each with a
+        core.  Sets :attr:`node_bits` (node vertex -> its whole subtree)."""
+        topo = self.topo
+        #: the pools of each vertex with pools, for :meth:`rank_mask` (made when first asked)
+        self._pool_vertices: list[int] | None = None
+        self._pool_layout: list[list[tuple[int, str]]] | None = None
         nodes = [v for v, t in enumerate(topo.type) if t == "node"]
         self.node_vertex_mask = 0
+        #: [first, end) of the node vertices when :attr:`unit_shift` is set, else None
+        self._unit_nodes: tuple[int, int] | None = None
         self.node_bits: Mapping[int, int] = _NodeBits(self, ())
         self.flat_nodes = False
         self.unit_shift: int | None = None
@@ -140,21 +150,23 @@ class FlatCodec:
             counts[sig[v]] = tuple(cnt.items())
         shapes = set(counts.values())
         core_count = dict(counts[sig[nodes[-1]]]).get("core", 0)
+        v0 = nodes[0]
+        consecutive = nodes == list(range(v0, v0 + len(nodes)))
         self.node_vertex_mask = _merge([(v, 1) for v in nodes])
-        self.node_bits = _NodeBits(self, nodes)
+        self.node_bits = _NodeBits(self, range(v0, v0 + len(nodes)) if consecutive else nodes)
         self.flat_nodes = len(shapes) == 1 and core_count > 0
         # Simplest layout (one 1-id pool per node, nodes and pools both in
         # order): a node's pool bit is its vertex bit moved by a fixed shift,
         # so whole-node tests are one integer expression.
-        v0 = nodes[0]
-        if self.flat_nodes and nodes == list(range(v0, v0 + len(nodes))):
+        if self.flat_nodes and consecutive:
             pools_of, offsets = topo.pools, self.offsets
             t0 = next(iter(pools_of[v0]), None)
             one = {t0: 1}
-            # every node one pool of one id, of one type, at consecutive offsets
-            if all(pools_of[v] == one for v in nodes) and [offsets[(v, t0)] for v in nodes] == list(
-                range(offsets[(v0, t0)], offsets[(v0, t0)] + len(nodes))
-            ):
+            # every node one pool of one id (width 1), of one type, and the
+            # pools in vertex order: consecutive offsets when the first and
+            # the last are len(nodes) - 1 apart
+            last = offsets.get((nodes[-1], t0), -1) if t0 is not None else -1
+            if all(pools_of[v] == one for v in nodes) and last - offsets[(v0, t0)] == len(nodes) - 1:
                 self.unit_shift = offsets[(v0, t0)] - v0
                 self._unit_type = t0
                 self._unit_rest = ~(self.cont_mask | (self.node_vertex_mask << self.unit_shift))
@@ -165,6 +177,8 @@ class FlatCodec:
                     #: every vertex from ``_rank_base`` on is rank ``v - _rank_base``, none
                     #: below it has a rank: a decoded set's ranks are its vertices, shifted
                     self._rank_base = base
+        #: [first, end) of the node vertices when :attr:`unit_shift` is set, else None
+        self._unit_nodes = (v0, v0 + len(nodes)) if self.unit_shift is not None else None
         self._strided: tuple[int, int, int, int, int] | None = None
         if self.flat_nodes and self.unit_shift is None and nodes == list(range(v0, v0 + len(nodes))):
             self._strided = self._node_stride(nodes)
@@ -225,6 +239,8 @@ class FlatCodec:
         return self.flat.encode(rs)
 
     def decode(self, x: int) -> Any:
+        if self._unit_nodes is not None and (rs := self._decode_units(x)) is not None:
+            return rs
         shift = self.unit_shift
         if shift is not None and not (x & self._unit_rest):
             pool_vertices = vertices = (x >> shift) & self.node_vertex_mask
@@ -266,6 +282,41 @@ class FlatCodec:
         rs = self._RS(self.topo, cont, pools)
         if type(x) is int:
             rs._flat = (self.flat, x)  # the graph flips its free set by it at once
+        return rs
+
+    def _decode_units(self, x: int) -> Any:
+        """:meth:`decode` of a set of a few bits in the simplest layout (see
+        :meth:`_flat_nodes`), read chunk by chunk (a placement of a few
+        nodes on a big machine, not a pass over the whole int); None when
+        ``x`` is not such a set."""
+        n, shift, (lo, hi) = self.n, self.unit_shift, self._unit_nodes
+        chunks = chunks_of(x)
+        if sum(c.bit_count() for c in chunks.values()) > 64:
+            return None
+        cont = 0
+        conts: list[int] = []
+        t = self._unit_type
+        pools_u: dict[int, dict[str, int]] = {}
+        for ci in sorted(chunks):
+            c = chunks[ci]
+            base = ci << CHUNK_SHIFT
+            while c:
+                low = c & -c
+                c ^= low
+                p = base + low.bit_length() - 1
+                if p < n:
+                    cont |= 1 << p
+                    conts.append(p)
+                elif lo <= p - shift < hi:
+                    pools_u[p - shift] = {t: 1}
+                else:
+                    return None
+        rs = self._RS(self.topo, cont, pools_u)
+        if type(x) is int:
+            rs._flat = (self.flat, x)  # the graph flips its free set by it at once
+        if self._rank_base is not None:  # its ranks at once (the replay reads them)
+            base = self._rank_base
+            rs._ranks = IdSet(v - base for v in {*pools_u, *conts} if v >= base)
         return rs
 
     def spread(self, x: int) -> int:
@@ -364,7 +415,18 @@ class FlatCodec:
         """The whole subtrees of the node vertices in the mask ``vertices``."""
         shift = self.unit_shift
         if shift is not None:
-            return vertices | (vertices << shift)
+            x = vertices | (vertices << shift)
+            if x.bit_length() > 1 << CHUNK_SHIFT and vertices.bit_count() <= 64:
+                # a few nodes of a big machine: their chunks, from their positions
+                chunks: dict[int, int] = {}
+                low = (1 << CHUNK_SHIFT) - 1
+                while vertices:
+                    v = vertices.bit_length() - 1
+                    vertices ^= 1 << v
+                    for p in (v, v + shift):
+                        chunks[p >> CHUNK_SHIFT] = chunks.get(p >> CHUNK_SHIFT, 0) | 1 << (p & low)
+                remember_chunks(x, chunks)
+            return x
         out = 0
         node_bits = self.node_bits
         while vertices:
@@ -409,7 +471,7 @@ class _NodeBits(Mapping):
 
     def __init__(self, codec: FlatCodec, nodes: Any) -> None:
         self._codec = codec
-        self._nodes = dict.fromkeys(nodes)
+        self._nodes = nodes if isinstance(nodes, range) else dict.fromkeys(nodes)
         self._recent: dict[int, int] = {}
 
     def __getitem__(self, v: int) -> int:
@@ -437,8 +499,11 @@ def _merge(chunks: list[tuple[int, int]]) -> int:
     rather than O(width) per chunk."""
     if not chunks:
         return 0
-    if all(m == 1 for _, m in chunks):  # single bits: set them in a byte array
-        arr = bytearray(max(off for off, _ in chunks) // 8 + 1)
+    if all(m == 1 for _, m in chunks):  # single bits: one run, else set them in a byte array
+        lo, hi = min(off for off, _ in chunks), max(off for off, _ in chunks)
+        if hi - lo == len(chunks) - 1:  # distinct offsets (not overlapping): every one of lo..hi
+            return ((1 << len(chunks)) - 1) << lo
+        arr = bytearray(hi // 8 + 1)
         for off, _ in chunks:
             arr[off >> 3] |= 1 << (off & 7)
         return int.from_bytes(arr, "little")

@@ -39,7 +39,10 @@ class JobRecord:
     job: WorkloadJob
     start: float | None = None
     finish: float | None = None
-    ranks: IdSet | None = None
+    #: the ranks it ran on, as (first, last) runs (:attr:`ranks`): an IdSet
+    #: is a bit mask as wide as its highest rank, 25 KB per job of a
+    #: 200,000-node machine if kept for every job
+    runs: tuple[tuple[int, int], ...] | None = None
     state: str = NOT_STARTED
     first_estimate: float | None = None
     note: str | None = None
@@ -48,6 +51,20 @@ class JobRecord:
     #: Best-effort jobs: times preempted, and node-seconds of work lost to it.
     preemptions: int = 0
     lost: float = 0.0
+
+    @property
+    def ranks(self) -> IdSet | None:
+        """The ranks it ran on (None: it never started)."""
+        if self.runs is None:
+            return None
+        mask = 0
+        for lo, hi in self.runs:
+            mask |= ((1 << (hi - lo + 1)) - 1) << lo
+        return IdSet.from_mask(mask)
+
+    @ranks.setter
+    def ranks(self, value: IdSet | None) -> None:
+        self.runs = None if value is None else tuple(value.runs())
 
 
 @dataclass(slots=True)

@@ -35,7 +35,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["CHUNK_SHIFT", "Bits", "FlatLayout", "FreeBits", "as_int"]
+__all__ = ["CHUNK_SHIFT", "Bits", "FlatLayout", "FreeBits", "as_int", "chunks_of", "remember_chunks"]
 
 #: Chunks of 2**16 bits (8 KiB): a machine of 1,000 nodes of 32 cores is one
 #: chunk (the set is then its one int), 200,000 such nodes about 100.  Read
@@ -122,7 +122,8 @@ class Bits:
     def or_(self, other: Any) -> None:
         """Add ``other`` (an int or a :class:`Bits`) to this set, in place."""
         chunks = self.chunks
-        self._value = None
+        if self._value is not None:  # kept in step: one OR, not a rebuild from the chunks
+            self._value |= as_int(other)
         if type(other) is int and other.bit_length() <= 1 << self.shift:  # a small machine's set
             if other:
                 chunks[0] = chunks.get(0, 0) | other
@@ -133,7 +134,9 @@ class Bits:
     def andnot_(self, other: Any) -> None:
         """Take ``other`` out of this set, in place."""
         chunks = self.chunks
-        self._value = None
+        v = self._value
+        if v is not None:  # kept in step, as in or_
+            self._value = v ^ (v & as_int(other))
         if type(other) is int and other.bit_length() <= 1 << self.shift:  # a small machine's set
             old = chunks.get(0)
             if old and other:
@@ -151,7 +154,6 @@ class Bits:
                     chunks[i] = new
                 else:
                     del chunks[i]
-        self._value = None
 
     def xor_(self, other: Any) -> None:
         """Flip the bits of ``other`` in this set, in place."""
@@ -173,7 +175,8 @@ class Bits:
         size = 1 << shift
         i, r = off >> shift, off & (size - 1)
         m = mask << r
-        self._value = None
+        if self._value is not None:  # kept in step: one XOR, not a rebuild from the chunks
+            self._value ^= mask << off
         if m.bit_length() <= size:  # within one chunk (a pool never spans many)
             new = chunks.get(i, 0) ^ m
             if new:
@@ -203,6 +206,9 @@ class Bits:
             if len(a) > len(b):
                 a, b = b, a
             return any(c & b.get(i, 0) for i, c in a.items())
+        if self._value is None and type(other) is int:  # its chunks (remembered), not this set as one int
+            chunks = self.chunks
+            return any(c & chunks.get(i, 0) for i, c in self._chunks_of(other).items())
         return bool(self.value() & as_int(other))
 
     def field(self, off: int, width: int) -> int:
@@ -365,10 +371,11 @@ class FreeBits(Bits):
                     chunks[i] = new
                 else:
                     chunks.pop(i, None)
+                if self._value is not None:  # kept in step: one XOR, not a rebuild from the chunks
+                    self._value ^= m << (i << shift)
             else:  # spills into the next chunks (the containers of a big machine)
                 Bits.flip(self, i << shift, m)
             log.append((i << shift, m))
-        self._value = None
         if len(log) > self.LOG:
             half = len(log) // 2
             del log[:half]
@@ -417,6 +424,26 @@ _SPLITS: dict[int, tuple[int, int, dict[int, int]]] = {}
 #: How many :data:`_SPLITS` keeps: a placement is split when its job starts
 #: (fit test, allocation, the timeline's span) and again when it ends.
 SPLITS_KEPT = 512
+
+
+def chunks_of(x: Any) -> Mapping[int, int]:
+    """``{chunk index: chunk}`` (:data:`CHUNK_SHIFT` bits each, zero chunks
+    left out) of a flat set, an int or a :class:`Bits`; read only."""
+    if type(x) is int:
+        return _split_memo(x, CHUNK_SHIFT) if x.bit_length() > 1 << CHUNK_SHIFT else ({0: x} if x else {})
+    if x.shift == CHUNK_SHIFT:
+        return x.chunks
+    return _split(x.value(), CHUNK_SHIFT)
+
+
+def remember_chunks(x: int, chunks: dict[int, int]) -> int:
+    """Note that ``chunks`` (:data:`CHUNK_SHIFT` bits each, zero chunks left
+    out) are the chunks of ``x``, for :func:`chunks_of`, when the maker of
+    ``x`` knows them; returns ``x``."""
+    if len(_SPLITS) >= SPLITS_KEPT:
+        del _SPLITS[next(iter(_SPLITS))]
+    _SPLITS[id(x)] = (x, CHUNK_SHIFT, chunks)
+    return x
 
 
 def _split_memo(x: int, shift: int) -> Mapping[int, int]:

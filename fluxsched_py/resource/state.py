@@ -64,11 +64,14 @@ def _members(mask: int) -> set[int]:
 
 
 class Availability:
-    __slots__ = ("topo", "_loc", "_cont", "_agg", "_stale", "_cont0", "flat", "_lazy")
+    __slots__ = ("topo", "_loc", "_cont", "_agg", "_stale", "_cont0", "flat", "_lazy", "_snapshot")
 
-    def __init__(self, topo: Topology, cont: int, loc: list[dict[str, int]]) -> None:
-        """Build from a container mask and per-vertex available pool masks (adopted)."""
+    def __init__(self, topo: Topology, cont: int, loc: list[dict[str, int]], snapshot: bool = False) -> None:
+        """Build from a container mask and per-vertex available pool masks
+        (adopted).  A ``snapshot`` is never changed: its aggregates may
+        share the topology's totals."""
         self.topo = topo
+        self._snapshot = snapshot
         self._cont = cont
         self._loc = loc
         #: flips made by :meth:`take` and :meth:`give` on the flat free set
@@ -164,8 +167,11 @@ class Availability:
         """The aggregates of a graph with everything available: the
         topology's totals (what the pass of :meth:`_build` adds up)."""
         topo = self.topo
-        units = [dict(u) for u in topo.tot_units]
-        whole = [dict(c) for c in topo.tot_conts]
+        if self._snapshot:  # read only: the totals themselves
+            units, whole = topo.tot_units, topo.tot_conts
+        else:
+            units = [dict(u) for u in topo.tot_units]
+            whole = [dict(c) for c in topo.tot_conts]
         have: list[dict[str, int]] = []
         for kids in topo.children:
             h: dict[str, int] = {}
@@ -271,10 +277,11 @@ class Availability:
     @classmethod
     def from_resourceset(cls, rs: ResourceSet) -> Availability:
         topo = rs.topology
-        loc: list[dict[str, int]] = [{} for _ in range(topo.n)]
+        empty: dict[str, int] = {}
+        loc: list[dict[str, int]] = [empty] * topo.n
         for v, tm in rs._pools.items():
-            loc[v] = dict(tm)
-        return cls(topo, rs._cont, loc)
+            loc[v] = tm  # shared: neither the set nor a snapshot changes
+        return cls(topo, rs._cont, loc, snapshot=True)
 
     @classmethod
     def for_resourceset(cls, rs: ResourceSet) -> Availability:
