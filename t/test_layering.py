@@ -58,7 +58,6 @@ PRIVATE_USES = {
     "engine/resources.py": 2,
     "flux/driver.py": 1,
     "match/network.py": 2,
-    "planner/flat.py": 3,
     "planner/nodeindex.py": 1,
     "resource/builder.py": 4,
     "resource/edit.py": 2,

@@ -251,12 +251,9 @@ class FlatCodec:
                 pool_vertices ^= low
                 pools_u[low.bit_length() - 1] = {t: 1}
             cont = x & self.cont_mask
-            rs = self._RS(self.topo, cont, pools_u)
-            if type(x) is int:
-                rs._flat = (self.flat, x)  # the graph flips its free set by it at once
-            if self._rank_base is not None:  # its ranks at once, not pool by pool (the replay reads them)
-                rs._ranks = IdSet.from_mask((vertices | cont) >> self._rank_base)
-            return rs
+            # its ranks at once, not pool by pool (the replay reads them)
+            ranks = IdSet.from_mask((vertices | cont) >> self._rank_base) if self._rank_base is not None else None
+            return self._RS.decoded(self.topo, cont, pools_u, self._flat_of(x), ranks)
         cont = x & self.cont_mask
         pools: dict[int, dict[str, int]] = {}
         rest = x >> self.n
@@ -279,10 +276,7 @@ class FlatCodec:
                     if off + width - 1 > hi:
                         break
                     i += 1
-        rs = self._RS(self.topo, cont, pools)
-        if type(x) is int:
-            rs._flat = (self.flat, x)  # the graph flips its free set by it at once
-        return rs
+        return self._RS.decoded(self.topo, cont, pools, self._flat_of(x))
 
     def _decode_units(self, x: int) -> Any:
         """:meth:`decode` of a set of a few bits in the simplest layout (see
@@ -311,13 +305,16 @@ class FlatCodec:
                     pools_u[p - shift] = {t: 1}
                 else:
                     return None
-        rs = self._RS(self.topo, cont, pools_u)
-        if type(x) is int:
-            rs._flat = (self.flat, x)  # the graph flips its free set by it at once
+        ranks = None
         if self._rank_base is not None:  # its ranks at once (the replay reads them)
             base = self._rank_base
-            rs._ranks = IdSet(v - base for v in {*pools_u, *conts} if v >= base)
-        return rs
+            ranks = IdSet(v - base for v in {*pools_u, *conts} if v >= base)
+        return self._RS.decoded(self.topo, cont, pools_u, self._flat_of(x), ranks)
+
+    def _flat_of(self, x: Any) -> tuple[Any, int] | None:
+        """``(layout, x)`` for a decoded set made from the int ``x``: the graph
+        flips its free set by it at once."""
+        return (self.flat, x) if type(x) is int else None
 
     def spread(self, x: int) -> int:
         """A well-spread hash of the flat set ``x``, to key a dict with

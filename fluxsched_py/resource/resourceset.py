@@ -67,6 +67,23 @@ class ResourceSet:
 
     # -- construction ----------------------------------------------------
     @classmethod
+    def decoded(
+        cls,
+        topo: Topology,
+        cont: int,
+        pools: dict[int, dict[str, int]],
+        flat: tuple[Any, int] | None = None,
+        ranks: IdSet | None = None,
+    ) -> ResourceSet:
+        """A set decoded from a flat set by a planner, which knows already
+        ``flat`` (``(layout, int)``: the graph flips its free set by it whole)
+        and, for a whole-node layout, ``ranks``: neither is worked out again."""
+        rs = cls(topo, cont, pools)
+        rs._flat = flat
+        rs._ranks = ranks
+        return rs
+
+    @classmethod
     def from_rv1(cls, g: ResourceGraph, R: dict, *, source: str | None = None) -> ResourceSet:
         """The leaves of ``g`` named by R's ``R_lite`` (see :func:`rv1.resourceset_from_rv1`)."""
         from .rv1 import resourceset_from_rv1
