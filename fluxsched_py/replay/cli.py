@@ -30,17 +30,8 @@ from .platform import PlatformError, load_platform, nodes_graph
 from .report import print_summary, write_jobs_csv
 from .sim import replay
 from .synthetic import EXAMPLE_NAME, example_path, generate
-from .workload import (
-    Workload,
-    WorkloadError,
-    load_workload,
-    mark_besteffort,
-    parse_load_factor,
-    parse_walltime_model,
-    read_batsim,
-    scale_load,
-    take_window,
-)
+from .window import parse_load_factor, scale_load, take_window
+from .workload import Workload, WorkloadError, load_workload, mark_besteffort, parse_walltime_model, read_batsim
 
 __all__ = ["main", "build_parser", "DEFAULT_POLICIES"]
 
