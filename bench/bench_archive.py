@@ -66,7 +66,7 @@ this machine):
     trace (one-core nodes)             jobs     easy wall s   conservative wall s
     KTH-SP2-1996-2 (100)               28,489          41            84
     NASA-iPSC-1993-3.1-cln (128)       18,239          10            16
-    SDSC-BLUE-2000-4.1-cln (1,152)    232,568         775         (not finished)
+    SDSC-BLUE-2000-4.1-cln (1,152)    232,568         775         (stopped after 13 min)
 
 CEA Curie 2011 (312,807 jobs kept, 93,312 one-core nodes with
 ``--procs-per-node 1``) was NOT replayed whole: its first 2,000 jobs under
