@@ -20,8 +20,63 @@ policy, one process each, with ``--procs-per-node 1`` (every processor a
 one-core node); wall time, peak RSS and jobs, one run each.
 
     python bench/bench_archive.py [--base /tmp/base-archive] [--repeat 3] [--policy easy]
-    python bench/bench_archive.py --archive [--swf-dir DIR] [--policies fcfs,easy,conservative]
-        [--timeout 3600]
+    python bench/bench_archive.py --archive [--swf-dir DIR] [--traces CEA,KTH,NASA,SDSC]
+        [--policies fcfs,easy,conservative] [--timeout 3600]
+
+Measured (issue 22), ``--base`` a worktree of main 81c87b7, median of 3
+runs alternated with it, on the 2-core machine shared with other sessions'
+test suites and replays (load average 6-9, so wall time is two to five
+times the CPU time):
+
+    machine from   tree    wall s   peak RSS MiB   wall ratio
+    header         main    158.36           1923
+    header         this     39.95            922        0.25
+    nodes          main    145.80           1923
+    nodes          this     43.44            922        0.30
+
+The 10-second bound holds for the CPU time, not for the wall time of this
+loaded machine: CPU (user + system, ``/usr/bin/time``, one run each in the
+same conditions): main, ``--nodes``, 31.2 s (29.07 user + 2.11 system,
+196 s wall, 1,923 MiB); this tree, header, 8.3 s (7.26 + 1.02, 63 s wall,
+922 MiB): 0.27 of main.  Loading the machine took about 15 s of CPU on
+main (R, networkx, compile, aggregates, codec) and takes about 1.5 s now;
+scheduling the 10,000 jobs about 6 s (0.6 ms a job: the whole-node fast
+path still works on 400,000-bit ints, a few operations a job).
+Where the time went on main (cProfile, one job on ``--nodes 200000``:
+27 s): building R, the networkx model and its compiled index vertex by
+vertex (nodes_R 0.6 s, model 3.2 s, compile 5 s), the availability
+aggregates twice (live graph and the all-up feasibility snapshot, 7 s), the
+flat layout, free set and codec (5 s); then per job, every use of a
+one-node placement split a 400,000-bit int into chunks (7 splits a job) and
+rebuilt the free set's int from its chunks, and the proof log kept 8,192
+machine-wide ints (400 MB).  Now: a machine of identical nodes is built as
+arrays (``Topology.uniform``, the networkx model made only when asked),
+aggregates are built when first read (never, in this replay), set-up loops
+are whole-list operations, a placement is split once (its chunks made from
+its node positions and remembered), the free set's int is kept in step by
+one XOR per change, the proof log is capped by bits, and job records keep
+their ranks as runs.  Scheduling decisions are unchanged (the replay
+regression digests of ``t/`` pass as they were).
+
+Whole archive traces, one run each, same machine and load, two runs at a
+time (wall times from ``bench/bench_easypp.py --archive``; ``--archive``
+here adds the CPU time and peak RSS, not measured for lack of time on
+this machine):
+
+    trace (one-core nodes)             jobs     easy wall s   conservative wall s
+    KTH-SP2-1996-2 (100)               28,489          41            84
+    NASA-iPSC-1993-3.1-cln (128)       18,239          10            16
+    SDSC-BLUE-2000-4.1-cln (1,152)    232,568         775         (stopped after 13 min)
+
+CEA Curie 2011 (312,807 jobs kept, 93,312 one-core nodes with
+``--procs-per-node 1``) was NOT replayed whole: its first 2,000 jobs under
+easy take 21.8 s of CPU (93.5 s wall here) and 313 MB, so the whole
+trace would need an hour or more of CPU per policy (its jobs are
+wide: many-node placements on a 93,312-node machine are where the
+remaining per-job cost is).  The issue's figure for the same 2,000 jobs
+on main was 3 min 43 s and 1.0 GB (15 s of scheduling); main with
+``--procs-per-node 1`` here silently ran on 5,544 nodes (MaxNodes), the
+bug this branch fixes, so it is not a like-for-like comparison.
 """
 
 from __future__ import annotations

@@ -581,9 +581,12 @@ def test_easypp_arms_a_pass_for_the_prediction_and_corrects_there():
     d.run_pass()  # nothing to do: the pass (re-)arms the wakeup
     assert t.pass_requests == n + 1
     clock.t = start + 10
-    d.run_pass()  # the timer fires: job 2 outlived its prediction
-    # Tsafrir et al.'s first increment: the 10 s prediction + 1 min, capped at the walltime (100 s)
+    d.run_pass()  # the timer fires: job 2 outlived its prediction, which grows by the first increment, 1 min
     assert d.engine.planner.span(2).end == start + 10 + 60
+    assert d.engine.hooks.wakeup() == start + 70  # the next correction
+    clock.t = start + 70
+    d.run_pass()  # then by 5 min from the first prediction: past the walltime, so the walltime
+    assert d.engine.planner.span(2).end == start + 100
     assert t.kvs[kvs_key(2, "R")]["execution"]["expiration"] == start + 100  # the kill time never moved
 
 

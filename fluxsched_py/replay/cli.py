@@ -31,17 +31,8 @@ from .provenance import describe, file_sha256
 from .report import print_summary, rejected_line, stdout_console, write_jobs_csv
 from .sim import replay
 from .synthetic import EXAMPLE_NAME, example_path, generate
-from .workload import (
-    Workload,
-    WorkloadError,
-    load_workload,
-    mark_besteffort,
-    parse_load_factor,
-    parse_walltime_model,
-    read_batsim,
-    scale_load,
-    take_window,
-)
+from .window import parse_load_factor, scale_load, take_window
+from .workload import Workload, WorkloadError, load_workload, mark_besteffort, parse_walltime_model, read_batsim
 
 __all__ = ["main", "build_parser", "DEFAULT_POLICIES"]
 

@@ -39,6 +39,7 @@ import bisect
 from collections.abc import Mapping
 
 from ..ids import IdSet
+from .aggregates import Aggregates, build_aggregates, full_aggregates
 from .flatfree import FreeBits
 from .resourceset import ResourceSet
 from .topology import Topology
@@ -89,104 +90,19 @@ class Availability:
         #: the aggregates (``units``, ``busy``, ``whole``, ``have``), built
         #: when first read (:meth:`_build`): a replay whose matches all take
         #: the flat fast paths never reads them
-        self._agg: tuple[list, list, list, list] | None = None
+        self._agg: Aggregates | None = None
 
-    def _build(self) -> tuple[list, list, list, list]:
-        """The aggregates from ``cont`` and ``loc``, bottom-up in one pass
-        (from the topology's totals when everything is available)."""
+    def _build(self) -> Aggregates:
+        """The aggregates from ``cont`` and ``loc`` (:mod:`.aggregates`)."""
         if self._lazy:
             self._settle()
         self._stale = {}
         self._cont0 = self._cont
-        if self._all_available():
-            return self._build_full()
         topo = self.topo
-        n = topo.n
-        cont, loc = self._cont, self._loc
-        units: list[dict[str, int]] = [None] * n  # type: ignore[list-item]
-        busy = [0] * n
-        whole: list[dict[str, int]] = [None] * n  # type: ignore[list-item]
-        have: list[dict[str, int]] = [None] * n  # type: ignore[list-item]
-        info = topo.pool_info
-        tpools = topo.pools
-        children = topo.children
-        vtype = topo.type
-        # one pass over the bytes of ``cont``: testing ``cont >> v & 1`` per
-        # vertex would cost O(n) each on a big machine
-        cbytes = cont.to_bytes((n + 8) // 8, "little")
-        for v in range(n - 1, -1, -1):
-            u: dict[str, int] = {}
-            b = 0 if cbytes[v >> 3] >> (v & 7) & 1 else 1
-            for t, m in loc[v].items():
-                c = m.bit_count()
-                u[t] = c * info[(v, t)][0]
-                b += tpools[v][t].bit_count() - c
-            for t, m in tpools[v].items():
-                if t not in loc[v]:
-                    b += m.bit_count()
-            w: dict[str, int] = {}
-            h: dict[str, int] = {}
-            kids = children[v]
-            if len(kids) <= 64:
-                for i, c in enumerate(kids):
-                    for t, x in units[c].items():
-                        u[t] = u.get(t, 0) + x
-                        if x > 0:
-                            h[t] = h.get(t, 0) | 1 << i
-                    for t, x in whole[c].items():
-                        w[t] = w.get(t, 0) + x
-                    b += busy[c]
-            else:  # many children: set ``have`` bits through a byte array, not a growing integer
-                hb: dict[str, bytearray] = {}
-                for i, c in enumerate(kids):
-                    for t, x in units[c].items():
-                        u[t] = u.get(t, 0) + x
-                        if x > 0:
-                            arr = hb.get(t)
-                            if arr is None:
-                                arr = hb[t] = bytearray((len(kids) + 7) // 8)
-                            arr[i >> 3] |= 1 << (i & 7)
-                    for t, x in whole[c].items():
-                        w[t] = w.get(t, 0) + x
-                    b += busy[c]
-                h = {t: int.from_bytes(arr, "little") for t, arr in hb.items()}
-            if b == 0:
-                w[vtype[v]] = w.get(vtype[v], 0) + 1
-            units[v] = u
-            busy[v] = b
-            whole[v] = w
-            have[v] = h
-        self._agg = (units, busy, whole, have)
-        return self._agg  # type: ignore[return-value]
-
-    def _all_available(self) -> bool:
-        topo = self.topo
-        return self._cont == (1 << topo.n) - 1 and self._loc == topo.pools
-
-    def _build_full(self) -> tuple[list, list, list, list]:
-        """The aggregates of a graph with everything available: the
-        topology's totals (what the pass of :meth:`_build` adds up)."""
-        topo = self.topo
-        if self._snapshot:  # read only: the totals themselves
-            units, whole = topo.tot_units, topo.tot_conts
+        if self._cont == (1 << topo.n) - 1 and self._loc == topo.pools:  # everything available
+            self._agg = full_aggregates(topo, shared=self._snapshot)
         else:
-            units = [dict(u) for u in topo.tot_units]
-            whole = [dict(c) for c in topo.tot_conts]
-        have: list[dict[str, int]] = []
-        for kids in topo.children:
-            h: dict[str, int] = {}
-            if kids:
-                hb: dict[str, bytearray] = {}
-                for i, c in enumerate(kids):
-                    for t, x in units[c].items():
-                        if x > 0:
-                            arr = hb.get(t)
-                            if arr is None:
-                                arr = hb[t] = bytearray((len(kids) + 7) // 8)
-                            arr[i >> 3] |= 1 << (i & 7)
-                h = {t: int.from_bytes(arr, "little") for t, arr in hb.items()}
-            have.append(h)
-        self._agg = (units, [0] * topo.n, whole, have)
+            self._agg = build_aggregates(topo, self._cont, self._loc)
         return self._agg
 
     @property
