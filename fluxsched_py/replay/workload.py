@@ -43,6 +43,7 @@ import json
 import lzma
 import math
 import os
+import re
 import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -237,6 +238,8 @@ def load_workload(
                 head = stream.peek(256)[:256].lstrip()
                 suffix = ".json" if head[:1] == b"{" else ".swf" if head[:1] == b";" or head[:1].isdigit() else ".yaml"
             if suffix == ".swf":
+                if source != "-":
+                    _refuse_too_many_lines(source)
                 lines = io.TextIOWrapper(stream, encoding="utf-8", newline=None)
                 return read_swf(lines, name=name, source=source, walltime=model, procs_per_node=procs_per_node)
             # YAML costs about 30 times JSON to read: its cap is smaller.
@@ -254,6 +257,27 @@ def load_workload(
     if suffix == ".json":
         return read_batsim(text, name=name, source=source)
     return read_jobspec_list(text, name=name, base=p.parent, source=source)
+
+
+#: A job line of an SWF trace starts with its job number (after blanks).
+_SWF_JOB_LINE = re.compile(rb"^[ \t]*[0-9]", re.M)
+
+
+def _refuse_too_many_lines(source: str) -> None:
+    """Count an SWF file's job lines before it is parsed (a C-speed pass over
+    its bytes, decompressed, 1 MiB at a time), and refuse it at once when it
+    has more than :data:`MAX_STREAM_JOBS`: parsing the million jobs the limit
+    allows before finding out takes seconds (10 million lines: 20 s)."""
+    jobs = quiet = 0  # job lines, and bytes since the last chunk that had one
+    with open_stream(source) as stream:
+        while chunk := stream.read(1 << 20):
+            found = len(_SWF_JOB_LINE.findall(chunk))
+            jobs += found
+            if jobs > MAX_STREAM_JOBS:
+                raise WorkloadError(f"{source}: more than {MAX_STREAM_JOBS} job lines (the limit of an SWF trace)")
+            quiet = 0 if found else quiet + len(chunk)
+            if quiet > QUIET_BYTES:
+                return  # no job for too long: the parser says so, at the line where it sees it
 
 
 # -- Batsim ------------------------------------------------------------------
