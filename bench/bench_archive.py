@@ -23,22 +23,22 @@ one-core node); wall time, peak RSS and jobs, one run each.
     python bench/bench_archive.py --archive [--swf-dir DIR] [--traces CEA,KTH,NASA,SDSC]
         [--policies fcfs,easy,conservative] [--timeout 3600]
 
-Measured (issue 22), ``--base`` a worktree of main 81c87b7, median of 3
-runs alternated with it, on the 2-core machine shared with other sessions'
-test suites and replays (load average 6-9, so wall time is two to five
-times the CPU time):
+Measured (issue 22), ``--base`` a worktree of main 81c87b7, runs
+alternated with it, on the 2-core machine shared with other sessions.
+``--repeat 2`` once the machine was quieter (load average 2.2), median of
+2 (must hold: yes):
 
-    machine from   tree    wall s   peak RSS MiB   wall ratio
-    header         main    158.36           1923
-    header         this     39.95            922        0.25
-    nodes          main    145.80           1923
-    nodes          this     43.44            922        0.30
+    machine from   tree    wall s   CPU s   peak RSS MiB   CPU ratio
+    header         main     29.01   28.36           1923
+    header         this      7.71    7.63            922        0.27
+    nodes          main     28.76   28.45           1923
+    nodes          this      7.72    7.47            921        0.26
 
-The 10-second bound holds for the CPU time, not for the wall time of this
-loaded machine: CPU (user + system, ``/usr/bin/time``, one run each in the
-same conditions): main, ``--nodes``, 31.2 s (29.07 user + 2.11 system,
-196 s wall, 1,923 MiB); this tree, header, 8.3 s (7.26 + 1.02, 63 s wall,
-922 MiB): 0.27 of main.  Loading the machine took about 15 s of CPU on
+Earlier, ``--repeat 3`` with the machine loaded by other test suites and
+replays (load average 6-9), median of 3, wall time only: header main
+158.36 s, this 39.95 s (0.25); nodes main 145.80 s, this 43.44 s (0.30);
+peak RSS 1,923 and 922 MiB: on a loaded machine the wall time is two to
+five times the CPU time, and the 10-second bound holds for the CPU time.  Loading the machine took about 15 s of CPU on
 main (R, networkx, compile, aggregates, codec) and takes about 1.5 s now;
 scheduling the 10,000 jobs about 6 s (0.6 ms a job: the whole-node fast
 path still works on 400,000-bit ints, a few operations a job).
