@@ -58,15 +58,22 @@ one XOR per change, the proof log is capped by bits, and job records keep
 their ranks as runs.  Scheduling decisions are unchanged (the replay
 regression digests of ``t/`` pass as they were).
 
-Whole archive traces, one run each, same machine and load, two runs at a
-time (wall times from ``bench/bench_easypp.py --archive``; ``--archive``
-here adds the CPU time and peak RSS, not measured for lack of time on
-this machine):
+Whole archive traces (``--archive --traces KTH,NASA``), one run each, a
+one-core node per processor, load average about 2-3:
 
-    trace (one-core nodes)             jobs     easy wall s   conservative wall s
-    KTH-SP2-1996-2 (100)               28,489          41            84
-    NASA-iPSC-1993-3.1-cln (128)       18,239          10            16
-    SDSC-BLUE-2000-4.1-cln (1,152)    232,568         775         (stopped after 13 min)
+    trace (nodes)                      policy         jobs    wall s   CPU s   peak RSS MiB
+    KTH-SP2-1996-2 (100)               fcfs          28489     25.5    12.8            71
+    KTH-SP2-1996-2 (100)               easy          28489     15.8     8.9            64
+    KTH-SP2-1996-2 (100)               conservative  28489     36.9    19.6            64
+    NASA-iPSC-1993-3.1-cln (128)       fcfs          18239      4.2     2.5            58
+    NASA-iPSC-1993-3.1-cln (128)       easy          18239      6.2     3.1            58
+    NASA-iPSC-1993-3.1-cln (128)       conservative  18239      6.6     3.5            58
+
+SDSC Blue Horizon (232,568 jobs kept, 1,152 nodes) under easy took 775 s
+of wall time two runs at a time on the loaded machine (``bench_easypp.py
+--archive``; EASY++ 1,620-1,766 s); under conservative, alone on a
+quieter machine, 506.5 s wall, 430.7 s CPU, 234 MiB peak RSS; fcfs was not
+run for lack of time.
 
 CEA Curie 2011 (312,807 jobs kept, 93,312 one-core nodes with
 ``--procs-per-node 1``) was NOT replayed whole: its first 2,000 jobs under
