@@ -23,22 +23,22 @@ one-core node); wall time, peak RSS and jobs, one run each.
     python bench/bench_archive.py --archive [--swf-dir DIR] [--traces CEA,KTH,NASA,SDSC]
         [--policies fcfs,easy,conservative] [--timeout 3600]
 
-Measured (issue 22), ``--base`` a worktree of main 81c87b7, median of 3
-runs alternated with it, on the 2-core machine shared with other sessions'
-test suites and replays (load average 6-9, so wall time is two to five
-times the CPU time):
+Measured (issue 22), ``--base`` a worktree of main 81c87b7, runs
+alternated with it, on the 2-core machine shared with other sessions.
+``--repeat 2`` once the machine was quieter (load average 2.2), median of
+2 (must hold: yes):
 
-    machine from   tree    wall s   peak RSS MiB   wall ratio
-    header         main    158.36           1923
-    header         this     39.95            922        0.25
-    nodes          main    145.80           1923
-    nodes          this     43.44            922        0.30
+    machine from   tree    wall s   CPU s   peak RSS MiB   CPU ratio
+    header         main     29.01   28.36           1923
+    header         this      7.71    7.63            922        0.27
+    nodes          main     28.76   28.45           1923
+    nodes          this      7.72    7.47            921        0.26
 
-The 10-second bound holds for the CPU time, not for the wall time of this
-loaded machine: CPU (user + system, ``/usr/bin/time``, one run each in the
-same conditions): main, ``--nodes``, 31.2 s (29.07 user + 2.11 system,
-196 s wall, 1,923 MiB); this tree, header, 8.3 s (7.26 + 1.02, 63 s wall,
-922 MiB): 0.27 of main.  Loading the machine took about 15 s of CPU on
+Earlier, ``--repeat 3`` with the machine loaded by other test suites and
+replays (load average 6-9), median of 3, wall time only: header main
+158.36 s, this 39.95 s (0.25); nodes main 145.80 s, this 43.44 s (0.30);
+peak RSS 1,923 and 922 MiB: on a loaded machine the wall time is two to
+five times the CPU time, and the 10-second bound holds for the CPU time.  Loading the machine took about 15 s of CPU on
 main (R, networkx, compile, aggregates, codec) and takes about 1.5 s now;
 scheduling the 10,000 jobs about 6 s (0.6 ms a job: the whole-node fast
 path still works on 400,000-bit ints, a few operations a job).
@@ -58,15 +58,22 @@ one XOR per change, the proof log is capped by bits, and job records keep
 their ranks as runs.  Scheduling decisions are unchanged (the replay
 regression digests of ``t/`` pass as they were).
 
-Whole archive traces, one run each, same machine and load, two runs at a
-time (wall times from ``bench/bench_easypp.py --archive``; ``--archive``
-here adds the CPU time and peak RSS, not measured for lack of time on
-this machine):
+Whole archive traces (``--archive --traces KTH,NASA``), one run each, a
+one-core node per processor, load average about 2-3:
 
-    trace (one-core nodes)             jobs     easy wall s   conservative wall s
-    KTH-SP2-1996-2 (100)               28,489          41            84
-    NASA-iPSC-1993-3.1-cln (128)       18,239          10            16
-    SDSC-BLUE-2000-4.1-cln (1,152)    232,568         775         (stopped after 13 min)
+    trace (nodes)                      policy         jobs    wall s   CPU s   peak RSS MiB
+    KTH-SP2-1996-2 (100)               fcfs          28489     25.5    12.8            71
+    KTH-SP2-1996-2 (100)               easy          28489     15.8     8.9            64
+    KTH-SP2-1996-2 (100)               conservative  28489     36.9    19.6            64
+    NASA-iPSC-1993-3.1-cln (128)       fcfs          18239      4.2     2.5            58
+    NASA-iPSC-1993-3.1-cln (128)       easy          18239      6.2     3.1            58
+    NASA-iPSC-1993-3.1-cln (128)       conservative  18239      6.6     3.5            58
+
+SDSC Blue Horizon (232,568 jobs kept, 1,152 nodes) under easy took 775 s
+of wall time two runs at a time on the loaded machine (``bench_easypp.py
+--archive``; EASY++ 1,620-1,766 s); under conservative, alone on a
+quieter machine, 506.5 s wall, 430.7 s CPU, 234 MiB peak RSS; fcfs was not
+run for lack of time.
 
 CEA Curie 2011 (312,807 jobs kept, 93,312 one-core nodes with
 ``--procs-per-node 1``) was NOT replayed whole: its first 2,000 jobs under
