@@ -101,16 +101,23 @@ class Terminated(KeyboardInterrupt):
 
 
 def _terminate(signum: int, frame: object) -> None:
+    # Raised again every second (SIGALRM) until a boundary takes it: an
+    # exception raised while a finalizer runs (``__del__``, a weakref or gc
+    # callback) is reported and dropped by the interpreter, and the command
+    # would run on to its end (seen once under load: a replay ran past 120 s).
+    signal.setitimer(signal.ITIMER_REAL, 1.0, 1.0)
     raise Terminated
 
 
 def handle_signals() -> None:
     """Make SIGTERM raise :class:`Terminated` (SIGINT already raises KeyboardInterrupt)."""
     signal.signal(signal.SIGTERM, _terminate)
+    signal.signal(signal.SIGALRM, _terminate)
 
 
 def interrupted(e: KeyboardInterrupt) -> tuple[str, int]:
     """The line and exit status of an interruption: 143 for SIGTERM, 130 for SIGINT."""
+    signal.setitimer(signal.ITIMER_REAL, 0)  # taken: SIGTERM is not raised again
     return ("terminated", 143) if isinstance(e, Terminated) else ("interrupted", 130)
 
 

@@ -213,3 +213,28 @@ def test_an_output_written_to_the_end_is_complete(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["w.swf"]
     assert len([x for x in out.read_text().splitlines() if not x.startswith(";")]) == 50
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_sigterm_dropped_inside_a_finalizer_is_raised_again() -> None:
+    """The interpreter reports and drops an exception raised while a
+    finalizer runs: SIGTERM's must come again until a boundary takes it."""
+    from fluxsched_py.cliutil import Terminated, handle_signals, interrupted
+
+    class Finalized:
+        def __del__(self) -> None:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.3)  # the handler runs here, and its Terminated is dropped
+
+    saved = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGALRM)
+    handle_signals()
+    try:
+        with pytest.raises(Terminated):
+            Finalized()  # gone at once: its __del__ runs here
+            time.sleep(10)  # without the repeat, nothing stops this
+        assert interrupted(Terminated()) == ("terminated", 143)
+        assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)  # taken: no repeat left
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGTERM, saved[0])
+        signal.signal(signal.SIGALRM, saved[1])
