@@ -31,6 +31,9 @@ class Interrupted(Exception):
 def _worker_init() -> None:
     # Ctrl-C reaches the whole process group: the workers leave it to the sweep, which stops them.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # The sweep stops a worker with SIGTERM: it dies at once, instead of raising the
+    # handler it inherited from the sweep by fork (a traceback on stderr from an idle worker).
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def stop_workers() -> None:
