@@ -30,10 +30,11 @@ import os
 import signal
 import sys
 import tempfile
+import textwrap
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
-from typing import IO, NoReturn
+from typing import IO, Any, NoReturn
 
 from .errors import FluxschedError
 
@@ -57,6 +58,8 @@ __all__ = [
     "open_output",
     "positive_int",
     "nonnegative_float",
+    "bounded_int",
+    "bounded_seconds",
 ]
 
 USAGE = 2
@@ -121,8 +124,25 @@ def interrupted(e: KeyboardInterrupt) -> tuple[str, int]:
     return ("terminated", 143) if isinstance(e, Terminated) else ("interrupted", 130)
 
 
+class HelpFormatter(argparse.HelpFormatter):
+    """argparse's, but a line never breaks inside a hyphenated word (``--queue-policy``)."""
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return textwrap.fill(
+            " ".join(text.split()), width, initial_indent=indent, subsequent_indent=indent, break_on_hyphens=False
+        )
+
+
 class ArgumentParser(argparse.ArgumentParser):
-    """argparse, with its errors as one line and status :data:`USAGE`."""
+    """argparse, with its errors as one line and status :data:`USAGE`, and
+    help lines broken between words only (:class:`HelpFormatter`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         report(self.prog, f"error: {message} (see --help)")
@@ -291,7 +311,3 @@ def bounded_int(limit: int) -> Callable[[str], int]:
 
     parse.__name__ = "integer"
     return parse
-
-
-def sequence_arg(argv: Sequence[str] | None) -> list[str]:
-    return list(sys.argv[1:] if argv is None else argv)

@@ -27,7 +27,6 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from ..cliutil import (
     ArgumentParser,
@@ -41,9 +40,9 @@ from ..cliutil import (
 )
 from ..cliutil import open_output as _open_output
 from ..engine import EngineError, EngineOptions
+from ..engine.options import add_flags, from_flags
 from ..errors import FluxschedError
 from ..limits import MAX_NODES, MAX_TIMEOUT
-from ..policy import POLICIES
 from .driver import Driver
 from .errors import ProtocolError
 
@@ -55,6 +54,8 @@ DEFAULT_SOCKETS = {"v4": "tcp://*:28000", "batprotocol": "tcp://*:28000", "legac
 
 
 PROG = "fluxsched-py batsim"
+#: The engine options this driver sets unless told otherwise.
+ENGINE_DEFAULTS = {"queue-policy": "easy"}
 
 
 class BatsimIOError(FluxschedError):
@@ -81,16 +82,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="ZeroMQ endpoint to bind (default tcp://*:28000), or for --protocol legacy the Unix socket path "
         "Batsim listens on (default /tmp/bat_socket)",
     )
-    ap.add_argument(
-        "--queue-policy", choices=POLICIES, default="easy", help="queue policy (default easy, as fluxsched-py replay)"
-    )
-    ap.add_argument("--policy", default="first", help="placement policy: first, low, high, ... (default first)")
-    ap.add_argument(
-        "--reserve-depth",
-        metavar="N",
-        help="jobs reserved or forecast per pass (fcfs, conservative, hybrid; N or unlimited)",
-    )
-    ap.add_argument("--queue-depth", metavar="N", help="pending jobs considered per pass")
     ap.add_argument(
         "--timeout",
         type=bounded_seconds(MAX_TIMEOUT),
@@ -120,27 +111,12 @@ def build_parser() -> argparse.ArgumentParser:
         default="comma",
         help="batprotocol only: how host_allocation separates intervals (comma at Batsim 3bb38700, space later)",
     )
-    ap.add_argument(
-        "--predict-runtimes",
-        action="store_true",
-        help="EASY++: plan with the mean of each user's last two run times, capped at the walltime",
-    )
     ap.add_argument("--record", metavar="FILE", help="write every message, both directions, as JSON lines")
     ap.add_argument("--stats", metavar="FILE", help="write round-trip times and counters as JSON at the end")
     ap.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for every message)")
     ap.add_argument("-q", "--quiet", action="store_true", help="log errors only")
+    add_flags(ap, ENGINE_DEFAULTS)
     return ap
-
-
-def _options(args: argparse.Namespace) -> EngineOptions:
-    opts: dict[str, Any] = {"queue-policy": args.queue_policy, "policy": args.policy}
-    if args.reserve_depth is not None:
-        opts["reserve-depth"] = args.reserve_depth
-    if args.queue_depth is not None:
-        opts["queue-depth"] = args.queue_depth
-    if args.predict_runtimes:
-        opts["predict-runtimes"] = "true"
-    return EngineOptions.parse(opts)
 
 
 def make_driver(
@@ -389,7 +365,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     _setup_logging(args)
     try:
-        options = _options(args)
+        options = from_flags(args, ENGINE_DEFAULTS)
     except EngineError as exc:
         raise UsageError(str(exc)) from None
     if (args.nodes or args.platform) and args.protocol != "legacy":

@@ -1,10 +1,16 @@
-"""Engine options: one table of (name, parser, default, meaning).
+"""Engine options: one table of (name, syntax, default, meaning).
 
-``flux module load sched-py queue-policy=easy reserve-depth=4 ...``, the
-replay's and the Batsim driver's options all end up here.  :data:`OPTIONS`
-is the only place an option is defined: :class:`EngineOptions` takes its
-fields and defaults from it, :meth:`EngineOptions.parse` its parsers, and
-error messages its names.
+:data:`OPTIONS` is the only place an engine option is declared.  Every
+spelling of it is made from there:
+
+* ``flux module load sched-py queue-policy=easy reserve-depth=4 ...`` and
+  the ``[sched-py]`` keys of the instance config (:meth:`EngineOptions.parse`;
+  the TOML types a key takes are its :attr:`Syntax.toml`);
+* the replay's and the Batsim driver's flags, ``--queue-policy easy
+  --reserve-depth 4`` (:func:`add_flags` builds them, help text, choices and
+  default included; :func:`from_flags` reads them back);
+* ``flux module stats``' report of the options in force (:meth:`EngineOptions.as_dict`);
+* :class:`EngineOptions`' defaults, and the error messages' names.
 
 Conventions, the same for every option:
 
@@ -21,6 +27,7 @@ Conventions, the same for every option:
 
 from __future__ import annotations
 
+import argparse
 import logging
 import math
 from collections.abc import Callable, Iterable, Mapping
@@ -28,11 +35,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..match.policy import POLICIES as MATCH_POLICIES
-from ..policy import POLICIES
+from ..policy import POLICIES, REGISTRY
 from ..policy.base import POLICY_DEFAULT, PolicyDefault
 from .states import EngineError
 
-__all__ = ["LOG_LEVELS", "OPTIONS", "EngineOptions", "Option", "PLACEMENTS"]
+__all__ = ["LOG_LEVELS", "OPTIONS", "EngineOptions", "Option", "PLACEMENTS", "Syntax", "add_flags", "from_flags"]
 
 #: ``log-level=`` values (syslog's names and Python's) -> logging levels.
 LOG_LEVELS = {
@@ -192,70 +199,132 @@ def _affinity(key: str, value: Any) -> tuple[tuple[str, str], ...]:
     return tuple(pairs.items())
 
 
+def _same(value: Any) -> Any:
+    return value
+
+
+def _pairs_report(value: tuple[tuple[str, str], ...]) -> dict[str, str]:
+    return dict(value)
+
+
+def _reserve_report(value: int | None | PolicyDefault) -> int | str | None:
+    """``reserve-depth`` left out is null, unlimited is ``"unlimited"``."""
+    return None if value is POLICY_DEFAULT else ("unlimited" if value is None else value)
+
+
+@dataclass(frozen=True, slots=True)
+class Syntax:
+    """How one kind of value is written, in each of an option's spellings.
+
+    ``parse`` reads a ``key=value`` module argument's text, a command-line
+    flag's text or a TOML value (EngineError names the option);
+    ``metavar`` and ``choices`` are what ``--help`` shows (``choices`` also
+    let argparse check the value); ``switch`` makes the command-line flag
+    one with no value, which sets the value opposite to the default;
+    ``toml`` lists the TOML value types a ``[sched-py]`` key takes besides
+    strings; ``report`` gives the value as ``flux module stats`` shows it."""
+
+    parse: Callable[[str, Any], Any]
+    metavar: str | None = None
+    choices: tuple[str, ...] = ()
+    switch: bool = False
+    toml: tuple[type, ...] = (int,)
+    report: Callable[[Any], Any] = _same
+
+
+def _choices(*choices: str) -> Syntax:
+    return Syntax(_choice(choices), choices=choices)
+
+
+_PAIRS_TOML = (int, Mapping)
+
+
 @dataclass(frozen=True, slots=True)
 class Option:
     """One row of :data:`OPTIONS`.  ``field`` is the :class:`EngineOptions`
-    attribute it sets (``mode`` sets ``queue_depth``, as an alias)."""
+    attribute it sets (``mode`` sets ``queue_depth``, as an alias: the first
+    option of a field is the one reported).  ``module_only`` says why an
+    option is a Flux module argument (and ``[sched-py]`` key) but no
+    command-line flag; empty, it is all three."""
 
     name: str
     field: str
-    parse: Callable[[str, Any], Any]
+    syntax: Syntax
     default: Any
     meaning: str
+    module_only: str = ""
+
+    @property
+    def dest(self) -> str:
+        """The attribute an argparse flag of this option stores its text in."""
+        return self.name.replace("-", "_")
+
+    def parse(self, value: Any) -> Any:
+        """``value`` (text, or a TOML or JSON value) parsed; EngineError names the option."""
+        return self.syntax.parse(self.name, value)
 
 
-#: Every engine option, in the order error messages list them.
+#: Every engine option, in the order error messages, ``--help`` and ``flux
+#: module stats`` list them.  Each driver spells them from here: module
+#: arguments and ``[sched-py]`` keys (:meth:`EngineOptions.parse`), the
+#: replay's and the Batsim driver's flags (:func:`add_flags`, :func:`from_flags`).
 OPTIONS: tuple[Option, ...] = (
-    Option("queue-policy", "queue_policy", _choice(POLICIES), "fcfs",
+    Option("queue-policy", "queue_policy", _choices(*POLICIES), "fcfs",
            "the queue policy of every queue not named in queue-policy-per-queue"),
-    Option("queue-policy-per-queue", "queue_policy_per_queue", _per_queue, (),
-           "QUEUE:POLICY pairs (Fluxion's spelling; commas or spaces separate them)"),
-    Option("reserve-depth", "reserve_depth", _depth, POLICY_DEFAULT,
-           "reservations (fcfs: forecasts) a queue policy makes per pass; None unlimited; "
-           "left out, each policy's own default"),
-    Option("queue-depth", "queue_depth", _depth, None,
-           "pending jobs a pass considers, over all queues; selects the RFC 27 ready mode "
-           "(limited when set, unlimited when None)"),
-    Option("policy", "placement", _choice(PLACEMENTS), "first",
+    Option("queue-policy-per-queue", "queue_policy_per_queue",
+           Syntax(_per_queue, "QUEUE:POLICY,...", toml=_PAIRS_TOML, report=_pairs_report), (),
+           "a named queue's own queue policy (Fluxion's spelling; commas or spaces separate the pairs)"),
+    Option("policy", "placement", _choices(*PLACEMENTS), "first",
            "the placement policy: the matcher's node and core order"),
-    Option("log-level", "log_level", _log_level, "info",
-           "for the driver that owns logging (the Flux module); the engine never sets a level"),
-    Option("annotate-depth", "annotate_depth", _annotate_depth, 64,
+    Option("queue-depth", "queue_depth", Syntax(_depth, "N"), None,
+           "pending jobs a pass considers, over all queues (N or unlimited); also the RFC 27 ready mode "
+           "(limited with that limit, else unlimited)"),
+    Option("mode", "queue_depth", Syntax(_mode, "unlimited|limited=N"), None,
+           "sched-simple's spelling of queue-depth: mode=unlimited or mode=limited=N",
+           module_only="sched-simple's spelling; a command line has --queue-depth"),
+    Option("reserve-depth", "reserve_depth", Syntax(_depth, "N", report=_reserve_report), POLICY_DEFAULT,
+           "jobs a queue policy reserves (fcfs: forecasts) per pass, N or unlimited; easy always reserves "
+           "for the head only"),
+    Option("annotate-depth", "annotate_depth", Syntax(_annotate_depth, "N"), 64,
            "pending jobs, from the head of each queue, that get reason_pending and jobs_ahead "
-           "(every reserved job gets t_estimate); 0 none, None unlimited"),
-    Option("preempt-victims", "preempt_victims", _choice(("plan", "fewest")), "plan",
+           "(every reserved job gets t_estimate); 0 none, or unlimited"),
+    Option("log-level", "log_level", Syntax(_log_level, "LEVEL"), "info",
+           "the Flux module's log level (syslog's or Python's names); the engine never sets a level",
+           module_only="the Flux module owns its logging; a command line has its own (batsim: -v, -q)"),
+    Option("preempt-victims", "preempt_victims", _choices("plan", "fewest"), "plan",
            "which best-effort jobs a regular job preempts: plan, those on the placement its plan "
            "chose (regular jobs start exactly as with no best-effort load); fewest, the fewest "
            "jobs, then the least lost work (the placement may differ from the plan's)"),
-    Option("mode", "queue_depth", _mode, None,
-           "sched-simple's spelling of queue-depth: mode=unlimited or mode=limited=N"),
-    Option("predict-runtimes", "predict_runtimes", _bool, False,
+    Option("predict-runtimes", "predict_runtimes", Syntax(_bool, "true|false", switch=True, toml=(bool, int)), False,
            "EASY++ (Tsafrir et al. 2007): plan with the mean of the user's last two run times, "
            "capped at the walltime, instead of the walltime"),
-    Option("predict-history", "predict_history", _choice_int((1, 2)), 1,
+    Option("predict-history", "predict_history", Syntax(_choice_int((1, 2)), choices=("1", "2")), 1,
            "EASY++: completed jobs of a user before their run times are trusted (1: from the first, "
            "one job's run time alone; 2: as Gaussier et al.'s predictsim); before, the walltime"),
-    Option("predict-correction", "predict_correction", _choice(("increment", "walltime")), "increment",
+    Option("predict-correction", "predict_correction", _choices("increment", "walltime"), "increment",
            "EASY++: a running job that reaches its prediction is planned longer: increment, the paper's "
            "rule (its first prediction + 1 min, then + 5 min, 15 min, 30 min, 1 h, 2 h, 5 h, 10 h, 20 h, "
            "50 h, 100 h, capped at the walltime); walltime, to its walltime at once"),
-    Option("backfill-order", "backfill_order", _choice(("queue", "sjbf")), "queue",
+    Option("backfill-order", "backfill_order", _choices("queue", "sjbf"), "queue",
            "easy: the order backfill candidates are tried in: queue, the queue's; sjbf, shortest planned "
            "duration first (the prediction under predict-runtimes, else the walltime), as EASY++ does"),
-    Option("affinity", "affinity", _affinity, (),
-           "USER-or-CAMPAIGN:PROPERTY pairs: a job starts on nodes with that property when it fits "
+    Option("affinity", "affinity", Syntax(_affinity, "NAME:PROPERTY,...", toml=_PAIRS_TOML, report=_pairs_report), (),
+           "a user's (name or uid) or a campaign's jobs start on nodes with that property when they fit "
            "there now, else on any free nodes"),
-    Option("campaign-half-life", "campaign_half_life", _seconds, 86400.0,
+    Option("campaign-half-life", "campaign_half_life", Syntax(_seconds, "SECONDS", toml=(int, float)), 86400.0,
            "half-life in seconds of a campaign's decayed usage (fair share among default campaigns)"),
-    Option("campaign-predictor", "campaign_predictor", _bool, True,
+    Option("campaign-predictor", "campaign_predictor",
+           Syntax(_bool, "true|false", switch=True, toml=(bool, int)), True,
            "start a best-effort job first where its campaign's predicted run time ends before a "
            "regular reservation claims the nodes (less work lost to preemption)"),
-    Option("sink-jobs", "sink_jobs", _count, 5,
+    Option("sink-jobs", "sink_jobs", Syntax(_count, "N"), 5,
            "drain a node where a campaign's last N jobs each ended in under a tenth of its median "
            "run time (the sink effect); 0 off"),
 )  # fmt: skip
 
 _BY_NAME = {o.name: o for o in OPTIONS}
+#: The options reported by :meth:`EngineOptions.as_dict`: the first of each field (not its aliases).
+_REPORTED = tuple(o for o in OPTIONS if next(x for x in OPTIONS if x.field == o.field) is o)
 
 
 def _default(field: str) -> Any:
@@ -305,28 +374,79 @@ class EngineOptions:
             option = _BY_NAME.get(k)
             if option is None:
                 raise EngineError(f"unknown option {key!r} (known: {', '.join(_BY_NAME)})")
-            kw[option.field] = option.parse(k, value)
+            kw[option.field] = option.parse(value)
         return cls(**kw)
 
     def as_dict(self) -> dict[str, Any]:
         """The options by name, as the Flux module's stats report them
-        (``reserve-depth`` left out is null, unlimited is ``"unlimited"``)."""
-        rd = self.reserve_depth
-        return {
-            "queue-policy": self.queue_policy,
-            "queue-policy-per-queue": dict(self.queue_policy_per_queue),
-            "policy": self.placement,
-            "queue-depth": self.queue_depth,
-            "reserve-depth": None if rd is POLICY_DEFAULT else ("unlimited" if rd is None else rd),
-            "annotate-depth": self.annotate_depth,
-            "log-level": self.log_level,
-            "preempt-victims": self.preempt_victims,
-            "predict-runtimes": self.predict_runtimes,
-            "predict-history": self.predict_history,
-            "predict-correction": self.predict_correction,
-            "backfill-order": self.backfill_order,
-            "affinity": dict(self.affinity),
-            "campaign-half-life": self.campaign_half_life,
-            "campaign-predictor": self.campaign_predictor,
-            "sink-jobs": self.sink_jobs,
-        }
+        (``reserve-depth`` left out is null, unlimited is ``"unlimited"``;
+        an alias such as ``mode`` is reported under the option it spells)."""
+        return {o.name: o.syntax.report(getattr(self, o.field)) for o in _REPORTED}
+
+
+# -- the command lines' flags ---------------------------------------------------
+
+
+def _shown(option: Option, value: Any) -> str:
+    """A default as ``--help`` shows it."""
+    if value is POLICY_DEFAULT:
+        own = ", ".join(f"{name} {cls.default_reserve_depth or 'unlimited'}" for name, cls in REGISTRY.items())
+        return f"each queue policy's own: {own}"
+    if value is None:
+        return "unlimited"
+    if value == ():
+        return "none"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def add_flags(
+    parser: argparse.ArgumentParser, defaults: Mapping[str, str] | None = None, shown: Mapping[str, str] | None = None
+) -> None:
+    """Give ``parser`` a flag per engine option (``--queue-policy``, ``--reserve-depth``, ...)
+    in an "engine options" group: help from the option's meaning, choices from its
+    syntax, the default shown.  ``defaults`` are the driver's own defaults (as
+    command-line text), and ``shown`` says in words what a driver does when a flag is
+    left out, where that is not a value.  A flag stores its text (None when not
+    given) under :attr:`Option.dest`; :func:`from_flags` parses them."""
+    defaults = defaults or {}
+    shown = shown or {}
+    group = parser.add_argument_group(
+        "engine options", "the Flux module's arguments (NAME=VALUE) and [sched-py] keys, as flags"
+    )
+    for o in OPTIONS:
+        if o.module_only:
+            continue
+        if o.syntax.switch:
+            on = not o.parse(defaults.get(o.name, o.default))
+            text = "true" if on else "false"
+            flag = f"--{o.name}" if on else f"--no-{o.name}"
+            what = o.meaning if on else f"turn off: {o.meaning}"
+            help = f"{what} ({o.name}={text})".replace("%", "%%")
+            group.add_argument(flag, dest=o.dest, action="store_const", const=text, help=help)
+            continue
+        default = shown.get(o.name) or _shown(o, defaults[o.name] if o.name in defaults else o.default)
+        group.add_argument(
+            f"--{o.name}",
+            dest=o.dest,
+            choices=o.syntax.choices or None,
+            metavar=o.syntax.metavar,
+            help=f"{o.meaning} (default: {default})".replace("%", "%%"),
+        )
+
+
+def from_flags(
+    args: argparse.Namespace, defaults: Mapping[str, str] | None = None, fixed: Mapping[str, str] | None = None
+) -> EngineOptions:
+    """The engine options of a command line that :func:`add_flags` built: the driver's
+    ``defaults``, overridden by the flags given, overridden by ``fixed`` (what the
+    driver sets itself, such as the replay's queue policy of each run); by option
+    name.  EngineError names a bad value."""
+    values: dict[str, Any] = dict(defaults or {})
+    for o in OPTIONS:
+        text = None if o.module_only else getattr(args, o.dest)
+        if text is not None:
+            values[o.name] = text
+    values.update(fixed or {})
+    return EngineOptions.parse(values)

@@ -7,14 +7,17 @@ A site configures the scheduler where it configures the rest of Flux::
     reserve-depth = 32
     queue-policy-per-queue = { debug = "fcfs" }   # or "debug:fcfs,batch:easy"
 
-The keys are the module arguments' (``queue-policy``, ``reserve-depth``,
-``queue-depth``, ``policy``, ``annotate-depth``, ``log-level``,
-``queue-policy-per-queue``, ``mode``).  The table is named after the module
-(``flux module load --name=NAME`` reads ``[NAME]``).  Module arguments
-override the table.  Values are TOML strings or integers
-(``queue-policy-per-queue`` may also be a table); anything else, an unknown
-key or a bad value is a ``ValueError`` whose one-line message names the
-table, the key and the reason.
+The keys are the engine options' names, the module arguments' (the table
+:data:`~fluxsched_py.engine.options.OPTIONS`; ``nice`` and
+``annotate-interval`` are module arguments only).  The table is named after
+the module (``flux module load --name=NAME`` reads ``[NAME]``).  Module
+arguments override the table.  A value is a TOML string (the module
+argument's text), or a value of a type the option takes
+(:attr:`~fluxsched_py.engine.options.Syntax.toml`): an integer, a boolean
+for a true/false option, a number for seconds, a table for a list of
+``NAME:VALUE`` pairs.  Anything else, an unknown key or a bad value is a
+``ValueError`` whose one-line message names the table, the key and the
+reason.
 
 No ``flux`` import: :mod:`fluxsched_py.flux.module` fetches the config
 (``config.get`` at load, the ``<name>.config-reload`` request payload on
@@ -26,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..engine import EngineError, EngineOptions
+from ..engine import OPTIONS, EngineError, EngineOptions
 from .wire import parse_module_args
 
 __all__ = ["config_args", "config_options"]
@@ -46,19 +49,38 @@ def config_args(conf: Any, name: str) -> list[str]:
         raise ValueError(f"bad config: [{name}] must be a table, not {_toml_type(table)}")
     out = []
     for key, value in table.items():
-        if isinstance(value, Mapping) and key == "queue-policy-per-queue":
-            text = ",".join(f"{q}:{p}" for q, p in value.items())
-        elif isinstance(value, bool) or not isinstance(value, str | int):
-            raise ValueError(f"bad config: [{name}] {key}: expected a string or an integer, not {_toml_type(value)}")
-        else:
-            text = str(value)
-        arg = f"{key}={text}"
+        arg = f"{key}={_text(name, key, value)}"
         try:
             EngineOptions.parse([arg])
         except EngineError as exc:
             raise ValueError(f"bad config: [{name}] {exc}") from None
         out.append(arg)
     return out
+
+
+#: TOML value types, as an error names them.
+_TYPE_NAMES = {int: "an integer", float: "a number", bool: "a boolean", Mapping: "a table"}
+
+
+def _text(name: str, key: str, value: Any) -> str:
+    """A TOML value as module-argument text: a string as it is, or a value of a
+    type the option's :attr:`~fluxsched_py.engine.options.Syntax.toml` takes (a
+    key that is no option takes strings and integers, and is refused by name later)."""
+    option = next((o for o in OPTIONS if o.name == key), None)
+    types = option.syntax.toml if option is not None else (int,)
+    if isinstance(value, bool):
+        ok = bool in types
+    else:
+        ok = isinstance(value, str) or any(t is not bool and isinstance(value, t) for t in types)
+    if not ok:
+        *first, last = ["a string", *(_TYPE_NAMES[t] for t in types)]
+        words = f"{', '.join(first)} or {last}"
+        raise ValueError(f"bad config: [{name}] {key}: expected {words}, not {_toml_type(value)}")
+    if isinstance(value, Mapping):
+        return ",".join(f"{k}:{v}" for k, v in value.items())
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
 
 
 def config_options(conf: Any, name: str, args: Iterable[str] = ()) -> EngineOptions:

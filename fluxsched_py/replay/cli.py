@@ -21,13 +21,14 @@ from collections.abc import Callable
 from typing import Any
 
 from ..cliutil import ArgumentParser, CLIError, UsageError, boundary, bounded_int, check_output_dir
-from ..engine import EngineError, EngineOptions
+from ..engine import EngineError
+from ..engine.options import OPTIONS, add_flags, from_flags
 from ..limits import MAX_JOBS, MAX_NODES, MAX_PER_NODE
 from ..policy import POLICIES
 from ..resource import ResourceError
 from .metrics import summarize
 from .platform import PlatformError, load_platform, nodes_graph
-from .provenance import describe, file_sha256
+from .provenance import REPLAY_ENGINE_DEFAULTS, describe, file_sha256
 from .report import print_summary, rejected_line, stdout_console, write_jobs_csv
 from .sim import replay
 from .synthetic import EXAMPLE_NAME, example_path, generate
@@ -91,26 +92,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="cores per node with --nodes (default 1)",
     )
     ap.add_argument(
-        "--queue-policy",
-        choices=POLICIES,
-        default=None,
-        help=f"replay under this one queue policy (default: compare {', '.join(DEFAULT_POLICIES)})",
-    )
-    ap.add_argument("--policy", default="first", help="placement policy (first, low, high, ...)")
-    ap.add_argument(
-        "--reserve-depth",
-        metavar="N",
-        help="reservations per pass (conservative, hybrid; fcfs: jobs whose start is forecast)",
-    )
-    ap.add_argument("--queue-depth", metavar="N", help="pending jobs considered per pass")
-    ap.add_argument(
-        "--annotate-depth",
-        metavar="N",
-        default="0",
-        help="compute reason_pending/jobs_ahead for the first N pending jobs, as under Flux (default 0: the "
-        "replay only needs t_estimate, which every reserved job gets)",
-    )
-    ap.add_argument(
         "--walltime",
         type=_walltime_model,
         default=("runtime", None),
@@ -149,32 +130,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="replay N jobs (after --skip), then stop submitting",
     )
     ap.add_argument(
-        "--predict-runtimes",
-        action="store_true",
-        help="EASY++: plan with the mean of each user's last two run times, capped at the walltime",
-    )
-    ap.add_argument(
-        "--predict-history",
-        choices=("1", "2"),
-        default=None,
-        help="EASY++: completed jobs of a user before their run times are used (default 1; 2: as predictsim)",
-    )
-    ap.add_argument(
-        "--predict-correction",
-        choices=("increment", "walltime"),
-        default=None,
-        help="EASY++: an exceeded prediction grows by the paper's increments (default) or becomes the walltime",
-    )
-    ap.add_argument(
-        "--backfill-order",
-        choices=("queue", "sjbf"),
-        default=None,
-        help="easy: try backfill candidates in queue order (default) or shortest planned duration first",
-    )
-    ap.add_argument(
-        "--affinity", metavar="USER:PROP,...", help="prefer nodes with PROP for USER's (or a campaign's) jobs"
-    )
-    ap.add_argument(
         "--besteffort-queue",
         type=int,
         metavar="N",
@@ -185,17 +140,6 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="submit a preempted best-effort job again at once, as CiGri does",
     )
-    ap.add_argument(
-        "--no-campaign-predictor",
-        action="store_true",
-        help="start best-effort jobs without their campaign's predicted run time (campaign-predictor=false)",
-    )
-    ap.add_argument(
-        "--preempt-victims",
-        choices=("plan", "fewest"),
-        default="plan",
-        help="which best-effort jobs a regular job preempts (default plan: the ones on its planned placement)",
-    )
     ap.add_argument("--output-dir", metavar="DIR", help="write DIR/jobs.csv (DIR/POLICY/jobs.csv with several)")
     ap.add_argument("--compare", metavar="P1,P2,...", help="replay under these queue policies, side by side")
     ap.add_argument(
@@ -205,30 +149,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("--json", action="store_true", help="print the summary as JSON instead of a table")
     ap.add_argument("--no-progress", action="store_true", help="no progress bar or progress lines")
+    add_flags(ap, REPLAY_ENGINE_DEFAULTS, {"queue-policy": f"compare {', '.join(DEFAULT_POLICIES)}; see --compare"})
     return ap
-
-
-def _options(args: argparse.Namespace, policy: str) -> EngineOptions:
-    opts: dict[str, str] = {
-        "queue-policy": policy,
-        "policy": args.policy,
-        "annotate-depth": args.annotate_depth,
-        "preempt-victims": args.preempt_victims,
-    }
-    if args.reserve_depth is not None:
-        opts["reserve-depth"] = args.reserve_depth
-    if args.queue_depth is not None:
-        opts["queue-depth"] = args.queue_depth
-    if args.predict_runtimes:
-        opts["predict-runtimes"] = "true"
-    for name in ("predict_history", "predict_correction", "backfill_order"):
-        if getattr(args, name) is not None:
-            opts[name.replace("_", "-")] = getattr(args, name)
-    if args.no_campaign_predictor:
-        opts["campaign-predictor"] = "false"
-    if args.affinity is not None:
-        opts["affinity"] = args.affinity
-    return EngineOptions.parse(opts)
 
 
 def _policies(args: argparse.Namespace) -> list[str]:
@@ -263,22 +185,19 @@ def _graph_factory(args: argparse.Namespace, workload: Workload) -> Callable[[],
 
 #: Arguments a row does not list among its options: outputs, and those with their own columns.
 _NOT_OPTIONS = frozenset(
-    ("workload", "nodes", "cores_per_node", "queue_policy", "compare", "policy", "walltime")
-    + ("json", "report", "output_dir", "no_progress")
+    ("workload", "nodes", "cores_per_node", "compare", "walltime") + ("json", "report", "output_dir", "no_progress")
 )
 
 
 def _cli_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict[str, Any]:
     """The command-line options that differ from their defaults and are not engine options
     (those are listed from the engine's table), by flag name."""
-    from ..engine.options import OPTIONS
-
-    engine = {o.name for o in OPTIONS}
+    engine = {o.dest for o in OPTIONS}
     out: dict[str, Any] = {}
     for dest, value in sorted(vars(args).items()):
-        name = dest.replace("_", "-")
-        if dest in _NOT_OPTIONS or name in engine or name.removeprefix("no-") in engine:
+        if dest in _NOT_OPTIONS or dest in engine:
             continue
+        name = dest.replace("_", "-")
         if value != parser.get_default(dest):
             out[name] = value
     return out
@@ -337,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
         out = stdout_console() if sys.stdout.isatty() else stdout_console(width=120)
     policies = _policies(args)
     try:
-        opts = [_options(args, pol) for pol in policies]
+        opts = [from_flags(args, REPLAY_ENGINE_DEFAULTS, {"queue-policy": pol}) for pol in policies]
     except EngineError as exc:
         raise UsageError(str(exc)) from None
     outdir = check_output_dir(args.output_dir, "--output-dir") if args.output_dir else None
