@@ -99,11 +99,11 @@ def kvs_key(jobid: int, name: str = "R") -> str:
 def parse_module_args(args: Iterable[str]) -> EngineOptions:
     """Module arguments -> :class:`EngineOptions`; ValueError with a clear message.
 
-    The engine's options (``queue-policy=``, ``reserve-depth=``,
-    ``queue-depth=`` or sched-simple's ``mode=``, ``policy=``,
-    ``log-level=``, ``annotate-depth=``).  Under Flux the placement
-    ``policy`` defaults to :data:`FLUX_DEFAULT_POLICY` (``low``) rather than
-    the engine's ``first``.
+    Each is an engine option, ``NAME=VALUE`` with NAME a row of
+    :data:`~fluxsched_py.engine.options.OPTIONS` (the binding's own ``nice=``
+    and ``annotate-interval=`` are taken out first: :func:`split_binding_args`).
+    Under Flux the placement ``policy`` defaults to :data:`FLUX_DEFAULT_POLICY`
+    (``low``) rather than the engine's ``first``.
     """
     out = [str(a) for a in args]
     if not any(a.partition("=")[0].strip() == "policy" for a in out):
