@@ -236,7 +236,10 @@ def _choices(*choices: str) -> Syntax:
     return Syntax(_choice(choices), choices=choices)
 
 
+#: A list of NAME:VALUE pairs in TOML: a table (an integer is taken as text, and refused by the parser).
 _PAIRS_TOML = (int, Mapping)
+#: true/false: a TOML boolean too, and a command-line flag with no value.
+_SWITCH = Syntax(_bool, switch=True, toml=(bool, int))
 
 
 @dataclass(frozen=True, slots=True)
@@ -295,7 +298,7 @@ OPTIONS: tuple[Option, ...] = (
            "which best-effort jobs a regular job preempts: plan, those on the placement its plan "
            "chose (regular jobs start exactly as with no best-effort load); fewest, the fewest "
            "jobs, then the least lost work (the placement may differ from the plan's)"),
-    Option("predict-runtimes", "predict_runtimes", Syntax(_bool, "true|false", switch=True, toml=(bool, int)), False,
+    Option("predict-runtimes", "predict_runtimes", _SWITCH, False,
            "EASY++ (Tsafrir et al. 2007): plan with the mean of the user's last two run times, "
            "capped at the walltime, instead of the walltime"),
     Option("predict-history", "predict_history", Syntax(_choice_int((1, 2)), choices=("1", "2")), 1,
@@ -313,8 +316,7 @@ OPTIONS: tuple[Option, ...] = (
            "there now, else on any free nodes"),
     Option("campaign-half-life", "campaign_half_life", Syntax(_seconds, "SECONDS", toml=(int, float)), 86400.0,
            "half-life in seconds of a campaign's decayed usage (fair share among default campaigns)"),
-    Option("campaign-predictor", "campaign_predictor",
-           Syntax(_bool, "true|false", switch=True, toml=(bool, int)), True,
+    Option("campaign-predictor", "campaign_predictor", _SWITCH, True,
            "start a best-effort job first where its campaign's predicted run time ends before a "
            "regular reservation claims the nodes (less work lost to preemption)"),
     Option("sink-jobs", "sink_jobs", Syntax(_count, "N"), 5,
@@ -387,7 +389,7 @@ class EngineOptions:
 # -- the command lines' flags ---------------------------------------------------
 
 
-def _shown(option: Option, value: Any) -> str:
+def _shown(value: Any) -> str:
     """A default as ``--help`` shows it."""
     if value is POLICY_DEFAULT:
         own = ", ".join(f"{name} {cls.default_reserve_depth or 'unlimited'}" for name, cls in REGISTRY.items())
@@ -423,10 +425,10 @@ def add_flags(
             text = "true" if on else "false"
             flag = f"--{o.name}" if on else f"--no-{o.name}"
             what = o.meaning if on else f"turn off: {o.meaning}"
-            help = f"{what} ({o.name}={text})".replace("%", "%%")
-            group.add_argument(flag, dest=o.dest, action="store_const", const=text, help=help)
+            doc = f"{what} ({o.name}={text})".replace("%", "%%")
+            group.add_argument(flag, dest=o.dest, action="store_const", const=text, help=doc)
             continue
-        default = shown.get(o.name) or _shown(o, defaults[o.name] if o.name in defaults else o.default)
+        default = shown.get(o.name) or _shown(defaults.get(o.name, o.default))
         group.add_argument(
             f"--{o.name}",
             dest=o.dest,
