@@ -273,7 +273,7 @@ def resourceset_to_rv1(
     key = topo.key
     types = tuple(dict.fromkeys(gattr.get("rlite_types") or RLITE_TYPES))
     acc: dict[int, dict[str, int]] = {}
-    for v, tm in rs._pools.items():
+    for v, tm in rs.leaf_masks.items():
         r = attrs[key[v]]["rank"]
         if r < 0:
             continue
@@ -282,7 +282,7 @@ def resourceset_to_rv1(
             if t in types:
                 d[t] = d.get(t, 0) | m
     # ranks held only as containers (e.g. a node with no cores) still appear
-    for lo, hi in IdSet.from_mask(rs._cont).runs():
+    for lo, hi in IdSet.from_mask(rs.container_mask).runs():
         for v in range(lo, hi + 1):
             r = attrs[key[v]]["rank"]
             if r >= 0 and r not in acc:
