@@ -471,7 +471,7 @@ class ResourceGraph(GraphReaders):
         new = Topology.compile(self.topo.model, topo.subsystem)
         if new.key[:n0] != topo.key:
             raise ResourceError("the model changed in a way that moves existing vertices of the index")
-        vars(topo).clear()  # lazy caches too (e.g. match.network's leaf switches)
+        vars(topo).clear()  # lazy caches too (e.g. Topology.leaf_switches)
         vars(topo).update(vars(new))  # the same object: every ResourceSet of this graph stays valid
         n = topo.n
         av = self._avail
