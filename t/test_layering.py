@@ -56,17 +56,7 @@ PRIVATE_USES = {
     "engine/jobs.py": 5,
     "engine/passctx.py": 7,
     "engine/resources.py": 2,
-    "flux/driver.py": 1,
-    "match/network.py": 2,
-    "planner/nodeindex.py": 1,
-    "resource/builder.py": 4,
-    "resource/edit.py": 2,
-    "resource/graph.py": 15,
-    "resource/jgf.py": 1,
-    "resource/model.py": 1,
-    "resource/rv1.py": 3,
-    "resource/state.py": 4,
-    "resource/topology.py": 2,
+    "resource/builder.py": 3,  # networkx's own dicts, filled in bulk: see docs/ARCHITECTURE.md
 }
 
 

@@ -447,10 +447,10 @@ class Driver(Startup):
         self.transport.respond(msg, None)
 
     def job_count(self) -> int:
-        """Jobs the engine knows plus alloc messages held: what the module's
-        memory grows with (:mod:`~fluxsched_py.flux.gcpace`)."""
+        """Pending jobs, jobs holding resources and alloc messages held: what
+        the module's memory grows with (:mod:`~fluxsched_py.flux.gcpace`)."""
         e = self.engine
-        return (len(e._jobs) if e is not None else 0) + len(self._allocs)
+        return (e.pending_count + len(e.graph.jobs) if e is not None else 0) + len(self._allocs)
 
     def stats_get(self) -> dict:
         e = self.engine

@@ -50,7 +50,7 @@ def check_request(g: ResourceGraph, request: Request) -> None:
 
 def _all_up(g: ResourceGraph) -> Availability:
     rs: ResourceSet = g.all()
-    return Availability.for_resourceset(rs)
+    return rs.availability()
 
 
 def feasibility(g: ResourceGraph, request: Request) -> str | None:

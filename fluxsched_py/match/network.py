@@ -2,7 +2,9 @@
 
 The model's ``network`` subsystem (switches as vertices, ``network`` edges
 from a switch to the nodes it links, e.g. a recipe's ``nodes_per_switch``)
-gives each leaf switch its set of ranks.  A request is first matched inside
+gives each leaf switch its set of ranks (:attr:`Topology.leaf_switches
+<fluxsched_py.resource.topology.Topology.leaf_switches>`, read once from
+the model: matching itself never reads networkx).  A request is first matched inside
 one leaf switch, best fit first (the switch with the fewest available ranks
 that still fits it, so big free switches stay whole for big jobs); when no
 single switch fits, within the fewest switches, the emptiest first; then
@@ -23,33 +25,13 @@ from ..ids import IdSet
 if TYPE_CHECKING:
     from ..resource import ResourceGraph, ResourceSet
 
-__all__ = ["leaf_switches", "switch_count"]
-
-
-def leaf_switches(g: ResourceGraph) -> list[tuple[str, IdSet]]:
-    """``(switch name, ranks under it)`` for every switch that links nodes directly (cached on the index)."""
-    topo = g.topo
-    cached = getattr(topo, "_leaf_switches", None)
-    if cached is not None:
-        return cached
-    G = g.nx
-    out: list[tuple[str, IdSet]] = []
-    for v, a in G.nodes(data=True):
-        ranks = [
-            G.nodes[c]["rank"]
-            for c, e in G._succ[v].items()
-            if e["subsystem"] == "network" and G.nodes[c]["type"] == "node" and G.nodes[c]["rank"] >= 0
-        ]
-        if ranks:
-            out.append((a["name"], IdSet(ranks)))
-    topo._leaf_switches = out
-    return out
+__all__ = ["switch_count"]
 
 
 def switch_count(g: ResourceGraph, rs: ResourceSet) -> int:
     """How many leaf switches the ranks of ``rs`` sit under."""
     ranks = rs.ranks.mask
-    return sum(1 for _, sw in leaf_switches(g) if sw.mask & ranks)
+    return sum(1 for _, sw in g.topo.leaf_switches if sw.mask & ranks)
 
 
 def _nodes(reqs: Any) -> int:
@@ -64,7 +46,7 @@ def search_network(g: ResourceGraph, av_set: ResourceSet, request: Any, low: Any
     """Match ``request`` within one leaf switch if one fits (best fit), else
     within the fewest switches, largest first; ``run(available)`` matches with
     the ``low`` order on an available set."""
-    switches = leaf_switches(g)
+    switches = g.topo.leaf_switches
     if not switches:
         return run(av_set)
     need = max(_nodes(request.resources), 1)

@@ -177,8 +177,10 @@ class UnitFields:
         cnt = self.index(x).cnt
         return bytes(cnt) if isinstance(cnt, bytearray) else list(cnt)
 
-    def _count(self, y: int) -> bytes | list[int]:
-        """Free units per node in the fields ``y``, counted afresh."""
+    def unit_counts(self, x: int) -> bytes | list[int]:
+        """Free units per node in the flat set ``x``, counted afresh (what a
+        :class:`NodeIndex` starts from)."""
+        y = (x >> self.base) & self.mask
         n = len(self.vertices)
         if self._bytes:
             return y.to_bytes(n, "little").translate(_POP8)

@@ -69,7 +69,7 @@ class NodeIndex:
         """Count ``x`` afresh (C-speed for byte fields; the bitmasks wait
         until a placement order asks for them)."""
         fields = self.fields
-        counts = fields._count((x >> fields.base) & fields.mask)
+        counts = fields.unit_counts(x)
         width = fields.width
         self.x = x
         #: the change number of the live set followed (:meth:`follow`)

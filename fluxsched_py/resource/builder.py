@@ -177,7 +177,9 @@ class ModelBuilder:
                     source=self.source,
                     element=element,
                 )
-            pools[type] = pool._replace(ids=IdSet.from_mask(have | ids))
+            pools[type] = Pool(
+                IdSet.from_mask(have | ids), pool.size, pool.unit, pool.basename, pool.subsystem, pool.pos
+            )
         else:
             pools[type] = Pool(IdSet.from_mask(ids), size, unit, basename or type, subsystem, self._nkids[parent])
 
@@ -205,7 +207,9 @@ class ModelBuilder:
         )
         # Filled through networkx's own dicts: add_nodes_from/add_edges_from
         # copy every attribute dict, which doubles the load time of a
-        # 200,000-node machine.  The result is an ordinary DiGraph.
+        # 200,000-node machine.  The result is an ordinary DiGraph.  (The one
+        # use of another module's private names kept outside engine/, named
+        # in docs/ARCHITECTURE.md and counted in t/test_layering.py.)
         n = len(self._attrs)
         G._node.update(enumerate(self._attrs))
         succ, pred = G._succ, G._pred

@@ -65,9 +65,7 @@ def add_ranks(G: nx.DiGraph, R: Mapping[str, Any], known: IdSet) -> IdSet:
             fresh += 1
         keys[v] = fresh
         fresh += 1
-    for v, k in keys.items():
-        G.add_node(k)
-        G._node[k] = frag._node[v]  # adopted: the fragment is thrown away
+    G.add_nodes_from((k, frag.nodes[v]) for v, k in keys.items())
     for v in nodes:
         G.add_edge(root, keys[v], subsystem=CONTAINMENT)
     for u, v, s in frag.edges(data="subsystem"):

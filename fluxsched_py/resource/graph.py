@@ -219,7 +219,7 @@ class ResourceGraph(GraphReaders):
             return self._avail
         if available.topology is not self.topo:
             raise ResourceError("the available set belongs to another graph")
-        return Availability.for_resourceset(available)
+        return available.availability()
 
     @property
     def version(self) -> int:
@@ -271,15 +271,16 @@ class ResourceGraph(GraphReaders):
         old = self._jobs.get(jobid)
         self._jobs[jobid] = rs if old is None else old | rs
         self._version += 1
-        self._avail.take(rs._cont, rs._pools, bits)  # what was available of rs (all of it unless ``running``)
+        # what was available of rs (all of it unless ``running``)
+        self._avail.take(rs.container_mask, rs.leaf_masks, bits)
 
     def _check_unheld(self, jobid: int, rs: ResourceSet) -> None:
         """Raise ResourceError unless no job holds any item of ``rs`` (folded first)."""
-        if bad_cont := rs._cont & self._alloc_cont:
+        if bad_cont := rs.container_mask & self._alloc_cont:
             v = IdSet.from_mask(bad_cont).first()
             raise ResourceError(f"job {jobid}: {self._describe_item(v, None, None)} is not free")
         held = self._alloc_pools
-        for v, tm in rs._pools.items():
+        for v, tm in rs.leaf_masks.items():
             taken = held.get(v)
             if taken:
                 for t, m in tm.items():
@@ -289,11 +290,11 @@ class ResourceGraph(GraphReaders):
 
     def _check_free(self, jobid: int, rs: ResourceSet) -> None:
         """Raise ResourceError unless every item of ``rs`` is available."""
-        if bad_cont := rs._cont & ~self._avail.cont:
+        if bad_cont := rs.container_mask & ~self._avail.cont:
             v = IdSet.from_mask(bad_cont).first()
             raise ResourceError(f"job {jobid}: {self._describe_item(v, None, None)} is not free")
         loc = self._avail.loc
-        for v, tm in rs._pools.items():
+        for v, tm in rs.leaf_masks.items():
             lv = loc[v]
             for t, m in tm.items():
                 if bad := m & ~lv.get(t, 0):
@@ -304,11 +305,8 @@ class ResourceGraph(GraphReaders):
         """``rs`` as a flat set of the live free set's layout, when it came
         with one (a placement the planner decoded) and that layout is still
         the graph's; else None (then the free set changes pool by pool)."""
-        f = rs._flat
         flat = self._avail.flat
-        if f is None or flat is None or f[0] is not flat.layout:
-            return None
-        return f[1]
+        return None if flat is None else rs.flat_in(flat.layout)
 
     def release(self, jobid: int, rs: ResourceSet | None = None) -> ResourceSet:
         """Free what ``jobid`` holds, or only part of it; return what was freed.
@@ -350,8 +348,8 @@ class ResourceGraph(GraphReaders):
             del self._unfolded[jobid]  # allocated since the last fold: nothing to take out
         else:
             self._fold()
-            self._alloc_cont &= ~part._cont
-            for v, tm in part._pools.items():
+            self._alloc_cont &= ~part.container_mask
+            for v, tm in part.leaf_masks.items():
                 d = self._alloc_pools[v]
                 for t, m in tm.items():
                     d[t] &= ~m
@@ -364,14 +362,14 @@ class ResourceGraph(GraphReaders):
         if bad:  # what is freed on a down, drained or shrunk rank stays unavailable
             rank = self.topo.rank
             cont = 0
-            for v in IdSet.from_mask(part._cont):
+            for v in IdSet.from_mask(part.container_mask):
                 r = rank[v]
                 if r < 0 or not bad >> r & 1:
                     cont |= 1 << v
-            pools = {v: tm for v, tm in part._pools.items() if (r := rank[v]) < 0 or not bad >> r & 1}
+            pools = {v: tm for v, tm in part.leaf_masks.items() if (r := rank[v]) < 0 or not bad >> r & 1}
             self._avail.give(cont, pools)
         else:
-            self._avail.give(part._cont, part._pools, self._flat_bits(part))
+            self._avail.give(part.container_mask, part.leaf_masks, self._flat_bits(part))
         return part
 
     # -- rank state ------------------------------------------------------------
@@ -473,7 +471,7 @@ class ResourceGraph(GraphReaders):
         new = Topology.compile(self.topo.model, topo.subsystem)
         if new.key[:n0] != topo.key:
             raise ResourceError("the model changed in a way that moves existing vertices of the index")
-        vars(topo).clear()  # lazy caches too (e.g. match.network's leaf switches)
+        vars(topo).clear()  # lazy caches too (e.g. Topology.leaf_switches)
         vars(topo).update(vars(new))  # the same object: every ResourceSet of this graph stays valid
         n = topo.n
         av = self._avail
@@ -501,8 +499,8 @@ class ResourceGraph(GraphReaders):
         apools = self._alloc_pools
         cont = self._alloc_cont
         for rs in unfolded.values():
-            cont |= rs._cont
-            for v, tm in rs._pools.items():
+            cont |= rs.container_mask
+            for v, tm in rs.leaf_masks.items():
                 d = apools.get(v)
                 if d is None:
                     apools[v] = dict(tm)

@@ -295,11 +295,10 @@ def resourceset_to_jgf(g: ResourceGraph, rs: ResourceSet) -> dict:
     Every vertex's metadata (type, name, id, rank, size, unit, properties)
     and every pool's (size, unit, basename) is read from the model
     (``g.nx``); the compiled index says which model vertex each item is
-    (``topo.key``) and where it sits in the tree the set was matched on.
+    (``topo.vertex_attrs``: the model's attributes by index) and where it sits in the tree the set was matched on.
     """
     topo = g.topo
-    attrs = g.nx._node
-    key = topo.key
+    attrs = topo.vertex_attrs
     sub = topo.subsystem
     keep = set()
     for v in rs.containers:
@@ -335,7 +334,7 @@ def resourceset_to_jgf(g: ResourceGraph, rs: ResourceSet) -> dict:
 
     pool_items = {(v, t): m for v, t, m in rs.pools()}
     for v in sorted(keep):  # pre-order: a parent comes before its children
-        a = attrs[key[v]]
+        a = attrs[v]
         p = topo.parent[v]
         path = paths[v] = (paths[p] if p >= 0 else "") + "/" + a["name"]
         rank = a["rank"]

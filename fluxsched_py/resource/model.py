@@ -49,7 +49,8 @@ def _ids(spec: Any, v: Any, t: str) -> IdSet:
 
 def _pool(spec: Any, v: Any, t: str, pos: int) -> Pool:
     if isinstance(spec, Pool):
-        spec = spec._asdict()
+        ids, size, unit, basename, subsystem, pos = spec
+        spec = {"ids": ids, "size": size, "unit": unit, "basename": basename, "subsystem": subsystem, "pos": pos}
     d = spec if isinstance(spec, dict) else {"ids": spec}
     if "ids" not in d:
         raise _err(f"pool {t!r} has no 'ids'", v)

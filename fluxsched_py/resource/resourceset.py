@@ -14,7 +14,7 @@ hashable and false when empty.  Reading and writing RFC 20 R lives in
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..ids import IdSet
@@ -22,7 +22,9 @@ from .errors import ResourceError
 from .topology import Topology
 
 if TYPE_CHECKING:
+    from .flatfree import FlatLayout
     from .graph import ResourceGraph
+    from .state import Availability
 
 __all__ = ["ResourceSet", "with_twins"]
 
@@ -58,7 +60,8 @@ class ResourceSet:
         self._pools = pools if pools is not None else {}
         self._hash: int | None = None
         self._ranks: IdSet | None = None
-        self._cache: Any = None
+        #: ``(vertex count, Availability)``: this set as the matcher sees it (:meth:`availability`)
+        self._cache: tuple[int, Availability] | None = None
         #: ``(layout, int)``: this set as a flat set of that
         #: :class:`~.flatfree.FlatLayout`, when whoever made it had it (the
         #: planner's decode); the graph then flips the free set by it whole
@@ -112,6 +115,35 @@ class ResourceSet:
     def containers(self) -> IdSet:
         """Vertex indices of the containers in the set."""
         return IdSet.from_mask(self._cont)
+
+    @property
+    def container_mask(self) -> int:
+        """:attr:`containers` as a bitmask (bit ``v``: vertex ``v``)."""
+        return self._cont
+
+    @property
+    def leaf_masks(self) -> Mapping[int, Mapping[str, int]]:
+        """The leaves as ``{vertex: {type: ids mask}}`` (no empty masks): the
+        set's own table, read without a copy; never change it."""
+        return self._pools
+
+    def flat_in(self, layout: FlatLayout) -> int | None:
+        """This set as a flat set of ``layout`` when it was decoded from one
+        of that layout (:meth:`decoded`: a planner's placement), else None."""
+        f = self._flat
+        return f[1] if f is not None and f[0] is layout else None
+
+    def availability(self) -> Availability:
+        """This set as the matcher reads an available set: every item of it
+        available (:meth:`Availability.from_resourceset`), built once per set
+        and again after its graph grew."""
+        cached = self._cache
+        n = self._topo.n
+        if cached is None or cached[0] != n:
+            from .state import Availability  # state.py builds on this module
+
+            cached = self._cache = (n, Availability.from_resourceset(self))
+        return cached[1]
 
     def pools(self) -> Iterator[tuple[int, str, IdSet]]:
         """``(vertex, type, ids)`` for every pool with leaves in the set, by vertex."""

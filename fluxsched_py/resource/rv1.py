@@ -264,17 +264,15 @@ def resourceset_to_rv1(
     What is written is read from the model (``g.nx``): each vertex's rank
     and name, the host names, rank properties and R_lite types of
     ``G.graph``.  The compiled index only says which model vertex each of
-    the set's items is (``topo.key``).
+    the set's items is (``topo.vertex_attrs``: the model's attributes by index).
     """
     topo = g.topo
-    G = g.nx
-    gattr = G.graph
-    attrs = G._node
-    key = topo.key
+    gattr = g.nx.graph
+    attrs = topo.vertex_attrs
     types = tuple(dict.fromkeys(gattr.get("rlite_types") or RLITE_TYPES))
     acc: dict[int, dict[str, int]] = {}
-    for v, tm in rs._pools.items():
-        r = attrs[key[v]]["rank"]
+    for v, tm in rs.leaf_masks.items():
+        r = attrs[v]["rank"]
         if r < 0:
             continue
         d = acc.setdefault(r, {})
@@ -282,9 +280,9 @@ def resourceset_to_rv1(
             if t in types:
                 d[t] = d.get(t, 0) | m
     # ranks held only as containers (e.g. a node with no cores) still appear
-    for lo, hi in IdSet.from_mask(rs._cont).runs():
+    for lo, hi in IdSet.from_mask(rs.container_mask).runs():
         for v in range(lo, hi + 1):
-            r = attrs[key[v]]["rank"]
+            r = attrs[v]["rank"]
             if r >= 0 and r not in acc:
                 acc[r] = {}
     groups: dict[tuple, int] = {}
@@ -298,7 +296,7 @@ def resourceset_to_rv1(
     ranks = sorted(acc)
     hostnames = gattr.get("hostnames") or {}
     if hostnames:
-        ex["nodelist"] = [Hostlist(hostnames.get(r) or attrs[key[topo.rank_root[r]]]["name"] for r in ranks).encode()]
+        ex["nodelist"] = [Hostlist(hostnames.get(r) or attrs[topo.rank_root[r]]["name"] for r in ranks).encode()]
         if not ranks:
             ex["nodelist"] = []
     rank_props = gattr.get("rank_properties") or {}

@@ -30,7 +30,8 @@ decoded), take and give change only the flat free set and note its flips;
 ``cont`` and ``loc`` catch up with their net change when first read
 (:meth:`_settle`).  An up/down change goes vertex by vertex (:meth:`set_local` syncs,
 then walks the ancestors only).  A snapshot ``ResourceSet`` handed to the
-matcher gets one built bottom-up in one pass (:meth:`from_resourceset`).
+matcher gets one built bottom-up in one pass (:meth:`from_resourceset`,
+kept on the set: :meth:`ResourceSet.availability`).
 """
 
 from __future__ import annotations
@@ -192,20 +193,14 @@ class Availability:
 
     @classmethod
     def from_resourceset(cls, rs: ResourceSet) -> Availability:
+        """A snapshot in which the items of ``rs`` are available (the set
+        keeps one: :meth:`ResourceSet.availability`)."""
         topo = rs.topology
         empty: dict[str, int] = {}
         loc: list[dict[str, int]] = [empty] * topo.n
-        for v, tm in rs._pools.items():
-            loc[v] = tm  # shared: neither the set nor a snapshot changes
-        return cls(topo, rs._cont, loc, snapshot=True)
-
-    @classmethod
-    def for_resourceset(cls, rs: ResourceSet) -> Availability:
-        """Like :meth:`from_resourceset`, cached on the (immutable) set."""
-        cached = rs._cache
-        if cached is None or len(cached._loc) != rs._topo.n:  # none yet, or made before the graph grew
-            cached = rs._cache = cls.from_resourceset(rs)
-        return cached
+        for v, tm in rs.leaf_masks.items():
+            loc[v] = tm  # type: ignore[assignment]  # shared: neither the set nor a snapshot changes
+        return cls(topo, rs.container_mask, loc, snapshot=True)
 
     def to_resourceset(self) -> ResourceSet:
         pools = {v: dict(d) for v in self.topo.pool_vertices if (d := {t: m for t, m in self.loc[v].items() if m})}

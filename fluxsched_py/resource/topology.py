@@ -55,8 +55,10 @@ class Topology:
         root = (gattr.get("roots") or {}).get(subsystem)
         if root is None or root not in G:
             raise ResourceError(f"the resource graph has no {subsystem} root", source=source)
-        nodes = G._node
-        succ = G._succ
+        # The model's own dicts, copied into plain dicts at C speed: a
+        # lookup through G.nodes[k] / G.succ[k] costs a view per vertex.
+        nodes = dict(G.nodes(data=True))
+        succ = dict(G.adjacency())
         protos: list[tuple[Any, int, int, dict]] = []  # (key, parent index, rank, attrs)
         first: dict[Any, int] = {}
         alias_of: list[int] = []
@@ -106,6 +108,8 @@ class Topology:
         }
         topo = cls.__new__(cls)
         topo._model = None
+        topo._vertex_attrs = None
+        topo._leaf_switches = None
         topo._cores = cores
         topo.gattr = gattr
         topo.source = None
@@ -185,6 +189,39 @@ class Topology:
             self._model = G
         return self._model
 
+    @property
+    def vertex_attrs(self) -> list[dict]:
+        """``vertex_attrs[v]``: the model's attributes of ``key[v]``, the
+        vertex behind index ``v`` (the model's own dicts: read them, never
+        change them), for the writers of R and JGF; listed when first asked for."""
+        attrs = self._vertex_attrs
+        if attrs is None:
+            nodes = dict(self.model.nodes(data=True))
+            attrs = self._vertex_attrs = [nodes[k] for k in self.key]
+        return attrs
+
+    @property
+    def leaf_switches(self) -> list[tuple[str, IdSet]]:
+        """``(switch name, ranks under it)`` for every vertex with ``network``
+        edges to nodes of a rank, in the model's vertex order (``policy=network``,
+        :mod:`fluxsched_py.match.network`), read from the model when first asked for."""
+        if self._leaf_switches is not None:
+            return self._leaf_switches
+        G = self.model
+        succ = dict(G.adjacency())
+        nodes = G.nodes
+        out: list[tuple[str, IdSet]] = []
+        for v, a in G.nodes(data=True):
+            ranks = [
+                nodes[c]["rank"]
+                for c, e in succ[v].items()
+                if e["subsystem"] == "network" and nodes[c]["type"] == "node" and nodes[c]["rank"] >= 0
+            ]
+            if ranks:
+                out.append((a["name"], IdSet(ranks)))
+        self._leaf_switches = out
+        return out
+
     def __init__(
         self, protos: list[tuple[Any, int, int, dict]], alias_of: list[int], gattr: dict, subsystem: str
     ) -> None:
@@ -198,6 +235,8 @@ class Topology:
         self.key: list[Any] = [p[0] for p in protos]
         self.alias_of = alias_of
         attrs = [p[3] for p in protos]
+        self._vertex_attrs: list[dict] | None = None
+        self._leaf_switches: list[tuple[str, IdSet]] | None = None
         # every key is there: the builder and model.validate fill them all
         self.type: list[str] = list(map(itemgetter("type"), attrs))
         self.name: list[str] = list(map(itemgetter("name"), attrs))
