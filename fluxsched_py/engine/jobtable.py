@@ -65,9 +65,6 @@ class JobTable:
     def __len__(self) -> int:
         return len(self.jobs)
 
-    def get(self, jobid: int) -> Job | None:
-        return self.jobs.get(jobid)
-
     @property
     def npending(self) -> int:
         """Pending jobs (best-effort ones included): the queues' counts."""
