@@ -165,7 +165,7 @@ def test_campaign_eta_annotation_and_stats():
     res = e.schedule(20.0).responses
     assert [r.id for r in res if r.type is ResponseType.SUCCESS] == [3]
     # At t=10 it was also 40 (10 + 3 left * 10 s / 1 done): the annotation stands unchanged.
-    assert e.job(4).sent["campaign_eta"] == pytest.approx(40.0)
+    assert e.job(4).reply.sent["campaign_eta"] == pytest.approx(40.0)
     st = e.hooks.stats(20.0)["c"]
     assert (st["pending"], st["running"], st["completed"]) == (1, 1, 2)
     assert st["mean_runtime"] == pytest.approx(10.0) and st["eta"] == pytest.approx(40.0)
@@ -183,7 +183,7 @@ def test_a_cancelled_job_leaves_its_campaigns_count():
     st = e.hooks.stats(10.0)["c"]
     assert (st["pending"], st["running"], st["completed"]) == (0, 1, 1)
     assert st["eta"] == pytest.approx(20.0)  # 1 left at 1 job / 10 s
-    assert e.besteffort.queue.npending == 0
+    assert e.table.besteffort.npending == 0
 
 
 def test_expected_duration_is_the_campaign_mean_capped_at_the_walltime():

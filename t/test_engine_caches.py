@@ -67,7 +67,7 @@ def test_shape_ids_are_forgotten_with_their_last_pending_job():
     for jobid in range(1, 200):
         e.alloc(jobid, 16, 0, now, jobspec(cores=1, duration=100.0 + jobid))
         e.schedule(now)
-        assert len(e._shapes) <= 1
+        assert len(e.table._shapes) <= 1
         e.free(jobid)
         now += 1.0
     e.alloc(1000, 16, 0, now, jobspec(cores=1, duration=5.0))
@@ -75,9 +75,9 @@ def test_shape_ids_are_forgotten_with_their_last_pending_job():
     e.alloc(1002, 16, 0, now, jobspec(cores=1, duration=6.0))
     assert e.job(1000).shape_id == e.job(1001).shape_id != e.job(1002).shape_id
     e.schedule(now)  # 1000 starts; 1001 and 1002 wait
-    assert len(e._shapes) == 2
+    assert len(e.table._shapes) == 2
     e.cancel(1002)
-    assert len(e._shapes) == 1
+    assert len(e.table._shapes) == 1
 
 
 def test_policies_come_from_the_registry_and_none_is_unlimited():

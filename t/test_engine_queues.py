@@ -289,7 +289,7 @@ def test_a_queue_that_empties_is_forgotten_and_can_come_back():
     assert started(e.schedule(0.0).responses) == [1]
     e.cancel(2)
     e.schedule(1.0)
-    assert e.pending() == [] and e._queues == {}
+    assert e.pending() == [] and e.table.queues == {}
     e.alloc(3, 16, 1, 3.0, qjob("b", 1, duration=10))
     e.free(1)
     assert started(e.schedule(10.0).responses) == [3]

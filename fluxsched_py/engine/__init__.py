@@ -7,7 +7,11 @@ wire messages into calls on :class:`Engine` and send back what it returns.
 
 One module per job:
 
-:mod:`.states`       the RFC 27 state machine (:data:`TRANSITIONS`), responses
+:mod:`.states`       the RFC 27 state machine (:data:`TRANSITIONS`: state, event
+                     -> state, effects), responses
+:mod:`.jobtable`     :class:`JobTable`: every job, its state, the queues and
+                     their counts; ``apply`` is the one door for transitions
+:mod:`.reply`        :class:`Reply`: one per alloc request, what it annotated
 :mod:`.options`      the option table (:data:`OPTIONS`) and :class:`EngineOptions`
 :mod:`.jobs`         :class:`Job` and the pending queues
 :mod:`.core`         :class:`Engine`: the inputs (alloc, free, ...) and passes
@@ -15,7 +19,7 @@ One module per job:
 :mod:`.annotations`  annotations and ``reason_pending`` texts
 
 What the engine owns
-    the job table; the pending queue in order (priority, t_submit, id); the
+    the job table (:class:`JobTable`); the pending queue in order (priority, t_submit, id); the
     resource graph's allocations for its jobs; the planner's spans (running
     jobs, and the reservations the queue policy keeps); the annotations it
     last sent for each job, so it only sends what changed.  It also knows

@@ -3,9 +3,12 @@
 After each complete pass :func:`end_pass` posts, for the pending jobs at the
 head of each queue (``annotate-depth``), ``reason_pending``, ``jobs_ahead``,
 ``t_estimate`` and ``queue`` (RFC 27 ``sched.*`` annotations), only what
-changed since the job's last annotation, and clears what no longer applies.
-A started job's ``resource_summary`` (and ``backfill``) come from
-:func:`start_annotations`.  The texts are built here and nowhere else.
+changed since the job's last annotation, and clears what no longer applies
+(each job's :class:`~.reply.Reply` keeps what was sent; the job table, which
+jobs hold annotations).  The texts of pending regular jobs and
+``resource_summary`` are built here; a started job's SUCCESS annotations are
+put together by :meth:`Engine.succeed <fluxsched_py.engine.core.Engine.succeed>`,
+and best-effort jobs' texts by :mod:`.besteffort`.
 """
 
 from __future__ import annotations
@@ -15,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 
 from ..resource.rlist import rlist_ids, rlist_summary
 from .jobs import Job
-from .states import Response, ResponseType
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -24,8 +26,6 @@ if TYPE_CHECKING:
     from .passctx import Pass
 
 __all__ = ["describe_constraint", "describe_need", "end_pass", "reason_pending", "resource_summary"]
-
-_MISSING = object()
 
 
 def fmt_clock(t: float) -> str:
@@ -57,14 +57,16 @@ def end_pass(e: Engine, p: Pass) -> None:
     """Annotations: post what changed, delete what no longer applies."""
     want: dict[int, dict[str, Any]] = {}
     depth = e.options.annotate_depth
-    for queue in e._queues.values() if depth != 0 else ():
+    table = e.table
+    live = table.live
+    for queue in table.queues.values() if depth != 0 else ():
         # jobs_ahead and the job a job waits behind are of its own queue.
         head: Job | None = None
         pos = 0
         q = queue.jobs
         for i in range(queue.head, len(q)):
             job = q[i]
-            if not e._live(job):
+            if not live(job):
                 continue
             if depth is not None and pos >= depth:
                 break
@@ -72,27 +74,21 @@ def end_pass(e: Engine, p: Pass) -> None:
                 head = job
             want[job.id] = annotations(e, p, job, pos, head)
             pos += 1
+    jobs = table.jobs
     for span in e.planner.reserved():
         if span.jobid not in want:
-            job = e._jobs[span.jobid]
-            want[job.id] = {"t_estimate": span.start}
-    for jobid in list(e._annotated):
+            want[span.jobid] = {"t_estimate": span.start}
+    for jobid in list(table.annotated):
         if jobid not in want:
             want[jobid] = {}
+    out = p.out
     for jobid, ann in want.items():
-        job = e._jobs[jobid]
-        if job.sent == ann:
-            continue
-        diff = {k: v for k, v in ann.items() if job.sent.get(k, _MISSING) != v}
-        diff.update({k: None for k in job.sent if k not in ann})
-        if not diff:
-            continue
-        job.sent = ann
-        if ann:
-            e._annotated.add(jobid)
-        else:
-            e._annotated.discard(jobid)
-        p.out.append(Response(jobid, ResponseType.ANNOTATE, {"sched": diff}))
+        job = jobs[jobid]
+        if job.reply.sent == ann:
+            continue  # the common case, without a call
+        r = table.annotate(job, ann)
+        if r is not None:
+            out.append(r)
 
 
 def annotations(e: Engine, p: Pass, job: Job, pos: int, head: Job | None) -> dict[str, Any]:
@@ -123,19 +119,19 @@ def reason_pending(e: Engine, p: Pass, job: Job, head: Job | None) -> str:
     if c is not None and p.constraint_blocks(job):
         text = f"blocked by constraint: {describe_constraint(c)}"
     elif why == "order" and head is not None and head is not job:
-        text = f"waiting for {need}, behind higher-priority job {e._job_name(head.id)}"
+        text = f"waiting for {need}, behind higher-priority job {e.job_name(head.id)}"
     elif enough and job.estimate is not None:
         text = f"waiting for {need}, held for jobs reserved ahead of it"
     else:
         text = f"waiting for {need}"
     if job.estimate is not None:
-        return f"{text} — reserved to start at {e._time_format(job.estimate)}"
+        return f"{text} — reserved to start at {e.time_format(job.estimate)}"
     if why == "depth":
         return f"{text} — no reservation (beyond reserve-depth={job.queue.policy.reserve_depth})"
     if why == "backfill":
         return f"{text} — cannot start without delaying a reservation"
     if head is not None and head is not job:
-        return f"{text} — behind higher-priority job {e._job_name(head.id)}"
+        return f"{text} — behind higher-priority job {e.job_name(head.id)}"
     return text
 
 

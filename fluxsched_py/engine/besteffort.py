@@ -41,15 +41,13 @@ regular jobs re-plan: for those, nothing changed.
 from __future__ import annotations
 
 import heapq
-import math
 from collections.abc import Container, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..match.policy import POLICIES, get_policy
 from .actions import Preempt
-from .annotations import resource_summary
-from .jobs import Job, JobQueue
+from .jobs import Job
 from .regularview import RegularView
 from .states import JobState, PassResult, Response, ResponseType
 
@@ -157,8 +155,7 @@ class BestEffort:
         self.e = engine
         #: The graph the planner reads: lent resources count as free.
         self.view = RegularView(engine.graph)
-        #: Pending best-effort jobs, in order (the engine's queue helpers sort it).
-        self.queue = JobQueue(None, None)  # type: ignore[arg-type]
+        #: A best-effort job arrived or left: the best-effort pass is due.
         self.dirty = False
         self._windows: list[tuple[float, int]] = []  # (end of protected window, job id)
         self._lent: dict[int, tuple[Job, int]] = {}  # preemptible now: (job, flat bits)
@@ -191,21 +188,10 @@ class BestEffort:
         return {y: set(h.waiting) for y, h in self._handoffs.items()}
 
     def _protected(self, jobid: int) -> bool:
-        job = self.e._jobs.get(jobid)
+        job = self.e.job(jobid)
         return job is not None and job.state is JobState.RUNNING and jobid in self.e.planner and jobid not in self._lent
 
     # -- engine hooks -------------------------------------------------------------
-
-    def add(self, job: Job) -> list[Response]:
-        """A new pending best-effort job (``alloc``)."""
-        q = self.queue
-        job.queue = q
-        q.npending += 1
-        if q.jobs and q.sorted and job.sortkey < q.jobs[-1].sortkey:
-            q.sorted = False
-        q.jobs.append(job)
-        self.dirty = True
-        return []
 
     def span_end(self, job: Job) -> float:
         """Where a job's planner span ends: its expiration, or for a
@@ -221,20 +207,18 @@ class BestEffort:
             _, jobid = heapq.heappop(w)
             if self._protected(jobid):
                 self.e.planner.remove(jobid)
-                self._lend(self.e._jobs[jobid])
+                self._lend(self.e.table.jobs[jobid])
                 changed = True
         if changed:
-            self.e._changed()  # for regular jobs, resources were freed
+            self.e.changed()  # for regular jobs, resources were freed
 
     def freed(self, job: Job) -> list[Response]:
         """``sched.free`` (final) of a best-effort job."""
         e = self.e
         jobid = job.id
-        e._transition(job, "free-final")
         released = e.graph.release(jobid)
         span = e.planner.remove(jobid)
-        del e._jobs[jobid]
-        e.hooks.ended(job, preempted=jobid in self._preempted)
+        e.table.apply(job, "free-final", preempted=jobid in self._preempted)
         if jobid in self._lent:
             self._unlend(jobid)
         self._spent.discard(jobid)
@@ -247,7 +231,7 @@ class BestEffort:
                 if not h.waiting:
                     self._ready.append(h.job.id)
         if span is not None:
-            e._changed()  # its protected window ended early: regular jobs may move up
+            e.changed()  # its protected window ended early: regular jobs may move up
         self.dirty = True
         return []
 
@@ -280,13 +264,12 @@ class BestEffort:
             self._preempted[v] = None
         if job.id in self._ready:
             self._ready.remove(job.id)
-        e._transition(job, "cancel")
+        e.table.apply(job, "cancel")
         if e.graph.jobs.get(job.id) is not None:
             e.graph.release(job.id)
         e.planner.remove(job.id)
-        del e._jobs[job.id]
         e.stats["canceled"] += 1
-        e._changed()
+        e.changed()
         return [Response(job.id, ResponseType.CANCEL)]
 
     def adopt(self, job: Job, preempted: bool) -> None:
@@ -369,24 +352,19 @@ class BestEffort:
         victims, placement = chosen
         rs = planner.resolve(placement)
         if not victims:
-            e._start(p, job, placement)
+            e.start_job(p, job, placement)
             return placement
-        e._transition(job, "preempt")
-        e._drop_shape(job)
-        e._npending -= 1
-        job.queue.npending -= 1
-        end = self._end(job, now)
-        job.resources, job.t_start, job.expiration = rs, now, end
+        end = e.kill_time(job, now)
+        e.table.apply(job, "preempt", now=now, resources=rs, expiration=end)
         own = rs & e.graph.free()
         if own:
             e.graph.allocate(job.id, own)
         planner.add_running(job.id, rs, now, min(end, now + job.duration), placement[1])
         h = self._handoffs[job.id] = _Handoff(job, rs)
-        name = e._job_name
+        name = e.job_name
         spent = [v for v in victims if v.id in self._spent]
         for v in victims:
-            if p._free is not None:  # what a victim holds beyond the placement is not free either
-                p._free &= ~self._lent[v.id][1]
+            p.withhold(self._lent[v.id][1])  # what a victim holds beyond the placement is not free either
             self._unlend(v.id)
             self._preempted[v.id] = job.id
             h.waiting.add(v.id)
@@ -405,35 +383,12 @@ class BestEffort:
         self._annotate(job, ann, p.out)
         return placement
 
-    def _end(self, job: Job, now: float) -> float:
-        """The kill time of ``job`` started at ``now`` (its walltime; the
-        planner may plan shorter: EASY++, a protected window)."""
-        end = now + job.walltime
-        if end == math.inf and self.e.instance_expiration:
-            end = max(self.e.instance_expiration, now + 1e-9)
-        return end
-
     def _annotate(self, job: Job, ann: dict[str, Any], out: list[Response]) -> None:
-        diff = {k: v for k, v in ann.items() if job.sent.get(k) != v}
-        diff.update({k: None for k in job.sent if k not in ann})
-        self.e._annotated.discard(job.id)
-        job.sent = ann
-        if diff:
-            out.append(Response(job.id, ResponseType.ANNOTATE, {"sched": diff}))
-
-    def _success(self, job: Job, rs: Any, now: float, end: float, extra: dict[str, Any], out: list[Response]) -> None:
-        e = self.e
-        e._transition(job, "start")
-        e.stats["started"] += 1
-        R = None
-        if e.build_R:
-            R = rs.to_rv1(e.graph, now, 0.0 if end == math.inf else end, job.request.nslots or 1)
-        ann: dict[str, Any] = {k: None for k in job.sent if k != "resource_summary"}
-        ann["resource_summary"] = resource_summary(R, rs)
-        ann.update(extra)
-        job.sent = {}
-        e._annotated.discard(job.id)
-        out.append(Response(job.id, ResponseType.SUCCESS, {"sched": ann}, R=R, resources=rs, start=now, expiration=end))
+        """Annotations of a job the regular pass does not annotate (a pending
+        best-effort job, a job waiting for its victims)."""
+        r = self.e.table.annotate(job, ann, managed=False)
+        if r is not None:
+            out.append(r)
 
     def start_ready(self, now: float) -> list[Response]:
         """Move protected windows on, and answer SUCCESS for the regular jobs
@@ -447,14 +402,11 @@ class BestEffort:
             if h is None:
                 continue
             job = h.job
-            end = self._end(job, now)
+            end = e.kill_time(job, now)
             if (job.t_start, job.expiration) != (now, end):
-                for other in e.planner.set_end(job.id, min(end, now + job.duration)):
-                    if (pending := e._jobs.get(other)) is not None:
-                        pending.estimate = pending.proof = None
-                        e._changed()
-            job.t_start, job.expiration = now, end
-            self._success(job, h.rs, now, end, {}, out)
+                if e.set_plan_end(job.id, min(end, now + job.duration)):
+                    e.changed()
+            e.succeed(job, h.rs, now, end, {}, out)
         return out
 
     # -- the best-effort pass -------------------------------------------------------
@@ -469,9 +421,9 @@ class BestEffort:
         jobs changed: start pending best-effort jobs where no regular job
         can go, annotate them; return the pass's result."""
         e = self.e
-        q = self.queue
+        q = e.table.besteffort
         if (self.dirty or passed) and q.npending:
-            e._sort_queue(q)
+            e.table.sort_queue(q)
             self._start_pending(now, out)
         self.dirty = False
         return PassResult(out, preempt=self.take_actions())
@@ -481,14 +433,11 @@ class BestEffort:
         or campaign order (test campaigns first, then least decayed usage:
         :mod:`.campaigns`) once a job named a campaign."""
         e = self.e
-        q = self.queue
+        pending = e.table.pending_in(e.table.besteffort)
         if e.hooks.ordered:
-            yield from e.hooks.order([j for j in q.jobs[q.head :] if e._live(j)], now)
+            yield from e.hooks.order(list(pending), now)
             return
-        for i in range(q.head, len(q.jobs)):
-            job = q.jobs[i]
-            if e._live(job):
-                yield job
+        yield from pending
 
     def _match(self, job: Job, avail: int, policy: str) -> tuple[Any, int] | None:
         """A placement in ``avail``: on ``job``'s preferred nodes (``affinity``) when it fits there."""
@@ -549,16 +498,10 @@ class BestEffort:
         planner = e.planner
         rs = planner.resolve(found)
         e.graph.allocate(job.id, rs)
-        e._drop_shape(job)
-        e._npending -= 1
-        job.queue.npending -= 1
-        end = self._end(job, now)
-        job.resources, job.t_start, job.expiration = rs, now, end
         until = now + (job.preemptible_after or 0.0)
+        e.succeed(job, rs, now, e.kill_time(job, now), {"besteffort": f"preemptible from {e.time_format(until)}"}, out)
         if until > now:  # planned as a job that ends then (or at its walltime)
             planner.add_running(job.id, rs, now, now + window, found[1])
             heapq.heappush(self._windows, (until, job.id))
         else:
             self._lend(job)
-        self._success(job, rs, now, end, {"besteffort": f"preemptible from {e._time_format(until)}"}, out)
-        e.hooks.started(job, now)

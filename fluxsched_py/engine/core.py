@@ -13,15 +13,16 @@ from cachetools import LRUCache
 
 from ..ids import IdSet
 from ..planner import MatchCache, Planner
-from ..policy import QueuePolicy, make_policy, order_key
+from ..policy import QueuePolicy, make_policy
 from .annotations import end_pass, fmt_clock, resource_summary
 from .besteffort import BestEffort
 from .hooks import Hooks
-from .jobs import Job, JobQueue, depth_limits, idle_pass, run_queues
+from .jobs import Job, depth_limits, run_queues
+from .jobtable import JobTable
 from .options import EngineOptions
 from .passctx import Pass
 from .resources import apply_resource_update
-from .states import EngineError, JobState, PassResult, Response, ResponseType, next_state
+from .states import EngineError, JobState, PassResult, Response, ResponseType
 
 __all__ = ["Engine"]
 
@@ -74,38 +75,36 @@ class Engine:
         self.graph = graph
         self._feasibility = _match_mod.feasibility
         self.stats = {"passes": 0, "matches": 0, "started": 0, "denied": 0, "canceled": 0}
-        #: Best-effort jobs and preemption; the planner sees the graph through its view.
-        self.besteffort = BestEffort(self)
-        self.planner = self.make_planner(MatchCache(matcher))
         #: The queue policy of every queue not named in ``queue-policy-per-queue``.
         self.queue_policy: QueuePolicy = make_policy(self.options.queue_policy, self.options.reserve_depth)
         self._policies: dict[str, QueuePolicy] = {
             name: make_policy(pol, self.options.reserve_depth) for name, pol in self.options.queue_policy_per_queue
         }
+        #: Every job the engine knows, its state and its queue: changed only
+        #: through :meth:`JobTable.apply` (:mod:`.jobtable`).
+        self.table = JobTable(self.policy_for)
+        #: Best-effort jobs and preemption; the planner sees the graph through its view.
+        self.besteffort = BestEffort(self)
+        self.planner = self.make_planner(MatchCache(matcher))
         self.build_R = build_R
         self.summaries = summaries
         self._stopwatch = stopwatch
-        self._time_format = time_format
-        self._job_name = job_name
+        #: How annotations show an absolute time, and a job id, to users.
+        self.time_format = time_format
+        self.job_name = job_name
         self.instance_expiration: float = 0.0  # 0 = none
 
-        self._jobs: dict[int, Job] = {}
-        #: Queues with pending jobs, by name (None: the anonymous queue).
-        self._queues: dict[str | None, JobQueue] = {}
-        self._npending = 0
-        self._annotated: set[int] = set()  # pending jobs holding annotations
         self._parse_cache: LRUCache = LRUCache(maxsize=4096)
-        #: (request key, walltime) -> [shape id, pending jobs of that shape]:
-        #: only shapes of pending jobs are kept; ids are never reused.
-        self._shapes: dict[tuple[Any, float], list[int]] = {}
-        self._next_shape = 0
         self._feasible_cache: LRUCache = LRUCache(maxsize=4096)
         self._pass: Pass | None = None
         self._pass_gen: Iterator[None] | None = None
         self._dirty = True  # something changed since the last complete pass
         self._restart = False  # ... in a way that invalidates a pass in progress
         self._compress = True  # ... in a way that may let reservations move earlier
-        self.hooks = Hooks(self)  # optional features: EASY++, affinity, campaigns (engine/hooks.py)
+        #: Optional features (EASY++, affinity, campaigns, the sink effect):
+        #: they observe job events through the table (engine/hooks.py).
+        self.hooks = Hooks(self)
+        self.table.observers.append(self.hooks)
 
     # ------------------------------------------------------------------
     # Queries
@@ -120,29 +119,30 @@ class Engine:
         start time instead of preempting them.  What is lent is encoded anew
         in the new planner's flat layout (a grow lays it out anew).
         """
-        self._match = match
+        #: The matcher, memoized, that the planner matches through.
+        self.match = match
         planner = Planner(self.besteffort.view, matcher=match)
         self.besteffort.encode_lent(planner.codec)
         return planner
 
     def job(self, jobid: int) -> Job | None:
-        return self._jobs.get(jobid)
+        return self.table.jobs.get(jobid)
 
     @property
     def pending_count(self) -> int:
-        return self._npending
+        return self.table.npending
 
     @property
     def running(self) -> list[Job]:
-        return [j for j in self._jobs.values() if j.state is JobState.RUNNING]
+        return [j for j in self.table.jobs.values() if j.state is JobState.RUNNING]
 
     def pending(self, queue: str | None | object = _ALL) -> list[Job]:
         """Pending jobs in order (a copy; never disturbs a pass in progress):
         of every queue (best-effort jobs included), or of ``queue`` only
         (None: the anonymous queue)."""
-        qs = [*self._queues.values(), self.besteffort.queue] if queue is _ALL else self._queues.values()
-        qs = qs if queue is _ALL else [q for q in qs if q.name == queue]
-        return sorted((j for q in qs for j in q.jobs if self._live(j)), key=lambda j: j.sortkey)
+        t = self.table
+        qs = [*t.queues.values(), t.besteffort] if queue is _ALL else [q for q in t.queues.values() if q.name == queue]
+        return sorted((j for q in qs for j in q.jobs if t.live(j)), key=lambda j: j.sortkey)
 
     def policy_for(self, queue: str | None) -> QueuePolicy:
         """The policy that schedules ``queue``'s jobs (``queue-policy-per-queue``, else ``queue-policy``)."""
@@ -167,7 +167,7 @@ class Engine:
         assert not (free & alloc), "a resource is both free and allocated"
         assert not (free & down), "a resource is both free and down"
         seen = every - every
-        for j in self._jobs.values():
+        for j in self.table.jobs.values():
             if j.state is JobState.RUNNING and j.resources is not None:
                 assert not (seen & j.resources), f"job {j.id} shares resources with another job"
                 seen = seen | j.resources
@@ -182,7 +182,7 @@ class Engine:
         already released).  Marks their resources allocated."""
         for h in jobs:
             jobid = int(h["id"])
-            if jobid in self._jobs:
+            if jobid in self.table.jobs:
                 log.warning("hello: job %d reported twice; ignored", jobid)
                 continue
             R = h.get("R")
@@ -195,18 +195,15 @@ class Engine:
                 log.error("hello: job %d: cannot mark its resources allocated: %s", jobid, exc)
                 continue
             job = Job(jobid, int(h.get("priority", 0)), int(h.get("userid", 0)), float(h.get("t_submit", 0)), None)
-            self._transition(job, "hello")
-            job.resources = rs
             ex = ((R or {}).get("execution") or {}).get("expiration") or 0
             st = ((R or {}).get("execution") or {}).get("starttime") or 0
-            job.expiration = float(ex) if ex else math.inf
-            job.t_start = float(st)
-            self._jobs[jobid] = job
+            job.reply.end()  # its alloc was answered before the restart
+            self.table.apply(job, "hello", resources=rs, now=float(st), expiration=float(ex) if ex else math.inf)
             self.planner.add_running(jobid, rs, job.t_start, max(job.expiration, job.t_start + 1e-9))
             if h.get("preemptible_after") is not None:  # a best-effort job (the driver read its jobspec)
                 job.preemptible_after = float(h["preemptible_after"])
                 self.besteffort.adopt(job, bool(h.get("preempted")))
-        self._changed()
+        self.changed()
         return []
 
     def alloc(
@@ -217,7 +214,7 @@ class Engine:
         ``jobspec`` is the RFC 14 object, or an already parsed
         :class:`~fluxsched_py.jobspec.Request`.
         """
-        old = self._jobs.get(jobid)
+        old = self.table.jobs.get(jobid)
         if old is not None:
             return self._duplicate_alloc(old)
         try:
@@ -229,32 +226,23 @@ class Engine:
         if reason is not None:
             self.stats["denied"] += 1
             return [Response(jobid, ResponseType.DENY, note=reason)]
-        job = self.hooks.submitted(Job(jobid, priority, userid, t_submit, request))
-        job.shape_id = self._take_shape(job)
-        self._transition(job, "alloc")
-        self._jobs[jobid] = job
-        self._npending += 1
+        job = Job(jobid, priority, userid, t_submit, request)
+        queue = self.table.queue_for(job)
+        was_sorted = queue.sorted
+        self.table.apply(job, "alloc", queue=queue)  # the observers (EASY++) may plan it shorter first
         if job.preemptible_after is not None:
-            return self.besteffort.add(job)
-        name = request.queue or None
-        queue = self._queues.get(name)
-        if queue is None:
-            queue = self._queues[name] = JobQueue(name, self.policy_for(name))
-        job.queue = queue
-        queue.npending += 1
-        q = queue.jobs
-        if q and queue.sorted and job.sortkey < q[-1].sortkey:
+            self.besteffort.dirty = True  # for regular jobs, nothing changed
+            return []
+        if was_sorted and not queue.sorted:
             # It goes ahead of queued jobs: re-plan their reservations too.
-            queue.sorted = False
             self._restart = True
             self._compress = True
-        q.append(job)
         self._dirty = True
         return []
 
     def cancel(self, jobid: int) -> list[Response]:
         """``sched.cancel``: answer the pending alloc with CANCEL, else ignore."""
-        job = self._jobs.get(jobid)
+        job = self.table.jobs.get(jobid)
         if job is not None and job.state is JobState.STARTING:
             return self.besteffort.cancel_starting(job)
         if job is None or job.state is not JobState.PENDING:
@@ -266,7 +254,7 @@ class Engine:
 
     def free(self, jobid: int, R: Mapping[str, Any] | None = None, final: bool = True) -> list[Response]:
         """``sched.free``: release all (``final``) or part (ranks in ``R``) of a job's resources."""
-        job = self._jobs.get(jobid)
+        job = self.table.jobs.get(jobid)
         if job is None or job.state is not JobState.RUNNING:
             log.warning("free: job %d holds no resources; ignored", jobid)
             return []
@@ -274,12 +262,11 @@ class Engine:
             if final and job.preemptible_after is not None:
                 return self.besteffort.freed(job)
             if final:
-                self._transition(job, "free-final")
                 self.graph.release(jobid)
                 self.planner.remove(jobid)
-                self.hooks.ended(self._jobs.pop(jobid))
+                self.table.apply(job, "free-final")
             else:
-                self._transition(job, "free")
+                self.table.apply(job, "free")
                 part = self._rs_from_R(R) & job.resources if R is not None else None
                 if part:
                     part = self.graph.release(jobid, part)  # with the node of a rank left with no core/GPU
@@ -291,42 +278,34 @@ class Engine:
                         self.besteffort.resized(job, part)
         except Exception as exc:  # never crash on free: log it and carry on
             log.error("free: job %d: %s", jobid, exc)
-        self._changed()
+        self.changed()
         return []
 
     def prioritize(self, jobs: Iterable[tuple[int, int] | list[int]]) -> list[Response]:
         """``sched.prioritize``: new priorities for pending jobs; unknown ids ignored."""
         changed = False
         for jobid, prio in jobs:
-            job = self._jobs.get(int(jobid))
+            job = self.table.jobs.get(int(jobid))
             if job is None or job.state is not JobState.PENDING:
                 continue
-            self._transition(job, "prioritize")
-            if job.priority != prio:
-                job.priority = int(prio)
-                job.sortkey = order_key(job.priority, job.t_submit, job.id)
-                job.queue.sorted = False
+            if self.table.reprioritize(job, prio):
                 changed = True
         if changed:
-            self._changed()
+            self.changed()
         return []
 
     def expiration(self, jobid: int, expiration: float) -> None:
         """``sched.expiration``: move a running job's end; raises EngineError if it holds nothing."""
-        job = self._jobs.get(jobid)
+        job = self.table.jobs.get(jobid)
         if job is None or job.state is not JobState.RUNNING:
             raise EngineError(f"job {jobid} does not currently have an allocation")
         if expiration <= (job.t_start or 0):
             raise EngineError(f"expiration {expiration} is before job {jobid} started")
-        self._transition(job, "expiration")
+        self.table.apply(job, "expiration")
         job.expiration = float(expiration)
-        end = self.besteffort.span_end(job)
-        for other in (
-            self.planner.set_end(jobid, end) if jobid in self.planner else ()
-        ):  # reservations in the way: re-planned
-            if (pending := self._jobs.get(other)) is not None:
-                pending.estimate = pending.proof = None
-        self._changed()
+        if jobid in self.planner:
+            self.set_plan_end(jobid, self.besteffort.span_end(job))
+        self.changed()
 
     def reconfigure(self, options: EngineOptions | Iterable[str] | Mapping[str, Any]) -> None:
         """Change the options of a running engine (``flux config reload``).
@@ -339,14 +318,14 @@ class Engine:
         self.options = new
         self.queue_policy = make_policy(new.queue_policy, new.reserve_depth)
         self._policies = {name: make_policy(pol, new.reserve_depth) for name, pol in new.queue_policy_per_queue}
-        for name, queue in self._queues.items():
+        for name, queue in self.table.queues.items():
             queue.policy = self.policy_for(name)
         for span in list(self.planner.reserved()):
             self.planner.remove(span.jobid)
-            job = self._jobs.get(span.jobid)
+            job = self.table.jobs.get(span.jobid)
             if job is not None:
-                job.estimate = job.proof = None
-        self._changed()
+                self.table.unplan(job)
+        self.changed()
 
     def resource_update(
         self,
@@ -360,9 +339,10 @@ class Engine:
         """A ``resource.acquire`` update: ranks grown (an R fragment, up and
         free), ranks' properties replaced, ranks up/down/shrunk, or a new
         instance expiration (see :mod:`.resources`)."""
-        apply_resource_update(self, up, down, shrink, expiration, grow, properties)
+        if apply_resource_update(self, up, down, shrink, expiration, grow, properties):
+            self._pass = self._pass_gen = None  # the planner it planned on is gone
         self._feasible_cache.clear()
-        self._changed()
+        self.changed()
         return []
 
     def feasibility(self, jobspec: Mapping[str, Any] | Any) -> str | None:
@@ -372,6 +352,34 @@ class Engine:
         except Exception as exc:
             return f"invalid jobspec: {exc}"
         return self._feasible(request)
+
+    def changed(self) -> None:
+        """Something happened that may change the plan: the next
+        :meth:`schedule` makes a pass, restarting one in progress, and lets
+        reservations move earlier."""
+        self._dirty = True
+        self._restart = True
+        self._compress = True
+
+    def set_plan_end(self, jobid: int, end: float) -> bool:
+        """Move the end of ``jobid``'s planner span to ``end``; the
+        reservations in the way are dropped, for the next pass to re-plan.
+        True when there were any."""
+        dropped = False
+        for other in self.planner.set_end(jobid, end):
+            if (pending := self.table.jobs.get(other)) is not None:
+                self.table.unplan(pending)
+                dropped = True
+        return dropped
+
+    def kill_time(self, job: Job, now: float) -> float:
+        """When ``job``, started at ``now``, is killed: at its walltime, or at
+        the instance's expiration when it has none (the planner may plan
+        shorter: EASY++, a protected window)."""
+        end = now + job.walltime
+        if end == math.inf and self.instance_expiration:
+            end = max(self.instance_expiration, now + 1e-9)
+        return end
 
     def schedule(self, now: float, budget: float | None = None) -> PassResult:
         """Run (or resume) a scheduling pass at time ``now``.
@@ -386,14 +394,14 @@ class Engine:
         self.hooks.tick(now)  # before the plan is read: EASY++ corrections, campaign bookkeeping
         out = self.besteffort.start_ready(now)
         if self._pass is not None and self._plan_due(self._pass.now, now):
-            self._changed()
+            self.changed()
         if self._pass is not None and (self._restart or now < self._pass.now):
             self._pass = self._pass_gen = None
         if self._pass is None:
             if not self._dirty:
                 return self.besteffort.run(now, out)
-            if not self._npending and not self._annotated and not self.planner.nreserved:
-                idle_pass(self, now)  # what a pass with no job would do (half the replay's passes)
+            if not self.table.npending and not self.table.annotated and not self.planner.nreserved:
+                self._idle_pass(now)  # what a pass with no job would do (half the replay's passes)
                 return self.besteffort.run(now, out, passed=True)
             self._begin_pass(now)
         p = self._pass
@@ -428,38 +436,15 @@ class Engine:
         """A policy raised: what the pass started stands, the job it was on is
         denied with the error, and the pass is dropped (``more``: re-plan now)."""
         self._pass = self._pass_gen = None
-        self._changed()
+        self.changed()
         job = p.current
         log.error("scheduling pass: %s policy raised %r on job %s", p.queue.policy.name if p.queue else "?", exc, job)
-        if job is None or not self._live(job):
+        if job is None or not self.table.live(job):
             return PassResult(p.out)
         self._forget_pending(job, "deny")
         self.stats["denied"] += 1
         note = f"scheduler error: {type(exc).__name__}: {exc}"
         return PassResult([*p.out, Response(job.id, ResponseType.DENY, note=note)], more=True)
-
-    def _transition(self, job: Job, event: str) -> None:
-        new = next_state(job.state if job.id in self._jobs else None, event, job.id)
-        if new is not None:
-            job.state = new
-
-    def _take_shape(self, job: Job) -> int:
-        """The shape id of a job that starts pending (see :attr:`Job.shape_id`)."""
-        key = (job.request.key, job.duration)
-        entry = self._shapes.get(key)
-        if entry is None:
-            entry = self._shapes[key] = [self._next_shape, 0]
-            self._next_shape += 1
-        entry[1] += 1
-        return entry[0]
-
-    def _drop_shape(self, job: Job) -> None:
-        """``job`` is no longer pending: forget its shape with its last job."""
-        key = (job.request.key, job.duration)
-        entry = self._shapes[key]
-        entry[1] -= 1
-        if not entry[1]:
-            del self._shapes[key]
 
     def _duplicate_alloc(self, job: Job) -> list[Response]:
         if job.state is JobState.PENDING:
@@ -468,41 +453,11 @@ class Engine:
         log.warning("alloc: job %d already holds resources; denied", job.id)
         return [Response(job.id, ResponseType.DENY, note="job already holds resources")]
 
-    def _changed(self) -> None:
-        self._dirty = True
-        self._restart = True
-        self._compress = True
-
-    def _live(self, job: Job) -> bool:
-        return job.state is JobState.PENDING and self._jobs.get(job.id) is job
-
     def _forget_pending(self, job: Job, event: str) -> None:
-        self._transition(job, event)
-        self.hooks.left(job)
-        self._drop_shape(job)
-        del self._jobs[job.id]
-        self._npending -= 1
-        job.queue.npending -= 1
-        self._annotated.discard(job.id)
+        self.table.apply(job, event)
         if job.id in self.planner:
             self.planner.remove(job.id)
-        self._changed()
-
-    def _sort_queue(self, queue: JobQueue) -> None:
-        q = queue.jobs
-        if not queue.sorted or len(q) - queue.head > 2 * queue.npending + 64:
-            queue.jobs = sorted((j for j in q[queue.head :] if self._live(j)), key=lambda j: j.sortkey)
-            queue.sorted = True
-            queue.head = 0
-            return
-        # Jobs start mostly from the front: skip the stale prefix for good.
-        h, n = queue.head, len(q)
-        while h < n and not self._live(q[h]):
-            h += 1
-        if h > 4096 and h > n // 2:
-            del q[:h]
-            h = 0
-        queue.head = h
+        self.changed()
 
     def _parse(self, jobspec: Any) -> Any:
         if hasattr(jobspec, "resources") and hasattr(jobspec, "key"):
@@ -537,15 +492,19 @@ class Engine:
     def _drop_ranks(self, rs: Any, ranks: IdSet) -> Any:
         return rs - rs.restrict(ranks)
 
+    def _idle_pass(self, now: float) -> None:
+        """A pass with no pending job, no reservation and no annotation left:
+        what the full pass would do, without building one (drop the empty
+        queues, clear the dirty flags, count the pass, move the planner's clock)."""
+        self.table.drop_idle_queues()
+        self._dirty = self._restart = self._compress = False
+        self.stats["passes"] += 1
+        self.planner.set_now(now)
+
     def _begin_pass(self, now: float) -> None:
-        queues = []
-        for name, queue in list(self._queues.items()):
-            if not queue.npending:
-                del self._queues[name]  # it holds no job and no reservation
-                queue.jobs.clear()  # its stale jobs point back at it: no cycle left for the collector
-                continue
-            self._sort_queue(queue)
-            queues.append(queue)
+        queues = self.table.drop_idle_queues()  # a queue with no job holds no reservation
+        for queue in queues:
+            self.table.sort_queue(queue)
         # The queue whose head comes first in (priority, t_submit, id) order
         # picks first; each leaves the others' reservations alone.
         queues.sort(key=lambda q: q.jobs[q.head].sortkey)
@@ -555,7 +514,7 @@ class Engine:
         self.planner.set_now(now)
         p = self._pass = Pass(self, now, self._compress, multi=len(queues) > 1)
         self._compress = False
-        limits = depth_limits(queues, self.options.queue_depth, self._live)
+        limits = depth_limits(queues, self.options.queue_depth, self.table.live)
         for queue in queues:
             if not queue.policy.persistent_reservations:
                 p.enter(queue)
@@ -566,40 +525,43 @@ class Engine:
         else:
             self._pass_gen = run_queues(p, queues, limits)
 
-    def _start(self, p: Pass, job: Job, placement: tuple[Any, int]) -> None:
+    def start_job(self, p: Pass, job: Job, placement: tuple[Any, int]) -> None:
+        """Start pending ``job`` now on ``placement`` (a regular job on what
+        is free: :meth:`Pass.start`); on an allocation error it stays
+        pending, held with ``error``."""
         bits = placement[1]
         rs = self.planner.resolve(placement)
         now = p.now
-        end = now + job.walltime  # the kill time; the plan ends at now + duration (EASY++ plans shorter)
-        if end == math.inf and self.instance_expiration:
-            end = max(self.instance_expiration, now + 1e-9)
+        end = self.kill_time(job, now)  # the plan ends at now + duration (EASY++ plans shorter)
         try:
             self.graph.allocate(job.id, rs)
         except Exception as exc:  # a matcher bug must not crash the scheduler
             log.error("job %d: allocation of matched resources failed: %s", job.id, exc)
             p.held[job.id] = "error"
             return
-        self._transition(job, "start")
-        self._drop_shape(job)
-        self._npending -= 1
-        job.queue.npending -= 1
-        self.stats["started"] += 1
-        job.resources = rs
-        job.t_start = now
-        job.expiration = end
         self.planner.add_running(job.id, rs, now, min(end, now + job.duration), bits)
+        ann: dict[str, Any] = {}
+        ahead = p.passed_over
+        if ahead is not None and self.table.live(ahead):
+            # It starts while a job ahead of it waits (as sched-backfill annotates).
+            ann["backfill"] = self.job_name(ahead.id)
+        self.succeed(job, rs, now, end, ann, p.out)
+
+    def succeed(
+        self, job: Job, rs: Any, now: float, end: float, annotations: dict[str, Any], out: list[Response]
+    ) -> None:
+        """The one way a job starts running: ``job`` (pending, or waiting for
+        its victims) holds ``rs`` in the graph and the planner; it runs from
+        ``now`` until its kill time ``end``.  Its reply ends with SUCCESS
+        (R, ``resource_summary``, ``annotations``), appended to ``out``."""
+        self.stats["started"] += 1
         R = None
         if self.build_R:
             R = rs.to_rv1(self.graph, now, 0.0 if end == math.inf else end, job.request.nslots or 1)
-        ann: dict[str, Any] = {k: None for k in job.sent if k != "resource_summary"}
         if self.summaries:
-            ann["resource_summary"] = resource_summary(R, rs)
-        ahead = p.passed_over
-        if ahead is not None and self._live(ahead):
-            # It starts while a job ahead of it waits (as sched-backfill annotates).
-            ann["backfill"] = self._job_name(ahead.id)
-        job.sent = {}
-        self._annotated.discard(job.id)
-        p.out.append(
-            Response(job.id, ResponseType.SUCCESS, {"sched": ann}, R=R, resources=rs, start=now, expiration=end)
+            annotations = {"resource_summary": resource_summary(R, rs), **annotations}
+        sched = job.reply.success(annotations)
+        self.table.apply(job, "start", now=now, resources=rs, expiration=end)
+        out.append(
+            Response(job.id, ResponseType.SUCCESS, {"sched": sched}, R=R, resources=rs, start=now, expiration=end)
         )

@@ -1,27 +1,28 @@
-"""The engine's optional features, behind one object the core calls at a few points.
+"""The engine's optional features, behind one object: a job-table observer.
 
-``engine/core.py`` holds the RFC 27 state machine and stays small; the
-features below each live in their own module and are reached through
-:class:`Hooks`:
+The features below each live in their own module and are reached through
+:class:`Hooks`.  They learn of job events as the job table applies them
+(:meth:`Hooks.job_event`, a :class:`~.jobtable.JobObserver`), never from
+the engine's code paths:
 
-=====================  ==============================================  ======================
-point                  what runs                                        module
-=====================  ==============================================  ======================
-``checked(request)``   ``campaign-type`` validated (a bad one DENYs)    :mod:`.campaigns`
-``submitted(job)``     EASY++ prediction; campaign bookkeeping           :mod:`.predict`,
+==========================  ==========================================  ======================
+event                       what runs                                   module
+==========================  ==========================================  ======================
+``alloc``                   EASY++ prediction; campaign bookkeeping     :mod:`.predict`,
                                                                         :mod:`.runtimes`
-``started(job, now)``  EASY++ watch; campaign's first start              (from :mod:`.passctx`,
-                                                                        :mod:`.besteffort`)
-``ended(job, p)``      run times measured at the next ``tick``           all (a preempted job's
+``start`` of a pending job  EASY++ watch; campaign's first start        :mod:`.predict`,
+or ``preempt``                                                          :mod:`.runtimes`
+``free-final``              run times measured at the next ``tick``     all (a preempted job's
                                                                         is no campaign run time)
-``left(job)``          a pending job cancelled or denied                 :mod:`.runtimes`
-``tick(now)``          EASY++ corrections; usage, predictor, sink        :mod:`.predict`,
-                       effect (:meth:`drains`)                          :mod:`.campaigns`,
-                                                                        :mod:`.sink`
-=====================  ==============================================  ======================
+``cancel`` or ``deny`` of   a pending job left                          :mod:`.runtimes`
+a pending job
+==========================  ==========================================  ======================
 
-and, during a pass, :meth:`order` (campaign order of best-effort jobs, in
-:meth:`~.besteffort.BestEffort.run`),
+The engine also calls :meth:`checked` on a request before its alloc
+(``campaign-type`` validated: a bad one DENYs) and :meth:`tick` at the start
+of each ``schedule`` (EASY++ corrections; usage, predictor and the sink
+effect, :meth:`drains`); and, during a pass, :meth:`order` (campaign order
+of best-effort jobs, in :meth:`~.besteffort.BestEffort.run`),
 :meth:`excluded` (affinity) and :meth:`expected_duration` (the campaign
 predictor).  Each reads the engine's current options, so ``flux config
 reload`` turns a feature on or off; with every feature off the engine
@@ -43,6 +44,7 @@ from .campaigns import DecayedUsage, campaign_of, campaign_order
 from .predict import RuntimePredictor
 from .runtimes import CampaignRuntimes
 from .sink import Drain, SinkDetector
+from .states import JobState
 
 if TYPE_CHECKING:
     from .core import Engine
@@ -72,14 +74,26 @@ class Hooks:
         #: How ``affinity`` names a uid (default: the local passwd database).
         self.user_names: Callable[[int], str | None] = user_name
 
-    # -- the core's calls ----------------------------------------------------
+    # -- job events and the core's calls -----------------------------------------
+
+    def job_event(self, job: Job, event: str, old: JobState | None, now: float | None, preempted: bool) -> None:
+        """The job table applies ``event`` to ``job`` (see :class:`~.jobtable.JobObserver`)."""
+        if event == "alloc":
+            self._job_submitted(job)
+        elif event == "preempt" or (event == "start" and old is JobState.PENDING):
+            assert now is not None
+            self._job_started(job, now)
+        elif event == "free-final":
+            self._job_ended(job, preempted)
+        elif event in ("cancel", "deny") and old is JobState.PENDING:
+            self._job_left(job)
 
     def checked(self, request: Any) -> Any:
         # raises ValueError for a bad campaign-type: the alloc is denied
         self._checked = (request, *campaign_of(request))
         return request
 
-    def submitted(self, job: Job) -> Job:
+    def _job_submitted(self, job: Job) -> None:
         request, name, kind = self._checked
         if request is not job.request:  # not through checked(): read the attributes
             name, kind = campaign_of(job.request)
@@ -92,9 +106,8 @@ class Hooks:
                 self.runtimes.submitted(name, job.id)
             if best_effort and (name is not None or kind != "default"):
                 self.ordered = True
-        return job
 
-    def started(self, job: Job, now: float) -> None:
+    def _job_started(self, job: Job, now: float) -> None:
         if job.duration < job.walltime:
             self.predictor.started(job, now)
         info = self._info.get(job.id)
@@ -102,14 +115,14 @@ class Hooks:
             if info[0] is not None:
                 self.runtimes.started(info[0], job.id, now)
 
-    def left(self, job: Job) -> None:
+    def _job_left(self, job: Job) -> None:
         """A pending job left without running (cancelled or denied)."""
         info = self._info.pop(job.id, None)
         if info is not None:
             if info[0] is not None:
                 self.runtimes.left(info[0], job.id)
 
-    def ended(self, job: Job, preempted: bool = False) -> None:
+    def _job_ended(self, job: Job, preempted: bool) -> None:
         """``job`` was freed; ``preempted``: killed for a regular job (its
         usage counts, its run time is no campaign run time)."""
         if job.t_start is not None and (job.id in self._info or self.e.options.predict_runtimes):
@@ -135,9 +148,10 @@ class Hooks:
                 if sink is not None:
                     self._drains += sink.ended(name, ranks, runtime, self.runtimes.get(name).median())
         if self.predictor.tick(e, now, opts.predict_correction):
-            e._changed()
-        if len(self._info) > 2 * len(e._jobs) + 1024:  # jobs that left pending (cancel, deny)
-            self._info = {k: v for k, v in self._info.items() if k in e._jobs}
+            e.changed()
+        jobs = e.table.jobs
+        if len(self._info) > 2 * len(jobs) + 1024:  # jobs that left pending (cancel, deny)
+            self._info = {k: v for k, v in self._info.items() if k in jobs}
 
     # -- during a pass -------------------------------------------------------
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from ..planner import NoEarlier
 from ..policy import QueuePolicy, order_key
+from .reply import Reply
 from .states import JobState
 
 __all__ = ["Job", "JobQueue", "depth_limits", "run_queues"]
@@ -33,7 +34,7 @@ class Job:
         "resources",
         "t_start",
         "expiration",
-        "sent",
+        "reply",
         "estimate",
         "first_estimate",
         "proof",
@@ -64,12 +65,13 @@ class Job:
         self.resources: Any = None
         self.t_start: float | None = None
         self.expiration: float = math.inf
-        self.sent: dict[str, Any] = {}  # sched.* annotations the job-manager holds
+        #: The reply its alloc request is owed (annotations sent, and its end).
+        self.reply = Reply()
         self.estimate: float | None = None
         self.first_estimate: float | None = None
         #: That it cannot start before its reservation (:mod:`fluxsched_py.planner.noearlier`).
         self.proof: NoEarlier | None = None
-        #: The queue it waits in (set by the engine while it is pending).
+        #: The queue it waits in (set by the job table when it is queued).
         self.queue: JobQueue | None = None
         #: Seconds after its start from which the job may be preempted; None
         #: for a regular job (:mod:`fluxsched_py.engine.besteffort`).
@@ -77,6 +79,11 @@ class Job:
 
     def __repr__(self) -> str:
         return f"Job({self.id}, {self.state.value})"
+
+    def reprioritize(self, priority: int) -> None:
+        """A new priority, and with it the job's place in its queue's order."""
+        self.priority = int(priority)
+        self.sortkey = order_key(self.priority, self.t_submit, self.id)
 
 
 class JobQueue:
@@ -124,16 +131,3 @@ def run_queues(p: Any, queues: list[JobQueue], limits: list[int | None]) -> Iter
             continue  # none of its jobs is within queue-depth
         p.enter(queue, limit)
         yield from queue.policy.run(p)
-
-
-def idle_pass(e: Any, now: float) -> None:
-    """A pass of engine ``e`` with no pending job, no reservation and no
-    annotation left: what the full pass would do, without building one
-    (drop the empty queues, clear the dirty flags, count the pass, move the
-    planner's clock)."""
-    for queue in e._queues.values():
-        queue.jobs.clear()  # no job left: no cycle left for the collector
-    e._queues.clear()
-    e._dirty = e._restart = e._compress = False
-    e.stats["passes"] += 1
-    e.planner.set_now(now)

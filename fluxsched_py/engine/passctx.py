@@ -90,7 +90,7 @@ class Pass:
         while i < len(q):
             job = q[i]
             i += 1
-            if job.state is not JobState.PENDING or e._jobs.get(job.id) is not job:
+            if job.state is not JobState.PENDING or e.table.jobs.get(job.id) is not job:
                 continue
             n += 1
             if depth and n > depth:
@@ -109,6 +109,12 @@ class Pass:
         if self._free is None:
             self._free = self.e.planner.free_bits()
         return self._free
+
+    def withhold(self, bits: int) -> None:
+        """``bits`` are not free for the rest of the pass (what a preempted
+        job holds beyond the placement it is preempted for)."""
+        if self._free is not None:
+            self._free &= ~bits
 
     def nothing_free(self) -> bool:
         codec = self.e.planner.codec
@@ -167,14 +173,12 @@ class Pass:
         e = self.e
         if job.id in e.planner:
             e.planner.remove(job.id)
-        job.estimate = None
+        e.table.unplan(job, keep_proof=True)
         lent = e.besteffort.lent_bits
         if lent and placement[1] & lent:  # on resources best-effort jobs hold
             placement = e.besteffort.handoff(self, job, placement)
         else:
-            e._start(self, job, placement)
-        if job.state is not JobState.PENDING:
-            e.hooks.started(job, self.now)
+            e.start_job(self, job, placement)
         free = self._free
         if type(free) is int and job.state is not JobState.PENDING:
             # The int of a graph with lent resources; the live set already
@@ -259,7 +263,7 @@ class Pass:
     def clear_reservations(self) -> None:
         """Drop the current queue's reservations (another queue's stay)."""
         planner = self.e.planner
-        jobs = self.e._jobs
+        jobs = self.e.table.jobs
         queue = self.queue
         for span in planner.reserved():
             job = jobs.get(span.jobid)
@@ -267,7 +271,7 @@ class Pass:
                 continue
             planner.remove(span.jobid)
             if job is not None:
-                job.estimate = None
+                self.e.table.unplan(job, keep_proof=True)
 
     # Placements are (ResourceSet or None when not decoded yet, bits): see Planner.resolve.
 
@@ -277,7 +281,7 @@ class Pass:
 
     def unreserve(self, job: Job) -> tuple[float, tuple[Any, int]] | None:
         span = self.e.planner.remove(job.id)
-        job.estimate = None
+        self.e.table.unplan(job, keep_proof=True)
         return None if span is None else (span.start, (span._rs, span.bits))
 
     def hopeless(self, job: Job) -> bool:
@@ -318,12 +322,12 @@ class Pass:
         blocked = False
         if free:
             unconstrained = dataclasses.replace(job.request, constraints=None)
-            with_c = e._match(g, job.request, policy=e.options.placement, available=free)
+            with_c = e.match(g, job.request, policy=e.options.placement, available=free)
             if with_c is None:
-                blocked = e._match(g, unconstrained, policy=e.options.placement, available=free) is not None
+                blocked = e.match(g, unconstrained, policy=e.options.placement, available=free) is not None
         if not blocked and job.request.constraints is not None:
             # Or: the constraint leaves too few resources ever to run.
             unconstrained = dataclasses.replace(job.request, constraints=None)
-            blocked = e._feasible(job.request) is not None and e._feasible(unconstrained) is None
+            blocked = e.feasibility(job.request) is not None and e.feasibility(unconstrained) is None
         self._constraint_cache[key] = blocked
         return blocked

@@ -43,7 +43,10 @@ import heapq
 import math
 from collections import deque
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .core import Engine
 
 __all__ = ["INCREMENTS", "RuntimePredictor", "corrected", "predict"]
 
@@ -76,21 +79,18 @@ def corrected(first: float, k: int, walltime: float) -> float:
 class RuntimePredictor:
     """Per-user run-time history, and the under-predicted jobs to correct.
 
-    The engine calls :meth:`submitted` when a job arrives (it sets the
-    job's planning ``duration``), :meth:`started` when it starts,
-    :meth:`ended` when its resources are freed (the run time is measured at
-    the next :meth:`tick`, which gives the time: ``sched.free`` carries
-    none), and :meth:`tick` at the start of each pass."""
+    :class:`~.hooks.Hooks`, which observes the job table, calls
+    :meth:`submitted` when a regular job arrives (it sets the job's planning
+    ``duration``), :meth:`started` when it starts, :meth:`record` with the
+    run time of each regular job freed since the last pass (``sched.free``
+    carries no time: it is measured at the next pass), and :meth:`tick` at
+    the start of each pass."""
 
     def __init__(self) -> None:
         self._history: dict[int, deque[float]] = {}
-        self._ended: list[tuple[int, float]] = []  # (user, start) of jobs freed since the last tick
         #: (predicted end, job id, job, first prediction, corrections so far)
         #: of running jobs planned shorter than their walltime.
         self._watch: list[tuple[float, int, Any, float, int]] = []
-
-    def history(self, user: int) -> list[float]:
-        return list(self._history.get(user, ()))
 
     def submitted(self, job: Any, min_history: int = 1) -> Any:
         """Plan ``job`` with its prediction (``job.walltime`` stays the kill time)."""
@@ -101,10 +101,6 @@ class RuntimePredictor:
         if job.duration < job.walltime:
             heapq.heappush(self._watch, (now + job.duration, job.id, job, job.duration, 0))
 
-    def ended(self, job: Any) -> None:
-        if job.t_start is not None:
-            self._ended.append((job.userid, job.t_start))
-
     def next_correction(self) -> float:
         """When the next running job reaches its prediction (inf: none)."""
         return self._watch[0][0] if self._watch else math.inf
@@ -113,14 +109,11 @@ class RuntimePredictor:
         """A job of ``user`` completed after ``runtime`` seconds."""
         self._history.setdefault(user, deque(maxlen=HISTORY)).append(max(0.0, runtime))
 
-    def tick(self, engine: Any, now: float, rule: str = "increment") -> bool:
-        """Measure the run times of jobs freed since the last call, and
-        correct running jobs that outlived their prediction (``rule``:
-        ``increment``, the paper's increments; ``walltime``, to the
-        walltime at once).  True when a plan changed."""
-        for user, start in self._ended:
-            self.record(user, now - start)
-        self._ended.clear()
+    def tick(self, engine: Engine, now: float, rule: str = "increment") -> bool:
+        """Correct running jobs that outlived their prediction (``rule``:
+        ``increment``, the paper's increments; ``walltime``, to the walltime
+        at once): their planner spans grow, and the reservations in the way
+        are dropped.  True when a plan changed."""
         changed = False
         watch = self._watch
         while watch and watch[0][0] <= now:
@@ -135,8 +128,6 @@ class RuntimePredictor:
                     heapq.heappush(watch, (job.t_start + job.duration, jobid, job, first, k + 1))
             if jobid in engine.planner:
                 end = min(job.expiration, job.t_start + job.duration)
-                for other in engine.planner.set_end(jobid, max(end, now + 1e-9)):
-                    if (pending := engine.job(other)) is not None:
-                        pending.estimate = pending.proof = None
+                engine.set_plan_end(jobid, max(end, now + 1e-9))
             changed = True
         return changed

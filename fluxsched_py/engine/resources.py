@@ -32,10 +32,12 @@ def apply_resource_update(
     expiration: float | None = None,
     grow: Mapping[str, Any] | None = None,
     properties: Mapping[int, Any] | None = None,
-) -> None:
-    """See :meth:`Engine.resource_update`."""
+) -> bool:
+    """See :meth:`Engine.resource_update`.  True when the planner was
+    rebuilt (a pass in progress planned on the old one)."""
     g = engine.graph
-    if grow is not None or properties:
+    rebuilt = grow is not None or bool(properties)
+    if rebuilt:
         g.update(grow=grow, properties=properties)
         rebuild_planner(engine)
     if up:
@@ -46,6 +48,7 @@ def apply_resource_update(
         g.shrink(IdSet.of(shrink))
     if expiration is not None:
         engine.instance_expiration = float(expiration)
+    return rebuilt
 
 
 def rebuild_planner(engine: Engine) -> None:
@@ -62,8 +65,7 @@ def rebuild_planner(engine: Engine) -> None:
         elif job.state is JobState.STARTING:  # waiting for its victims: what is held for it
             new.add_running(span.jobid, span.resources, span.start, span.end)
     for job in engine.pending():
-        job.estimate = job.proof = None
+        engine.table.unplan(job)
     if old.now > -float("inf"):
         new.set_now(old.now)
     engine.planner = new
-    engine._pass = engine._pass_gen = None

@@ -1,7 +1,8 @@
 """The RFC 27 state machine: job states, the transitions table, responses.
 
-Rules: which state a message takes a job to is decided here and nowhere
-else (:data:`TRANSITIONS`, applied by :func:`next_state`); this module does
+Rules: which state a message takes a job to, and what that does to the job
+table, is decided here and nowhere else (:data:`TRANSITIONS`, applied by
+:class:`~fluxsched_py.engine.jobtable.JobTable`); this module does
 not know which driver sent the message, nor anything about resources.
 
 A job the engine knows is PENDING (``sched.alloc`` received, not answered) or
@@ -69,21 +70,33 @@ class ResponseType(enum.IntEnum):
     CANCEL = 3
 
 
-#: (state or None for an unknown job, event) -> new state, None meaning the
-#: engine forgets the job.  Everything else is a special case (module docstring).
-TRANSITIONS: dict[tuple[JobState | None, str], JobState | None] = {
-    (None, "alloc"): JobState.PENDING,
-    (None, "hello"): JobState.RUNNING,
-    (JobState.PENDING, "start"): JobState.RUNNING,
-    (JobState.PENDING, "deny"): None,
-    (JobState.PENDING, "cancel"): None,
-    (JobState.PENDING, "prioritize"): JobState.PENDING,
-    (JobState.PENDING, "preempt"): JobState.STARTING,
-    (JobState.STARTING, "start"): JobState.RUNNING,
-    (JobState.STARTING, "cancel"): None,
-    (JobState.RUNNING, "free"): JobState.RUNNING,
-    (JobState.RUNNING, "free-final"): None,
-    (JobState.RUNNING, "expiration"): JobState.RUNNING,
+#: (state or None for an unknown job, event) -> (new state, None meaning
+#: the table forgets the job; the effects on the job table).  Applied by
+#: :meth:`JobTable.apply <fluxsched_py.engine.jobtable.JobTable.apply>`, the
+#: only code that changes a job's state; everything else is a special case
+#: (module docstring).  The effects, in the order they are applied:
+#:
+#: ``admit``    the table knows the job from now on
+#: ``enqueue``  it gets its shape id and joins its queue (pending: +1)
+#: ``unqueue``  it leaves its queue and drops its shape (pending: -1)
+#: ``run``      it holds resources from ``now`` (``resources``, ``t_start``,
+#:              ``expiration`` given to ``apply``)
+#: ``end``      its reply has ended (SUCCESS, DENY or CANCEL): no annotation
+#:              of it is kept or sent any more
+#: ``forget``   the table drops it
+TRANSITIONS: dict[tuple[JobState | None, str], tuple[JobState | None, tuple[str, ...]]] = {
+    (None, "alloc"): (JobState.PENDING, ("admit", "enqueue")),
+    (None, "hello"): (JobState.RUNNING, ("admit", "run")),
+    (JobState.PENDING, "start"): (JobState.RUNNING, ("unqueue", "run", "end")),
+    (JobState.PENDING, "deny"): (None, ("unqueue", "end", "forget")),
+    (JobState.PENDING, "cancel"): (None, ("unqueue", "end", "forget")),
+    (JobState.PENDING, "prioritize"): (JobState.PENDING, ()),
+    (JobState.PENDING, "preempt"): (JobState.STARTING, ("unqueue", "run")),
+    (JobState.STARTING, "start"): (JobState.RUNNING, ("run", "end")),
+    (JobState.STARTING, "cancel"): (None, ("end", "forget")),
+    (JobState.RUNNING, "free"): (JobState.RUNNING, ()),
+    (JobState.RUNNING, "free-final"): (None, ("forget",)),
+    (JobState.RUNNING, "expiration"): (JobState.RUNNING, ()),
 }
 
 
@@ -127,11 +140,11 @@ class PassResult:
     preempt: list[Preempt] = field(default_factory=list)
 
 
-def next_state(state: JobState | None, event: str, jobid: int) -> JobState | None:
-    """The state ``event`` takes a job in ``state`` (None: unknown) to, per
-    :data:`TRANSITIONS`; None means the engine forgets the job.  Raises
-    EngineError for an event the table does not allow."""
-    key = (state, event)
-    if key not in TRANSITIONS:
-        raise EngineError(f"job {jobid}: {event} is not valid in state {state}")
-    return TRANSITIONS[key]
+def next_state(state: JobState | None, event: str, jobid: int) -> tuple[JobState | None, tuple[str, ...]]:
+    """What ``event`` does to a job in ``state`` (None: unknown), per
+    :data:`TRANSITIONS`: its new state (None: forgotten) and the effects.
+    Raises EngineError for an event the table does not allow."""
+    try:
+        return TRANSITIONS[state, event]
+    except KeyError:
+        raise EngineError(f"job {jobid}: {event} is not valid in state {state}") from None

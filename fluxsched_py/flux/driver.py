@@ -450,7 +450,7 @@ class Driver(Startup):
         """Pending jobs, jobs holding resources and alloc messages held: what
         the module's memory grows with (:mod:`~fluxsched_py.flux.gcpace`)."""
         e = self.engine
-        return (e.pending_count + len(e.graph.jobs) if e is not None else 0) + len(self._allocs)
+        return (len(e.table) if e is not None else 0) + len(self._allocs)
 
     def stats_get(self) -> dict:
         e = self.engine

@@ -1,0 +1,236 @@
+"""The job table: every job the engine knows, and the one door that changes them.
+
+:class:`JobTable` owns the jobs by id, each job's state, the pending queues
+and their counts, the shape ids of pending jobs, and which pending jobs hold
+annotations the end of a pass manages.  :meth:`JobTable.apply` is the only
+code that changes any of them: it looks the event up in
+:data:`~fluxsched_py.engine.states.TRANSITIONS` (state, event -> new state,
+effects), tells the observers (the optional features, :mod:`.hooks`), and
+applies the effects.  What is derived is never stored: the number of
+pending jobs is the sum of the queues' counts.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol
+
+from ..policy import QueuePolicy
+from .jobs import Job, JobQueue
+from .states import TRANSITIONS, JobState, Response, ResponseType, next_state
+
+__all__ = ["JobObserver", "JobTable"]
+
+#: The effects :meth:`JobTable.apply` knows, in the order it applies them.
+EFFECTS = ("admit", "enqueue", "unqueue", "run", "end", "forget")
+
+#: :data:`~.states.TRANSITIONS` with each effect as a flag, in :data:`EFFECTS` order.
+_FLAGS: dict[tuple[JobState | None, str], tuple[Any, ...]] = {
+    key: (new, *(e in effects for e in EFFECTS)) for key, (new, effects) in TRANSITIONS.items()
+}
+assert all(list(effects) == [e for e in EFFECTS if e in effects] for _, effects in TRANSITIONS.values()), (
+    "TRANSITIONS lists effects in EFFECTS order"
+)
+
+
+class JobObserver(Protocol):
+    """What watches job events (the optional features, :mod:`.hooks`)."""
+
+    def job_event(self, job: Job, event: str, old: JobState | None, now: float | None, preempted: bool) -> None:
+        """``event`` (a :data:`~.states.TRANSITIONS` event) is applied to
+        ``job``, which was in state ``old`` (None: new); called before the
+        table's effects.  ``now`` is given for ``start`` and ``preempt``;
+        ``preempted`` is True for the final free of a preempted job."""
+
+
+class JobTable:
+    """See the module docstring.  ``policy_for(name)`` is the policy of a new queue."""
+
+    def __init__(self, policy_for: Callable[[str | None], QueuePolicy]) -> None:
+        self.jobs: dict[int, Job] = {}
+        #: Queues of regular jobs that have (or had, until the next pass) pending jobs.
+        self.queues: dict[str | None, JobQueue] = {}
+        #: Pending best-effort jobs, in order (:mod:`.besteffort`).
+        self.besteffort = JobQueue(None, None)  # type: ignore[arg-type]
+        #: Pending regular jobs holding annotations the end of a pass manages.
+        self.annotated: set[int] = set()
+        self.observers: list[JobObserver] = []
+        self._policy_for = policy_for
+        #: (request key, planned duration) -> [shape id, pending jobs of that
+        #: shape]: only shapes of pending jobs are kept; ids are never reused.
+        self._shapes: dict[tuple[Any, float], list[int]] = {}
+        self._next_shape = 0
+
+    def __len__(self) -> int:
+        return len(self.jobs)
+
+    @property
+    def npending(self) -> int:
+        """Pending jobs (best-effort ones included): the queues' counts."""
+        n = self.besteffort.npending
+        for q in self.queues.values():
+            n += q.npending
+        return n
+
+    def live(self, job: Job) -> bool:
+        """``job`` is pending, and is the table's job of that id (a queue
+        keeps stale entries: jobs that started or left)."""
+        return job.state is JobState.PENDING and self.jobs.get(job.id) is job
+
+    def queue_for(self, job: Job) -> JobQueue:
+        """The queue a new job waits in (made when it is the first)."""
+        if job.preemptible_after is not None:
+            return self.besteffort
+        name = job.request.queue or None
+        queue = self.queues.get(name)
+        if queue is None:
+            queue = self.queues[name] = JobQueue(name, self._policy_for(name))
+        return queue
+
+    # -- the door --------------------------------------------------------------
+
+    def apply(
+        self,
+        job: Job,
+        event: str,
+        *,
+        queue: JobQueue | None = None,
+        now: float | None = None,
+        resources: Any = None,
+        expiration: float = math.inf,
+        preempted: bool = False,
+    ) -> None:
+        """Apply ``event`` to ``job``: see :data:`~.states.TRANSITIONS`.
+
+        ``queue`` is the queue an ``alloc`` joins (:meth:`queue_for`);
+        ``resources``, ``now`` and ``expiration`` what a job that runs
+        holds, from when, and its kill time.  Raises EngineError for an
+        event the table does not allow."""
+        jobs = self.jobs
+        old = job.state if job.id in jobs else None
+        flags = _FLAGS.get((old, event))
+        if flags is None:
+            next_state(old, event, job.id)  # raises EngineError
+        new, admit, enqueue, unqueue, run, end, forget = flags  # type: ignore[misc]
+        for observer in self.observers:
+            observer.job_event(job, event, old, now, preempted)
+        if new is not None:
+            job.state = new
+        if admit:
+            jobs[job.id] = job
+        if enqueue:
+            assert queue is not None
+            job.shape_id = self._take_shape(job)
+            job.queue = queue
+            queue.npending += 1
+            q = queue.jobs
+            if q and queue.sorted and job.sortkey < q[-1].sortkey:
+                queue.sorted = False
+            q.append(job)
+        if unqueue:
+            self._drop_shape(job)
+            job.queue.npending -= 1
+        if run:
+            job.resources = resources
+            job.t_start = now
+            job.expiration = expiration
+        if end:
+            reply = job.reply
+            if not reply.done:  # a SUCCESS ended it already
+                reply.end()
+            self.annotated.discard(job.id)
+        if forget:
+            del jobs[job.id]
+
+    def reprioritize(self, job: Job, priority: int) -> bool:
+        """A pending job's new priority (``prioritize``); True when it changed
+        (its queue must be sorted again)."""
+        self.apply(job, "prioritize")
+        if job.priority == priority:
+            return False
+        job.reprioritize(priority)
+        job.queue.sorted = False
+        return True
+
+    def annotate(self, job: Job, want: dict[str, Any], managed: bool = True) -> Response | None:
+        """The ANNOTATE response that takes ``job``'s annotations to ``want``
+        (None: nothing changes, or its reply has ended).  ``managed``: the
+        end of each pass keeps them (regular pending jobs); else they are the
+        caller's (best-effort jobs, a job waiting for its victims)."""
+        diff = job.reply.annotate(want)
+        if not managed:
+            self.annotated.discard(job.id)
+        elif diff is not None:
+            if want:
+                self.annotated.add(job.id)
+            else:
+                self.annotated.discard(job.id)
+        return None if diff is None else Response(job.id, ResponseType.ANNOTATE, {"sched": diff})
+
+    def unplan(self, job: Job, keep_proof: bool = False) -> None:
+        """``job`` has no reservation now: no estimate, and no proof that it
+        cannot start earlier (:mod:`fluxsched_py.planner.noearlier`) unless
+        ``keep_proof`` (a policy that drops the reservation to search again:
+        a proof is checked against the plan before it is used)."""
+        job.estimate = None
+        if not keep_proof:
+            job.proof = None
+
+    # -- queues ------------------------------------------------------------------
+
+    def drop_idle_queues(self) -> list[JobQueue]:
+        """Forget the regular queues with no pending job (they hold no
+        reservation either); the others, in no particular order."""
+        for name, queue in list(self.queues.items()):
+            if not queue.npending:
+                del self.queues[name]
+                queue.jobs.clear()  # its stale jobs point back at it: no cycle left for the collector
+        return list(self.queues.values())
+
+    def sort_queue(self, queue: JobQueue) -> None:
+        """Put ``queue``'s live jobs in order from its head, dropping stale ones."""
+        q = queue.jobs
+        live = self.live
+        if not queue.sorted or len(q) - queue.head > 2 * queue.npending + 64:
+            queue.jobs = sorted((j for j in q[queue.head :] if live(j)), key=lambda j: j.sortkey)
+            queue.sorted = True
+            queue.head = 0
+            return
+        # Jobs start mostly from the front: skip the stale prefix for good.
+        h, n = queue.head, len(q)
+        while h < n and not live(q[h]):
+            h += 1
+        if h > 4096 and h > n // 2:
+            del q[:h]
+            h = 0
+        queue.head = h
+
+    def pending_in(self, queue: JobQueue) -> Iterator[Job]:
+        """``queue``'s live jobs from its head, in its order."""
+        live = self.live
+        q = queue.jobs
+        for i in range(queue.head, len(q)):
+            job = q[i]
+            if live(job):
+                yield job
+
+    # -- shapes ------------------------------------------------------------------
+
+    def _take_shape(self, job: Job) -> int:
+        """The shape id of a job that starts pending (see :attr:`Job.shape_id`)."""
+        key = (job.request.key, job.duration)
+        entry = self._shapes.get(key)
+        if entry is None:
+            entry = self._shapes[key] = [self._next_shape, 0]
+            self._next_shape += 1
+        entry[1] += 1
+        return entry[0]
+
+    def _drop_shape(self, job: Job) -> None:
+        """``job`` is no longer pending: forget its shape with its last job."""
+        key = (job.request.key, job.duration)
+        entry = self._shapes[key]
+        entry[1] -= 1
+        if not entry[1]:
+            del self._shapes[key]
