@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 from ..match.policy import POLICIES, get_policy
 from .actions import Preempt
 from .jobs import Job
+from .lent import Lent
 from .regularview import RegularView
 from .states import JobState, PassResult, Response, ResponseType
 
@@ -153,15 +154,13 @@ class BestEffort:
 
     def __init__(self, engine: Engine) -> None:
         self.e = engine
+        #: What is lent: jobs preemptible now, their resources and flat bits.
+        self.lent = Lent()
         #: The graph the planner reads: lent resources count as free.
-        self.view = RegularView(engine.graph)
+        self.view = RegularView(engine.graph, self.lent)
         #: A best-effort job arrived or left: the best-effort pass is due.
         self.dirty = False
         self._windows: list[tuple[float, int]] = []  # (end of protected window, job id)
-        self._lent: dict[int, tuple[Job, int]] = {}  # preemptible now: (job, flat bits)
-        self._lent_rs: Any = None
-        #: Flat union of what is lent (regular jobs may take it).
-        self.lent_bits = 0
         self._preempted: dict[int, int | None] = {}  # victim -> the job it makes room for
         #: Preempted before a restart, for no job known now: lent, and a
         #: regular job that takes them waits for their free (no new preemption).
@@ -189,7 +188,7 @@ class BestEffort:
 
     def _protected(self, jobid: int) -> bool:
         job = self.e.job(jobid)
-        return job is not None and job.state is JobState.RUNNING and jobid in self.e.planner and jobid not in self._lent
+        return job is not None and job.state is JobState.RUNNING and jobid in self.e.planner and jobid not in self.lent
 
     # -- engine hooks -------------------------------------------------------------
 
@@ -219,7 +218,7 @@ class BestEffort:
         released = e.graph.release(jobid)
         span = e.planner.remove(jobid)
         e.table.apply(job, "free-final", preempted=jobid in self._preempted)
-        if jobid in self._lent:
+        if jobid in self.lent:
             self._unlend(jobid)
         self._spent.discard(jobid)
         if jobid in self._preempted:
@@ -241,7 +240,7 @@ class BestEffort:
         If it was preempted for a job, what that job's placement needs of
         ``released`` is that job's at once: left free, another job could
         take it before the victim's final free (a double allocation)."""
-        if job.id in self._lent:
+        if job.id in self.lent:
             self._unlend(job.id, job.resources | released)  # what was lent, before the free
             self._lend(job)
         owner = self._preempted.get(job.id)
@@ -305,25 +304,15 @@ class BestEffort:
         """Encode what is lent in ``codec``'s flat layout (a new planner's; a
         grow lays flat sets out anew, and bits of the old layout name other
         items)."""
-        self._lent = {jid: (job, codec.encode(job.resources)) for jid, (job, _) in self._lent.items()}
-        self.lent_bits = 0
-        for _, bits in self._lent.values():
-            self.lent_bits |= bits
+        self.lent.reencode(codec.encode)
 
     def _lend(self, job: Job) -> None:
-        bits = self.e.planner.codec.encode(job.resources)
-        self._lent[job.id] = (job, bits)
-        self.lent_bits |= bits
-        self._lent_rs = job.resources if self._lent_rs is None else self._lent_rs | job.resources
-        self.view.set_lent(self._lent_rs)
+        self.lent.lend(job, self.e.planner.codec.encode(job.resources))
 
     def _unlend(self, jobid: int, lent: Any = None) -> None:
         """Stop lending ``jobid``; ``lent`` is what was lent when the job's
         resources shrank since (a partial free), else they are what was lent."""
-        job, bits = self._lent.pop(jobid)
-        self.lent_bits &= ~bits
-        self._lent_rs = self._lent_rs - (job.resources if lent is None else lent) if self._lent else None
-        self.view.set_lent(self._lent_rs)
+        self.lent.unlend(jobid, lent)
 
     # -- starting a regular job on lent resources ---------------------------------
 
@@ -336,8 +325,8 @@ class BestEffort:
         now = p.now
         policy = e.options.placement
         reserved = planner.reserved_during(now, now + job.duration) if planner.nreserved else 0
-        base = p.free() & ~self.lent_bits & ~reserved
-        cands = [(j, b & ~reserved) for j, b in self._lent.values() if b & ~reserved]
+        base = p.free() & ~self.lent.bits & ~reserved
+        cands = [(j, b & ~reserved) for j, b in self.lent.items() if b & ~reserved]
 
         def match(avail: int) -> Any:
             e.stats["matches"] += 1
@@ -348,7 +337,7 @@ class BestEffort:
         else:
             chosen = choose_victims(match, base, cands, now, self._spent)
         if chosen is None:  # the plan's placement (with fewest, only if lent resources went down)
-            chosen = ([j for j, b in self._lent.values() if b & placement[1]], placement)
+            chosen = ([j for j, b in self.lent.items() if b & placement[1]], placement)
         victims, placement = chosen
         rs = planner.resolve(placement)
         if not victims:
@@ -364,7 +353,7 @@ class BestEffort:
         name = e.job_name
         spent = [v for v in victims if v.id in self._spent]
         for v in victims:
-            p.withhold(self._lent[v.id][1])  # what a victim holds beyond the placement is not free either
+            p.withhold(self.lent.bits_of(v.id))  # what a victim holds beyond the placement is not free either
             self._unlend(v.id)
             self._preempted[v.id] = job.id
             h.waiting.add(v.id)

@@ -174,7 +174,7 @@ class Pass:
         if job.id in e.planner:
             e.planner.remove(job.id)
         e.table.unplan(job, keep_proof=True)
-        lent = e.besteffort.lent_bits
+        lent = e.besteffort.lent.bits
         if lent and placement[1] & lent:  # on resources best-effort jobs hold
             placement = e.besteffort.handoff(self, job, placement)
         else:

@@ -5,7 +5,7 @@ the moment it becomes preemptible (``start + preemptible-after``).  The
 planner reads what is free from its graph (``free()``, ``version``,
 ``availability()``); :class:`RegularView` is the graph it is given: every
 call goes to the real graph, except that ``free()`` adds what best-effort
-jobs hold and may lose (:attr:`lent`, kept by :mod:`.besteffort`), on
+jobs hold and may lose (a :class:`~.lent.Lent`, kept by :mod:`.besteffort`), on
 ranks that are up and not drained.  With nothing lent it is the graph
 itself, answer for answer and version for version, so an engine with no
 best-effort job plans exactly as before.
@@ -19,36 +19,30 @@ from __future__ import annotations
 
 from typing import Any
 
+from .lent import Lent
+
 __all__ = ["RegularView"]
 
 
 class RegularView:
     """A read-only view of ``graph`` for the planner (see the module docstring)."""
 
-    def __init__(self, graph: Any) -> None:
+    def __init__(self, graph: Any, lent: Lent) -> None:
         self._g = graph
-        #: A ResourceSet of what best-effort jobs hold and regular jobs may take, or None.
-        self.lent: Any = None
-        self._epoch = 0  # bumped whenever ``lent`` changes
+        self._lent = lent
         self._cache: tuple[Any, Any] | None = None
         self._flat: tuple[Any, int] | None = None
-
-    def set_lent(self, rs: Any) -> None:
-        """What regular jobs may take from best-effort jobs (None: nothing)."""
-        self.lent = rs if rs else None
-        self._epoch += 1
-        self._cache = self._flat = None
 
     @property
     def version(self) -> Any:
         v = self._g.version
-        return v if self.lent is None else (v, self._epoch)
+        return v if self._lent.resources is None else (v, self._lent.epoch)
 
     def free(self) -> Any:
         g = self._g
-        if self.lent is None:
+        if self._lent.resources is None:
             return g.free()
-        key = (g.version, self._epoch)
+        key = (g.version, self._lent.epoch)
         c = self._cache
         if c is not None and c[0] == key:
             return c[1]
@@ -62,9 +56,9 @@ class RegularView:
         lent, else an int (made once per change of either)."""
         g = self._g
         live = g.free_bits()
-        if self.lent is None:
+        if self._lent.resources is None:
             return live
-        key = (g.version, self._epoch)
+        key = (g.version, self._lent.epoch)
         c = self._flat
         if c is None or c[0] != key:
             c = self._flat = (key, live.value() | g.flat_layout.encode(self._lent_up()))
@@ -73,7 +67,7 @@ class RegularView:
     def _lent_up(self) -> Any:
         """What is lent, on ranks that are up and not drained."""
         g = self._g
-        lent = self.lent
+        lent = self._lent.resources
         bad = g.down_ranks()
         drained = g.drained_ranks()
         if drained:
@@ -81,7 +75,7 @@ class RegularView:
         return lent - lent.restrict(bad) if bad else lent
 
     def availability(self, available: Any = None) -> Any:
-        if available is None and self.lent is not None:
+        if available is None and self._lent.resources is not None:
             available = self.free()
         return self._g.availability(available)
 
