@@ -451,7 +451,7 @@ class BestEffort:
             if (job.t_start, job.expiration) != (now, end):
                 for other in e.planner.set_end(job.id, min(end, now + job.duration)):
                     if (pending := e._jobs.get(other)) is not None:
-                        pending.estimate = pending.proof = None
+                        pending.estimate = None
                         e._changed()
             job.t_start, job.expiration = now, end
             self._success(job, h.rs, now, end, {}, out)

@@ -325,7 +325,7 @@ class Engine:
             self.planner.set_end(jobid, end) if jobid in self.planner else ()
         ):  # reservations in the way: re-planned
             if (pending := self._jobs.get(other)) is not None:
-                pending.estimate = pending.proof = None
+                pending.estimate = None
         self._changed()
 
     def reconfigure(self, options: EngineOptions | Iterable[str] | Mapping[str, Any]) -> None:
@@ -345,7 +345,7 @@ class Engine:
             self.planner.remove(span.jobid)
             job = self._jobs.get(span.jobid)
             if job is not None:
-                job.estimate = job.proof = None
+                job.estimate = None
         self._changed()
 
     def resource_update(

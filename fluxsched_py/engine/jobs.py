@@ -8,7 +8,6 @@ import math
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ..planner import NoEarlier
 from ..policy import QueuePolicy, order_key
 from .states import JobState
 
@@ -36,7 +35,6 @@ class Job:
         "sent",
         "estimate",
         "first_estimate",
-        "proof",
         "queue",
         "preemptible_after",
     )
@@ -67,8 +65,6 @@ class Job:
         self.sent: dict[str, Any] = {}  # sched.* annotations the job-manager holds
         self.estimate: float | None = None
         self.first_estimate: float | None = None
-        #: That it cannot start before its reservation (:mod:`fluxsched_py.planner.noearlier`).
-        self.proof: NoEarlier | None = None
         #: The queue it waits in (set by the engine while it is pending).
         self.queue: JobQueue | None = None
         #: Seconds after its start from which the job may be preempted; None

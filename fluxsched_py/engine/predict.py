@@ -137,6 +137,6 @@ class RuntimePredictor:
                 end = min(job.expiration, job.t_start + job.duration)
                 for other in engine.planner.set_end(jobid, max(end, now + 1e-9)):
                     if (pending := engine.job(other)) is not None:
-                        pending.estimate = pending.proof = None
+                        pending.estimate = None
             changed = True
         return changed

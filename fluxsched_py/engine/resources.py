@@ -62,7 +62,7 @@ def rebuild_planner(engine: Engine) -> None:
         elif job.state is JobState.STARTING:  # waiting for its victims: what is held for it
             new.add_running(span.jobid, span.resources, span.start, span.end)
     for job in engine.pending():
-        job.estimate = job.proof = None
+        job.estimate = None
     if old.now > -float("inf"):
         new.set_now(old.now)
     engine.planner = new
