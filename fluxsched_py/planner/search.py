@@ -8,6 +8,14 @@ candidate only needs a yes or no: for whole-node and ``slot[k] > core[c]``
 requests :meth:`~.matchcache.MatchCache.fit` answers it exactly from counts
 (:mod:`.fastfit`), and the matcher runs once, at the time the search settles
 on (about 15 ms a match on 1000 nodes x 8 cores, against microseconds).
+
+Two cuts keep the answer and skip work.  A whole-node request cannot fit a
+window that is short of whole free nodes in any one segment of it, so the
+candidates are first scanned segment by segment against counts remembered
+per segment content (:meth:`Planner._enough_whole`).  And a search that
+repairs a reservation (``since``: nothing fitted before it at that position
+of the log of gains, see :mod:`.timeline`) tries only the start times whose
+window overlaps a gain logged since (:meth:`Planner._gained_starts`).
 """
 
 from __future__ import annotations
