@@ -118,7 +118,7 @@ ops = st.lists(
 
 def replay_ops(seq, *, disjoint: bool) -> None:
     g = nodes_graph(4, 2)
-    p = Planner(g, proofs=False)
+    p = Planner(g)
     ref = SegmentUnions()
     pool = p.pool_bits()
     now = 0.0
@@ -202,7 +202,7 @@ def test_earliest_is_the_first_candidate_that_matches(seq):
     answer is the first boundary time (from now) at which the matcher places
     the request on what the spans leave free over the whole duration."""
     g = nodes_graph(4, 2)
-    p = Planner(g, proofs=False)
+    p = Planner(g)
     pool_of = p.pool_bits
     now = 0.0
     jobid = 0

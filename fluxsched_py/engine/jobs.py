@@ -8,7 +8,6 @@ import math
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ..planner import NoEarlier
 from ..policy import QueuePolicy, order_key
 from .reply import Reply
 from .states import JobState
@@ -37,7 +36,6 @@ class Job:
         "reply",
         "estimate",
         "first_estimate",
-        "proof",
         "queue",
         "preemptible_after",
     )
@@ -69,8 +67,6 @@ class Job:
         self.reply = Reply()
         self.estimate: float | None = None
         self.first_estimate: float | None = None
-        #: That it cannot start before its reservation (:mod:`fluxsched_py.planner.noearlier`).
-        self.proof: NoEarlier | None = None
         #: The queue it waits in (set by the job table when it is queued).
         self.queue: JobQueue | None = None
         #: Seconds after its start from which the job may be preempted; None

@@ -168,14 +168,9 @@ class JobTable:
                 self.annotated.discard(job.id)
         return None if diff is None else Response(job.id, ResponseType.ANNOTATE, {"sched": diff})
 
-    def unplan(self, job: Job, keep_proof: bool = False) -> None:
-        """``job`` has no reservation now: no estimate, and no proof that it
-        cannot start earlier (:mod:`fluxsched_py.planner.noearlier`) unless
-        ``keep_proof`` (a policy that drops the reservation to search again:
-        a proof is checked against the plan before it is used)."""
+    def unplan(self, job: Job) -> None:
+        """``job`` has no reservation now: no estimate."""
         job.estimate = None
-        if not keep_proof:
-            job.proof = None
 
     # -- queues ------------------------------------------------------------------
 

@@ -5,8 +5,7 @@ the engine: a policy walks its queue's jobs, asks the planner where and when
 each fits (around what runs and every queue's reservations), and starts or
 reserves through it.  It also remembers, for one pass, what failed (so equal
 or bigger jobs are not matched again) and why jobs were passed over (for
-``reason_pending``).  Proofs that a search would fail are
-:mod:`fluxsched_py.planner.noearlier`'s.
+``reason_pending``).
 """
 
 from __future__ import annotations
@@ -16,7 +15,6 @@ import math
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from ..planner import NoEarlier
 from ..resource.flatfree import as_int
 from .jobs import Job, JobQueue
 from .states import JobState, Response
@@ -55,7 +53,10 @@ class Pass:
         self._failed_shapes: set[Any] = set()
         self._failed_nodes: list[tuple[int, float]] = []
         self.whole_free: int | None = None
-        self._proof: tuple[Job, NoEarlier] | None = None  # from the last search, for reserve()
+        # The reservation unreserve() took out, for earliest(): (job, start, log position).
+        self._unreserved: tuple[Job, float, int] | None = None
+        # The last search from now, for reserve(): (job, nothing fits before, log end then).
+        self._searched: tuple[Job, float, int] | None = None
         #: The first job the policy visited and left pending: a job started
         #: after it is backfilled around it (the ``backfill`` annotation).
         self.passed_over: Job | None = None
@@ -173,7 +174,7 @@ class Pass:
         e = self.e
         if job.id in e.planner:
             e.planner.remove(job.id)
-        e.table.unplan(job, keep_proof=True)
+        e.table.unplan(job)
         lent = e.besteffort.lent.bits
         if lent and placement[1] & lent:  # on resources best-effort jobs hold
             placement = e.besteffort.handoff(self, job, placement)
@@ -188,73 +189,49 @@ class Pass:
     def earliest(
         self, job: Job, before: float = math.inf, not_before: float = -math.inf
     ) -> tuple[float, tuple[Any, int]] | None:
-        """The planner's earliest placement, from ``not_before`` on when given;
-        a search that is proven to find nothing before ``before`` is not made.
+        """The planner's earliest placement, from ``not_before`` on when given.
 
-        A whole-node job's search leaves a proof that it fits nowhere before
-        its reservation (:class:`~fluxsched_py.planner.NoEarlier`).
-        Conservative backfilling asks every reserved job for an earlier
-        place on every pass after a job ends early, and most such searches
-        fail: when the proof still holds for the plan as it is now (what was
-        freed since cannot make ``n`` whole nodes), the answer is None,
-        exactly what the search would return."""
+        Right after :meth:`unreserve` took out ``job``'s reservation, a search
+        for a place before it reads only where something became available
+        since nothing fitted it there (:meth:`Planner.earliest_bits`,
+        ``since``): the same answer, at the cost of the windows the gains
+        touch."""
         e = self.e
         e.stats["matches"] += 1
         planner = e.planner
-        policy = e.options.placement
-        self._proof = None
-        if not_before > self.now:  # no proofs for a search that does not start now
-            found = planner.earliest_bits(job.request, self.now, job.duration, policy, before, not_before=not_before)
-            return None if found is None else (found[0], (found[1], found[2]))
-        n = planner.whole_node_request(job.request, policy) if job.whole_nodes else 0
-        trace = None
-        if n:
-            proof = job.proof
-            if proof is not None and proof.t == before and proof.n == n:
-                proof = planner.prove_none_before(proof, job.id, job.duration, self.now)
-                if proof is not None:
-                    planner.proofs += 1
-                    self._proof = (job, proof)
-                    return None
-            trace = NoEarlier(n, self.now)
-        found = planner.earliest_bits(job.request, self.now, job.duration, policy, before, trace)
-        if trace is not None:
-            trace.t = before if found is None else found[0]
-            self._proof = (job, trace)
+        since = -1
+        u = self._unreserved
+        self._unreserved = None
+        if u is not None and u[0] is job and u[1] == before:
+            since = u[2]
+        found = planner.earliest_bits(
+            job.request, self.now, job.duration, e.options.placement, before, not_before, since, job.id
+        )
+        if not_before <= self.now:
+            self._searched = (job, before if found is None else found[0], planner.log_end)
         return None if found is None else (found[0], (found[1], found[2]))
 
     def keeps_reservation(self, job: Job) -> bool:
-        """Re-plan ``job``'s reservation in the cheap case: when taking it out,
-        finding its place still free, searching for an earlier one and
-        putting it back is provably what would happen (see
-        :meth:`Planner.keep_if_none_before`), do only the bookkeeping."""
-        proof = job.proof
-        if proof is None:
-            return False
-        planner = self.e.planner
-        kept = planner.keep_if_none_before(job.id, proof, job.duration, self.now)
-        if kept is None:  # the proof no longer holds: search
-            job.proof = None
-            return False
-        if not kept:
+        """Re-plan ``job``'s reservation in the cheap case: when nothing that
+        became available since its last search could let it start earlier
+        (:meth:`Planner.unchanged_for`), do only the bookkeeping."""
+        if not self.e.planner.unchanged_for(job.id, job.duration, self.now):
             return False
         self.e.stats["matches"] += 1  # the search it stands for
-        planner.proofs += 1
         return True
 
     def reserve(self, job: Job, t: float, placement: tuple[Any, int]) -> None:
         planner = self.e.planner
+        searched = self._searched
+        self._searched = None
+        # Nothing fits before t, as of now: the search just made says so.
+        fresh = searched is not None and searched[0] is job and searched[1] == t and searched[2] == planner.log_end
         planner.reserve(job.id, placement[0], t, t + job.duration, placement[1])
+        if fresh:
+            planner.searched(job.id)
         job.estimate = t
         if job.first_estimate is None:
             job.first_estimate = t
-        proof = self._proof
-        self._proof = None
-        if proof is not None and proof[0] is job and proof[1].t == t:
-            proof[1].seq = planner.certify()
-            job.proof = proof[1]
-        else:
-            job.proof = None
 
     def still_free(self, job: Job, t: float, placement: tuple[Any, int]) -> bool:
         bits = placement[1]
@@ -271,7 +248,7 @@ class Pass:
                 continue
             planner.remove(span.jobid)
             if job is not None:
-                self.e.table.unplan(job, keep_proof=True)
+                self.e.table.unplan(job)
 
     # Placements are (ResourceSet or None when not decoded yet, bits): see Planner.resolve.
 
@@ -281,8 +258,12 @@ class Pass:
 
     def unreserve(self, job: Job) -> tuple[float, tuple[Any, int]] | None:
         span = self.e.planner.remove(job.id)
-        self.e.table.unplan(job, keep_proof=True)
-        return None if span is None else (span.start, (span._rs, span.bits))
+        self.e.table.unplan(job)
+        if span is None:
+            return None
+        if not span.running and span.end == span.start + job.duration:
+            self._unreserved = (job, span.start, span.seq)
+        return span.start, (span._rs, span.bits)
 
     def hopeless(self, job: Job) -> bool:
         """True when a job at least as big and as long already failed to

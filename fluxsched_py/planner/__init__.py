@@ -8,7 +8,6 @@ request run, and *on what*?  One module per job:
 :mod:`.search`      :class:`Planner`: the timeline plus the searches
                     (:meth:`Planner.earliest`)
 :mod:`.matchcache`  the matcher memoized on flat sets, with exact fast paths
-:mod:`.noearlier`   proofs that a whole-node search would fail
 :mod:`.flat`        the flat (one big integer) encoding of resource sets
 :mod:`.fastfit`     exact fit tests for whole nodes and ``slot[k] > core[c]``
 :mod:`.nodeindex`   free units per node, kept in place as a set changes
@@ -27,8 +26,7 @@ Example::
 """
 
 from .matchcache import MatchCache, lower_bounds
-from .noearlier import NoEarlier
 from .search import Planner
 from .timeline import PlannerError, Span
 
-__all__ = ["MatchCache", "NoEarlier", "Planner", "PlannerError", "Span", "lower_bounds"]
+__all__ = ["MatchCache", "Planner", "PlannerError", "Span", "lower_bounds"]

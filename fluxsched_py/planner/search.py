@@ -8,6 +8,14 @@ candidate only needs a yes or no: for whole-node and ``slot[k] > core[c]``
 requests :meth:`~.matchcache.MatchCache.fit` answers it exactly from counts
 (:mod:`.fastfit`), and the matcher runs once, at the time the search settles
 on (about 15 ms a match on 1000 nodes x 8 cores, against microseconds).
+
+Two cuts keep the answer and skip work.  A whole-node request cannot fit a
+window that is short of whole free nodes in any one segment of it, so the
+candidates are first scanned segment by segment against counts remembered
+per segment content (:meth:`Planner._enough_whole`).  And a search that
+repairs a reservation (``since``: nothing fitted before it at that position
+of the log of gains, see :mod:`.timeline`) tries only the start times whose
+window overlaps a gain logged since (:meth:`Planner._gained_starts`).
 """
 
 from __future__ import annotations
@@ -16,8 +24,7 @@ import bisect
 import math
 from typing import Any
 
-from .noearlier import NoEarlier
-from .timeline import PlannerError, Timeline
+from .timeline import Timeline
 
 __all__ = ["Planner"]
 
@@ -81,60 +88,69 @@ class Planner(Timeline):
         duration: float,
         policy: str = "first",
         before: float = math.inf,
-        trace: NoEarlier | None = None,
         not_before: float = -math.inf,
+        since: int = -1,
+        own: int | None = None,
     ) -> tuple[float, Any, int] | None:
         """Like :meth:`earliest`, with the flat set: ``(t, rs, bits)``.
 
         With ``before``, only start times earlier than it are tried (the
         caller already holds a place at ``before``).  With ``not_before``,
         only start times from it on are (a job that cannot start before the
-        one ahead of it); ``now`` stays the present, for overdue jobs.  With
-        ``trace`` (for a :meth:`whole_node_request` of ``trace.n`` nodes,
-        searched from ``now``), the failed candidates are recorded in it: it
-        becomes the proof that nothing fits before the answer (or
-        ``before``), once ``trace.t`` and ``trace.seq`` are set."""
+        one ahead of it); ``now`` stays the present, for overdue jobs.
+
+        With ``since`` (a position in the log of gains, see
+        :mod:`.timeline`) the caller knows that nothing fitted anywhere in
+        ``[now, before)`` in the plan as it was at that position (the job's
+        own span, ``own``, aside): only the start times whose window
+        overlaps a gain logged since are tried (:meth:`_gained_starts`).
+        The answer is the same as without it."""
         if not duration or duration <= 0:
             duration = math.inf
         self.set_now(now)
-        if trace is not None and not_before > now:
-            raise PlannerError("a proof (trace) is only made for a search from now")
         start = max(now, not_before)
         pool = self.pool_bits()
-        if trace is not None:
-            trace.pool = pool
         times = self._times
-        cands = [start] + times[bisect.bisect_right(times, start) : bisect.bisect_left(times, before)]
         if before <= start:
             return None
+        if since >= 0 and not_before <= now and not self._overlapped:
+            cands = self._gained_starts(since, own, start, before, duration)
+            if cands is None:
+                cands = [start] + times[bisect.bisect_right(times, start) : bisect.bisect_left(times, before)]
+            elif not cands:
+                return None
+        else:
+            cands = [start] + times[bisect.bisect_right(times, start) : bisect.bisect_left(times, before)]
         if self._nreserved == 0 and self._max_running_start <= now:
             # Only running jobs: availability grows with t, binary search it.
-            if trace is not None:  # not measured: at most n - 1 anywhere
-                trace.times.append(now)
-                trace.whole.append(trace.n - 1)
             return self._earliest_monotone(request, cands, pool, policy)
         if start > now and self._max_running_start <= start and self._latest_reserved_start() <= start:
             # Every span has started by ``start`` (a queue planned in order):
             # from there on, too, availability only grows.
             return self._earliest_monotone(request, cands, pool, policy)
-        if trace is not None:
-            return self._earliest_whole(request, now, duration, policy, cands, pool, trace)
 
+        used = self._materialize(self._reach(cands, duration))
+        n = request.whole_nodes
+        if n and self._whole_fit(policy):
+            cands = self._enough_whole(cands, n, duration, pool, used, before)
+            if not cands:
+                return None
         match = self.match_bits
         fit, codec = self.matcher.fit, self.codec
         window = _WindowUnion()
-        used = self._materialize(self._reach(cands, duration))
         n = len(times)
-        lo = self._index(start)  # first segment in the window
+        lo = self._index(cands[0])  # first segment in the window
         hi = lo  # first segment not yet pushed
         last_failed = -1
         for t in cands:
-            while lo < n - 1 and times[lo + 1] <= t:
-                if lo < hi:
+            k = bisect.bisect_right(times, t, lo) - 1  # the segment t is in
+            if k >= hi:  # past the window (candidates with a gap between): start afresh
+                window = _WindowUnion()
+                lo = hi = k
+            else:
+                while lo < k:
                     window.pop()
-                else:
-                    hi += 1
-                lo += 1
+                    lo += 1
             end = t + duration
             while hi < n and times[hi] < end:
                 window.push(used[hi])
@@ -151,66 +167,122 @@ class Planner(Timeline):
             last_failed = avail
         return None
 
+    def _gained_starts(
+        self, since: int, own: int | None, start: float, before: float, duration: float
+    ) -> list[float] | None:
+        """The candidate start times in ``[start, before)`` (``start`` and the
+        boundaries after it) whose window ``[t, t + duration)`` overlaps a
+        gain logged since position ``since`` (not ``own``'s); None when the
+        log no longer reaches back that far.
+
+        Why the others can be skipped: a start time ``t`` that fits now lies
+        in some segment; the window of that segment's first candidate ``c``
+        (``start``, or the boundary where the segment begins) is within
+        ``t``'s window over the segments, so ``c`` fits too.  If ``c``'s
+        window overlaps no gain, everything available over it now was
+        available then, when nothing fitted: a fit is monotone in what is
+        available.  So the first candidate that fits overlaps a gain, and
+        the search that skips the others finds the same one."""
+        gains = self.gains_since(since)
+        if gains is None:
+            return None
+        spans = []
+        for a, b, _, jid in gains:
+            if jid == own or b <= start or a - duration >= before:
+                continue
+            spans.append((a - duration, b))  # t overlaps [a, b) when a - duration < t < b
+        if not spans:
+            return []
+        spans.sort()
+        times = self._times
+        out = [start] if any(a < start < b for a, b in spans) else []
+        lo, hi = spans[0]
+        for a, b in spans[1:]:
+            if a < hi:  # overlapping open intervals: merge
+                if b > hi:
+                    hi = b
+                continue
+            out += times[bisect.bisect_right(times, max(lo, start)) : bisect.bisect_left(times, min(hi, before))]
+            lo, hi = a, b
+        out += times[bisect.bisect_right(times, max(lo, start)) : bisect.bisect_left(times, min(hi, before))]
+        return out
+
+    def _whole_fit(self, policy: str) -> bool:
+        """A whole-node request fits exactly when that many whole nodes are
+        available (the matcher's whole-node fast path)."""
+        m = self.matcher
+        return m.fast_paths and self.codec.flat_nodes and policy in m.FAST_ORDER
+
+    def _enough_whole(
+        self, cands: list[float], n: int, duration: float, pool: int, used: list[int], before: float
+    ) -> list[float]:
+        """The candidates whose window has at least ``n`` whole nodes free in
+        every segment it overlaps, in order.
+
+        The segment that ends at ``before`` (the job's reservation) is looked
+        at first: it is where the job was short when its place was chosen,
+        and while it still is, only windows that end before it can fit.
+
+        Each segment's count of whole free nodes is remembered by what the
+        segment holds (:meth:`_whole_free`), and the segments are scanned
+        once, left to right: a segment with fewer than ``n`` rules out every
+        candidate whose window overlaps it, so the scan goes on from the
+        first candidate after it.  A window's whole nodes are whole in each
+        of its segments, so a candidate ruled out would fail the matcher
+        too: the search that skips them finds the same start."""
+        times = self._times
+        nseg = len(times)
+        count = self._whole_free(pool)
+        if before != math.inf:
+            k = bisect.bisect_left(times, before) - 1
+            if k >= 0:
+                x = used[k]
+                c = count.get(x)
+                if c is None:
+                    c = count[x] = self.codec.whole_count(pool ^ (pool & x))
+                if c < n:
+                    cands = cands[: bisect.bisect_right(cands, times[k] - duration)]
+        out: list[float] = []
+        i, ncand = 0, len(cands)
+        good_from = good_to = 0  # segments [good_from, good_to) have n or more
+        while i < ncand:
+            t = cands[i]
+            k = bisect.bisect_right(times, t, good_from) - 1
+            if k > good_to:
+                good_from = good_to = k
+            end = t + duration
+            j = good_to if good_to > k else k
+            while j < nseg and times[j] < end:
+                x = used[j]
+                c = count.get(x)
+                if c is None:
+                    c = count[x] = self.codec.whole_count(pool ^ (pool & x))
+                if c < n:
+                    break
+                j += 1
+            else:
+                out.append(t)
+                good_from, good_to = k, j
+                i += 1
+                continue
+            good_from = good_to = j + 1  # j is short of nodes: so is every window over it
+            if j + 1 >= nseg:
+                break
+            i = bisect.bisect_left(cands, times[j + 1], i)
+        return out
+
+    def _whole_free(self, pool: int) -> dict[int, int]:
+        """Whole nodes of ``pool`` free in a segment, by what the segment
+        holds (kept until the pool changes, or a few thousand entries)."""
+        cache = self._whole_free_cache
+        if cache is None or cache[0] != pool or len(cache[1]) > 4096:
+            cache = self._whole_free_cache = (pool, {})
+        return cache[1]
+
     def _reach(self, cands: list[float], duration: float) -> int:
         """How many segments a search over ``cands`` for ``duration`` reads."""
         end = cands[-1] + duration
         return len(self._times) if end == math.inf else bisect.bisect_left(self._times, end) + 1
-
-    def _earliest_whole(
-        self, request: Any, now: float, duration: float, policy: str, cands: list[float], pool: int, trace: NoEarlier
-    ) -> tuple[float, Any, int] | None:
-        """:meth:`earliest_bits` for a :meth:`whole_node_request`: the same
-        candidates in the same order, and the same answer, but a candidate
-        that has fewer than ``n`` whole nodes is rejected without calling
-        the matcher (which would reject it), and recorded in ``trace``.
-        The window union is :class:`_WindowUnion`, inlined."""
-        n = trace.n
-        whole_count = self.codec.whole_count
-        ttimes, twhole = trace.times, trace.whole
-        times, used = self._times, self._materialize(self._reach(cands, duration))
-        nseg = len(times)
-        back: list[int] = []
-        back_agg = 0
-        front: list[int] = []  # suffix unions, front of the window last
-        lo = self._index(now)  # first segment in the window
-        hi = lo  # first segment not yet pushed
-        last_failed = -1
-        w = 0
-        for t in cands:
-            while lo < nseg - 1 and times[lo + 1] <= t:
-                if lo < hi:
-                    if not front:
-                        agg = 0
-                        for item in reversed(back):
-                            agg |= item
-                            front.append(agg)
-                        back.clear()
-                        back_agg = 0
-                    front.pop()
-                else:
-                    hi += 1
-                lo += 1
-            end = t + duration
-            while hi < nseg and times[hi] < end:
-                x = used[hi]
-                back.append(x)
-                back_agg |= x
-                hi += 1
-            avail = pool & ~((front[-1] | back_agg) if front else back_agg)
-            ttimes.append(t)
-            if not avail:
-                twhole.append(0)
-                continue
-            if avail != last_failed:
-                w = whole_count(avail)
-                if w >= n:
-                    found = self.match_bits(request, avail, policy)
-                    if found is not None:
-                        ttimes.pop()
-                        return t, found[0], found[1]
-                last_failed = avail
-            twhole.append(w)
-        return None
 
     def _earliest_monotone(
         self, request: Any, cands: list[float], pool: int, policy: str, exact: bool = True

@@ -24,6 +24,17 @@ resources (the planner's contract).  A span that breaks it (``sched.expiration``
 can) is caught when it is added, and the timeline then keeps every segment's
 union up to date directly, for good, as the union of the spans over it.
 
+The log of gains: everything that became available, in order, as ``(start,
+end, bits, jobid)``: a removed span, the pool grown (jobid -3, from the
+time it grew on), a merge after spans overlapped (jobid -2).  Spans added
+only take resources away, so a question answered at log position ``seq``
+("nothing fits before ``t``") can only get another answer where a later
+gain lies: :meth:`Planner.earliest_bits <.search.Planner.earliest_bits>`
+searches only there (``since=``), and :meth:`Timeline.unchanged_for` says
+in one walk of the new entries when there is nowhere to search.  A span
+keeps the position at which its place was last shown to be the earliest
+(:attr:`Span.seq`).
+
 What "up" means comes from the graph: a resource is in the pool at time
 ``t0`` if it is free in the graph now, or held by a running job that is
 expected to end after ``t0``.  A running job past its expected end (still
@@ -40,12 +51,14 @@ from typing import Any
 from ..errors import FluxschedError
 from ..ids import IdSet
 from ..resource.flatfree import Bits, as_int
-from . import noearlier
 from .flat import FlatCodec
 from .matchcache import MatchCache, Matcher, default_matcher
-from .noearlier import ProofLog
 
 __all__ = ["PlannerError", "Span", "Timeline"]
+
+#: Bits of sets the log of gains may hold (32 MiB): a 1,024-node machine of
+#: 32 cores keeps 8,192 entries, 200,000 one-core nodes about 670.
+GAINS_BITS = 1 << 28
 
 
 class PlannerError(FluxschedError, ValueError):
@@ -57,12 +70,16 @@ class Span:
 
     ``bits`` is the same set, flat (see :mod:`.flat`); ``resources`` is
     decoded from it on first use when the span was made from bits alone.
+    ``seq``: for a reservation, the position in the log of gains at which
+    nothing fitted its job from the present up to ``start`` (set by
+    :meth:`Timeline.searched`; -1: not known).
     """
 
-    __slots__ = ("jobid", "start", "end", "running", "bits", "_rs", "_codec")
+    __slots__ = ("jobid", "start", "end", "running", "bits", "seq", "_rs", "_codec")
 
     def __init__(self, jobid: int, rs: Any, start: float, end: float, running: bool, bits: int, codec: Any) -> None:
         self.jobid, self.start, self.end, self.running, self.bits = jobid, start, end, running, bits
+        self.seq = -1
         self._rs = rs
         self._codec = codec
 
@@ -97,7 +114,7 @@ def _unusable_ranks(g: Any) -> Any:
     return bad
 
 
-class Timeline(ProofLog):
+class Timeline:
     """Spans of running and reserved jobs over a resource graph, and what is
     available when.  The searches are :class:`~fluxsched_py.planner.search.Planner`'s.
 
@@ -109,12 +126,9 @@ class Timeline(ProofLog):
     matcher:
         ``match(graph, request, *, policy, available)`` or a
         :class:`MatchCache`; defaults to :func:`fluxsched_py.match.match`.
-    proofs:
-        make and use :class:`~.noearlier.NoEarlier` proofs; None:
-        :data:`~.noearlier.PROOFS`.
     """
 
-    def __init__(self, graph: Any, *, matcher: Matcher | None = None, proofs: bool | None = None) -> None:
+    def __init__(self, graph: Any, *, matcher: Matcher | None = None) -> None:
         self.graph = graph
         m = matcher if matcher is not None else default_matcher()
         self.matcher = m if isinstance(m, MatchCache) else MatchCache(m)
@@ -145,7 +159,19 @@ class Timeline(ProofLog):
         self._nreserved = 0
         self._running_union = Bits()  # every running span's bits, kept in place
         self._max_running_start = -math.inf  # an upper bound (never lowered)
-        self._init_log(noearlier.PROOFS if proofs is None else proofs)
+        # The log of gains (see the module docstring): _gains[0] is entry
+        # number _gains_base; entries before _gains_mark were read by a
+        # caller of log_position() and are never rewritten.  Kept: 8,192
+        # entries, fewer on a machine so big that they would hold more than
+        # GAINS_BITS bits of sets (a position older than the log searches
+        # everywhere).
+        self._gains: list[tuple[float, float, Any, int]] = []
+        self._gains_base = 0
+        self._gains_mark = 0
+        self._gains_keep = max(64, min(8192, GAINS_BITS // max(1, self.codec.width)))
+        self._pool_seen: int | None = None  # the pool last handed out (what joins it is a gain)
+        # Planner._whole_free: (pool, {segment's union: whole nodes free in it})
+        self._whole_free_cache: tuple[int, dict[int, int]] | None = None
         # Set for good once two spans overlapped on a resource (sched.expiration
         # can do that): the step function no longer mirrors the spans exactly.
         self._overlapped = False
@@ -368,6 +394,12 @@ class Timeline(ProofLog):
             return c[1]
         pool = self._pool_bits()
         self._pool_cache = (key, pool)
+        seen = self._pool_seen
+        if seen is not None and pool != seen:
+            joined = pool ^ (pool & seen)  # & ~ without a negative int
+            if joined:
+                self._log_gain(self.now, math.inf, joined, -3)
+        self._pool_seen = pool
         return pool
 
     def _pool_bits(self) -> int:
@@ -387,6 +419,88 @@ class Timeline(ProofLog):
 
     def pool(self) -> Any:
         return self.codec.decode(self.pool_bits())
+
+    # -- the log of gains ----------------------------------------------------
+
+    @property
+    def log_end(self) -> int:
+        """The position after the last entry of the log of gains."""
+        return self._gains_base + len(self._gains)
+
+    def searched(self, jobid: int) -> None:
+        """Record that nothing fits ``jobid`` from the present up to the start
+        of its reservation, in the plan as it is now (the caller just
+        searched); later gains are where that may change."""
+        seq = self._gains_mark = self._gains_base + len(self._gains)
+        self._spans[jobid].seq = seq
+
+    def gains_since(self, seq: int) -> list[tuple[float, float, Any, int]] | None:
+        """The log's entries from position ``seq`` on, as ``(start, end, bits,
+        jobid)``; None when they are no longer kept."""
+        if seq < self._gains_base:
+            return None
+        return self._gains[seq - self._gains_base :]
+
+    def unchanged_for(self, jobid: int, duration: float, now: float) -> bool:
+        """True when re-planning ``jobid``'s reservation provably leaves it as
+        it is: its place is still free, and no gain logged since its last
+        search (:attr:`Span.seq`) overlaps a window ``[t, t + duration)`` it
+        could start earlier in, ``now <= t < start``.  The span then goes
+        last in :meth:`reserved`, as taking it out and putting it back
+        would leave it, and its position moves to the end of the log.
+
+        Why: everything available over a window now was available at that
+        search, or came from a gain overlapping it (spans added only take
+        away), and that search found nothing before ``start``.  False (then
+        search) also when spans ever overlapped or the span is not the
+        job's ``duration`` long."""
+        span = self._spans.get(jobid)
+        if span is None or span.running or self._overlapped or not span.start > now:
+            return False
+        gains = self.gains_since(span.seq)
+        if gains is None or span.end != span.start + duration:
+            return False
+        bits = as_int(span.bits)
+        if self.pool_bits() & bits != bits:
+            return False  # resources went down under it: search
+        gains = self._gains[span.seq - self._gains_base :]  # the pool may have logged a gain
+        horizon = span.start + duration
+        for a, b, _, jid in gains:
+            if b > now and a < horizon and jid != jobid:
+                return False
+        self._spans[jobid] = self._spans.pop(jobid)
+        self._reserved[jobid] = self._reserved.pop(jobid)
+        self.searched(jobid)
+        return True
+
+    def _log_gain(self, start: float, end: float, bits: Any, jobid: int) -> None:
+        if start < end and bits:
+            gains = self._gains
+            gains.append((start, end, bits, jobid))
+            if len(gains) > self._gains_keep:
+                half = self._gains_keep // 2
+                del gains[:half]
+                self._gains_base += half
+
+    def _net_gain(self, span: Span) -> None:
+        """``span``'s job gave back a span just before (re-planned, or
+        started on its reservation): keep only what the old span held that
+        the new one does not."""
+        gains = self._gains
+        if not gains or self._gains_base + len(gains) <= self._gains_mark:
+            return
+        a, b, old, jobid = gains[-1]
+        if jobid != span.jobid:
+            return
+        gains.pop()
+        c, d = span.start, span.end
+        if c >= b or d <= a:  # no overlap in time
+            self._log_gain(a, b, old, jobid)
+            return
+        old = as_int(old)
+        self._log_gain(a, c, old, jobid)
+        self._log_gain(max(a, c), min(b, d), old ^ (old & as_int(span.bits)), jobid)
+        self._log_gain(d, b, old, jobid)
 
     def available_bits(self, t0: float, t1: float) -> int:
         if t1 <= t0:

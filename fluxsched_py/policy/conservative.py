@@ -7,17 +7,58 @@ reservation and its ``t_estimate``.  A job can therefore only start early
 (backfill) into a hole that no job ahead of it was promised, and no backfill
 ever delays a reservation.
 
-Reservations persist from pass to pass.  At each pass every job, in queue
-order, takes its own reservation out of the plan, looks for the earliest
-place around everything else (including the reservations of the jobs behind
-it), and keeps the new place only if it is earlier; its old place is still
-free for it, so a reservation never moves later.  That is the paper's
-*compression* when jobs end before their walltime.  Jobs that arrive later,
-whatever their priority, are planned around existing reservations.  So no job
-starts after its first ``t_estimate`` unless a running job overruns its
-walltime or resources go down (a property test checks this on random
-workloads).  When only new jobs arrived since the last pass, nothing can move
-earlier, so kept reservations are not re-examined.
+Reservations persist from pass to pass.  At each pass after something was
+freed, cancelled or re-prioritized, every job, in queue order, takes its own
+reservation out of the plan, looks for the earliest place around everything
+else (including the reservations of the jobs behind it), and keeps the new
+place only if it is earlier; its old place is still free for it, so a
+reservation never moves later.  That is the paper's *compression* when jobs
+end before their walltime.  Jobs that arrive later, whatever their priority,
+are planned around existing reservations.  So no job starts after its first
+``t_estimate`` unless a running job overruns its walltime or resources go
+down (a property test checks this on random workloads).
+
+The plan is repaired, not recomputed.  A reservation remembers where the
+planner's log of gains stood when nothing fitted its job before it
+(:class:`~fluxsched_py.planner.timeline.Timeline`): everything that became
+available since is a logged gain (a job that ended early, a cancel, a
+reservation that moved, resources that came up).  Spans added only take
+resources away, so a job can only move into a window ``[t, t + duration)``
+that overlaps a gain.  Each pass's cost, per pending job in queue order:
+
+* only new jobs arrived (nothing freed): a kept reservation costs nothing;
+* a job with a reservation, after a change: one walk of the gains logged
+  since it was last looked at (usually this pass's own: the early end, and
+  the old places of the jobs ahead of it that moved), and when none
+  overlaps a window it could start earlier in, the reservation is kept
+  untouched (:meth:`Timeline.unchanged_for
+  <fluxsched_py.planner.timeline.Timeline.unchanged_for>`);
+* otherwise: the reservation is taken out and searched for only at the
+  start times whose window overlaps a gain; for whole-node jobs a scan of
+  the segments those windows cover, counting whole free nodes (remembered
+  per segment), first rules out every window that is short of nodes
+  somewhere, and only the rest cost a union of the segments
+  (:meth:`Planner.earliest_bits
+  <fluxsched_py.planner.search.Planner.earliest_bits>`, ``since``); then
+  two boundary updates to put it back or move it;
+* a job without a reservation: one full search, as when it arrived.
+
+The answers are those of re-planning every reservation with a full search
+(``t/test_policy_conservative.py`` checks the engine against such an oracle
+policy; ``t/test_planner_repair.py`` checks each repaired search), so the
+schedule is the one main 175c917 computed: on the heavy trace
+(``bench/heavy_trace.py``, 5,000 and 20,000 jobs, seeds 1 and 2) every job
+starts at the same time (``bench/bench_conservative.py``).  The repair
+replaces the ``NoEarlier`` proofs (gone, with their 363 lines) at about
+their cost, measured against main 175c917 in the same run on 2 cores
+loaded by other work (load average 6-7), one run each: heavy trace, 20,000
+jobs, CPU 75.5 s against 74.2 s (seed 1, 1.02) and 93.3 s against 81.1 s
+(seed 2, 1.15; wall 299 / 278 s and 357 / 312 s); ``bench/bench_forecast.py``
+(1,000 x 8 full, 64 reserved, median of 9 passes): 796 ms against 948 ms a
+pass (0.84), same decision digest.  Not enough for the heavy trace's
+100,000 jobs in a minute: the cost left is in the jobs that do move (about
+one examination in five there moves, each a search and a placement) and in
+searches that fail over long windows.
 
 With ``reserve-depth=N`` only the first N jobs that cannot start get
 reservations; jobs behind them may still start at once if they fit without
@@ -35,7 +76,9 @@ Load with ``queue-policy=conservative [reserve-depth=N]``.
 Reference:
     Ahuva W. Mu'alem and Dror G. Feitelson, "Utilization, Predictability,
     Workloads, and User Runtime Estimates in Scheduling the IBM SP2 with
-    Backfilling", IEEE TPDS 12(6):529-543, 2001.
+    Backfilling", IEEE TPDS 12(6):529-543, 2001 (conservative backfilling;
+    compression on an early end: jobs re-examined in order, each moved
+    earlier only if it can).
 """
 
 from __future__ import annotations
@@ -69,7 +112,7 @@ class ConservativePolicy(QueuePolicy):
                     yield
                     continue
             if (depth is None or reserved < depth) and ctx.keeps_reservation(job):
-                # Provably what the re-planning below would conclude.
+                # Nothing freed since its last search can let it start earlier.
                 reserved += 1
                 yield
                 continue
