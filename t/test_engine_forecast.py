@@ -91,3 +91,13 @@ def test_when_refuses_what_never_fits(engine):
         when(engine, jobspec(nnodes=5, duration=10.0), 5.0)
     with pytest.raises(ValueError, match="invalid jobspec"):
         when(engine, {"version": 1}, 5.0)
+
+
+def test_the_budget_bounds_the_work(engine):
+    ticks = iter(range(100))  # one second per reading
+    got = [(f.jobid, f.kind) for f in forecast(engine, 5.0, budget=2.5, stopwatch=lambda: next(ticks))]
+    # read at the start (0), then before jobs 2 (1 s), 3 (2 s: planned) and 4 (3 s: over)
+    assert got == [(2, "reservation"), (3, "forecast"), (4, "not planned")]
+    ticks = iter(range(100))
+    f = when(engine, jobspec(nnodes=1, duration=10.0), 5.0, budget=1.5, stopwatch=lambda: next(ticks))
+    assert f.kind == "partial forecast"

@@ -17,22 +17,27 @@ are up (``"never"``), or only once a running job that is past its expected
 end ends (``"unknown"``), gets no start.
 
 Cost: one planner search per planned job over a plan that grows by one span
-per job, so at most ``limit`` jobs (:data:`FORECAST_LIMIT` by default) are
-planned per call; the jobs after them are listed without a start
+per job; a search tries every time a running or planned job ends, so on a
+full machine of short-lived jobs one search can take tens of milliseconds
+(``bench/bench_start_forecast.py``).  So a call plans at most ``limit`` jobs
+(:data:`FORECAST_LIMIT` by default) and, with a ``budget``, stops planning
+once it has worked that many seconds (the module passes
+:data:`FORECAST_BUDGET`); the jobs after that are listed without a start
 (``kind`` ``"not planned"``).
 
 :func:`when` answers for a job that is not submitted: it is placed after
 every pending job that would be ahead of it in queue order (priority, then
 submit time: it is submitted last) in the same conservative plan.  With
-more than ``limit`` jobs ahead, only the first ``limit`` are planned and the
-answer is marked ``"partial forecast"``.
+more jobs ahead than ``limit`` (or ``budget``) lets it plan, only the first
+are planned and the answer is marked ``"partial forecast"``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..jobspec import parse_jobspec
@@ -43,10 +48,14 @@ from .jobs import Job
 if TYPE_CHECKING:
     from .core import Engine
 
-__all__ = ["FORECAST_LIMIT", "Forecast", "forecast", "when", "DEFAULT_URGENCY"]
+__all__ = ["DEFAULT_URGENCY", "FORECAST_BUDGET", "FORECAST_LIMIT", "Forecast", "forecast", "when"]
 
 #: Jobs planned per :func:`forecast` or :func:`when` call, at most.
 FORECAST_LIMIT = 1000
+
+#: Seconds of planning per call in the Flux module (a call never stops in
+#: the middle of one job's search).
+FORECAST_BUDGET = 0.2
 
 #: The priority a job not yet submitted is taken to have: flux-core's
 #: default urgency (16) is also the priority of the default priority plugin.
@@ -61,9 +70,9 @@ class Forecast:
     #: Epoch seconds; None when the job does not fit, or was not planned.
     start: float | None
     #: ``"reservation"`` (the engine's own plan), ``"forecast"`` (the
-    #: conservative plan of the queue), ``"not planned"`` (beyond the limit),
+    #: conservative plan of the queue), ``"not planned"`` (beyond the limit or budget),
     #: ``"partial forecast"`` (:func:`when` with more jobs ahead than the
-    #: limit: only the first ``limit`` of them were planned), ``"never"``
+    #: limit or the budget let it plan: only the first of them were planned), ``"never"``
     #: (does not fit the resources that are up) or ``"unknown"`` (fits only
     #: once a running job past its expected end, which is unknown, ends).
     kind: str
@@ -114,10 +123,15 @@ def _place(plan: Planner, jobid: int, request: Any, duration: float, now: float)
     return t, rs
 
 
-def _plan(e: Engine, jobs: list[Job], now: float, limit: int) -> tuple[Planner, list[Forecast]]:
+def _plan(
+    e: Engine, jobs: list[Job], now: float, limit: int, budget: float | None, stopwatch: Callable[[], float]
+) -> tuple[Planner, list[Forecast]]:
+    t0 = stopwatch()
     plan, reserved = _copy_plan(e, now)
     out: list[Forecast] = []
     for i, job in enumerate(jobs):
+        if budget is not None and i < limit and stopwatch() - t0 >= budget:
+            limit = i
         common = {
             "reason": job.sent.get("reason_pending"),
             "userid": job.userid,
@@ -137,10 +151,16 @@ def _plan(e: Engine, jobs: list[Job], now: float, limit: int) -> tuple[Planner, 
     return plan, out
 
 
-def forecast(e: Engine, now: float, limit: int = FORECAST_LIMIT) -> list[Forecast]:
+def forecast(
+    e: Engine,
+    now: float,
+    limit: int = FORECAST_LIMIT,
+    budget: float | None = None,
+    stopwatch: Callable[[], float] = time.perf_counter,
+) -> list[Forecast]:
     """Every pending job with its start, in the order they would start
     (jobs without a start last, in queue order).  See the module docstring."""
-    _, out = _plan(e, e.pending(), now, limit)
+    _, out = _plan(e, e.pending(), now, limit, budget, stopwatch)
     never = math.inf
     order = {f.jobid: i for i, f in enumerate(out)}
     return sorted(out, key=lambda f: (f.start if f.start is not None else never, order[f.jobid]))
@@ -153,6 +173,8 @@ def when(
     *,
     priority: int = DEFAULT_URGENCY,
     limit: int = FORECAST_LIMIT,
+    budget: float | None = None,
+    stopwatch: Callable[[], float] = time.perf_counter,
 ) -> Forecast:
     """When a job of ``jobspec`` submitted at ``now`` with ``priority`` would
     start, and on what.  Raises ValueError when the jobspec is invalid or can
@@ -164,10 +186,10 @@ def when(
     probe = Job(-1, priority, 0, now, request)
     key = order_key(priority, now, math.inf)
     ahead = [j for j in e.pending() if j.sortkey < key]
-    plan, _ = _plan(e, ahead[:limit], now, limit)
+    plan, planned = _plan(e, ahead, now, limit, budget, stopwatch)
     placed = _place(plan, probe.id, request, probe.duration, now)
     queue = getattr(request, "queue", None)
     if placed is None:  # pragma: no cover - feasibility said it fits
         return Forecast(probe.id, None, "never", queue=queue, duration=probe.duration)
-    kind = "forecast" if len(ahead) <= limit else "partial forecast"
+    kind = "partial forecast" if any(f.kind == "not planned" for f in planned) else "forecast"
     return Forecast(probe.id, placed[0], kind, placed[1], queue=queue, duration=probe.duration)

@@ -10,8 +10,8 @@ EPROTO error response naming the field, and never raises.
 ========================  =========  ==============================================
 RPC                       mutating   payload -> response
 ========================  =========  ==============================================
-``<name>.status``         no         ``{}`` -> ``{policy, pending, running, reserved}``
-``<name>.forecast``       no         ``{limit?}`` -> ``{now, limit, jobs: [...]}``
+``<name>.status``         no         ``{}`` -> ``{policy, pending, running, reserved, ...}``
+``<name>.forecast``       no         ``{limit?}`` -> ``{now, limit, budget, jobs: [...]}``
 ``<name>.when``           no         ``{jobspec, priority?, limit?}`` -> one job
 ========================  =========  ==============================================
 
@@ -29,7 +29,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..engine.forecast import DEFAULT_URGENCY, FORECAST_LIMIT, Forecast, forecast, when
+from ..engine.forecast import DEFAULT_URGENCY, FORECAST_BUDGET, FORECAST_LIMIT, Forecast, forecast, when
 from ..ids import Hostlist
 from .wire import payload_error
 
@@ -121,13 +121,15 @@ def _status(c: Control, f: _Fields, now: float) -> Any:
         "running": len(e.running),
         "reserved": e.planner.nreserved,
         "forecast_limit": FORECAST_LIMIT,
+        "forecast_budget": c.budget,
     }
 
 
 def _forecast(c: Control, f: _Fields, now: float) -> Any:
     limit = f.int("limit", FORECAST_LIMIT, 1, FORECAST_LIMIT)
     f.done()
-    return {"now": now, "limit": limit, "jobs": [c.job(x) for x in forecast(c.engine, now, limit)]}
+    jobs = forecast(c.engine, now, limit, c.budget)
+    return {"now": now, "limit": limit, "budget": c.budget, "jobs": [c.job(x) for x in jobs]}
 
 
 def _when(c: Control, f: _Fields, now: float) -> Any:
@@ -136,7 +138,7 @@ def _when(c: Control, f: _Fields, now: float) -> Any:
     limit = f.int("limit", FORECAST_LIMIT, 1, FORECAST_LIMIT)
     f.done()
     try:
-        got = when(c.engine, jobspec, now, priority=priority, limit=limit)
+        got = when(c.engine, jobspec, now, priority=priority, limit=limit, budget=c.budget)
     except ValueError as exc:
         raise RpcError(errno.EINVAL, f"{f.topic}: jobspec: {exc}") from None
     return {"now": now, **c.job(got)}
@@ -151,9 +153,13 @@ RPCS: dict[str, Rpc] = {
 class Control:
     """The control RPCs of one :class:`~fluxsched_py.flux.driver.Driver`."""
 
-    def __init__(self, driver: Driver, rpcs: Mapping[str, Rpc] | None = None) -> None:
+    def __init__(
+        self, driver: Driver, rpcs: Mapping[str, Rpc] | None = None, budget: float | None = FORECAST_BUDGET
+    ) -> None:
         self.driver = driver
         self.rpcs = dict(RPCS if rpcs is None else rpcs)
+        #: Seconds of planning per forecast or when (None: no limit but the job count).
+        self.budget = budget
 
     @property
     def engine(self) -> Any:
