@@ -163,7 +163,7 @@ def _run(args: Any, uri: str | None) -> int:
         _print_when(resp)
     else:
         for k, v in resp.items():
-            print(f"{k + ':':<16}{'unlimited' if v is None or v == math.inf else v}")
+            print(f"{k + ':':<17}{'unlimited' if v is None or v == math.inf else v}")
     return 0
 
 
