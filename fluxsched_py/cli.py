@@ -31,6 +31,8 @@ DELEGATED = {
     "batsim": ("fluxsched_py.batsim.cli", "run as a Batsim decision process"),
     "module-path": ("fluxsched_py.flux.paths", "print the folder to add to FLUX_MODULE_PATH_PREPEND"),
     "modprobe-path": ("fluxsched_py.flux.paths", "print the folder to add to FLUX_MODPROBE_PATH_APPEND"),
+    "cmd-path": ("fluxsched_py.flux.paths", "print the folder to add to FLUX_EXEC_PATH_PREPEND (flux sched-py)"),
+    "ctl": ("fluxsched_py.flux.ctl", "ask a running sched-py module (forecast, when, status): flux sched-py"),
     "xdg-path": ("fluxsched_py.flux.paths", "print the folder to add to XDG_CONFIG_DIRS (flux jobs --format=sched-py)"),
 }
 
@@ -128,7 +130,7 @@ def _delegate(command: str, rest: list[str]) -> int:
         except ModuleNotFoundError as e:
             report(f"fluxsched-py {command}", f"not available: {e}")
             return 1
-        if command in ("module-path", "modprobe-path", "xdg-path"):
+        if command in ("module-path", "modprobe-path", "cmd-path", "xdg-path"):
             return module.main([command, *rest])
         return module.main(rest)
 

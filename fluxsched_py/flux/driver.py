@@ -58,6 +58,7 @@ from typing import Any
 from ..engine import Engine, EngineError, EngineOptions, Response, ResponseType
 from ..engine.options import LOG_LEVELS
 from .annotbatch import AnnotationBatcher
+from .control import Control
 from .startup import Startup
 from .wire import (
     _NOTE_PREFIXES,
@@ -183,6 +184,8 @@ class Driver(Startup):
             "callbacks_over_100ms_cpu": 0,
             "pass_deferrals": 0,
         }
+        #: The control RPCs (``flux sched-py``), open to guests for reading.
+        self.control = Control(self)
         self._log_bridge = _LogBridge(self)
         # The module owns its process's logging: the engine never sets a level.
         logger = logging.getLogger("fluxsched_py")

@@ -293,6 +293,18 @@ class FluxBinding:
 
         return self._timed(cb, topic)
 
+    def _control_handler(self, topic: str) -> Any:
+        handle = self.driver.control.handle
+
+        def cb(_h: Any, _w: Any, msg: Any, _arg: Any) -> None:
+            try:
+                payload = self._payload(msg)
+            except Exception as exc:
+                payload = bad_payload(str(exc))
+            handle(topic, msg, payload, msg.rolemask)
+
+        return self._timed(cb, topic)
+
     def _register(self) -> None:
         for service in ("sched", "feasibility"):
             try:
@@ -301,6 +313,13 @@ class FluxBinding:
                 raise OSError(exc.errno, f"cannot register service {service!r}: {exc.strerror}") from exc
         for topic in self.driver.topics():
             w = self.h.msg_watcher_create(self._handler(topic), flux.constants.FLUX_MSGTYPE_REQUEST, topic)
+            w.start()
+            self._watchers.append(w)
+        # The control RPCs reach guests too: each one authorizes its caller.
+        guests = flux.constants.FLUX_ROLE_OWNER | flux.constants.FLUX_ROLE_USER
+        for topic in self.driver.control.topics():
+            handler = self._control_handler(topic)
+            w = self.h.msg_watcher_create(handler, flux.constants.FLUX_MSGTYPE_REQUEST, topic, rolemask=guests)
             w.start()
             self._watchers.append(w)
 

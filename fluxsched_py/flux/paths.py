@@ -8,6 +8,9 @@
     FLUX_MODPROBE_PATH_APPEND=$(fluxsched-py modprobe-path) \\
         flux start --conf=modules.alternatives.sched=\\"sched-py\\"
 
+``cmd-path`` prints the folder holding ``flux-sched-py.py`` (the ``flux
+sched-py`` command), for ``FLUX_EXEC_PATH_PREPEND``.
+
 ``xdg-path`` prints the folder holding ``flux/flux-jobs.toml`` (the named
 format ``flux jobs --format=sched-py``), for ``XDG_CONFIG_DIRS``.
 """
@@ -18,7 +21,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["module_dir", "modprobe_dir", "xdg_dir", "main"]
+__all__ = ["module_dir", "modprobe_dir", "cmd_dir", "xdg_dir", "main"]
 
 _HERE = Path(__file__).resolve().parent
 
@@ -33,6 +36,11 @@ def modprobe_dir() -> Path:
     return _HERE
 
 
+def cmd_dir() -> Path:
+    """The folder with ``flux-sched-py.py``, the ``flux sched-py`` command."""
+    return _HERE / "cmd"
+
+
 def xdg_dir() -> Path:
     """The folder with ``flux/flux-jobs.toml``."""
     return _HERE / "xdg"
@@ -41,16 +49,18 @@ def xdg_dir() -> Path:
 _COMMANDS = {
     "module-path": (module_dir, "FLUX_MODULE_PATH_PREPEND"),
     "modprobe-path": (modprobe_dir, "FLUX_MODPROBE_PATH_APPEND"),
+    "cmd-path": (cmd_dir, "FLUX_EXEC_PATH_PREPEND"),
     "xdg-path": (xdg_dir, "XDG_CONFIG_DIRS"),
 }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``argv[0]`` is the subcommand (``module-path``, ``modprobe-path`` or ``xdg-path``)."""
+    """``argv[0]`` is the subcommand (``module-path``, ``modprobe-path``, ``cmd-path`` or ``xdg-path``)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     name = argv[0] if argv else "module-path"
     if name not in _COMMANDS:
-        print(f"fluxsched-py: unknown command {name!r} (module-path, modprobe-path, xdg-path)", file=sys.stderr)
+        known = ", ".join(_COMMANDS)
+        print(f"fluxsched-py: unknown command {name!r} ({known})", file=sys.stderr)
         return 2
     fn, var = _COMMANDS[name]
     if any(a in ("-h", "--help") for a in argv[1:]):

@@ -202,6 +202,11 @@ def bad_payload(error: str) -> _BadPayload:
     return _BadPayload(error)
 
 
+def payload_error(p: Any) -> str | None:
+    """Why ``p`` could not be decoded, when it is a :func:`bad_payload`; else None."""
+    return p.error if isinstance(p, _BadPayload) else None
+
+
 def _jobid(p: Any) -> int | None:
     if not isinstance(p, Mapping):
         return None

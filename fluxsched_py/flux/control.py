@@ -1,0 +1,215 @@
+"""The module's control RPCs (``flux sched-py``), with no Flux in it.
+
+Each RPC is ``<name>.<rpc>`` (``sched-py.forecast``...), registered by the
+broker binding so that guests (users other than the instance owner) reach
+it too; :func:`authorize` then decides per RPC: a guest may use the
+read-only ones, and only the instance owner may use one that changes
+something (``mutating``).  Every RPC rejects a malformed payload with an
+EPROTO error response naming the field, and never raises.
+
+========================  =========  ==============================================
+RPC                       mutating   payload -> response
+========================  =========  ==============================================
+``<name>.status``         no         ``{}`` -> ``{policy, pending, running, reserved, ...}``
+``<name>.forecast``       no         ``{limit?}`` -> ``{now, limit, budget, jobs: [...]}``
+``<name>.when``           no         ``{jobspec, priority?, limit?}`` -> one job
+========================  =========  ==============================================
+
+A job in a response is ``{id, t_estimate, kind, reason, userid, queue,
+duration, ranks, nodelist}`` (``t_estimate`` null when there is none,
+``duration`` null when unlimited; see :mod:`fluxsched_py.engine.forecast`).
+Further RPCs (reservations, limits) are entries of :data:`RPCS`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import math
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from ..engine.forecast import DEFAULT_URGENCY, FORECAST_BUDGET, FORECAST_LIMIT, Forecast, forecast, when
+from ..ids import Hostlist
+from .wire import payload_error
+
+if TYPE_CHECKING:
+    from .driver import Driver
+
+__all__ = ["ROLE_OWNER", "ROLE_USER", "RPCS", "Control", "Rpc", "RpcError", "authorize"]
+
+#: flux-core's ``FLUX_ROLE_OWNER`` and ``FLUX_ROLE_USER`` (``flux/core/message.h``).
+ROLE_OWNER = 1
+ROLE_USER = 2
+
+
+class RpcError(Exception):
+    """A request refused: ``errnum`` and the one-line reason sent back."""
+
+    def __init__(self, errnum: int, text: str) -> None:
+        super().__init__(text)
+        self.errnum = errnum
+
+
+def authorize(rolemask: int, mutating: bool, topic: str) -> None:
+    """Raise :class:`RpcError` (EPERM) when a request with ``rolemask`` may
+    not use ``topic``: the owner may use every RPC, a guest only the
+    read-only ones."""
+    if rolemask & ROLE_OWNER:
+        return
+    if mutating:
+        raise RpcError(errno.EPERM, f"{topic}: only the instance owner may change the scheduler")
+    if not rolemask & ROLE_USER:
+        raise RpcError(errno.EPERM, f"{topic}: request without the user role")
+
+
+class _Fields:
+    """A payload's fields, each read once by name; unknown ones are refused."""
+
+    def __init__(self, topic: str, payload: Any) -> None:
+        if (why := payload_error(payload)) is not None:
+            raise RpcError(errno.EPROTO, f"{topic}: payload: {why}")
+        if payload is None:
+            payload = {}
+        if not isinstance(payload, Mapping):
+            raise RpcError(errno.EPROTO, f"{topic}: payload: expected a JSON object")
+        self.topic = topic
+        self.payload = payload
+        self.read: set[str] = set()
+
+    def _bad(self, name: str, what: str) -> RpcError:
+        return RpcError(errno.EPROTO, f"{self.topic}: {name}: {what}")
+
+    def int(self, name: str, default: int, lo: int, hi: int) -> int:
+        self.read.add(name)
+        v = self.payload.get(name, default)
+        if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+            raise self._bad(name, f"expected an integer from {lo} to {hi}, got {v!r:.40}")
+        return v
+
+    def object(self, name: str) -> Mapping[str, Any]:
+        self.read.add(name)
+        if name not in self.payload:
+            raise self._bad(name, "missing")
+        v = self.payload[name]
+        if not isinstance(v, Mapping):
+            raise self._bad(name, f"expected a JSON object, got {type(v).__name__}")
+        return v
+
+    def done(self) -> None:
+        extra = sorted(set(self.payload) - self.read)
+        if extra:
+            raise self._bad(extra[0], "unknown field")
+
+
+@dataclasses.dataclass(frozen=True)
+class Rpc:
+    """One control RPC: its name (after ``<module name>.``), whether it
+    changes anything, and its handler: ``(control, fields, now) -> response``."""
+
+    name: str
+    mutating: bool
+    run: Callable[[Control, _Fields, float], Any]
+
+
+def _status(c: Control, f: _Fields, now: float) -> Any:
+    f.done()
+    e = c.engine
+    return {
+        "policy": e.options.queue_policy,
+        "pending": e.pending_count,
+        "running": len(e.running),
+        "reserved": e.planner.nreserved,
+        "forecast_limit": FORECAST_LIMIT,
+        "forecast_budget": c.budget,
+    }
+
+
+def _forecast(c: Control, f: _Fields, now: float) -> Any:
+    limit = f.int("limit", FORECAST_LIMIT, 1, FORECAST_LIMIT)
+    f.done()
+    jobs = forecast(c.engine, now, limit, c.budget)
+    return {"now": now, "limit": limit, "budget": c.budget, "jobs": [c.job(x) for x in jobs]}
+
+
+def _when(c: Control, f: _Fields, now: float) -> Any:
+    jobspec = f.object("jobspec")
+    priority = f.int("priority", DEFAULT_URGENCY, 0, 2**32 - 1)
+    limit = f.int("limit", FORECAST_LIMIT, 1, FORECAST_LIMIT)
+    f.done()
+    try:
+        got = when(c.engine, jobspec, now, priority=priority, limit=limit, budget=c.budget)
+    except ValueError as exc:
+        raise RpcError(errno.EINVAL, f"{f.topic}: jobspec: {exc}") from None
+    return {"now": now, **c.job(got)}
+
+
+#: The control RPCs, by name.
+RPCS: dict[str, Rpc] = {
+    r.name: r for r in (Rpc("status", False, _status), Rpc("forecast", False, _forecast), Rpc("when", False, _when))
+}
+
+
+class Control:
+    """The control RPCs of one :class:`~fluxsched_py.flux.driver.Driver`."""
+
+    def __init__(
+        self, driver: Driver, rpcs: Mapping[str, Rpc] | None = None, budget: float | None = FORECAST_BUDGET
+    ) -> None:
+        self.driver = driver
+        self.rpcs = dict(RPCS if rpcs is None else rpcs)
+        #: Seconds of planning per forecast or when (None: no limit but the job count).
+        self.budget = budget
+
+    @property
+    def engine(self) -> Any:
+        e = self.driver.engine
+        if e is None:
+            raise RpcError(errno.EAGAIN, "the scheduler is starting: no resources yet")
+        return e
+
+    def topics(self) -> list[str]:
+        """The request topics, each to be registered open to guests."""
+        return [f"{self.driver.name}.{n}" for n in self.rpcs]
+
+    def job(self, f: Forecast) -> dict[str, Any]:
+        """A forecast as the wire shows it."""
+        hosts = f.hosts(self.engine.graph)
+        return {
+            "id": f.jobid,
+            "t_estimate": f.start,
+            "kind": f.kind,
+            "reason": f.reason,
+            "userid": f.userid,
+            "queue": f.queue,
+            "duration": f.duration if math.isfinite(f.duration) else None,
+            "ranks": f.ranks(),
+            "nodelist": Hostlist(hosts).encode() if hosts else "",
+        }
+
+    def handle(self, topic: str, msg: Any, payload: Any, rolemask: int) -> None:
+        """Answer one request: the response, or an error response.  Never raises."""
+        d = self.driver
+        d.last_work = (topic,)
+        try:
+            rpc = self.rpcs[topic.removeprefix(f"{d.name}.")]
+            authorize(rolemask, rpc.mutating, topic)
+            out = rpc.run(self, _Fields(topic, payload), d.clock())
+        except RpcError as exc:
+            d.stats["bad_requests"] += exc.errnum == errno.EPROTO
+            self._error(msg, exc.errnum, str(exc))
+            return
+        except Exception as exc:  # a bug must not kill the module
+            d.error(f"{topic}: internal error handling {payload!r:.200}: {exc!r}")
+            self._error(msg, errno.EINVAL, f"{topic}: internal error: {exc}")
+            return
+        try:
+            d.transport.respond(msg, out)
+        except Exception as exc:
+            d.error(f"{topic}: respond failed: {exc}")
+
+    def _error(self, msg: Any, errnum: int, text: str) -> None:
+        try:
+            self.driver.transport.respond_error(msg, errnum, text)
+        except Exception as exc:
+            self.driver.error(f"respond_error failed: {exc}")

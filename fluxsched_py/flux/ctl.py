@@ -1,0 +1,204 @@
+"""``flux sched-py`` (and ``fluxsched-py ctl --uri URI``): ask the loaded module.
+
+The client side of :mod:`fluxsched_py.flux.control`: one RPC per command,
+printed as a table (or as the response itself with ``--json``)::
+
+    flux sched-py status
+    flux sched-py forecast [--limit N]        # like squeue --start
+    flux submit --dry-run -N2 -t 10m app | flux sched-py when -
+
+Flux finds ``flux-sched-py.py`` in ``FLUX_EXEC_PATH_PREPEND``
+(``fluxsched-py cmd-path``) and runs it with its own Python; outside an
+instance, ``fluxsched-py ctl --uri URI ...`` does the same, under
+``flux python`` when this interpreter has no flux bindings.  Errors are one
+line on stderr; the status is 1 (2 for a bad option).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..cliutil import ArgumentParser, CLIError, boundary
+from ..inputs import read_bytes
+from ..limits import MAX_JOBSPEC_BYTES
+
+__all__ = ["main", "fmt_time", "fmt_delay"]
+
+#: Set in the environment of the ``flux python`` this command re-runs under.
+_REEXEC = "FLUXSCHED_PY_CTL_REEXEC"
+_ROOT = Path(__file__).resolve().parents[2]
+
+
+def fmt_time(t: float | None) -> str:
+    """An epoch time as ``squeue --start`` shows it (local time), ``N/A`` for none."""
+    return "N/A" if t is None else time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(t))
+
+
+def fmt_delay(dt: float) -> str:
+    """``dt`` seconds as ``now``, ``45s``, ``3m05s``, ``2h03m`` or ``4d02h``."""
+    s = int(round(max(0.0, dt)))
+    if s == 0:
+        return "now"
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+
+
+def _user(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except (KeyError, OverflowError):
+        return str(uid)
+
+
+def _parser(prog: str, with_uri: bool) -> ArgumentParser:
+    p = ArgumentParser(prog=prog, description="Ask the sched-py module of a Flux instance.")
+    if with_uri:
+        p.add_argument("--uri", help="the instance's FLUX_URI (default: $FLUX_URI)")
+    p.add_argument("--module", default="sched-py", help="the module's name (default: sched-py)")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    s = sub.add_parser("status", help="the policy and how many jobs are pending, running, reserved")
+    s.add_argument("--json", action="store_true", help="print the response as JSON")
+    f = sub.add_parser("forecast", help="every pending job's estimated start, in start order")
+    f.add_argument("--limit", type=int, help="jobs planned at most (default: the module's cap)")
+    f.add_argument("--json", action="store_true", help="print the response as JSON")
+    w = sub.add_parser("when", help="when a jobspec would start if submitted now, and where")
+    w.add_argument("jobspec", metavar="FILE", help="a jobspec (JSON or YAML; '-' reads stdin)")
+    w.add_argument("--priority", type=int, help="its priority (default: 16, flux-core's default urgency)")
+    w.add_argument("--json", action="store_true", help="print the response as JSON")
+    return p
+
+
+def _rpc(h: Any, topic: str, payload: Any) -> Any:
+    try:
+        return h.rpc(topic, payload).get()
+    except OSError as exc:
+        text = exc.strerror or str(exc)
+        raise CLIError(text if text.startswith(f"{topic}: ") else f"{topic}: {text}") from None
+
+
+def _print_forecast(resp: dict[str, Any], job_name: Any) -> None:
+    rows = [("JOBID", "USER", "QUEUE", "START_TIME", "IN", "KIND", "NODELIST", "REASON")]
+    now = resp["now"]
+    for j in resp["jobs"]:
+        t = j["t_estimate"]
+        rows.append(
+            (
+                job_name(j["id"]),
+                _user(j["userid"]),
+                j["queue"] or "-",
+                fmt_time(t),
+                "-" if t is None else fmt_delay(t - now),
+                j["kind"],
+                j["nodelist"] or "-",
+                j["reason"] or "-",
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) + "  " + r[-1])
+
+
+def _print_when(resp: dict[str, Any]) -> None:
+    t = resp["t_estimate"]
+    if t is None:
+        print(f"would not start: {resp['kind']}")
+        return
+    d = resp["duration"]
+    run = "unlimited" if d is None else fmt_delay(d)
+    note = " (only the first jobs ahead were planned)" if resp["kind"] == "partial forecast" else ""
+    print(f"start:     {fmt_time(t)} (in {fmt_delay(t - resp['now'])}){note}")
+    print(f"nodelist:  {resp['nodelist']}")
+    print(f"ranks:     {resp['ranks']}")
+    print(f"walltime:  {run}")
+
+
+def _run(args: Any, uri: str | None) -> int:
+    import flux
+    from flux.job import JobID
+
+    try:
+        h = flux.Flux(uri) if uri else flux.Flux()
+    except OSError as exc:
+        where = uri or os.environ.get("FLUX_URI") or "the enclosing instance"
+        raise CLIError(f"cannot connect to {where}: {exc.strerror or exc}") from None
+    topic = f"{args.module}.{args.command}"
+    payload: dict[str, Any] = {}
+    if args.command == "forecast" and args.limit is not None:
+        payload["limit"] = args.limit
+    if args.command == "when":
+        try:
+            data = read_bytes(args.jobspec, MAX_JOBSPEC_BYTES)
+        except OSError as exc:
+            raise CLIError(f"{args.jobspec}: cannot read: {exc.strerror or exc}") from None
+        try:
+            import yaml
+
+            jobspec = yaml.safe_load(data)
+        except Exception as exc:
+            raise CLIError(f"{args.jobspec}: not JSON or YAML: {str(exc).splitlines()[0]}") from None
+        payload["jobspec"] = jobspec
+        if args.priority is not None:
+            payload["priority"] = args.priority
+    resp = _rpc(h, topic, payload)
+    if args.json:
+        print(json.dumps(resp, indent=2, sort_keys=True))
+    elif args.command == "forecast":
+        _print_forecast(resp, lambda i: JobID(i).f58)
+    elif args.command == "when":
+        _print_when(resp)
+    else:
+        for k, v in resp.items():
+            print(f"{k + ':':<17}{'unlimited' if v is None or v == math.inf else v}")
+    return 0
+
+
+def _reexec(prog: str, argv: Sequence[str]) -> int:
+    """This command again under ``flux python``, which has the bindings."""
+    exe = shutil.which("flux")
+    if exe is None or os.environ.get(_REEXEC):
+        raise CLIError("cannot import flux's Python bindings, and no 'flux python' on PATH to run under")
+    env = dict(os.environ)
+    env[_REEXEC] = "1"
+    # this package, and the dependencies next to it (this interpreter's site-packages)
+    site = [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_ROOT), *site, env.get("PYTHONPATH", "")) if p)
+    cmd = [exe, "python", "-m", "fluxsched_py.flux.ctl", "--prog", prog, *argv]
+    return subprocess.run(cmd, env=env).returncode
+
+
+def main(argv: Sequence[str] | None = None, prog: str = "fluxsched-py ctl") -> int:
+    """``fluxsched-py ctl [--uri URI] COMMAND ...``, or ``flux sched-py COMMAND ...``
+    (``prog="flux sched-py"``: no ``--uri``, the instance is the enclosing one)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--prog"] and len(argv) > 1:
+        prog, argv = argv[1], argv[2:]
+
+    @boundary(prog)
+    def run() -> int:
+        args = _parser(prog, with_uri=prog != "flux sched-py").parse_args(argv)
+        try:
+            import flux  # noqa: F401
+        except ImportError:
+            return _reexec(prog, argv)
+        return _run(args, getattr(args, "uri", None))
+
+    return run()
+
+
+if __name__ == "__main__":  # pragma: no cover - run by _reexec
+    sys.exit(main())
