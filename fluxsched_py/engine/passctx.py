@@ -254,7 +254,7 @@ class Pass:
 
     def reservation(self, job: Job) -> tuple[float, tuple[Any, int]] | None:
         span = self.e.planner.span(job.id)
-        return None if span is None or span.running else (span.start, (span._rs, span.bits))
+        return None if span is None or span.running else (span.start, span.placement)
 
     def unreserve(self, job: Job) -> tuple[float, tuple[Any, int]] | None:
         span = self.e.planner.remove(job.id)
@@ -263,7 +263,7 @@ class Pass:
             return None
         if not span.running and span.end == span.start + job.duration:
             self._unreserved = (job, span.start, span.seq)
-        return span.start, (span._rs, span.bits)
+        return span.start, span.placement
 
     def hopeless(self, job: Job) -> bool:
         """True when a job at least as big and as long already failed to

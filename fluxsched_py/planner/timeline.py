@@ -89,6 +89,13 @@ class Span:
             self._rs = self._codec.decode(self.bits)
         return self._rs
 
+    @property
+    def placement(self) -> tuple[Any, int]:
+        """The span's placement as the planner hands placements out: the
+        ResourceSet if it was ever decoded (else None, left to
+        :meth:`Timeline.resolve`), and the bits."""
+        return self._rs, self.bits
+
     def __repr__(self) -> str:
         kind = "running" if self.running else "reserved"
         return f"Span({self.jobid}, {kind}, [{self.start}, {self.end}))"
