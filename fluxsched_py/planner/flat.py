@@ -243,13 +243,16 @@ class FlatCodec:
             return rs
         shift = self.unit_shift
         if shift is not None and not (x & self._unit_rest):
-            pool_vertices = vertices = (x >> shift) & self.node_vertex_mask
+            vertices = (x >> shift) & self.node_vertex_mask
             t = self._unit_type
+            # The vertices from the runs of their mask (one pass over it), not
+            # peeled bit by bit (a pass over the whole int per node: issue 21);
+            # the pools share one dict, as the uniform topology's do (a
+            # ResourceSet never changes its pools in place).
+            one = {t: 1}
             pools_u: dict[int, dict[str, int]] = {}
-            while pool_vertices:
-                low = pool_vertices & -pool_vertices
-                pool_vertices ^= low
-                pools_u[low.bit_length() - 1] = {t: 1}
+            for lo, hi in IdSet.from_mask(vertices).runs():
+                pools_u.update(dict.fromkeys(range(lo, hi + 1), one))
             cont = x & self.cont_mask
             # its ranks at once, not pool by pool (the replay reads them)
             ranks = IdSet.from_mask((vertices | cont) >> self._rank_base) if self._rank_base is not None else None
