@@ -21,6 +21,7 @@ from .jobs import Job, JobQueue, depth_limits, idle_pass, run_queues
 from .options import EngineOptions
 from .passctx import Pass
 from .resources import apply_resource_update
+from .sizes import PendingSizes, node_bound
 from .states import EngineError, JobState, PassResult, Response, ResponseType, next_state
 
 __all__ = ["Engine"]
@@ -98,6 +99,8 @@ class Engine:
         #: (request key, walltime) -> [shape id, pending jobs of that shape]:
         #: only shapes of pending jobs are kept; ids are never reused.
         self._shapes: dict[tuple[Any, float], list[int]] = {}
+        #: The node bounds of the pending jobs, kept with their shapes (see :mod:`.sizes`).
+        self.pending_sizes = PendingSizes()
         self._next_shape = 0
         self._feasible_cache: LRUCache = LRUCache(maxsize=4096)
         #: The most nodes a whole-node request (``Request.whole_nodes``) was
@@ -458,6 +461,7 @@ class Engine:
             entry = self._shapes[key] = [self._next_shape, 0]
             self._next_shape += 1
         entry[1] += 1
+        self.pending_sizes.add(node_bound(job.request))
         return entry[0]
 
     def _drop_shape(self, job: Job) -> None:
@@ -465,6 +469,7 @@ class Engine:
         key = (job.request.key, job.duration)
         entry = self._shapes[key]
         entry[1] -= 1
+        self.pending_sizes.discard(node_bound(job.request))
         if not entry[1]:
             del self._shapes[key]
 

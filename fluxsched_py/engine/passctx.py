@@ -55,12 +55,16 @@ class Pass:
         self._failed_shapes: set[Any] = set()
         self._failed_nodes: list[tuple[int, float]] = []
         self.whole_free: int | None = None
+        #: (free set, its change number, how many nodes are wholly in it): see :meth:`fits_free`
+        self._whole_now: tuple[Any, Any, int] | None = None
         self._proof: tuple[Job, NoEarlier] | None = None  # from the last search, for reserve()
         #: The first job the policy visited and left pending: a job started
         #: after it is backfilled around it (the ``backfill`` annotation).
         self.passed_over: Job | None = None
         #: The job :meth:`jobs` yielded last (denied if the policy raises).
         self.current: Job | None = None
+        #: How many jobs :meth:`jobs` yielded in the current queue: the last one's place in it, plus 1.
+        self.walked = 0
         #: ``affinity`` is set: placements first try the job's preferred nodes.
         self.prefer = bool(engine.options.affinity)
         self.backfill_order = engine.options.backfill_order
@@ -70,6 +74,7 @@ class Pass:
         self.queue = queue
         self.depth = depth
         self.passed_over = None
+        self.walked = 0
         if self._failed_shapes or self._failed_nodes:
             # What failed in another queue may fit here: this queue's
             # reservations, not that one's, are the ones it may move.
@@ -98,6 +103,7 @@ class Pass:
             if prev is not None and self.passed_over is None and prev.state is JobState.PENDING:
                 self.passed_over = prev  # the policy is done with it, and it waits
             prev = self.current = job
+            self.walked = n
             yield job
 
     # A placement handed to policies is an opaque (ResourceSet, flat bits) pair.
@@ -113,6 +119,49 @@ class Pass:
     def nothing_free(self) -> bool:
         codec = self.e.planner.codec
         return not (self.free() & (codec.leaf_mask or codec.ranked_mask))
+
+    def nothing_fits(self) -> bool:
+        """True when no pending job can start now: the fewest node vertices
+        any of them needs (:mod:`.sizes`) are more than are free.  Every
+        placement the pass could try is a subset of what is free, and the
+        matcher rejects a set with fewer node vertices than a request's
+        bound without a traversal (``MatchCache.flat``), so each job would
+        fail.  One popcount of the free set, where walking the queue costs a
+        step per pending job (issue 21)."""
+        need = self.e.pending_sizes.smallest()
+        if not need:
+            return False
+        return self.e.planner.codec.count(as_int(self.free()), "node") < need
+
+    def fits_free(self, job: Job) -> bool:
+        """False when ``job`` cannot start now whatever the reservations: a
+        whole-node request (placed by the matcher's whole-node fast path)
+        for more nodes than are wholly free.  Every set a backfill tries is
+        a subset of what is free, so each of its matches would fail; the
+        count is made once per free set, not once per job.  True otherwise."""
+        planner = self.e.planner
+        n = planner.matcher.whole_fast(planner.codec, job.request, self.e.options.placement) if job.whole_nodes else 0
+        if not n:
+            return True
+        free = self.free()
+        seq = getattr(free, "seq", None)
+        known = self._whole_now
+        if known is None or known[0] is not free or known[1] != seq:
+            known = self._whole_now = (free, seq, planner.codec.whole_count(as_int(free)))
+        return n <= known[2]
+
+    def hold_rest(self, job: Job, rest: Iterator[Job], why: str) -> None:
+        """Hold ``job`` and the jobs ``rest`` would yield, each as :meth:`hold`
+        would, without visiting them: only those whose reason an annotation
+        reads (within ``annotate-depth``) are looked at."""
+        self.hold(job, why)
+        depth = self.e.options.annotate_depth
+        if depth is not None and self.walked >= depth:
+            return
+        for other in rest:
+            if depth is not None and self.walked > depth:
+                return
+            self.hold(other, why)
 
     def _match(self, job: Job, avail: int) -> tuple[Any, int] | None:
         e = self.e

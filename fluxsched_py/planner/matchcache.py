@@ -149,6 +149,12 @@ class MatchCache:
                 return slots[1] == 1 or fields.index(avail).capacity(slots[1]) >= slots[0]
         return None
 
+    def whole_fast(self, codec: Any, request: Any, policy: str) -> int:
+        """N when :meth:`flat` places ``request`` by the whole-node fast path
+        (it fits a set exactly when N nodes of the set are wholly in it), else 0."""
+        n = request.whole_nodes
+        return n if n and self.fast_paths and codec.flat_nodes and policy in self.FAST_ORDER else 0
+
     def whole_nodes(self, request: Any) -> int:
         """N when ``request`` is exactly ``node[N] exclusive > slot[1] > core[1]``
         with no constraint (how the replay models Batsim and SWF jobs), else 0."""
