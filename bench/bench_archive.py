@@ -208,6 +208,61 @@ def archive(args: argparse.Namespace) -> int:
     return 0
 
 
+def versus(args: argparse.Namespace) -> int:
+    """Part 3 (``--versus BASE``): the heavy trace and the whole archive
+    traces, each policy in its own process, this tree and BASE alternated;
+    the table gives wall, CPU (user + system), peak RSS and this/base ratios,
+    and whether the two jobs.csv files are identical byte for byte."""
+    base = Path(args.versus).resolve()
+    trees = [("main", base), ("this", HERE.parent)]
+    rows: list[tuple[str, list[str]]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        heavy = Path(tmp) / "heavy.swf"
+        if "heavy" in args.traces.split(","):
+            subprocess.run([sys.executable, str(HERE / "heavy_trace.py"), str(heavy)], check=True, cwd="/")
+            rows.append(("heavy (1024)", [str(heavy), "--nodes", "1024"]))
+        for t in sorted(Path(args.swf_dir).glob("*.swf*")):
+            if any(t.name.startswith(p) for p in args.traces.split(",")):
+                rows.append((t.name.split("-")[0] + "-" + t.name.split("-")[1], [str(t), "--procs-per-node", "1"]))
+        print(
+            f"{'trace':16s} {'policy':7s} {'tree':5s} {'jobs':>7s} {'wall s':>8s} {'CPU s':>8s} {'RSS MiB':>8s}"
+            f" {'CPU ratio':>9s} {'same':>5s}",
+            flush=True,
+        )
+        for name, argv in rows:
+            for pol in args.policies.split(","):
+                got: dict[str, tuple[float, float, int, int] | None] = {}
+                csvs: dict[str, bytes] = {}
+                for _ in range(args.repeat):
+                    for tree_name, tree in trees:
+                        out = Path(tmp) / tree_name
+                        cmd = replay_cmd(argv[0], *argv[1:], "--queue-policy", pol, "--output-dir", str(out))
+                        try:
+                            wall, cpu, rss, text = run(cmd, tree, args.timeout)
+                        except SystemExit:
+                            got[tree_name] = None
+                            continue
+                        prev = got.get(tree_name)
+                        if prev is None or cpu < prev[1]:  # the least loaded run of --repeat
+                            got[tree_name] = (wall, cpu, rss, json.loads(text)[0]["jobs"])
+                        csvs[tree_name] = (out / "jobs.csv").read_bytes()
+                same = "yes" if len(csvs) == 2 and csvs["main"] == csvs["this"] else ("NO" if len(csvs) == 2 else "?")
+                main_cpu = got["main"][1] if got.get("main") else None
+                for tree_name, _ in trees:
+                    r = got.get(tree_name)
+                    if r is None:
+                        killed = f"> {args.timeout:.0f} s (killed)"
+                        print(f"{name:16s} {pol:7s} {tree_name:5s} {'':>7s} {killed}", flush=True)
+                        continue
+                    ratio = f"{r[1] / main_cpu:.2f}" if tree_name == "this" and main_cpu else ""
+                    print(
+                        f"{name:16s} {pol:7s} {tree_name:5s} {r[3]:7d} {r[0]:8.1f} {r[1]:8.1f} {r[2] / 2**20:8.0f}"
+                        f" {ratio:>9s} {same if tree_name == 'this' else '':>5s}",
+                        flush=True,
+                    )
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--base", help="a worktree of the main to compare with (run by PYTHONPATH)")
@@ -216,9 +271,12 @@ def main() -> int:
     ap.add_argument("--archive", action="store_true", help="replay the whole archive traces instead")
     ap.add_argument("--swf-dir", default=str(HERE.parent.parent / "shared" / "conformance" / "swf"))
     ap.add_argument("--policies", default="fcfs,easy,conservative")
-    ap.add_argument("--traces", default="CEA,KTH,NASA,SDSC", help="trace name prefixes (--archive)")
+    ap.add_argument("--traces", default="CEA,KTH,NASA,SDSC", help="trace prefixes (--archive; --versus: heavy too)")
+    ap.add_argument("--versus", metavar="BASE", help="this tree against BASE, a main worktree")
     ap.add_argument("--timeout", type=float, default=3600.0, help="seconds before a run is killed (default 3600)")
     args = ap.parse_args()
+    if args.versus:
+        return versus(args)
     return archive(args) if args.archive else must_hold(args)
 
 

@@ -198,6 +198,7 @@ class Pass:
 
     def try_move(self, job: Job, blocker: tuple[Any, int], blocker_end: float) -> bool:
         planner = self.e.planner
+        kept = self.reservation(job)  # its placement as held: not decoded when it was not (issue 21)
         span = planner.remove(job.id)
         if span is None:
             return True
@@ -207,7 +208,7 @@ class Pass:
         finally:
             planner.remove(self._SENTINEL)
         if found is None:
-            planner.reserve(job.id, span.resources, span.start, span.end, span.bits)
+            planner.reserve(job.id, kept[1][0] if kept is not None else span.resources, span.start, span.end, span.bits)
             return False
         planner.reserve(job.id, found[0], span.start, span.end, found[1])
         return True
