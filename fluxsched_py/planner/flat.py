@@ -290,7 +290,6 @@ class FlatCodec:
         chunks = chunks_of(x)
         if sum(c.bit_count() for c in chunks.values()) > 64:
             return None
-        cont = 0
         conts: list[int] = []
         t = self._unit_type
         pools_u: dict[int, dict[str, int]] = {}
@@ -302,16 +301,16 @@ class FlatCodec:
                 c ^= low
                 p = base + low.bit_length() - 1
                 if p < n:
-                    cont |= 1 << p
                     conts.append(p)
                 elif lo <= p - shift < hi:
                     pools_u[p - shift] = {t: 1}
                 else:
                     return None
+        cont = _mask_of(conts)
         ranks = None
         if self._rank_base is not None:  # its ranks at once (the replay reads them)
             base = self._rank_base
-            ranks = IdSet(v - base for v in {*pools_u, *conts} if v >= base)
+            ranks = IdSet.from_mask(_mask_of([v - base for v in {*pools_u, *conts} if v >= base]))
         return self._RS.decoded(self.topo, cont, pools_u, self._flat_of(x), ranks)
 
     def _flat_of(self, x: Any) -> tuple[Any, int] | None:
@@ -491,6 +490,24 @@ class _NodeBits(Mapping):
 
     def __len__(self) -> int:
         return len(self._nodes)
+
+
+def _mask_of(positions: list[int]) -> int:
+    """The int with the bits at ``positions`` set (a few of them, maybe far
+    up a machine-wide int): set in a byte buffer, then one conversion, not
+    one OR per bit over the whole width (issue 21)."""
+    if not positions:
+        return 0
+    top = max(positions)
+    if top < 4096:
+        out = 0
+        for p in positions:
+            out |= 1 << p
+        return out
+    buf = bytearray(top // 8 + 1)
+    for p in positions:
+        buf[p >> 3] |= 1 << (p & 7)
+    return int.from_bytes(buf, "little")
 
 
 def _merge(chunks: list[tuple[int, int]]) -> int:
