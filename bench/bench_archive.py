@@ -223,7 +223,11 @@ def versus(args: argparse.Namespace) -> int:
             rows.append(("heavy (1024)", [str(heavy), "--nodes", "1024"]))
         for t in sorted(Path(args.swf_dir).glob("*.swf*")):
             if any(t.name.startswith(p) for p in args.traces.split(",")):
-                rows.append((t.name.split("-")[0] + "-" + t.name.split("-")[1], [str(t), "--procs-per-node", "1"]))
+                window = ["--jobs", str(args.window)] if args.window else []
+                label = t.name.split("-")[0] + "-" + t.name.split("-")[1] + (f" {args.window}" if args.window else "")
+                rows.append((label, [str(t), "--procs-per-node", "1", *window]))
+        if not rows:
+            raise SystemExit(f"bench_archive.py: no trace matches --traces {args.traces} in {args.swf_dir}")
         print(
             f"{'trace':16s} {'policy':7s} {'tree':5s} {'jobs':>7s} {'wall s':>8s} {'CPU s':>8s} {'RSS MiB':>8s}"
             f" {'CPU ratio':>9s} {'same':>5s}",
@@ -273,6 +277,7 @@ def main() -> int:
     ap.add_argument("--policies", default="fcfs,easy,conservative")
     ap.add_argument("--traces", default="CEA,KTH,NASA,SDSC", help="trace prefixes (--archive; --versus: heavy too)")
     ap.add_argument("--versus", metavar="BASE", help="this tree against BASE, a main worktree")
+    ap.add_argument("--window", type=int, default=0, help="--versus: only the first N jobs of each archive trace")
     ap.add_argument("--timeout", type=float, default=3600.0, help="seconds before a run is killed (default 3600)")
     args = ap.parse_args()
     if args.versus:
