@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from ..policy import QueuePolicy
 from .jobs import Job, JobQueue
+from .sizes import PendingSizes, node_bound
 from .states import TRANSITIONS, JobState, Response, ResponseType, next_state
 
 __all__ = ["JobObserver", "JobTable"]
@@ -61,6 +62,8 @@ class JobTable:
         #: shape]: only shapes of pending jobs are kept; ids are never reused.
         self._shapes: dict[tuple[Any, float], list[int]] = {}
         self._next_shape = 0
+        #: The node bounds of the pending jobs, kept with their shapes (see :mod:`.sizes`).
+        self.pending_sizes = PendingSizes()
 
     def __len__(self) -> int:
         return len(self.jobs)
@@ -220,6 +223,7 @@ class JobTable:
             entry = self._shapes[key] = [self._next_shape, 0]
             self._next_shape += 1
         entry[1] += 1
+        self.pending_sizes.add(node_bound(job.request))
         return entry[0]
 
     def _drop_shape(self, job: Job) -> None:
@@ -227,5 +231,6 @@ class JobTable:
         key = (job.request.key, job.duration)
         entry = self._shapes[key]
         entry[1] -= 1
+        self.pending_sizes.discard(node_bound(job.request))
         if not entry[1]:
             del self._shapes[key]

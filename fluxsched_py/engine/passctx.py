@@ -57,11 +57,17 @@ class Pass:
         self._unreserved: tuple[Job, float, int] | None = None
         # The last search from now, for reserve(): (job, nothing fits before, log end then).
         self._searched: tuple[Job, float, int] | None = None
+        #: (free set, its change number, how many nodes are wholly in it): see :meth:`fits_free`
+        self._whole_now: tuple[Any, Any, int] | None = None
+        #: (free set, its change number, nothing in it): see :meth:`nothing_free`
+        self._none_free: tuple[Any, Any, bool] | None = None
         #: The first job the policy visited and left pending: a job started
         #: after it is backfilled around it (the ``backfill`` annotation).
         self.passed_over: Job | None = None
         #: The job :meth:`jobs` yielded last (denied if the policy raises).
         self.current: Job | None = None
+        #: How many jobs :meth:`jobs` yielded in the current queue: the last one's place in it, plus 1.
+        self.walked = 0
         #: ``affinity`` is set: placements first try the job's preferred nodes.
         self.prefer = bool(engine.options.affinity)
         self.backfill_order = engine.options.backfill_order
@@ -71,6 +77,7 @@ class Pass:
         self.queue = queue
         self.depth = depth
         self.passed_over = None
+        self.walked = 0
         if self._failed_shapes or self._failed_nodes:
             # What failed in another queue may fit here: this queue's
             # reservations, not that one's, are the ones it may move.
@@ -99,6 +106,7 @@ class Pass:
             if prev is not None and self.passed_over is None and prev.state is JobState.PENDING:
                 self.passed_over = prev  # the policy is done with it, and it waits
             prev = self.current = job
+            self.walked = n
             yield job
 
     # A placement handed to policies is an opaque (ResourceSet, flat bits) pair.
@@ -118,8 +126,58 @@ class Pass:
             self._free &= ~bits
 
     def nothing_free(self) -> bool:
-        codec = self.e.planner.codec
-        return not (self.free() & (codec.leaf_mask or codec.ranked_mask))
+        # Asked before every backfill candidate: answered once per free set
+        # (an AND over the machine-wide int each time, on CEA Curie 186,624 bits).
+        free = self.free()
+        seq = getattr(free, "seq", None)
+        known = self._none_free
+        if known is None or known[0] is not free or known[1] != seq:
+            codec = self.e.planner.codec
+            known = self._none_free = (free, seq, not (free & (codec.leaf_mask or codec.ranked_mask)))
+        return known[2]
+
+    def nothing_fits(self) -> bool:
+        """True when no pending job can start now: the fewest node vertices
+        any of them needs (:mod:`.sizes`) are more than are free.  Every
+        placement the pass could try is a subset of what is free, and the
+        matcher rejects a set with fewer node vertices than a request's
+        bound without a traversal (``MatchCache.flat``), so each job would
+        fail.  One popcount of the free set, where walking the queue costs a
+        step per pending job (issue 21)."""
+        need = self.e.table.pending_sizes.smallest()
+        if not need:
+            return False
+        return self.e.planner.codec.count(as_int(self.free()), "node") < need
+
+    def fits_free(self, job: Job) -> bool:
+        """False when ``job`` cannot start now whatever the reservations: a
+        whole-node request (placed by the matcher's whole-node fast path)
+        for more nodes than are wholly free.  Every set a backfill tries is
+        a subset of what is free, so each of its matches would fail; the
+        count is made once per free set, not once per job.  True otherwise."""
+        planner = self.e.planner
+        n = planner.matcher.whole_fast(planner.codec, job.request, self.e.options.placement) if job.whole_nodes else 0
+        if not n:
+            return True
+        free = self.free()
+        seq = getattr(free, "seq", None)
+        known = self._whole_now
+        if known is None or known[0] is not free or known[1] != seq:
+            known = self._whole_now = (free, seq, planner.codec.whole_count(as_int(free)))
+        return n <= known[2]
+
+    def hold_rest(self, job: Job, rest: Iterator[Job], why: str) -> None:
+        """Hold ``job`` and the jobs ``rest`` would yield, each as :meth:`hold`
+        would, without visiting them: only those whose reason an annotation
+        reads (within ``annotate-depth``) are looked at."""
+        self.hold(job, why)
+        depth = self.e.options.annotate_depth
+        if depth is not None and self.walked >= depth:
+            return
+        for other in rest:
+            if depth is not None and self.walked > depth:
+                return
+            self.hold(other, why)
 
     def _match(self, job: Job, avail: int) -> tuple[Any, int] | None:
         e = self.e
@@ -156,6 +214,7 @@ class Pass:
 
     def try_move(self, job: Job, blocker: tuple[Any, int], blocker_end: float) -> bool:
         planner = self.e.planner
+        kept = self.reservation(job)  # its placement as held: not decoded when it was not (issue 21)
         span = planner.remove(job.id)
         if span is None:
             return True
@@ -165,7 +224,7 @@ class Pass:
         finally:
             planner.remove(self._SENTINEL)
         if found is None:
-            planner.reserve(job.id, span.resources, span.start, span.end, span.bits)
+            planner.reserve(job.id, kept[1][0] if kept is not None else span.resources, span.start, span.end, span.bits)
             return False
         planner.reserve(job.id, found[0], span.start, span.end, found[1])
         return True

@@ -159,6 +159,9 @@ class RequestKey:
         return f"RequestKey({self.resources!r}, {self.constraints!r})"
 
 
+#: (resources, constraints) -> the values of :data:`_FACTS` (bounded as :data:`_KEYS`)
+_SHAPE_FACTS: dict[tuple, tuple] = {}
+
 _FACTS = ("key", "nslots", "slot_size", "slot_gpus", "nnodes", "exclusive", "whole_nodes", "lower_bounds", "slot_shape")
 
 
@@ -211,7 +214,14 @@ class Request:
     slot_shape: tuple[int, int] | None = field(init=False, compare=False, hash=False, repr=False)
 
     def __post_init__(self) -> None:
-        facts = _facts(self.resources, self.constraints)
+        # Remembered per shape: an archive trace has a request per (size,
+        # walltime), hundreds of thousands of them, and a few hundred shapes.
+        shape = (self.resources, self.constraints)
+        facts = _SHAPE_FACTS.get(shape)
+        if facts is None:
+            if len(_SHAPE_FACTS) >= _KEYS_MAX:
+                _SHAPE_FACTS.clear()
+            facts = _SHAPE_FACTS[shape] = _facts(self.resources, self.constraints)
         for name, value in zip(_FACTS, facts, strict=True):
             object.__setattr__(self, name, value)
 
@@ -317,6 +327,8 @@ def _slot_shape(resources: tuple[ResourceRequest, ...], constraints: Constraint 
 
 
 _NODE_REQUESTS: dict[tuple[int, float], Request] = {}
+#: nnodes -> the (resources, tasks) of :func:`node_request` (one per size, not per walltime)
+_NODE_SHAPES: dict[int, tuple[tuple[ResourceRequest, ...], tuple[TaskRequest, ...]]] = {}
 
 
 def node_request(nnodes: int, walltime: float) -> Request:
@@ -329,10 +341,13 @@ def node_request(nnodes: int, walltime: float) -> Request:
     key = (nnodes, walltime)
     req = _NODE_REQUESTS.get(key)
     if req is None:
-        core = ResourceRequest("core", Count.fixed(1))
-        slot = ResourceRequest("slot", Count.fixed(1), (core,), label="task")
-        node = ResourceRequest("node", Count.fixed(nnodes), (slot,), exclusive=True)
-        task = TaskRequest(("true",), "task", (("per_slot", 1),))
-        req = Request((node,), (task,), duration=0.0 if walltime == math.inf else float(walltime))
+        shape = _NODE_SHAPES.get(nnodes)
+        if shape is None:
+            core = ResourceRequest("core", Count.fixed(1))
+            slot = ResourceRequest("slot", Count.fixed(1), (core,), label="task")
+            node = ResourceRequest("node", Count.fixed(nnodes), (slot,), exclusive=True)
+            task = TaskRequest(("true",), "task", (("per_slot", 1),))
+            shape = _NODE_SHAPES[nnodes] = ((node,), (task,))
+        req = Request(*shape, duration=0.0 if walltime == math.inf else float(walltime))
         _NODE_REQUESTS[key] = req
     return req

@@ -243,13 +243,16 @@ class FlatCodec:
             return rs
         shift = self.unit_shift
         if shift is not None and not (x & self._unit_rest):
-            pool_vertices = vertices = (x >> shift) & self.node_vertex_mask
+            vertices = (x >> shift) & self.node_vertex_mask
             t = self._unit_type
+            # The vertices from the runs of their mask (one pass over it), not
+            # peeled bit by bit (a pass over the whole int per node: issue 21);
+            # the pools share one dict, as the uniform topology's do (a
+            # ResourceSet never changes its pools in place).
+            one = {t: 1}
             pools_u: dict[int, dict[str, int]] = {}
-            while pool_vertices:
-                low = pool_vertices & -pool_vertices
-                pool_vertices ^= low
-                pools_u[low.bit_length() - 1] = {t: 1}
+            for lo, hi in IdSet.from_mask(vertices).runs():
+                pools_u.update(dict.fromkeys(range(lo, hi + 1), one))
             cont = x & self.cont_mask
             # its ranks at once, not pool by pool (the replay reads them)
             ranks = IdSet.from_mask((vertices | cont) >> self._rank_base) if self._rank_base is not None else None
@@ -287,7 +290,6 @@ class FlatCodec:
         chunks = chunks_of(x)
         if sum(c.bit_count() for c in chunks.values()) > 64:
             return None
-        cont = 0
         conts: list[int] = []
         t = self._unit_type
         pools_u: dict[int, dict[str, int]] = {}
@@ -299,16 +301,16 @@ class FlatCodec:
                 c ^= low
                 p = base + low.bit_length() - 1
                 if p < n:
-                    cont |= 1 << p
                     conts.append(p)
                 elif lo <= p - shift < hi:
                     pools_u[p - shift] = {t: 1}
                 else:
                     return None
+        cont = _mask_of(conts)
         ranks = None
         if self._rank_base is not None:  # its ranks at once (the replay reads them)
             base = self._rank_base
-            ranks = IdSet(v - base for v in {*pools_u, *conts} if v >= base)
+            ranks = IdSet.from_mask(_mask_of([v - base for v in {*pools_u, *conts} if v >= base]))
         return self._RS.decoded(self.topo, cont, pools_u, self._flat_of(x), ranks)
 
     def _flat_of(self, x: Any) -> tuple[Any, int] | None:
@@ -488,6 +490,24 @@ class _NodeBits(Mapping):
 
     def __len__(self) -> int:
         return len(self._nodes)
+
+
+def _mask_of(positions: list[int]) -> int:
+    """The int with the bits at ``positions`` set (a few of them, maybe far
+    up a machine-wide int): set in a byte buffer, then one conversion, not
+    one OR per bit over the whole width (issue 21)."""
+    if not positions:
+        return 0
+    top = max(positions)
+    if top < 4096:
+        out = 0
+        for p in positions:
+            out |= 1 << p
+        return out
+    buf = bytearray(top // 8 + 1)
+    for p in positions:
+        buf[p >> 3] |= 1 << (p & 7)
+    return int.from_bytes(buf, "little")
 
 
 def _merge(chunks: list[tuple[int, int]]) -> int:

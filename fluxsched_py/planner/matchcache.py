@@ -17,7 +17,7 @@ from ..match.policy import POLICIES as MATCH_POLICIES
 from ..resource.flatfree import as_int
 from .fastfit import take_slots
 
-__all__ = ["MatchCache", "Matcher", "default_matcher", "lower_bounds"]
+__all__ = ["MatchCache", "Matcher", "default_matcher", "highest_bits", "lower_bounds", "lowest_bits"]
 
 Matcher = Callable[..., Any]
 
@@ -149,6 +149,12 @@ class MatchCache:
                 return slots[1] == 1 or fields.index(avail).capacity(slots[1]) >= slots[0]
         return None
 
+    def whole_fast(self, codec: Any, request: Any, policy: str) -> int:
+        """N when :meth:`flat` places ``request`` by the whole-node fast path
+        (it fits a set exactly when N nodes of the set are wholly in it), else 0."""
+        n = request.whole_nodes
+        return n if n and self.fast_paths and codec.flat_nodes and policy in self.FAST_ORDER else 0
+
     def whole_nodes(self, request: Any) -> int:
         """N when ``request`` is exactly ``node[N] exclusive > slot[1] > core[1]``
         with no constraint (how the replay models Batsim and SWF jobs), else 0."""
@@ -163,12 +169,52 @@ class MatchCache:
         whole = codec.whole_nodes(avail)
         if whole.bit_count() < n:
             return None
-        picked = 0
+        return None, codec.nodes_bits(highest_bits(whole, n) if high_first else lowest_bits(whole, n))
+
+
+#: Up to this many bits, peel them one by one (each peel is one pass over the
+#: int); above it, a binary search by popcounts (about 2 log2(width) passes).
+_PEEL = 8
+
+
+def lowest_bits(m: int, n: int) -> int:
+    """The ``n`` lowest set bits of ``m`` (``m`` has at least ``n``).
+
+    Peeling ``n`` bits off one at a time costs ``n`` passes over ``m``: for a
+    1,000-node placement on a 93,312-node machine, a thousand passes over a
+    186,624-bit int (issue 21).  Above a few bits, the cut is found by a
+    binary search on the popcount of ``m``'s low bits."""
+    if n <= _PEEL:
+        out = 0
         for _ in range(n):
-            if high_first:
-                bit = 1 << (whole.bit_length() - 1)
-            else:
-                bit = whole & -whole
-            whole ^= bit
-            picked |= bit
-        return None, codec.nodes_bits(picked)
+            bit = m & -m
+            m ^= bit
+            out |= bit
+        return out
+    lo, hi = n, m.bit_length()  # the n lowest bits lie below bit hi, not below bit lo - 1
+    while lo < hi:  # the smallest k with n set bits below bit k
+        k = (lo + hi) // 2
+        if (m & ((1 << k) - 1)).bit_count() >= n:
+            hi = k
+        else:
+            lo = k + 1
+    return m & ((1 << lo) - 1)
+
+
+def highest_bits(m: int, n: int) -> int:
+    """The ``n`` highest set bits of ``m`` (``m`` has at least ``n``): see :func:`lowest_bits`."""
+    if n <= _PEEL:
+        out = 0
+        for _ in range(n):
+            bit = 1 << (m.bit_length() - 1)
+            m ^= bit
+            out |= bit
+        return out
+    lo, hi = 0, m.bit_length() - n  # the largest k with n set bits from bit k up
+    while lo < hi:
+        k = (lo + hi + 1) // 2
+        if (m >> k).bit_count() >= n:
+            lo = k
+        else:
+            hi = k - 1
+    return (m >> lo) << lo

@@ -94,6 +94,16 @@ class PassContext(Protocol):
     def nothing_free(self) -> bool:
         """True when no resource is free now (nothing could start)."""
 
+    def nothing_fits(self) -> bool:
+        """True when no pending job could start now (each needs more nodes than are free)."""
+
+    def fits_free(self, job: Any) -> bool:
+        """False when ``job`` cannot start now on what is free, whatever the
+        reservations (told without a match); True when it may."""
+
+    def hold_rest(self, job: Any, rest: Iterator[Any], why: str) -> None:
+        """:meth:`hold` ``job`` and every job ``rest`` would yield, without visiting them all."""
+
 
 class QueuePolicy:
     """Base class: a named policy with a reservation depth."""

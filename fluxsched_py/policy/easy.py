@@ -73,6 +73,7 @@ class EasyPolicy(QueuePolicy):
             ctx.clear_reservations()
         head = None
         jobs = ctx.jobs()
+        bound = True  # nothing_fits() may have turned true: asked before the first backfill, and after each start
         for job in jobs:
             if head is None:
                 if ctx.hopeless(job):
@@ -108,6 +109,13 @@ class EasyPolicy(QueuePolicy):
 
             if ctx.nothing_free():
                 return  # nothing can start; the engine explains why the rest wait
+            if bound:
+                bound = False
+                if ctx.nothing_fits():
+                    # Each would fail as a backfill (held so): the pass ends
+                    # in O(1), not in a visit of every pending job.
+                    ctx.hold_rest(job, jobs, "backfill")
+                    return
             if ctx.backfill_order == "sjbf":
                 # sorted() is stable: queue order among equal durations
                 for other in sorted([job, *jobs], key=_planned):
@@ -116,15 +124,15 @@ class EasyPolicy(QueuePolicy):
                     self._backfill(ctx, head, other)
                     yield
                 return
-            self._backfill(ctx, head, job)
+            bound = self._backfill(ctx, head, job)
             yield
 
     @staticmethod
-    def _backfill(ctx: PassContext, head: Any, job: Any) -> None:
-        """Start ``job`` now by rule 1 or 2 if it can, else hold it."""
-        if ctx.hopeless(job):
+    def _backfill(ctx: PassContext, head: Any, job: Any) -> bool:
+        """Start ``job`` now by rule 1 or 2 if it can, else hold it; True if it started."""
+        if ctx.hopeless(job) or not ctx.fits_free(job):
             ctx.hold(job, "backfill")
-            return
+            return False
         rs = ctx.fits_now(job)  # rule 1, or rule 2 on resources the head does not hold
         if rs is None:
             rs = ctx.fits_now_ignoring(job, head)
@@ -132,9 +140,10 @@ class EasyPolicy(QueuePolicy):
                 rs = None
         if rs is not None:
             ctx.start(job, rs)
-        else:
-            ctx.failed(job)
-            ctx.hold(job, "backfill")
+            return True
+        ctx.failed(job)
+        ctx.hold(job, "backfill")
+        return False
 
 
 def _planned(job: Any) -> float:
