@@ -451,6 +451,18 @@ def test_module_path_and_modprobe_path(capsys):
     assert paths.main(["bogus"]) == 2
 
 
+def test_cmd_path_holds_an_executable_flux_sched_py(capsys):
+    """flux runs ``flux-NAME`` from FLUX_EXEC_PATH only if it may execute it
+    (flux-core's ``src/cmd/flux.c``: ``access (path, R_OK|X_OK)``); pip keeps
+    the mode of console scripts, not of package files."""
+    import os
+
+    assert paths.main(["cmd-path"]) == 0
+    folder = capsys.readouterr().out.strip()
+    script = paths.cmd_dir() / "flux-sched-py"
+    assert folder == str(paths.cmd_dir()) and os.access(script, os.X_OK), script
+
+
 def test_entry_file_defines_mod_main():
     src = (paths.module_dir() / "sched-py.py").read_text()
     compile(src, "sched-py.py", "exec")

@@ -7,8 +7,8 @@ printed as a table (or as the response itself with ``--json``)::
     flux sched-py forecast [--limit N]        # like squeue --start
     flux submit --dry-run -N2 -t 10m app | flux sched-py when -
 
-Flux finds ``flux-sched-py.py`` in ``FLUX_EXEC_PATH_PREPEND``
-(``fluxsched-py cmd-path``) and runs it with its own Python; outside an
+Flux finds the ``flux-sched-py`` console script (:func:`flux_main`) in
+``FLUX_EXEC_PATH_PREPEND`` (``fluxsched-py cmd-path``); outside an
 instance, ``fluxsched-py ctl --uri URI ...`` does the same, under
 ``flux python`` when this interpreter has no flux bindings.  Errors are one
 line on stderr; the status is 1 (2 for a bad option).
@@ -32,7 +32,7 @@ from ..cliutil import ArgumentParser, CLIError, boundary
 from ..inputs import read_bytes
 from ..limits import MAX_JOBSPEC_BYTES
 
-__all__ = ["main", "fmt_time", "fmt_delay"]
+__all__ = ["main", "flux_main", "fmt_time", "fmt_delay"]
 
 #: Set in the environment of the ``flux python`` this command re-runs under.
 _REEXEC = "FLUXSCHED_PY_CTL_REEXEC"
@@ -198,6 +198,15 @@ def main(argv: Sequence[str] | None = None, prog: str = "fluxsched-py ctl") -> i
         return _run(args, getattr(args, "uri", None))
 
     return run()
+
+
+def flux_main() -> int:
+    """The ``flux-sched-py`` console script, which flux runs as ``flux sched-py``.
+
+    A console script rather than a ``flux-sched-py.py`` file in the package:
+    flux runs a ``flux-NAME.py`` only when it is executable, and ``pip
+    install`` does not keep the mode of package files."""
+    return main(sys.argv[1:], prog="flux sched-py")
 
 
 if __name__ == "__main__":  # pragma: no cover - run by _reexec

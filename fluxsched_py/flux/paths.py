@@ -8,8 +8,8 @@
     FLUX_MODPROBE_PATH_APPEND=$(fluxsched-py modprobe-path) \\
         flux start --conf=modules.alternatives.sched=\\"sched-py\\"
 
-``cmd-path`` prints the folder holding ``flux-sched-py.py`` (the ``flux
-sched-py`` command), for ``FLUX_EXEC_PATH_PREPEND``.
+``cmd-path`` prints the folder holding the ``flux-sched-py`` console
+script (the ``flux sched-py`` command), for ``FLUX_EXEC_PATH_PREPEND``.
 
 ``xdg-path`` prints the folder holding ``flux/flux-jobs.toml`` (the named
 format ``flux jobs --format=sched-py``), for ``XDG_CONFIG_DIRS``.
@@ -18,6 +18,7 @@ format ``flux jobs --format=sched-py``), for ``XDG_CONFIG_DIRS``.
 from __future__ import annotations
 
 import sys
+import sysconfig
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -37,8 +38,16 @@ def modprobe_dir() -> Path:
 
 
 def cmd_dir() -> Path:
-    """The folder with ``flux-sched-py.py``, the ``flux sched-py`` command."""
-    return _HERE / "cmd"
+    """The folder with the ``flux-sched-py`` console script, the ``flux
+    sched-py`` command: where pip put this installation's scripts (the
+    interpreter's scheme, else the user scheme of ``pip install --user``)."""
+    candidates = [Path(sysconfig.get_path("scripts")), Path(sys.executable).parent]
+    user = sysconfig.get_preferred_scheme("user")
+    candidates.append(Path(sysconfig.get_path("scripts", user)))
+    for folder in candidates:
+        if (folder / "flux-sched-py").exists():
+            return folder
+    return candidates[0]
 
 
 def xdg_dir() -> Path:
