@@ -67,7 +67,7 @@ def test_slot_fast_path_equals_the_matcher_on_random_availability(policy, nodes,
         assert fast.fit(codec, req, policy, avail) == (b is not None)
         assert slow.fit(codec, req, policy, avail) in (None, False)
         if a is not None:
-            assert a[1] == b[1] and a[0] == b[0] and codec.decode(a[1]) == b[0]
+            assert a.bits == b.bits and a.resources == b.resources and codec.decode(a.bits) == b.resources
     assert fast.fast > 0 and slow.fast == 0
 
 
@@ -188,7 +188,7 @@ def test_fast_earliest_equals_brute_force_on_random_small_planners(seed):
     not_before = rng.choice([-math.inf, -math.inf, 12.0, 25.0, 40.0])
     got = fast.earliest_bits(req, 10.0, duration, policy, not_before=not_before)
     want = brute_earliest(g, p, req, policy, duration, max(10.0, not_before))
-    assert (None if got is None else (got[0], got[2])) == want
+    assert (None if got is None else (got.start, got.placement.bits)) == want
 
 
 @pytest.mark.parametrize("nodes,cores", [(9, 1), (16, 8), (12, 6), (40, 3), (3, 260), (300, 2)])

@@ -40,7 +40,7 @@ def test_fast_path_equals_the_matcher_on_random_availability(policy, cores):
         b = slow.flat(g, codec, req, policy, avail)
         assert (a is None) == (b is None)
         if a is not None:
-            assert codec.decode(a[1]) == b[0] and a[1] == b[1]
+            assert codec.decode(a.bits) == b.resources and a.bits == b.bits
     assert fast.fast > 0 and slow.fast == 0
 
 

@@ -120,7 +120,7 @@ def test_fast_answers_on_a_moving_set_equal_the_matcher(seed, shape, policy):
         assert (a is None) == (b is None)
         assert fast.fit(codec, req, policy, x) == (b is not None)
         if a is not None:
-            assert a[1] == b[1] and a[0] == b[0]
+            assert a.bits == b.bits and a.resources == b.resources
     assert fast.fast > 0
 
 

@@ -25,9 +25,10 @@ from fluxsched_py.replay.workload import node_request
 
 def plan(p, g, jobid, req, now, d):
     """Start or reserve ``jobid`` where the planner says, as a policy does."""
-    t, rs, bits = p.earliest_bits(req, now, d, "low")
+    got = p.earliest_bits(req, now, d, "low")
+    t, rs, bits = got.start, got.placement.resources, got.placement.bits
     if t == now:
-        rs = p.resolve((rs, bits))
+        rs = p.resolve(got.placement)
         g.allocate(jobid, rs)
         p.add_running(jobid, rs, now, now + d, bits)
     else:
@@ -61,14 +62,14 @@ def test_an_early_end_moves_the_job_that_fits_in_what_it_freed():
         got = p.earliest_bits(req, 50.0, d, "low", before=span.start, since=span.seq, own=jobid)
         full = p.earliest_bits(req, 50.0, d, "low", before=span.start)
         assert got == full
-        assert (None if got is None else got[0]) == moved
+        assert (None if got is None else got.start) == moved
         if got is None:
             p.reserve(jobid, span.resources, span.start, span.end, span.bits)
             p.searched(jobid)
         else:  # K starts now, on A's nodes
-            rs = p.resolve((got[1], got[2]))
+            rs = p.resolve(got.placement)
             g.allocate(jobid, rs)
-            p.add_running(jobid, rs, 50.0, 100.0, got[2])
+            p.add_running(jobid, rs, 50.0, 100.0, got.placement.bits)
     # K's start freed [100, 150) after J was looked at: J is looked at again
     # (and still cannot move: B holds its nodes until 200); L, looked at
     # after it, stays as it is.
@@ -94,7 +95,7 @@ def test_a_gain_after_a_reservation_leaves_it_untouched():
     assert not p.unchanged_for(5, 60.0, 0.0)
     span = p.remove(5)
     got = p.earliest_bits(node_request(1, 60.0), 0.0, 60.0, "low", before=1150.0, since=span.seq, own=5)
-    assert got is not None and got[0] == 100.0
+    assert got is not None and got.start == 100.0
 
 
 def test_a_gain_that_starts_inside_the_reserved_window():
@@ -114,7 +115,7 @@ def test_a_gain_that_starts_inside_the_reserved_window():
     assert not p.unchanged_for(4, 100.0, 0.0)
     span = p.remove(4)
     got = p.earliest_bits(j, 0.0, 100.0, "low", before=span.start, since=span.seq, own=4)
-    assert got is not None and (got[0], got[2]) == (50.0, high)
+    assert got is not None and (got.start, got.placement.bits) == (50.0, high)
 
 
 def test_own_gain_and_resources_down():
@@ -193,9 +194,9 @@ def test_repaired_searches_equal_full_ones(seq):
             if got is None:
                 p.reserve(span.jobid, old.resources, old.start, old.end, old.bits)
             else:
-                t, rs, bits = got
+                t, rs, bits = got.start, got.placement.resources, got.placement.bits
                 if t == now:
-                    rs = p.resolve((rs, bits))
+                    rs = p.resolve(got.placement)
                     g.allocate(span.jobid, rs)
                     p.add_running(span.jobid, rs, now, now + d, bits)
                     continue

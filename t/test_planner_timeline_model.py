@@ -226,12 +226,12 @@ def test_earliest_is_the_first_candidate_that_matches(seq):
             if rs is not None:
                 want = t
                 break
-        assert (None if got is None else got[0]) == want
+        assert (None if got is None else got.start) == want
         if got is None:
             continue
         jobid += 1
-        t, rs, bits = got
-        rs = p.resolve((rs, bits))
+        t, bits = got.start, got.placement.bits
+        rs = p.resolve(got.placement)
         if t == now:
             g.allocate(jobid, rs)
             p.add_running(jobid, rs, now, now + d)

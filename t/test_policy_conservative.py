@@ -94,7 +94,7 @@ class ReplanEverything(ConservativePolicy):
         for job in ctx.jobs():
             if not ctx.compress and (depth is None or reserved < depth):
                 kept = ctx.reservation(job)
-                if kept is not None and kept[0] > ctx.now:
+                if kept is not None and kept.start > ctx.now:
                     reserved += 1
                     yield
                     continue
@@ -114,15 +114,15 @@ class ReplanEverything(ConservativePolicy):
                     ctx.hold(job, "depth")
                 yield
                 continue
-            keep_old = old is not None and old[0] > ctx.now and ctx.still_free(job, *old)
+            keep_old = old is not None and old.start > ctx.now and ctx.still_free(job, old)
             est = ctx.earliest(job)  # from now, everywhere
-            if est is not None and est[0] <= ctx.now:
-                ctx.start(job, est[1])
-            elif keep_old and (est is None or est[0] >= old[0]):
-                ctx.reserve(job, *old)
+            if est is not None and est.start <= ctx.now:
+                ctx.start(job, est.placement)
+            elif keep_old and (est is None or est.start >= old.start):
+                ctx.reserve(job, old)
                 reserved += 1
             elif est is not None:
-                ctx.reserve(job, *est)
+                ctx.reserve(job, est)
                 reserved += 1
             else:
                 ctx.hold(job, "down")

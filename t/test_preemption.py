@@ -24,6 +24,7 @@ from fluxsched_py.engine.besteffort import choose_victims, lost_work
 from fluxsched_py.engine.options import PLACEMENTS
 from fluxsched_py.jobspec.request import node_request
 from fluxsched_py.match.policy import get_policy
+from fluxsched_py.planner import Placement
 from fluxsched_py.replay.metrics import summarize
 from fluxsched_py.replay.platform import nodes_graph
 from fluxsched_py.replay.sim import COMPLETED, PREEMPTED, replay
@@ -348,7 +349,7 @@ def _match(need: int):
             low = b & -b
             bits |= low
             b &= ~low
-        return (None, bits)
+        return Placement(None, bits)
 
     return match
 
@@ -365,7 +366,7 @@ def test_victims_least_lost_work_among_equals():
     a, b, c = _J(1, 0.0, 1), _J(2, 90.0, 1), _J(3, 50.0, 1)
     cands = [(a, 0b001), (b, 0b010), (c, 0b100)]
     victims, got = choose_victims(_match(1), 0, cands, 100.0)
-    assert [v.id for v in victims] == [2] and got[1] == 0b010
+    assert [v.id for v in victims] == [2] and got.bits == 0b010
     victims, _ = choose_victims(_match(2), 0, cands, 100.0)
     assert sorted(v.id for v in victims) == [2, 3]
     assert lost_work(a, 100.0) == 100.0
@@ -373,7 +374,7 @@ def test_victims_least_lost_work_among_equals():
 
 def test_victims_none_when_free_resources_suffice_and_none_when_impossible():
     a = _J(1, 0.0, 1)
-    assert choose_victims(_match(1), 0b10, [(a, 0b01)], 5.0) == ([], (None, 0b10))
+    assert choose_victims(_match(1), 0b10, [(a, 0b01)], 5.0) == ([], Placement(None, 0b10))
     assert choose_victims(_match(3), 0b10, [(a, 0b01)], 5.0) is None
 
 

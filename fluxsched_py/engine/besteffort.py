@@ -41,11 +41,12 @@ regular jobs re-plan: for those, nothing changed.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Container, Iterable, Iterator
+from collections.abc import Callable, Container, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..match.policy import POLICIES, get_policy
+from ..planner import Placement
 from .actions import Preempt
 from .jobs import Job
 from .lent import Lent
@@ -96,8 +97,12 @@ def lost_work(job: Job, now: float) -> float:
 
 
 def choose_victims(
-    match: Any, base: int, candidates: Iterable[tuple[Job, int]], now: float, spent: Container[int] = ()
-) -> tuple[list[Job], Any] | None:
+    match: Callable[[int], Placement | None],
+    base: int,
+    candidates: Iterable[tuple[Job, int]],
+    now: float,
+    spent: Container[int] = (),
+) -> tuple[list[Job], Placement] | None:
     """The victims to preempt so that ``match(avail)`` finds a placement.
 
     ``base`` is what is available without preempting anyone; each candidate
@@ -139,7 +144,7 @@ def choose_victims(
         g2 = match(trial)
         if g2 is not None:
             chosen, got = rest, g2
-    bits = got[1]
+    bits = got.bits
     return [j for j, b in chosen if b & bits], got
 
 
@@ -316,7 +321,7 @@ class BestEffort:
 
     # -- starting a regular job on lent resources ---------------------------------
 
-    def handoff(self, p: Pass, job: Job, placement: tuple[Any, int]) -> tuple[Any, int]:
+    def handoff(self, p: Pass, job: Job, placement: Placement) -> Placement:
         """Start ``job`` (regular) where ``placement`` meets lent resources:
         choose victims, preempt them, hold what they free for ``job``.
         Returns the placement used."""
@@ -328,7 +333,7 @@ class BestEffort:
         base = p.free() & ~self.lent.bits & ~reserved
         cands = [(j, b & ~reserved) for j, b in self.lent.items() if b & ~reserved]
 
-        def match(avail: int) -> Any:
+        def match(avail: int) -> Placement | None:
             e.stats["matches"] += 1
             return planner.match_bits(job.request, avail, policy)
 
@@ -337,7 +342,7 @@ class BestEffort:
         else:
             chosen = choose_victims(match, base, cands, now, self._spent)
         if chosen is None:  # the plan's placement (with fewest, only if lent resources went down)
-            chosen = ([j for j, b in self.lent.items() if b & placement[1]], placement)
+            chosen = ([j for j, b in self.lent.items() if b & placement.bits], placement)
         victims, placement = chosen
         rs = planner.resolve(placement)
         if not victims:
@@ -348,7 +353,7 @@ class BestEffort:
         own = rs & e.graph.free()
         if own:
             e.graph.allocate(job.id, own)
-        planner.add_running(job.id, rs, now, min(end, now + job.duration), placement[1])
+        planner.add_running(job.id, rs, now, min(end, now + job.duration), placement.bits)
         h = self._handoffs[job.id] = _Handoff(job, rs)
         name = e.job_name
         spent = [v for v in victims if v.id in self._spent]
@@ -428,7 +433,7 @@ class BestEffort:
             return
         yield from pending
 
-    def _match(self, job: Job, avail: int, policy: str) -> tuple[Any, int] | None:
+    def _match(self, job: Job, avail: int, policy: str) -> Placement | None:
         """A placement in ``avail``: on ``job``'s preferred nodes (``affinity``) when it fits there."""
         e = self.e
         e.stats["matches"] += 1
@@ -468,7 +473,7 @@ class BestEffort:
                     found = self._match(job, avail, policy)
                 if found is not None:
                     self._start(job, found, now, window, out)
-                    free ^= free & found[1]
+                    free ^= free & found.bits
                     continue
                 failed.add((job.shape_id, window))
             else:
@@ -482,7 +487,7 @@ class BestEffort:
             elif not free or misses > self.LOOKAHEAD:
                 break
 
-    def _start(self, job: Job, found: tuple[Any, int], now: float, window: float, out: list[Response]) -> None:
+    def _start(self, job: Job, found: Placement, now: float, window: float, out: list[Response]) -> None:
         e = self.e
         planner = e.planner
         rs = planner.resolve(found)
@@ -490,7 +495,7 @@ class BestEffort:
         until = now + (job.preemptible_after or 0.0)
         e.succeed(job, rs, now, e.kill_time(job, now), {"besteffort": f"preemptible from {e.time_format(until)}"}, out)
         if until > now:  # planned as a job that ends then (or at its walltime)
-            planner.add_running(job.id, rs, now, now + window, found[1])
+            planner.add_running(job.id, rs, now, now + window, found.bits)
             heapq.heappush(self._windows, (until, job.id))
         else:
             self._lend(job)

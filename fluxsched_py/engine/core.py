@@ -12,7 +12,7 @@ from typing import Any
 from cachetools import LRUCache
 
 from ..ids import IdSet
-from ..planner import MatchCache, Planner
+from ..planner import MatchCache, Placement, Planner
 from ..policy import QueuePolicy, make_policy
 from .annotations import end_pass, fmt_clock, resource_summary
 from .besteffort import BestEffort
@@ -537,11 +537,11 @@ class Engine:
         else:
             self._pass_gen = run_queues(p, queues, limits)
 
-    def start_job(self, p: Pass, job: Job, placement: tuple[Any, int]) -> None:
+    def start_job(self, p: Pass, job: Job, placement: Placement) -> None:
         """Start pending ``job`` now on ``placement`` (a regular job on what
         is free: :meth:`Pass.start`); on an allocation error it stays
         pending, held with ``error``."""
-        bits = placement[1]
+        bits = placement.bits
         rs = self.planner.resolve(placement)
         now = p.now
         end = self.kill_time(job, now)  # the plan ends at now + duration (EASY++ plans shorter)

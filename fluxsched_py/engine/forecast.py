@@ -46,6 +46,7 @@ from ..policy import order_key
 from .jobs import Job
 
 if TYPE_CHECKING:
+    from ..resource import ResourceSet
     from .core import Engine
 
 __all__ = ["DEFAULT_URGENCY", "FORECAST_BUDGET", "FORECAST_LIMIT", "Forecast", "forecast", "when"]
@@ -114,7 +115,7 @@ def _copy_plan(e: Engine, now: float) -> tuple[Planner, dict[int, Any]]:
     return plan, reserved
 
 
-def _place(plan: Planner, jobid: int, request: Any, duration: float, now: float) -> tuple[float, Any] | None:
+def _place(plan: Planner, jobid: int, request: Any, duration: float, now: float) -> tuple[float, ResourceSet] | None:
     found = plan.earliest(request, now, duration)
     if found is None:
         return None

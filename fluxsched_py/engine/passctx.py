@@ -15,6 +15,7 @@ import math
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from ..planner import Placement, Slot
 from ..resource.flatfree import as_int
 from .jobs import Job, JobQueue
 from .states import JobState, Response
@@ -109,8 +110,6 @@ class Pass:
             self.walked = n
             yield job
 
-    # A placement handed to policies is an opaque (ResourceSet, flat bits) pair.
-
     def free(self) -> Any:
         """What is free now, flat, minus what this pass started: the graph's
         live flat free set (allocating a job takes it out there), or an int
@@ -179,7 +178,7 @@ class Pass:
                 return
             self.hold(other, why)
 
-    def _match(self, job: Job, avail: int) -> tuple[Any, int] | None:
+    def _match(self, job: Job, avail: int) -> Placement | None:
         e = self.e
         e.stats["matches"] += 1
         if self.prefer and (avoid := e.hooks.excluded(job)) is not None:
@@ -189,7 +188,7 @@ class Pass:
                 return found
         return e.planner.match_bits(job.request, avail, e.options.placement)
 
-    def fits_now(self, job: Job) -> tuple[Any, int] | None:
+    def fits_now(self, job: Job) -> Placement | None:
         # Running jobs hold what is not free; only reservations can take more.
         planner = self.e.planner
         avail = self.free()
@@ -202,7 +201,7 @@ class Pass:
                 avail ^= avail & reserved
         return self._match(job, avail)
 
-    def fits_now_ignoring(self, job: Job, reserved: Job) -> tuple[Any, int] | None:
+    def fits_now_ignoring(self, job: Job, reserved: Job) -> Placement | None:
         planner = self.e.planner
         avail = self.free()
         if planner.nreserved > 1:
@@ -212,30 +211,31 @@ class Pass:
                 avail ^= avail & others
         return self._match(job, avail)
 
-    def try_move(self, job: Job, blocker: tuple[Any, int], blocker_end: float) -> bool:
+    def try_move(self, job: Job, blocker: Placement, blocker_end: float) -> bool:
         planner = self.e.planner
         kept = self.reservation(job)  # its placement as held: not decoded when it was not (issue 21)
         span = planner.remove(job.id)
         if span is None:
             return True
-        planner.reserve(self._SENTINEL, blocker[0], self.now, blocker_end, blocker[1])
+        planner.reserve(self._SENTINEL, blocker.resources, self.now, blocker_end, blocker.bits)
         try:
             found = self._match(job, planner.available_bits(span.start, span.end))
         finally:
             planner.remove(self._SENTINEL)
         if found is None:
-            planner.reserve(job.id, kept[1][0] if kept is not None else span.resources, span.start, span.end, span.bits)
+            rs = kept.placement.resources if kept is not None else span.resources
+            planner.reserve(job.id, rs, span.start, span.end, span.bits)
             return False
-        planner.reserve(job.id, found[0], span.start, span.end, found[1])
+        planner.reserve(job.id, found.resources, span.start, span.end, found.bits)
         return True
 
-    def start(self, job: Job, placement: tuple[Any, int]) -> None:
+    def start(self, job: Job, placement: Placement) -> None:
         e = self.e
         if job.id in e.planner:
             e.planner.remove(job.id)
         e.table.unplan(job)
         lent = e.besteffort.lent.bits
-        if lent and placement[1] & lent:  # on resources best-effort jobs hold
+        if lent and placement.bits & lent:  # on resources best-effort jobs hold
             placement = e.besteffort.handoff(self, job, placement)
         else:
             e.start_job(self, job, placement)
@@ -243,11 +243,9 @@ class Pass:
         if type(free) is int and job.state is not JobState.PENDING:
             # The int of a graph with lent resources; the live set already
             # lost what the graph allocated (and never held what is lent).
-            self._free = free ^ (free & as_int(placement[1]))  # & ~ without a negative int
+            self._free = free ^ (free & as_int(placement.bits))  # & ~ without a negative int
 
-    def earliest(
-        self, job: Job, before: float = math.inf, not_before: float = -math.inf
-    ) -> tuple[float, tuple[Any, int]] | None:
+    def earliest(self, job: Job, before: float = math.inf, not_before: float = -math.inf) -> Slot | None:
         """The planner's earliest placement, from ``not_before`` on when given.
 
         Right after :meth:`unreserve` took out ``job``'s reservation, a search
@@ -267,8 +265,8 @@ class Pass:
             job.request, self.now, job.duration, e.options.placement, before, not_before, since, job.id
         )
         if not_before <= self.now:
-            self._searched = (job, before if found is None else found[0], planner.log_end)
-        return None if found is None else (found[0], (found[1], found[2]))
+            self._searched = (job, before if found is None else found.start, planner.log_end)
+        return found
 
     def keeps_reservation(self, job: Job) -> bool:
         """Re-plan ``job``'s reservation in the cheap case: when nothing that
@@ -279,21 +277,22 @@ class Pass:
         self.e.stats["matches"] += 1  # the search it stands for
         return True
 
-    def reserve(self, job: Job, t: float, placement: tuple[Any, int]) -> None:
+    def reserve(self, job: Job, slot: Slot) -> None:
         planner = self.e.planner
+        t, placement = slot.start, slot.placement
         searched = self._searched
         self._searched = None
         # Nothing fits before t, as of now: the search just made says so.
         fresh = searched is not None and searched[0] is job and searched[1] == t and searched[2] == planner.log_end
-        planner.reserve(job.id, placement[0], t, t + job.duration, placement[1])
+        planner.reserve(job.id, placement.resources, t, t + job.duration, placement.bits)
         if fresh:
             planner.searched(job.id)
         job.estimate = t
         if job.first_estimate is None:
             job.first_estimate = t
 
-    def still_free(self, job: Job, t: float, placement: tuple[Any, int]) -> bool:
-        bits = placement[1]
+    def still_free(self, job: Job, slot: Slot) -> bool:
+        bits, t = slot.placement.bits, slot.start
         return self.e.planner.available_bits(t, t + job.duration) & bits == bits
 
     def clear_reservations(self) -> None:
@@ -309,20 +308,20 @@ class Pass:
             if job is not None:
                 self.e.table.unplan(job)
 
-    # Placements are (ResourceSet or None when not decoded yet, bits): see Planner.resolve.
+    # A placement's resources are None until decoded: see Planner.resolve.
 
-    def reservation(self, job: Job) -> tuple[float, tuple[Any, int]] | None:
+    def reservation(self, job: Job) -> Slot | None:
         span = self.e.planner.span(job.id)
-        return None if span is None or span.running else (span.start, span.placement)
+        return None if span is None or span.running else Slot(span.start, span.placement)
 
-    def unreserve(self, job: Job) -> tuple[float, tuple[Any, int]] | None:
+    def unreserve(self, job: Job) -> Slot | None:
         span = self.e.planner.remove(job.id)
         self.e.table.unplan(job)
         if span is None:
             return None
         if not span.running and span.end == span.start + job.duration:
             self._unreserved = (job, span.start, span.seq)
-        return span.start, span.placement
+        return Slot(span.start, span.placement)
 
     def hopeless(self, job: Job) -> bool:
         """True when a job at least as big and as long already failed to

@@ -16,6 +16,7 @@ from typing import Any
 from ..match.policy import POLICIES as MATCH_POLICIES
 from ..resource.flatfree import as_int
 from .fastfit import take_slots
+from .placement import Placement
 
 __all__ = ["MatchCache", "Matcher", "default_matcher", "highest_bits", "lower_bounds", "lowest_bits"]
 
@@ -77,10 +78,8 @@ class MatchCache:
         self.calls += 1
         return self.matcher(g, request, policy=policy, available=available)
 
-    def flat(
-        self, g: Any, codec: Any, request: Any, policy: str, avail: int, live: bool = False
-    ) -> tuple[Any, int] | None:
-        """Match on a flat available set; ``(rs, rs_bits)`` or None, memoized.
+    def flat(self, g: Any, codec: Any, request: Any, policy: str, avail: int, live: bool = False) -> Placement | None:
+        """Match on a flat available set; a placement or None, memoized.
 
         ``live`` says ``avail`` is exactly the graph's free set: the matcher
         then reads the graph's own availability instead of rebuilding one."""
@@ -98,7 +97,7 @@ class MatchCache:
                 self.fast += 1
                 order, high_ids = self.SLOT_ORDER[policy]
                 took = take_slots(fields, avail, fields.index(avail), slots[0], slots[1], order, high_ids)
-                return None if took is None else (self._resourceset(codec.topo, 0, took[1]), took[0])
+                return None if took is None else Placement(self._resourceset(codec.topo, 0, took[1]), took[0])
         avail = as_int(avail)
         for rtype, n in bounds:
             if codec.count(avail, rtype) < n:
@@ -113,7 +112,7 @@ class MatchCache:
             self.hits += 1
             return hit
         rs = self.matcher(g, request, policy=policy, available=None if live else codec.decode(avail))
-        out = None if rs is None else (rs, codec.encode(rs))
+        out = None if rs is None else Placement(rs, codec.encode(rs))
         self._cache[key] = out
         return out
 
@@ -161,7 +160,7 @@ class MatchCache:
         return request.whole_nodes
 
     @staticmethod
-    def _take_nodes(codec: Any, avail: int, n: int, high_first: bool) -> tuple[Any, int] | None:
+    def _take_nodes(codec: Any, avail: int, n: int, high_first: bool) -> Placement | None:
         """The ``n`` wholly available nodes the matcher would pick, in one pass
         over the node vertices (the matcher's order: by vertex, ascending for
         ``low``; descending for ``high``, and for ``first`` since all nodes are
@@ -169,7 +168,7 @@ class MatchCache:
         whole = codec.whole_nodes(avail)
         if whole.bit_count() < n:
             return None
-        return None, codec.nodes_bits(highest_bits(whole, n) if high_first else lowest_bits(whole, n))
+        return Placement(None, codec.nodes_bits(highest_bits(whole, n) if high_first else lowest_bits(whole, n)))
 
 
 #: Up to this many bits, peel them one by one (each peel is one pass over the

@@ -22,9 +22,13 @@ from __future__ import annotations
 
 import bisect
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from .placement import Placement, Slot
 from .timeline import Timeline
+
+if TYPE_CHECKING:
+    from ..resource import ResourceSet
 
 __all__ = ["Planner"]
 
@@ -68,7 +72,9 @@ class Planner(Timeline):
     :class:`~.timeline.Timeline`), and the searches for when a request fits.
     """
 
-    def earliest(self, request: Any, now: float, duration: float, policy: str = "first") -> tuple[float, Any] | None:
+    def earliest(
+        self, request: Any, now: float, duration: float, policy: str = "first"
+    ) -> tuple[float, ResourceSet] | None:
         """The earliest ``t >= now`` at which ``request`` fits for ``duration``.
 
         Returns ``(t, resources)``, or ``None`` when it does not fit even after
@@ -78,8 +84,7 @@ class Planner(Timeline):
         found = self.earliest_bits(request, now, duration, policy)
         if found is None:
             return None
-        t, rs, bits = found
-        return t, rs if rs is not None else self.codec.decode(bits)
+        return found.start, self.resolve(found.placement)
 
     def earliest_bits(
         self,
@@ -91,8 +96,9 @@ class Planner(Timeline):
         not_before: float = -math.inf,
         since: int = -1,
         own: int | None = None,
-    ) -> tuple[float, Any, int] | None:
-        """Like :meth:`earliest`, with the flat set: ``(t, rs, bits)``.
+    ) -> Slot | None:
+        """Like :meth:`earliest`, with the placement left as found (see
+        :meth:`resolve`): the start time and the placement.
 
         With ``before``, only start times earlier than it are tried (the
         caller already holds a place at ``before``).  With ``not_before``,
@@ -163,7 +169,7 @@ class Planner(Timeline):
                 continue
             found = match(request, avail, policy)
             if found is not None:
-                return t, found[0], found[1]
+                return Slot(t, found)
             last_failed = avail
         return None
 
@@ -286,7 +292,7 @@ class Planner(Timeline):
 
     def _earliest_monotone(
         self, request: Any, cands: list[float], pool: int, policy: str, exact: bool = True
-    ) -> tuple[float, Any, int] | None:
+    ) -> Slot | None:
         """Binary search of ``cands`` for the first time ``request`` fits.
 
         Only running jobs, all started by now: a span covering a later
@@ -301,7 +307,7 @@ class Planner(Timeline):
         fit = self.matcher.fit if exact else None
         codec = self.codec
 
-        def attempt(t: float) -> tuple[Any, int] | bool | None:
+        def attempt(t: float) -> Placement | bool | None:
             avail = pool & ~used[index(t)]
             if fit is not None:
                 ok = fit(codec, request, policy, avail)
@@ -325,4 +331,4 @@ class Planner(Timeline):
             best = match(request, pool & ~used[index(cands[found])], policy)
             if best is None:  # pragma: no cover - fit() promised a placement
                 return self._earliest_monotone(request, cands, pool, policy, exact=False)
-        return cands[found], best[0], best[1]
+        return Slot(cands[found], best)

@@ -46,13 +46,17 @@ from __future__ import annotations
 
 import bisect
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import FluxschedError
 from ..ids import IdSet
 from ..resource.flatfree import Bits, as_int
 from .flat import FlatCodec
 from .matchcache import MatchCache, Matcher, default_matcher
+from .placement import Placement
+
+if TYPE_CHECKING:
+    from ..resource import ResourceSet
 
 __all__ = ["PlannerError", "Span", "Timeline"]
 
@@ -90,11 +94,11 @@ class Span:
         return self._rs
 
     @property
-    def placement(self) -> tuple[Any, int]:
+    def placement(self) -> Placement:
         """The span's placement as the planner hands placements out: the
         ResourceSet if it was ever decoded (else None, left to
         :meth:`Timeline.resolve`), and the bits."""
-        return self._rs, self.bits
+        return Placement(self._rs, self.bits)
 
     def __repr__(self) -> str:
         kind = "running" if self.running else "reserved"
@@ -524,19 +528,20 @@ class Timeline:
         """Up resources free throughout ``[t0, t1)``."""
         return self.codec.decode(self.available_bits(t0, t1))
 
-    def match_bits(self, request: Any, avail: int, policy: str = "first") -> tuple[Any, int] | None:
-        """Match ``request`` on a flat available set: ``(rs, bits)`` or None.
+    def match_bits(self, request: Any, avail: int, policy: str = "first") -> Placement | None:
+        """Match ``request`` on a flat available set: a placement or None.
 
-        ``rs`` may be None (not decoded yet): see :meth:`resolve`.  When
+        Its ``resources`` may be None (not decoded yet): see :meth:`resolve`.  When
         ``avail`` is :meth:`free_bits` itself, the matcher reads the graph's
         live availability, and the slot fast path follows the live set."""
         live = avail is self.free_bits()
         return self.matcher.flat(self.graph, self.codec, request, policy, avail, live)
 
-    def resolve(self, placement: tuple[Any, int]) -> Any:
-        """The ResourceSet of a ``(rs or None, bits)`` placement."""
-        rs, bits = placement
-        return rs if rs is not None else self.codec.decode(bits)
+    def resolve(self, placement: Placement) -> ResourceSet:
+        """The ResourceSet of ``placement``, decoded from its bits when it
+        was not yet."""
+        rs = placement.resources
+        return rs if rs is not None else self.codec.decode(placement.bits)
 
     def _materialize(self, upto: int | None = None) -> list[int]:
         """The segments' unions, right for every segment before ``upto``

@@ -8,6 +8,8 @@ import enum
 from collections.abc import Iterator
 from typing import Any, Protocol
 
+from ..planner import Placement, Slot
+
 __all__ = ["POLICY_DEFAULT", "PassContext", "PolicyDefault", "QueuePolicy", "order_key"]
 
 
@@ -30,7 +32,13 @@ def order_key(priority: int, t_submit: float, jobid: int) -> tuple[int, float, i
 
 
 class PassContext(Protocol):
-    """What a policy may do during a pass (implemented by the engine)."""
+    """What a policy may do during a pass (implemented by the engine).
+
+    Where a job may run is a :class:`~fluxsched_py.planner.Placement` (the
+    flat set, and the ResourceSet once decoded: the planner decodes it when
+    the job starts); a start time with one is a
+    :class:`~fluxsched_py.planner.Slot`.  Policies pass them back as they
+    got them and read only ``Slot.start``."""
 
     now: float
     #: False when nothing was freed, cancelled or re-prioritized since the
@@ -44,41 +52,41 @@ class PassContext(Protocol):
         """This queue's pending jobs in order (those among the first
         ``queue-depth`` pending jobs of all queues)."""
 
-    def fits_now(self, job: Any) -> Any:
-        """Resources ``job`` could start on now without touching any reservation (of any queue), or None."""
+    def fits_now(self, job: Any) -> Placement | None:
+        """Where ``job`` could start now without touching any reservation (of any queue), or None."""
 
-    def fits_now_ignoring(self, job: Any, reserved: Any) -> Any:
-        """Resources ``job`` could start on now if ``reserved``'s reservation moved, or None."""
+    def fits_now_ignoring(self, job: Any, reserved: Any) -> Placement | None:
+        """Where ``job`` could start now if ``reserved``'s reservation moved, or None."""
 
-    def start(self, job: Any, rs: Any) -> None:
-        """Allocate ``rs`` to ``job`` now."""
+    def start(self, job: Any, placement: Placement) -> None:
+        """Allocate ``placement`` to ``job`` now."""
 
-    def earliest(self, job: Any, before: float = ..., not_before: float = ...) -> tuple[float, Any] | None:
-        """Earliest ``(t, rs)`` for ``job`` around what is running and reserved
+    def earliest(self, job: Any, before: float = ..., not_before: float = ...) -> Slot | None:
+        """The earliest slot for ``job`` around what is running and reserved
         (only times earlier than ``before`` and from ``not_before`` on, when given)."""
 
-    def reserve(self, job: Any, t: float, rs: Any) -> None:
-        """Hold ``rs`` for ``job`` from ``t`` (until the next pass, or longer
-        with :attr:`QueuePolicy.persistent_reservations`)."""
+    def reserve(self, job: Any, slot: Slot) -> None:
+        """Hold ``slot``'s placement for ``job`` from its start (until the next
+        pass, or longer with :attr:`QueuePolicy.persistent_reservations`)."""
 
-    def still_free(self, job: Any, t: float, placement: Any) -> bool:
-        """True when ``placement`` is still free for ``job`` from ``t``."""
+    def still_free(self, job: Any, slot: Slot) -> bool:
+        """True when ``slot``'s placement is still free for ``job`` from its start."""
 
     def clear_reservations(self) -> None:
         """Drop every reservation of this queue (a policy that re-plans from
         scratch); other queues' reservations stay."""
 
-    def reservation(self, job: Any) -> tuple[float, Any] | None:
-        """``job``'s current reservation as ``(t, rs)``, or None."""
+    def reservation(self, job: Any) -> Slot | None:
+        """``job``'s current reservation, or None."""
 
     def keeps_reservation(self, job: Any) -> bool:
         """Re-plan ``job``'s reservation when that provably keeps it as it is
         (its place is still free and there is no earlier one); True if so."""
 
-    def unreserve(self, job: Any) -> tuple[float, Any] | None:
-        """Take ``job``'s reservation out of the plan; return it as ``(t, rs)``."""
+    def unreserve(self, job: Any) -> Slot | None:
+        """Take ``job``'s reservation out of the plan; return it."""
 
-    def try_move(self, job: Any, blocker_rs: Any, blocker_end: float) -> bool:
+    def try_move(self, job: Any, blocker: Placement, blocker_end: float) -> bool:
         """Re-plan ``job``'s reservation at the same time around a new allocation."""
 
     def hopeless(self, job: Any) -> bool:

@@ -106,7 +106,7 @@ class ConservativePolicy(QueuePolicy):
         for job in ctx.jobs():
             if not ctx.compress and (depth is None or reserved < depth):
                 kept = ctx.reservation(job)
-                if kept is not None and kept[0] > ctx.now:
+                if kept is not None and kept.start > ctx.now:
                     # Only new jobs arrived: nothing can move earlier.
                     reserved += 1
                     yield
@@ -133,16 +133,16 @@ class ConservativePolicy(QueuePolicy):
                     ctx.hold(job, "depth")
                 yield
                 continue
-            keep_old = old is not None and old[0] > ctx.now and ctx.still_free(job, *old)
+            keep_old = old is not None and old.start > ctx.now and ctx.still_free(job, old)
             # The old place is still free for it: only an earlier one matters.
-            est = ctx.earliest(job, old[0]) if keep_old else ctx.earliest(job)
-            if est is not None and est[0] <= ctx.now:
-                ctx.start(job, est[1])
-            elif keep_old and (est is None or est[0] >= old[0]):
-                ctx.reserve(job, *old)  # no better place: keep the promise
+            est = ctx.earliest(job, old.start) if keep_old else ctx.earliest(job)
+            if est is not None and est.start <= ctx.now:
+                ctx.start(job, est.placement)
+            elif keep_old and (est is None or est.start >= old.start):
+                ctx.reserve(job, old)  # no better place: keep the promise
                 reserved += 1
             elif est is not None:
-                ctx.reserve(job, *est)
+                ctx.reserve(job, est)
                 reserved += 1
             else:
                 ctx.hold(job, "down")

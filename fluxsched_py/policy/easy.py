@@ -90,7 +90,7 @@ class EasyPolicy(QueuePolicy):
                     yield
                     continue
                 kept = ctx.reservation(job)
-                if kept is not None and not ctx.compress and kept[0] > ctx.now:
+                if kept is not None and not ctx.compress and kept.start > ctx.now:
                     head = job  # nothing was freed: the shadow time stands
                     yield
                     continue
@@ -102,7 +102,7 @@ class EasyPolicy(QueuePolicy):
                     ctx.hold(job, "down")
                     yield
                     continue
-                ctx.reserve(job, *est)
+                ctx.reserve(job, est)
                 head = job
                 yield
                 continue

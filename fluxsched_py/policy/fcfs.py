@@ -66,8 +66,8 @@ class FCFSPolicy(QueuePolicy):
                     continue
                 head = job
                 kept = ctx.reservation(job)
-                if kept is not None and not replan and kept[0] > ctx.now:
-                    floor = kept[0]  # nothing was freed since the forecast was made
+                if kept is not None and not replan and kept.start > ctx.now:
+                    floor = kept.start  # nothing was freed since the forecast was made
                 else:
                     # Forecasts behind the head were made around its old one.
                     ctx.clear_reservations()
@@ -77,8 +77,8 @@ class FCFSPolicy(QueuePolicy):
                         # Cannot start on what is up: nothing behind it can either.
                         ctx.hold(job, "down")
                         return
-                    ctx.reserve(job, *est)
-                    floor = est[0]
+                    ctx.reserve(job, est)
+                    floor = est.start
                 n = 1
                 yield
                 continue
@@ -88,12 +88,12 @@ class FCFSPolicy(QueuePolicy):
             ctx.hold(job, "order")
             kept = ctx.reservation(job)
             if kept is not None and not replan:
-                floor = kept[0]
+                floor = kept.start
             else:
                 est = ctx.earliest(job, not_before=floor)
                 if est is None:
                     return  # no forecast for it, so none for the jobs behind it
-                ctx.reserve(job, *est)
-                floor = est[0]
+                ctx.reserve(job, est)
+                floor = est.start
             n += 1
             yield
