@@ -114,6 +114,24 @@ the same run for lack of machine time: SDSC under easy took 524 s of wall
 time under py-spy at 33212fb with the machine loaded; the first 20,000
 jobs of CEA Curie 190 s (easy) and 207 s (fcfs) at 48df824, where main's
 first 3,000 took 115 s.  Neither meets the 2-minute bound yet.
+
+The merged code (main 0e354fc, issue 21's job table, typed placements and
+the conservative repair included), each command alone or two side by
+side on the otherwise idle 2-core machine, one run each, ``/usr/bin/time``
+(every job started, none rejected):
+
+    trace (nodes)           policy        jobs     wall s   CPU s   RSS MiB
+    heavy (1024)            fcfs          100000    54.1    53.3     698
+    heavy (1024)            easy          100000    42.0    41.5     152
+    NASA-iPSC (128)         conservative   18239     3.1     3.0      54
+    KTH-SP2 (100)           conservative   28489    17.6    17.6      64
+    SDSC-BLUE (1152)        fcfs          232568   111.2   108.8     278
+    SDSC-BLUE (1152)        easy          232568    79.4    75.1     243
+    SDSC-BLUE (1152)        conservative  232568   >420    >414      (stopped)
+
+So every trace but CEA Curie replays whole under fcfs and easy in under 2
+minutes, and KTH and NASA under conservative too; SDSC under conservative
+and CEA Curie do not yet.
 """
 
 from __future__ import annotations
