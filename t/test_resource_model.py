@@ -245,3 +245,17 @@ def test_network_policy_without_a_network_is_low():
     g = ResourceGraph.from_recipe({"cluster": {"nodes": 4, "sockets": 1, "cores_per_socket": 2}})
     for n in (1, 3):
         assert match(g, node_request(n), policy="network") == match(g, node_request(n), policy="low")
+
+
+def test_the_builder_names_an_edge_given_twice():
+    from fluxsched_py.resource.builder import ModelBuilder
+
+    b = ModelBuilder(source="two.json")
+    root = b.add_vertex("cluster", "c0", 0)
+    node = b.add_vertex("node", "n0", 0, root, rank=0)
+    b.add_vertex("core", "core0", 0, node)
+    G = b.finish()
+    assert sorted(G.edges) == [(0, 1), (1, 2)] and G.nodes[1]["name"] == "n0"
+    b.link(root, node)  # the same containment edge again
+    with pytest.raises(ResourceError, match="two edges 'c0' -> 'n0'"):
+        b.finish()

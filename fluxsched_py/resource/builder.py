@@ -205,24 +205,16 @@ class ModelBuilder:
             rank_properties={r: set(p) for r, p in self.properties.items()},
             rlite_types=list(dict.fromkeys(self.rlite_types)),
         )
-        # Filled through networkx's own dicts: add_nodes_from/add_edges_from
-        # copy every attribute dict, which doubles the load time of a
-        # 200,000-node machine.  The result is an ordinary DiGraph.  (The one
-        # use of another module's private names kept outside engine/, named
-        # in docs/ARCHITECTURE.md and counted in t/test_layering.py.)
-        n = len(self._attrs)
-        G._node.update(enumerate(self._attrs))
-        succ, pred = G._succ, G._pred
-        for i in range(n):
-            succ[i] = {}
-            pred[i] = {}
-        for p, c, s in self._edges:
-            kids = succ[p]
-            if c in kids:
-                raise ResourceError(
-                    f"two edges {self._attrs[p]['name']!r} -> {self._attrs[c]['name']!r}",
-                    source=self.source,
-                    element=self._attrs[c]["name"],
-                )
-            kids[c] = pred[c][p] = {"subsystem": s}
+        G.add_nodes_from(enumerate(self._attrs))
+        G.add_edges_from((p, c, {"subsystem": s}) for p, c, s in self._edges)
+        if G.number_of_edges() < len(self._edges):  # an edge given twice: name it
+            seen: set[tuple[int, int]] = set()
+            for p, c, _ in self._edges:
+                if (p, c) in seen:
+                    raise ResourceError(
+                        f"two edges {self._attrs[p]['name']!r} -> {self._attrs[c]['name']!r}",
+                        source=self.source,
+                        element=self._attrs[c]["name"],
+                    )
+                seen.add((p, c))
         return G
