@@ -22,6 +22,7 @@ from .jobtable import JobTable
 from .options import EngineOptions
 from .passctx import Pass
 from .resources import apply_resource_update
+from .runlimits import RunLimits, Usage
 from .states import EngineError, JobState, PassResult, Response, ResponseType
 
 __all__ = ["Engine"]
@@ -54,6 +55,9 @@ class Engine:
     job_name:
         how annotations show a job id to users (default the decimal id; the
         Flux driver passes f58, ``ƒLqTPgb``, as ``flux jobs`` shows it).
+    limits:
+        what users and queues may hold running at once (:mod:`.runlimits`);
+        None: no limit.  Changed by :meth:`set_limits`.
     """
 
     def __init__(
@@ -67,6 +71,7 @@ class Engine:
         stopwatch: Callable[[], float] = time.perf_counter,
         time_format: Callable[[float], str] = fmt_clock,
         job_name: Callable[[int], str] = str,
+        limits: RunLimits | None = None,
     ) -> None:
         self.options = options if isinstance(options, EngineOptions) else EngineOptions.parse(options)
         from .. import match as _match_mod
@@ -111,6 +116,11 @@ class Engine:
         #: they observe job events through the table (engine/hooks.py).
         self.hooks = Hooks(self)
         self.table.observers.append(self.hooks)
+        #: The limits (:mod:`.runlimits`) and, while there are any, the usage
+        #: they are checked against (an observer of the job table).
+        self.limits: RunLimits | None = None
+        self.usage: Usage | None = None
+        self.set_limits(limits)
 
     # ------------------------------------------------------------------
     # Queries
@@ -332,6 +342,22 @@ class Engine:
             if job is not None:
                 self.table.unplan(job)
         self.changed()
+
+    def set_limits(self, limits: RunLimits | None) -> None:
+        """New limits (``flux config reload``; None or empty: none).  Running
+        jobs are left alone, even over a lowered limit; at the next pass a
+        pending job over a limit is held (and loses its reservation) and one
+        under them may start."""
+        limits = limits or None
+        if limits is None and self.usage is not None:
+            self.table.observers.remove(self.usage)
+            self.usage = None
+        elif limits is not None and self.usage is None:
+            self.usage = Usage(self.table.jobs)
+            self.table.observers.append(self.usage)
+        if limits != self.limits:
+            self.limits = limits
+            self.changed()
 
     def resource_update(
         self,

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ..planner import Placement, Slot
 from ..resource.flatfree import as_int
 from .jobs import Job, JobQueue
+from .runlimits import held_by, need_of
 from .states import JobState, Response
 
 if TYPE_CHECKING:
@@ -48,6 +49,8 @@ class Pass:
         self.out: list[Response] = []
         self.held: dict[int, str] = {}
         self.held_ok: set[int] = set()  # jobs the policy passed over that do not block others
+        #: The ``reason_pending`` of each job held by a limit (:mod:`.runlimits`).
+        self.limit_text: dict[int, str] = {}
         self._free: Any = None
         self._constraint_cache: dict[Any, bool] = {}
         self.need_text: dict[int, tuple[Any, str]] = {}
@@ -96,11 +99,17 @@ class Pass:
         i = queue.head
         prev = None
         q = queue.jobs
+        limits = e.limits
         while i < len(q):
             job = q[i]
             i += 1
             if job.state is not JobState.PENDING or e.table.jobs.get(job.id) is not job:
                 continue
+            if limits is not None:
+                why = limits.check(e.usage, job, need_of(job))  # type: ignore[arg-type]
+                if why is not None:
+                    self.hold_limit(job, why)  # the policy never sees it: no reservation, nothing blocked
+                    continue
             n += 1
             if depth and n > depth:
                 return
@@ -231,6 +240,16 @@ class Pass:
 
     def start(self, job: Job, placement: Placement) -> None:
         e = self.e
+        if e.limits is not None:
+            # Checked again on what it would hold: a whole-node job holds
+            # every core of its nodes, and a start earlier in this pass may
+            # have used what :meth:`jobs` saw (sjbf sorts before it starts).
+            rs = e.planner.resolve(placement)
+            why = e.limits.check(e.usage, job, held_by(rs))  # type: ignore[arg-type]
+            if why is not None:
+                self.hold_limit(job, why)
+                return
+            placement = Placement(rs, placement.bits)
         if job.id in e.planner:
             e.planner.remove(job.id)
         e.table.unplan(job)
@@ -342,6 +361,16 @@ class Pass:
         n = job.whole_nodes
         if n:
             self._failed_nodes.append((n, job.duration))
+
+    def hold_limit(self, job: Job, why: str) -> None:
+        """``job`` would cross a limit (``why`` says which): it waits without
+        a reservation, and the jobs behind it are not held for it."""
+        self.held[job.id] = "limit"
+        self.held_ok.add(job.id)
+        self.limit_text[job.id] = why
+        if job.id in self.e.planner:
+            self.e.planner.remove(job.id)
+        self.e.table.unplan(job)
 
     def hold(self, job: Job, why: str) -> None:
         self.held[job.id] = why
