@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 
 from ..resource.rlist import rlist_ids, rlist_summary
 from .jobs import Job
-from .runlimits import need_of
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -111,7 +110,7 @@ def reason_pending(e: Engine, p: Pass, job: Job, head: Job | None) -> str:
     why = p.held.get(job.id)
     if why == "limit":
         return p.limit_text[job.id]
-    if why is None and e.limits is not None and (over := e.limits.check(e.usage, job, need_of(job))) is not None:  # type: ignore[arg-type]
+    if why is None and (over := e.over_limit(job)) is not None:
         return over  # the pass stopped before it: a limit holds it all the same
     need, enough = describe_need(e, p, req)
     if why == "down":

@@ -22,7 +22,7 @@ from .jobtable import JobTable
 from .options import EngineOptions
 from .passctx import Pass
 from .resources import apply_resource_update
-from .runlimits import RunLimits, Usage
+from .runlimits import RunLimits, Usage, need_of
 from .states import EngineError, JobState, PassResult, Response, ResponseType
 
 __all__ = ["Engine"]
@@ -342,6 +342,13 @@ class Engine:
             if job is not None:
                 self.table.unplan(job)
         self.changed()
+
+    def over_limit(self, job: Job) -> str | None:
+        """The limit pending ``job`` would cross if it started now (its
+        ``reason_pending``), or None."""
+        if self.limits is None or self.usage is None:
+            return None
+        return self.limits.check(self.usage, job, need_of(job))
 
     def set_limits(self, limits: RunLimits | None) -> None:
         """New limits (``flux config reload``; None or empty: none).  Running

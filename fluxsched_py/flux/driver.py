@@ -57,6 +57,7 @@ from typing import Any
 
 from ..engine import Engine, EngineError, EngineOptions, Response, ResponseType
 from ..engine.options import LOG_LEVELS
+from ..engine.runlimits import RunLimits
 from .annotbatch import AnnotationBatcher
 from .control import Control
 from .startup import Startup
@@ -121,6 +122,9 @@ class Driver(Startup):
         ``config-reload`` (default: ``options`` when it is arguments).
     annotate_interval:
         ``annotate-interval`` (:mod:`~fluxsched_py.flux.annotbatch`), also read from ``options``.
+    limits:
+        the run limits of the instance config (:func:`~.siteconf.config_limits`), replaced on every
+        ``config-reload``.
     """
 
     def __init__(
@@ -135,8 +139,10 @@ class Driver(Startup):
         job_name: Callable[[int], str] | None = None,
         module_args: Iterable[str] | None = None,
         annotate_interval: float = 0.0,
+        limits: RunLimits | None = None,
     ) -> None:
         self.transport = transport
+        self.limits = limits
         if options is not None and not isinstance(options, EngineOptions):
             options, bargs = split_binding_args(options)
             annotate_interval = annotate_interval or bargs.annotate_interval
@@ -412,15 +418,17 @@ class Driver(Startup):
     def on_config_reload(self, msg: Any, p: Any) -> None:
         """``<name>.config-reload`` (``flux config reload``): the payload is the
         whole new instance config.  Its ``[<name>]`` table, overridden by the
-        module arguments, replaces the options and the next pass re-plans.
-        A bad table gets an error response (flux-core then reverts every
-        module and the command fails) and the old options stay."""
-        from .siteconf import config_options
+        module arguments, replaces the options, its limits (and RFC 33's
+        ``policy.scheduler`` ones) replace the limits, and the next pass
+        re-plans.  A bad table gets an error response (flux-core then reverts
+        every module and the command fails) and the old options and limits stay."""
+        from .siteconf import config_limits, config_options
 
         try:
             if isinstance(p, _BadPayload):
                 raise ValueError(f"malformed config-reload request: {p.error}")
             new = config_options(p, self.name, self.module_args)
+            limits = config_limits(p, self.name)
         except ValueError as exc:
             self.error(f"config reload refused: {exc}")
             self._respond_error(msg, errno.EINVAL, f"{self.name}: {exc}")
@@ -443,10 +451,19 @@ class Driver(Startup):
                     return
             self.options = new
             logging.getLogger("fluxsched_py").setLevel(LOG_LEVELS[new.log_level])
-            self.stats["config_reloads"] += 1
             self.log(LOG_INFO, f"config reload: {options_text(new)}")
+        if limits != self.limits:
+            # Running jobs stay, even over a lowered limit; the next pass holds or starts pending ones.
+            self.limits = limits
             if self.engine is not None:
-                self._changed()
+                self.engine.set_limits(limits)
+            self.log(LOG_INFO, "config reload: limits: " + ("; ".join(limits.describe()) if limits else "none"))
+        elif new == old:
+            self.transport.respond(msg, None)
+            return
+        self.stats["config_reloads"] += 1
+        if self.engine is not None:
+            self._changed()
         self.transport.respond(msg, None)
 
     def job_count(self) -> int:
@@ -472,6 +489,8 @@ class Driver(Startup):
             o = e.options
             s["options"] = o.as_dict()
             s["campaigns"] = e.hooks.stats(self.clock())
+            if e.usage is not None:
+                s["limits"] = {"set": e.limits.describe() if e.limits else [], **e.usage.as_dict()}
         return s
 
     # ------------------------------------------------------------------

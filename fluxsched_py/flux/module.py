@@ -46,7 +46,7 @@ import flux.kvs
 from .cbtime import CallbackClock
 from .driver import LOG_ERR, LOG_INFO, Driver, bad_payload, kvs_key
 from .gcpace import GcPacer
-from .siteconf import config_options
+from .siteconf import config_limits, config_options
 from .wire import split_binding_args
 
 
@@ -130,9 +130,16 @@ class FluxBinding:
             raise OSError(exc.errno, f"cannot read the instance config (config.get): {exc.strerror}") from exc
         args, bargs = split_binding_args(args)  # nice=, annotate-interval=: ValueError -> the load fails
         options = config_options(conf, self.name, args)  # ValueError -> the load fails
+        limits = config_limits(conf, self.name)  # likewise
         _warm_imports()
         self.driver = Driver(
-            self, options, name=self.name, job_name=_f58, module_args=args, annotate_interval=bargs.annotate_interval
+            self,
+            options,
+            name=self.name,
+            job_name=_f58,
+            module_args=args,
+            annotate_interval=bargs.annotate_interval,
+            limits=limits,
         )
         if bargs.nice:
             # Below the broker (whose niceness this process inherited): with

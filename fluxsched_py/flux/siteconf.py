@@ -19,6 +19,10 @@ for a true/false option, a number for seconds, a table for a list of
 ``ValueError`` whose one-line message names the table, the key and the
 reason.
 
+The ``limits`` sub-table of ``[sched-py]``, and RFC 33's ``policy.scheduler``
+tables, are the run limits (:func:`config_limits`,
+:mod:`fluxsched_py.engine.runlimits`), not options.
+
 No ``flux`` import: :mod:`fluxsched_py.flux.module` fetches the config
 (``config.get`` at load, the ``<name>.config-reload`` request payload on
 ``flux config reload``) and calls :func:`config_options`.
@@ -30,9 +34,13 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..engine import OPTIONS, EngineError, EngineOptions
+from ..engine.runlimits import RunLimits
 from .wire import parse_module_args
 
-__all__ = ["config_args", "config_options"]
+__all__ = ["config_args", "config_limits", "config_options"]
+
+#: The key of ``[sched-py]`` that holds limits, not an option.
+LIMITS_KEY = "limits"
 
 
 def config_args(conf: Any, name: str) -> list[str]:
@@ -49,6 +57,8 @@ def config_args(conf: Any, name: str) -> list[str]:
         raise ValueError(f"bad config: [{name}] must be a table, not {_toml_type(table)}")
     out = []
     for key, value in table.items():
+        if key == LIMITS_KEY:
+            continue  # config_limits() reads it
         arg = f"{key}={_text(name, key, value)}"
         try:
             EngineOptions.parse([arg])
@@ -94,6 +104,19 @@ def config_options(conf: Any, name: str, args: Iterable[str] = ()) -> EngineOpti
     except ValueError as exc:
         raise ValueError(f"bad module argument: {exc}") from None
     return parse_module_args(from_conf + args)
+
+
+def config_limits(conf: Any, name: str) -> RunLimits | None:
+    """The run limits of the instance config (``[name.limits]``, ``policy.scheduler``,
+    ``queues.NAME.policy.scheduler``), None when it sets none; user names are
+    looked up in the passwd database.  ValueError with one line naming the key."""
+    return RunLimits.from_config(conf, name, uid_of=_uid_of)
+
+
+def _uid_of(user: str) -> int:
+    import pwd
+
+    return pwd.getpwnam(user).pw_uid
 
 
 def _toml_type(value: Any) -> str:

@@ -83,7 +83,7 @@ class Startup:
                 raise ValueError(f"resource.acquire: cannot read the instance R: {exc2}") from exc2
         self.graph = g
         self._job_scheduling = job_scheduling(payload["resources"])
-        self.engine = Engine(g, self.options, job_name=self._job_name)
+        self.engine = Engine(g, self.options, job_name=self._job_name, limits=self.limits)
         # RFC 27 / resource.acquire: every target is down until it is up.
         g.set_down(g.ranks)
         up = payload.get("up") or None

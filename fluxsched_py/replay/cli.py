@@ -17,23 +17,34 @@ import math
 import os
 import sys
 import time
+import tomllib
 from collections.abc import Callable
 from typing import Any
 
 from ..cliutil import ArgumentParser, CLIError, UsageError, boundary, bounded_int, check_output_dir
 from ..engine import EngineError
 from ..engine.options import OPTIONS, add_flags, from_flags
+from ..engine.runlimits import RunLimits
+from ..inputs import read_text
 from ..limits import MAX_JOBS, MAX_NODES, MAX_PER_NODE
 from ..policy import POLICIES
 from ..resource import ResourceError
 from .metrics import summarize
 from .platform import PlatformError, load_platform, nodes_graph
 from .provenance import REPLAY_ENGINE_DEFAULTS, describe, file_sha256
-from .report import print_summary, rejected_line, stdout_console, write_jobs_csv
+from .report import never_started_line, print_summary, rejected_line, stdout_console, write_jobs_csv
 from .sim import replay
 from .synthetic import EXAMPLE_NAME, example_path, generate
 from .window import parse_load_factor, scale_load, take_window
-from .workload import Workload, WorkloadError, load_workload, mark_besteffort, parse_walltime_model, read_batsim
+from .workload import (
+    Workload,
+    WorkloadError,
+    load_workload,
+    mark_besteffort,
+    parse_walltime_model,
+    read_batsim,
+    user_id,
+)
 
 __all__ = ["main", "build_parser", "DEFAULT_POLICIES"]
 
@@ -149,8 +160,38 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("--json", action="store_true", help="print the summary as JSON instead of a table")
     ap.add_argument("--no-progress", action="store_true", help="no progress bar or progress lines")
+    ap.add_argument(
+        "--config",
+        metavar="FILE",
+        help="a Flux instance's TOML config: its run limits ([sched-py.limits], [policy.scheduler.limits], "
+        "[queues.NAME.policy.scheduler.limits]) hold jobs as the module does; users are SWF field 12 or a "
+        "Batsim job's user",
+    )
     add_flags(ap, REPLAY_ENGINE_DEFAULTS, {"queue-policy": f"compare {', '.join(DEFAULT_POLICIES)}; see --compare"})
     return ap
+
+
+def _limits(path: str) -> RunLimits | None:
+    """The run limits of the TOML config ``path`` (CLIError names the file and the key)."""
+    try:
+        conf = tomllib.loads(read_text(path))
+    except OSError as exc:
+        raise CLIError(f"--config {path}: {exc.strerror or exc}") from None
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise CLIError(f"--config {path}: not a TOML file: {exc}") from None
+    try:
+        limits = RunLimits.from_config(conf, "sched-py", uid_of=user_id)
+    except ValueError as exc:
+        raise CLIError(f"--config {path}: {exc}") from None
+    own = conf.get("sched-py")
+    others = sorted(k for k in own if k != "limits") if isinstance(own, dict) else []
+    if others:
+        print(
+            f"{PROG}: note: --config {path}: [sched-py] {', '.join(others)}: module options, not read here "
+            "(the replay takes engine options from its flags)",
+            file=sys.stderr,
+        )
+    return limits
 
 
 def _policies(args: argparse.Namespace) -> list[str]:
@@ -260,6 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     except EngineError as exc:
         raise UsageError(str(exc)) from None
     outdir = check_output_dir(args.output_dir, "--output-dir") if args.output_dir else None
+    limits = _limits(args.config) if args.config else None
     try:
         workload = _load(args)
         make_graph = _graph_factory(args, workload)
@@ -305,6 +347,7 @@ def main(argv: list[str] | None = None) -> int:
                     o,
                     progress=lambda done, total, task=task: progress_bar.update(task, completed=done),
                     resubmit_preempted=args.resubmit_preempted,
+                    limits=limits,
                 )
         else:
             result = replay(
@@ -313,12 +356,13 @@ def main(argv: list[str] | None = None) -> int:
                 o,
                 progress=_plain_progress(o.queue_policy, sys.stderr) if plain else None,
                 resubmit_preempted=args.resubmit_preempted,
+                limits=limits,
             )
         results.append(result)
         summaries.append(summarize(result))
-        line = rejected_line(result)
-        if line:
-            print(f"{PROG}: {o.queue_policy}: {line}", file=sys.stderr)
+        for line in (rejected_line(result), never_started_line(result)):
+            if line:
+                print(f"{PROG}: {o.queue_policy}: {line}", file=sys.stderr)
         for t, ranks, reason in result.drains:
             print(f"{PROG}: {o.queue_policy}: t={t:.0f}s: drained rank {ranks}: {reason}", file=sys.stderr)
         if outdir is not None:
@@ -332,6 +376,8 @@ def main(argv: list[str] | None = None) -> int:
         title += f", walltime={workload.walltime_model} ({workload.walltime_filled} jobs)"
     if args.json:
         extra = _cli_options(parser, args)
+        if limits is not None:
+            extra["limits"] = limits.describe()
         source = args.workload or (str(example_path()) if example_path() else None)
         digest = file_sha256(source) if source and source != "-" else None
         rows = []

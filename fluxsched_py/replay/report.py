@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from rich.table import Table
 
 __all__ = ["stdout_console", "JOBS_COLUMNS", "write_jobs_csv", "summary_table", "batsim_intervals", "rejected_line"]
+__all__ += ["never_started_line"]
 
 #: Batsim's out_jobs.csv columns that apply to a replay (energy and metadata do not).
 JOBS_COLUMNS = (
@@ -168,3 +169,16 @@ def rejected_line(result: ReplayResult) -> str | None:
     more = ", ..." if len(rejected) > REJECTED_IDS_SHOWN else ""
     why = f": {rejected[0].note}" if rejected[0].note else ""
     return f"{len(rejected)} of {len(result.records)} jobs rejected (ids {ids}{more}){why}"
+
+
+def never_started_line(result: ReplayResult) -> str | None:
+    """One line when jobs were still pending at the end (held by a limit they
+    ask more than, or needing resources that are down): how many, the first
+    ids, the first one's last ``reason_pending``; else None."""
+    left = [r for r in result.records if r.state == "NOT_STARTED"]
+    if not left:
+        return None
+    ids = ", ".join(str(r.job.name) for r in left[:REJECTED_IDS_SHOWN])
+    more = ", ..." if len(left) > REJECTED_IDS_SHOWN else ""
+    why = f": {left[0].note}" if left[0].note else ""
+    return f"{len(left)} of {len(result.records)} jobs never started (ids {ids}{more}){why}"

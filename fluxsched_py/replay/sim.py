@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..engine import Engine, EngineOptions, ResponseType
+from ..engine.runlimits import RunLimits
 from ..ids import IdSet
 from .workload import Workload, WorkloadJob
 
@@ -95,6 +96,7 @@ def replay(
     check: Callable[[Engine], None] | None = None,
     engine_factory: Callable[..., Engine] = Engine,
     resubmit_preempted: bool = False,
+    limits: RunLimits | None = None,
 ) -> ReplayResult:
     """Replay ``workload`` on ``graph`` (which it allocates from) and return the records.
 
@@ -102,11 +104,14 @@ def replay(
     every pass (tests use it for invariants).  A preempted best-effort job
     is killed at once (state ``COMPLETED_KILLED``); with
     ``resubmit_preempted`` it is submitted again at that time, as CiGri
-    does, and its record keeps its last run.
+    does, and its record keeps its last run.  ``limits`` are the run limits
+    (:mod:`fluxsched_py.engine.runlimits`; ``replay --config``).
     """
     t_wall = time.perf_counter()
     # no R and no resource_summary text: the replay sends no message (issue 15: 4 % of its CPU)
-    engine = engine_factory(graph, options, build_R=False, summaries=False, time_format=lambda t: f"t={t:.0f}s")
+    engine = engine_factory(
+        graph, options, build_R=False, summaries=False, time_format=lambda t: f"t={t:.0f}s", limits=limits
+    )
     jobs = sorted(workload.jobs, key=lambda j: (j.submit, j.id))
     records = {j.id: JobRecord(j) for j in jobs}
     if len(records) != len(jobs):
@@ -185,6 +190,9 @@ def _run(
         if i >= total and not ends and engine.pending_count and wake() is None:
             # Nothing left to happen: the rest can never start (resources down).
             break
+    for rec in records.values():
+        if rec.state == NOT_STARTED and (job := engine.job(rec.job.id)) is not None:
+            rec.note = engine.over_limit(job)  # it asks for more than a limit allows
     nb = len(graph.ranks) if hasattr(graph, "ranks") else 0
     return ReplayResult(
         workload,

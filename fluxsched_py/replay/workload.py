@@ -77,6 +77,7 @@ __all__ = [
     "mark_besteffort",
     "node_request",
     "parse_walltime_model",
+    "user_id",
     "read_batsim",
     "read_swf",
     "read_jobspec_list",
@@ -365,6 +366,12 @@ def read_batsim(text: str | dict, name: str = "workload", source: str = "<batsim
     return Workload(jobs, nb_res, name)
 
 
+def user_id(name: str) -> int:
+    """The uid the replay gives a user named ``name`` (a Batsim job's string
+    ``user``, a user of ``replay --config``): a stable hash of the name."""
+    return zlib.crc32(name.encode()) & 0x7FFFFFFF
+
+
 def _besteffort_fields(j: dict, where: str) -> tuple[float | None, int, int, str, str]:
     """A Batsim job's ``preemptible-after``, ``user``, ``campaign`` and ``campaign-type``."""
     pa = None
@@ -375,7 +382,7 @@ def _besteffort_fields(j: dict, where: str) -> tuple[float | None, int, int, str
             raise WorkloadError(f"{where}: preemptible-after: {exc}") from None
     user = j.get("user", -1)
     if isinstance(user, bool) or not isinstance(user, int):
-        user = -1 if user in (None, "") else zlib.crc32(str(user).encode()) & 0x7FFFFFFF  # a name: a stable uid
+        user = -1 if user in (None, "") else user_id(str(user))
     campaign = str(j.get("campaign", "") or "")
     ctype = str(j.get("campaign-type", "") or "")
     if ctype not in ("", "test", "default"):
