@@ -18,8 +18,15 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
 
-__all__ = ["stdout_console", "JOBS_COLUMNS", "write_jobs_csv", "summary_table", "batsim_intervals", "rejected_line"]
-__all__ += ["never_started_line"]
+__all__ = [
+    "stdout_console",
+    "JOBS_COLUMNS",
+    "write_jobs_csv",
+    "summary_table",
+    "batsim_intervals",
+    "rejected_line",
+    "never_started_line",
+]
 
 #: Batsim's out_jobs.csv columns that apply to a replay (energy and metadata do not).
 JOBS_COLUMNS = (
