@@ -370,7 +370,8 @@ class Pass:
         self.limit_text[job.id] = why
         if job.id in self.e.planner:
             self.e.planner.remove(job.id)
-        self.e.table.unplan(job)
+        if job.estimate is not None:
+            self.e.table.unplan(job)
 
     def hold(self, job: Job, why: str) -> None:
         self.held[job.id] = why

@@ -51,6 +51,8 @@ __all__ = ["RESOURCES", "RunLimits", "Scope", "Usage", "held_by", "need_of"]
 RESOURCES = ("jobs", "nodes", "cores", "gpus")
 _UNITS = {"jobs": ("running job", "running jobs"), "nodes": ("node", "nodes"), "cores": ("core", "cores")}
 _UNITS["gpus"] = ("GPU", "GPUs")
+#: Answers :meth:`RunLimits.check` remembers at most (then it starts afresh).
+_MEMO_SIZE = 4096
 #: Largest limit a key takes (RFC 14 counts are 32-bit).
 MAX_LIMIT = (1 << 31) - 1
 _SCOPE_KEYS = ("user", "users", "total")
@@ -101,6 +103,8 @@ class RunLimits:
     default: Scope = field(default_factory=Scope)
     queues: Mapping[str, Scope] = field(default_factory=dict)
     _cache: dict[Any, tuple[int | None, ...]] = field(default_factory=dict, compare=False, repr=False)
+    #: (queue, uid, need) -> (the usage version it was checked at, the answer): see :meth:`check`.
+    _memo: dict[Any, tuple[int, str | None]] = field(default_factory=dict, compare=False, repr=False)
 
     def __bool__(self) -> bool:
         return bool(self.instance or self.default or any(self.queues.values()))
@@ -141,33 +145,54 @@ class RunLimits:
             got = self._cache["t"] = _resolve(iter((self.instance.total,)))
         return got
 
+    def _compiled(self, queue: str | None, uid: int) -> tuple[tuple[int, tuple[tuple[int, int], ...]], ...]:
+        """The limits a job of ``uid`` in ``queue`` must keep, as (scope, ((resource, limit), ...)),
+        for the scopes that set any (0: the instance's per-user limits, 1: its total, 2: the
+        queue's per-user limits, 3: its total): made once per user and queue."""
+        key = ("c", queue, uid)
+        got = self._cache.get(key)
+        if got is None:
+            scopes = (
+                self.instance_user_limits(uid),
+                self.instance_limits(),
+                self.user_limits(queue, uid),
+                self.queue_limits(queue),
+            )
+            got = tuple(
+                (k, tuple((i, v) for i, v in enumerate(lim) if v is not None))
+                for k, lim in enumerate(scopes)
+                if any(v is not None for v in lim)
+            )
+            self._cache[key] = got
+        return got  # type: ignore[return-value]
+
     def check(self, usage: Usage, job: Job, need: Amounts) -> str | None:
         """None when ``job`` may take ``need`` more now; else the
-        ``reason_pending`` that names the first limit it would cross."""
+        ``reason_pending`` that names the first limit it would cross
+        (instance, then the queue's per-user limit, then its total)."""
         uid = job.userid
         queue = job.request.queue or None
-        checks = (
-            ("user limit", self.instance_user_limits(uid), usage.user(uid)),
-            ("instance limit", self.instance_limits(), usage.total()),
-            (_label(queue, "user limit"), self.user_limits(queue, uid), usage.queue_user(queue, uid)),
-            (_label(queue, "limit"), self.queue_limits(queue), usage.queue(queue)),
-        )
-        for label, limits, used in checks:
-            for i, limit in enumerate(limits):
-                if limit is None:
-                    continue
-                n = need[i]
-                if used[i] + n <= limit:
-                    continue
-                singular, plural = _UNITS[RESOURCES[i]]
-                if n > limit:
-                    return (
-                        f"{label}: job needs {n} {singular if n == 1 else plural}, "
-                        f"more than the limit of {limit} (held until the limit is raised)"
-                    )
-                text = f"{label}: {used[i]} of {limit} {singular if limit == 1 else plural} in use"
-                return text if used[i] >= limit else f"{text}, job needs {n}"
-        return None
+        if usage.pending_fold():
+            usage.fold()
+        # A user's pending jobs are mostly alike: each answer stands until the usage changes.
+        memo = self._memo
+        key = (queue, uid, need)
+        got = memo.get(key)
+        if got is not None and got[0] == usage.version:
+            return got[1]
+        answer = None
+        for scope, limits in self._compiled(queue, uid):
+            used = usage.amounts(scope, queue, uid)
+            for i, limit in limits:
+                if used[i] + need[i] > limit:
+                    answer = _reason(scope, queue, RESOURCES[i], used[i], limit, need[i])
+                    break
+            if answer is not None:
+                break
+        if len(memo) >= _MEMO_SIZE:
+            memo.clear()
+        memo[key] = (usage.version, answer)
+        return answer
 
     # -- config -------------------------------------------------------------
 
@@ -218,10 +243,29 @@ def _show(t: Table) -> str:
     return ", ".join(f"{k}={'unlimited' if v < 0 else v}" for k, v in t.items())
 
 
-def _label(queue: str | None, what: str) -> str:
+def _label(scope: int, queue: str | None) -> str:
+    """How ``reason_pending`` names a scope of :meth:`RunLimits._compiled`:
+    the instance's per-user limit, the instance's total, the queue's per-user
+    limit, the queue's total."""
+    if scope == 0 or (scope == 2 and queue is None):
+        return "user limit"
+    if scope == 1:
+        return "instance limit"
     if queue is None:
-        return "queue limit" if what == "limit" else what
-    return f"queue {queue} {what}"
+        return "queue limit"
+    return f"queue {queue} {'user limit' if scope == 2 else 'limit'}"
+
+
+def _reason(scope: int, queue: str | None, resource: str, used: int, limit: int, n: int) -> str:
+    label = _label(scope, queue)
+    singular, plural = _UNITS[resource]
+    if n > limit:
+        return (
+            f"{label}: job needs {n} {singular if n == 1 else plural}, "
+            f"more than the limit of {limit} (held until the limit is raised)"
+        )
+    text = f"{label}: {used} of {limit} {singular if limit == 1 else plural} in use"
+    return text if used >= limit else f"{text}, job needs {n}"
 
 
 def _toml_type(value: Any) -> str:
@@ -347,6 +391,8 @@ class Usage:
         self._user: dict[int, Amounts] = {}
         self._queue: dict[str | None, Amounts] = {}
         self._queue_user: dict[tuple[str | None, int], Amounts] = {}
+        #: Changes whenever a tally does.
+        self.version = 0
         for job in jobs.values():
             if job.state is not JobState.PENDING:
                 self._counted[job.id] = None
@@ -372,11 +418,17 @@ class Usage:
             self._counted[jobid] = None
 
     def _tally(self, queue: str | None, uid: int, a: Amounts, sign: int) -> None:
+        self.version += 1
         _add(self._user, uid, a, sign)
         _add(self._queue, queue, a, sign)
         _add(self._queue_user, (queue, uid), a, sign)
 
-    def _fold(self) -> None:
+    def pending_fold(self) -> bool:
+        """Jobs started since the tallies were last read: :meth:`fold` counts them."""
+        return bool(self._new)
+
+    def fold(self) -> None:
+        """Count the jobs that started since the tallies were last read."""
         new, self._new = self._new, []
         counted = self._counted
         for job in new:
@@ -389,16 +441,29 @@ class Usage:
             counted[job.id] = entry
             self._tally(*entry, 1)
 
+    def amounts(self, scope: int, queue: str | None, uid: int) -> Amounts:
+        """What counts against a scope of :meth:`RunLimits._compiled` (0: ``uid``'s jobs,
+        1: every job, 2: ``uid``'s jobs in ``queue``, 3: ``queue``'s jobs)."""
+        if self._new:
+            self.fold()
+        if scope == 2:
+            return self._queue_user.get((queue, uid), _ZERO)
+        if scope == 0:
+            return self._user.get(uid, _ZERO)
+        if scope == 3:
+            return self._queue.get(queue, _ZERO)
+        return self.total()
+
     def user(self, uid: int) -> Amounts:
         """What ``uid``'s running jobs hold, in every queue."""
         if self._new:
-            self._fold()
+            self.fold()
         return self._user.get(uid, _ZERO)
 
     def total(self) -> Amounts:
         """What every running regular job holds."""
         if self._new:
-            self._fold()
+            self.fold()
         out = _ZERO
         for a in self._queue.values():
             out = (out[0] + a[0], out[1] + a[1], out[2] + a[2], out[3] + a[3])
@@ -407,19 +472,19 @@ class Usage:
     def queue(self, queue: str | None) -> Amounts:
         """What the running jobs of ``queue`` hold."""
         if self._new:
-            self._fold()
+            self.fold()
         return self._queue.get(queue, _ZERO)
 
     def queue_user(self, queue: str | None, uid: int) -> Amounts:
         """What ``uid``'s running jobs of ``queue`` hold."""
         if self._new:
-            self._fold()
+            self.fold()
         return self._queue_user.get((queue, uid), _ZERO)
 
     def as_dict(self) -> dict[str, Any]:
         """Usage by user and by queue, for stats: ``{"users": {uid: {...}}, "queues": {name: {...}}}``."""
         if self._new:
-            self._fold()
+            self.fold()
         return {
             "users": {str(u): dict(zip(RESOURCES, a, strict=True)) for u, a in sorted(self._user.items())},
             "queues": {
