@@ -444,14 +444,12 @@ class Usage:
     def amounts(self, scope: int, queue: str | None, uid: int) -> Amounts:
         """What counts against a scope of :meth:`RunLimits._compiled` (0: ``uid``'s jobs,
         1: every job, 2: ``uid``'s jobs in ``queue``, 3: ``queue``'s jobs)."""
-        if self._new:
-            self.fold()
         if scope == 2:
-            return self._queue_user.get((queue, uid), _ZERO)
+            return self.queue_user(queue, uid)
         if scope == 0:
-            return self._user.get(uid, _ZERO)
+            return self.user(uid)
         if scope == 3:
-            return self._queue.get(queue, _ZERO)
+            return self.queue(queue)
         return self.total()
 
     def user(self, uid: int) -> Amounts:
