@@ -11,6 +11,7 @@ tally), with the resource invariants checked too.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import random
 
 import pytest
@@ -346,3 +347,36 @@ def test_no_limit_replays_the_same_as_before():
     b = replay(w, nodes_graph(8), {"queue-policy": "easy"}, limits=RunLimits.from_config({}))
     c = replay(w, nodes_graph(8), {"queue-policy": "easy"}, limits=limits(default={"user": {"nodes": 1000}}))
     assert a.starts() == b.starts() == c.starts()
+
+
+@pytest.mark.parametrize("policy", ["easy", "conservative"])
+def test_random_replays_with_queues_keep_queue_and_instance_limits(policy):
+    rnd = random.Random(11)
+    jobs = []
+    for i in range(150):
+        n = rnd.choice([1, 1, 2, 3, 4])
+        wall = rnd.choice([50.0, 100.0, 400.0])
+        request = node_request(n, wall)
+        if i % 2:
+            request = dataclasses.replace(request, queue="batch")
+        run = wall * rnd.uniform(0.2, 1.0)
+        jobs.append(WorkloadJob(i, str(i), i * 5.0, request, wall, run, n, "", rnd.randrange(3)))
+    lim = limits(
+        instance={"user": {"nodes": 8}},
+        queues={"batch": {"total": {"nodes": 6}, "user": {"jobs": 2}}},
+    )
+    seen = {"batch full": 0}
+
+    def check(e):
+        e.check_invariants()
+        counts = _recount(e)
+        for user in range(3):
+            assert sum(n for (u, _), (_, n) in counts.items() if u == user) <= 8
+            assert counts.get((user, "batch"), (0, 0))[0] <= 2
+        batch = sum(n for (_, q), (_, n) in counts.items() if q == "batch")
+        assert batch <= 6 and e.usage.queue("batch")[1] == batch
+        seen["batch full"] += batch == 6
+
+    result = replay(Workload(jobs, 16), nodes_graph(16), {"queue-policy": policy}, check=check, limits=lim)
+    assert all(r.start is not None for r in result.records)  # no job is bigger than a limit
+    assert seen["batch full"] > 0
