@@ -7,7 +7,8 @@ plans the whole queue conservatively on a *copy* of the plan (a new
 :class:`~fluxsched_py.planner.Planner` holding the running jobs' spans and
 the engine's reservations), in queue order, each job at the earliest time it
 fits around the running jobs, the reservations and the jobs planned before
-it.  The engine's planner and jobs are only read: a forecast never changes
+it; in a queue whose policy is fcfs, also no earlier than the job ahead of
+it (fcfs never lets a job pass the one ahead).  The engine's planner and jobs are only read: a forecast never changes
 what the scheduler does, and it runs off the scheduling path (when asked).
 
 A job the engine holds a reservation for keeps that reservation's start and
@@ -115,11 +116,13 @@ def _copy_plan(e: Engine, now: float) -> tuple[Planner, dict[int, Any]]:
     return plan, reserved
 
 
-def _place(plan: Planner, jobid: int, request: Any, duration: float, now: float) -> tuple[float, ResourceSet] | None:
-    found = plan.earliest(request, now, duration)
+def _place(
+    plan: Planner, jobid: int, request: Any, duration: float, now: float, not_before: float = -math.inf
+) -> tuple[float, ResourceSet] | None:
+    found = plan.earliest_bits(request, now, duration, not_before=not_before)
     if found is None:
         return None
-    t, rs = found
+    t, rs = found.start, plan.resolve(found.placement)
     plan.reserve(jobid, rs, t, t + duration)
     return t, rs
 
@@ -130,25 +133,33 @@ def _plan(
     t0 = stopwatch()
     plan, reserved = _copy_plan(e, now)
     out: list[Forecast] = []
+    # fcfs queues: no job starts before the one ahead of it (by queue, the planned start ahead)
+    floors: dict[str | None, float] = {}
     for i, job in enumerate(jobs):
         if budget is not None and i < limit and stopwatch() - t0 >= budget:
             limit = i
+        queue = getattr(job.request, "queue", None)
         common = {
             "reason": job.reply.sent.get("reason_pending"),
             "userid": job.userid,
-            "queue": getattr(job.request, "queue", None),
+            "queue": queue,
             "duration": job.duration,
         }
+        strict = e.policy_for(queue).name == "fcfs"
         if job.id in reserved:
             t, rs = reserved[job.id]
             out.append(Forecast(job.id, t, "reservation", rs, **common))
-        elif i >= limit:
+        elif i >= limit or (strict and floors.get(queue) == math.inf):
             out.append(Forecast(job.id, None, "not planned", **common))
-        elif (placed := _place(plan, job.id, job.request, job.duration, now)) is None:
+            continue
+        elif (placed := _place(plan, job.id, job.request, job.duration, now, floors.get(queue, now))) is None:
             kind = "never" if e.feasibility(job.request) is not None else "unknown"
             out.append(Forecast(job.id, None, kind, **common))
         else:
             out.append(Forecast(job.id, placed[0], "forecast", placed[1], **common))
+        if strict:
+            start = out[-1].start
+            floors[queue] = math.inf if start is None else max(floors.get(queue, now), start)
     return plan, out
 
 

@@ -149,6 +149,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("--json", action="store_true", help="print the summary as JSON instead of a table")
     ap.add_argument("--no-progress", action="store_true", help="no progress bar or progress lines")
+    ap.add_argument(
+        "--forecast",
+        action="store_true",
+        help="measure the forecast (flux sched-py forecast): each job's start as forecast at the first pass "
+        "after its submission, against its real start (at most 1000 jobs planned per pass)",
+    )
     add_flags(ap, REPLAY_ENGINE_DEFAULTS, {"queue-policy": f"compare {', '.join(DEFAULT_POLICIES)}; see --compare"})
     return ap
 
@@ -185,7 +191,8 @@ def _graph_factory(args: argparse.Namespace, workload: Workload) -> Callable[[],
 
 #: Arguments a row does not list among its options: outputs, and those with their own columns.
 _NOT_OPTIONS = frozenset(
-    ("workload", "nodes", "cores_per_node", "compare", "walltime") + ("json", "report", "output_dir", "no_progress")
+    ("workload", "nodes", "cores_per_node", "compare", "walltime")
+    + ("json", "report", "output_dir", "no_progress", "forecast")
 )
 
 
@@ -305,6 +312,7 @@ def main(argv: list[str] | None = None) -> int:
                     o,
                     progress=lambda done, total, task=task: progress_bar.update(task, completed=done),
                     resubmit_preempted=args.resubmit_preempted,
+                    forecast=args.forecast,
                 )
         else:
             result = replay(
@@ -313,6 +321,7 @@ def main(argv: list[str] | None = None) -> int:
                 o,
                 progress=_plain_progress(o.queue_policy, sys.stderr) if plain else None,
                 resubmit_preempted=args.resubmit_preempted,
+                forecast=args.forecast,
             )
         results.append(result)
         summaries.append(summarize(result))
