@@ -479,6 +479,7 @@ class Driver(Startup):
     # ------------------------------------------------------------------
 
     def _changed(self) -> None:
+        self.control.changed()
         now = time.monotonic()
         if self._last_change:
             self._interval_ewma = 0.25 * (now - self._last_change) + 0.75 * self._interval_ewma
@@ -526,6 +527,8 @@ class Driver(Startup):
         for a in res.preempt:  # the job-manager ends it; its sched.free follows as usual
             self.stats["preempt_raised"] = self.stats.get("preempt_raised", 0) + 1
             self.transport.raise_exception(a.id, "preempt", 0, a.note)
+        if any(r.type is ResponseType.SUCCESS for r in res.responses):
+            self.control.changed()  # jobs started: the background forecast's plan is void
         if res.more and not self._pass_armed:
             self._pass_armed = True
             self.transport.request_pass(0.0)
@@ -533,7 +536,30 @@ class Driver(Startup):
             # a running job reaches its EASY++ prediction: re-plan then
             self._pass_armed = self._wakeup_armed = True
             self.transport.request_pass(max(0.0, wake - self.clock()))
+        if not res.more:
+            self._request_forecast()
         return res.more
+
+    def _request_forecast(self) -> None:
+        """Arm the next slice of the background forecast, when it has work
+        and no pass is due first (a pass's end asks again)."""
+        arm = getattr(self.transport, "request_forecast", None)  # optional: without it, forecasts on demand only
+        if arm is not None and self.control.wants_slice() and (not self._pass_armed or self._wakeup_armed):
+            arm(0.0)
+
+    def run_forecast_slice(self) -> None:
+        """The forecast timer: one slice of the background forecast
+        (:meth:`Control.run_slice`), then the next one armed.  Never raises."""
+        if self._pass_armed and not self._wakeup_armed:
+            return  # a change is being scheduled: the pass's end asks again
+        self.last_work = ("forecast slice",)
+        try:
+            self.control.run_slice(self.clock())
+        except Exception as exc:  # a bug must not kill the module
+            self.error(f"background forecast failed: {exc!r}")
+            self.control.changed()
+            return
+        self._request_forecast()
 
     def _send(self, responses: list[Response]) -> None:
         success = []

@@ -62,6 +62,8 @@ class Transport(Protocol):
 
     # Optional: ``request_flush(delay)`` calls :meth:`Driver.flush_annotations`
     # after ``delay`` seconds; without it ``annotate-interval`` holds nothing.
+    # Optional: ``request_forecast(delay)`` calls :meth:`Driver.run_forecast_slice`
+    # after ``delay`` seconds; without it ``forecast`` is planned on demand only.
 
 
 #: The largest instance ``R.scheduling`` copied into every job's R.
