@@ -191,7 +191,7 @@ class SlicedForecast:
                 return False
             i = len(self.out)
             job = self.jobs[i]
-            queue = getattr(job.request, "queue", None)
+            queue = e.scheduled_as(getattr(job.request, "queue", None))
             strict = e.policy_for(queue).name == "fcfs"
             if job.id in self._reserved:
                 t, rs = self._reserved[job.id]

@@ -434,6 +434,10 @@ class Driver(Startup):
                 f"reloaded; keeping queue-depth={old.queue_depth or 'unlimited'}",
             )
             new = dataclasses.replace(new, queue_depth=old.queue_depth)
+        if new.queue_parent != old.queue_parent:
+            # Pending jobs wait in the queue they joined: a parent changes with the module.
+            self.log(LOG_WARNING, "config reload: queue-parent (virtual queues) changes when the module is reloaded")
+            new = dataclasses.replace(new, queue_parent=old.queue_parent)
         if new != old:
             if self.engine is not None:
                 try:

@@ -17,7 +17,8 @@ argument's text), or a value of a type the option takes
 for a true/false option, a number for seconds, a table for a list of
 ``NAME:VALUE`` pairs.  Anything else, an unknown key or a bad value is a
 ``ValueError`` whose one-line message names the table, the key and the
-reason.
+reason.  RFC 33's ``[queues.NAME] parent`` keys (virtual queues) give
+``queue-parent`` (:func:`queue_parent_args`), which the table overrides.
 
 No ``flux`` import: :mod:`fluxsched_py.flux.module` fetches the config
 (``config.get`` at load, the ``<name>.config-reload`` request payload on
@@ -32,7 +33,7 @@ from typing import Any
 from ..engine import OPTIONS, EngineError, EngineOptions
 from .wire import parse_module_args
 
-__all__ = ["config_args", "config_options"]
+__all__ = ["config_args", "config_options", "queue_parent_args"]
 
 
 def config_args(conf: Any, name: str) -> list[str]:
@@ -87,13 +88,29 @@ def config_options(conf: Any, name: str, args: Iterable[str] = ()) -> EngineOpti
     """Options from the ``[name]`` table of ``conf``, then the module ``args``
     (which win).  ValueError with one line: ``bad config: [NAME] ...`` or
     ``bad module argument: ...``."""
-    from_conf = config_args(conf, name)
+    from_conf = queue_parent_args(conf) + config_args(conf, name)
     args = [str(a) for a in args]
     try:
         parse_module_args(args)
     except ValueError as exc:
         raise ValueError(f"bad module argument: {exc}") from None
     return parse_module_args(from_conf + args)
+
+
+def queue_parent_args(conf: Any) -> list[str]:
+    """RFC 33 virtual queues: ``[queues.NAME] parent = "PARENT"`` as a
+    ``queue-parent=`` module argument (none when no queue has a parent; the
+    ``[name]`` table and the module arguments, read after it, override it).
+    flux-core checks the queues table itself; what is not a string is skipped."""
+    queues = conf.get("queues") if isinstance(conf, Mapping) else None
+    if not isinstance(queues, Mapping):
+        return []
+    pairs = [
+        f"{q}:{t['parent']}"
+        for q, t in queues.items()
+        if isinstance(t, Mapping) and isinstance(t.get("parent"), str) and t["parent"]
+    ]
+    return [f"queue-parent={','.join(pairs)}"] if pairs else []
 
 
 def _toml_type(value: Any) -> str:
