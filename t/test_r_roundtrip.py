@@ -233,3 +233,14 @@ def test_nodelist_maps_to_sorted_ranks_whatever_the_r_lite_order():
     g = ResourceGraph.from_rv1(R)
     assert [g.hostname(r) for r in range(4)] == ["n0", "n1", "n2", "n3"]
     assert g.all().restrict(IdSet.parse("2")).to_rv1(g)["execution"]["nodelist"] == ["n2"]
+
+
+def test_the_dropped_attributes_section_is_ignored_and_never_written():
+    # RFC 20 e775b80 (2026): no more "attributes" (Fluxion's old queue name)
+    R = {
+        "version": 1,
+        "execution": {"R_lite": [{"rank": "0", "children": {"core": "0"}}]},
+        "attributes": {"system": {"scheduler": {"queue": "batch"}}},
+    }
+    g = ResourceGraph.from_rv1(R)
+    assert set(g.all().to_rv1(g)) == {"version", "execution"}

@@ -145,7 +145,7 @@ def _status(c: Control, f: _Fields, now: float) -> Any:
         "forecast_limit": FORECAST_LIMIT,
         "forecast_budget": c.budget,
         "forecast_slice": c.slice_budget,
-        "forecast_age": None if c.latest is None else now - c.latest[0],
+        "forecast_age": None if c.latest is None else round(now - c.latest[0], 3),
         "forecast_slices": c.slices,
         "forecast_restarts": c.restarts,
     }

@@ -166,8 +166,10 @@ def _run(args: Any, uri: str | None) -> int:
     elif args.command == "when":
         _print_when(resp)
     else:
+        width = max((len(k) for k in resp), default=0) + 2
         for k, v in resp.items():
-            print(f"{k + ':':<17}{'unlimited' if v is None or v == math.inf else v}")
+            none = "none yet" if k == "forecast_age" else "unlimited"  # no background forecast completed
+            print(f"{k + ':':<{width}}{none if v is None or v == math.inf else v}")
     return 0
 
 
