@@ -121,6 +121,14 @@ def test_slices_wait_for_a_pending_pass(dt):
     assert t.forecast_requested
 
 
+def test_an_empty_queue_needs_no_plan():
+    d, t = make(["queue-policy=easy"])
+    alloc(d, t, 1, FULL100)  # starts: nothing pending
+    t.run_forecast_slices()
+    assert d.control.latest == (1000.0, []) and d.control.restarts == 0 and d.control.in_progress is None
+    assert ask(d, t, "forecast", {})["jobs"] == []
+
+
 # -- the resumable plan itself ---------------------------------------------
 
 

@@ -257,6 +257,9 @@ class Control:
         e = self.driver.engine
         if e is None or not self.wants_slice():
             return False
+        if e.pending_count == 0:  # nothing to plan: no copy of the plan either
+            self.latest, self._running, self._stale = (now, []), None, False
+            return False
         if self._running is None or not self._running.valid():
             self._running = SlicedForecast(e, now)
             self._stale = False
