@@ -62,6 +62,7 @@ from .control import Control
 from .startup import Startup
 from .wire import (
     _NOTE_PREFIXES,
+    FORECAST_QUIET,
     LOG_DEBUG,
     LOG_ERR,
     LOG_INFO,
@@ -541,15 +542,17 @@ class Driver(Startup):
             self._pass_armed = self._wakeup_armed = True
             self.transport.request_pass(max(0.0, wake - self.clock()))
         if not res.more:
-            self._request_forecast()
+            self._request_forecast(FORECAST_QUIET)
         return res.more
 
-    def _request_forecast(self) -> None:
+    def _request_forecast(self, delay: float = 0.0) -> None:
         """Arm the next slice of the background forecast, when it has work
-        and no pass is due first (a pass's end asks again)."""
+        and no pass is due first (a pass's end asks again).  After a pass it
+        waits ``FORECAST_QUIET`` seconds, re-armed by every pass meanwhile,
+        so that a burst of jobs does not start a forecast per pass."""
         arm = getattr(self.transport, "request_forecast", None)  # optional: without it, forecasts on demand only
         if arm is not None and self.control.wants_slice() and (not self._pass_armed or self._wakeup_armed):
-            arm(0.0)
+            arm(delay)
 
     def run_forecast_slice(self) -> None:
         """The forecast timer: one slice of the background forecast

@@ -37,6 +37,8 @@ FLUX_DEFAULT_POLICY = "low"
 PASS_BUDGET = 0.05
 #: upper bound of the coalescing delay of a pass during an alloc burst
 MAX_DELAY = 0.5
+#: seconds without a scheduling pass before the background forecast starts
+FORECAST_QUIET = 0.1
 
 
 class Transport(Protocol):
