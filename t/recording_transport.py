@@ -29,6 +29,7 @@ class RecordingTransport:
         self._deferred: list[tuple[list[tuple[str, Any]], Callable[[str | None], None]]] = []
         self.pass_requests = 0
         self.flush_requests: list[float] = []
+        self.forecast_requested = False
         self.driver: Driver | None = None
 
     def respond(self, msg: Any, payload: Any) -> None:
@@ -66,6 +67,20 @@ class RecordingTransport:
 
     def request_flush(self, delay: float) -> None:
         self.flush_requests.append(delay)
+
+    def request_forecast(self, delay: float) -> None:
+        self.forecast_requested = True
+
+    def run_forecast_slices(self, limit: int = 10000) -> int:
+        """Run the background forecast's slices while the driver asks for
+        them (at most ``limit``); returns how many ran."""
+        assert self.driver is not None
+        n = 0
+        while self.forecast_requested and n < limit:
+            self.forecast_requested = False
+            self.driver.run_forecast_slice()
+            n += 1
+        return n
 
     def drain(self, ranks: str, reason: str) -> None:
         self.sent.append(("drain", None, {"targets": ranks, "reason": reason}))

@@ -101,3 +101,16 @@ def test_the_budget_bounds_the_work(engine):
     ticks = iter(range(100))
     f = when(engine, jobspec(nnodes=1, duration=10.0), 5.0, budget=1.5, stopwatch=lambda: next(ticks))
     assert f.kind == "partial forecast"
+
+
+def test_under_fcfs_no_job_is_forecast_before_the_one_ahead_of_it():
+    # The same jobs under fcfs: job 4 (1 node) would fit beside job 2 at 100
+    # in a conservative plan, but fcfs starts it only after job 3 (150..160).
+    e = Engine(graph(nodes=4, cores=4), ["queue-policy=fcfs"])
+    e.alloc(1, 16, 100, 0.0, jobspec(nnodes=4, duration=100.0))
+    e.schedule(0.0)
+    for jobid, n, d in ((2, 2, 50.0), (3, 4, 10.0), (4, 1, 30.0)):
+        e.alloc(jobid, 16, 100 + jobid, float(jobid), jobspec(nnodes=n, duration=d))
+    e.schedule(5.0)
+    got = [(f.jobid, f.start) for f in forecast(e, 5.0)]
+    assert got == [(2, 100.0), (3, 150.0), (4, 160.0)]

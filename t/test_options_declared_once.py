@@ -54,6 +54,7 @@ SAMPLES = {
     "campaign-half-life": ("60", "campaign-half-life", 60.0),
     "campaign-predictor": ("false", "campaign-predictor", False),
     "sink-jobs": ("0", "sink-jobs", 0),
+    "queue-parent": ("express:batch", "queue-parent", {"express": "batch"}),
 }
 #: Flux module arguments only, by design (the table says why).
 MODULE_ONLY = {"mode", "log-level"}
@@ -75,6 +76,7 @@ REPORTED_DEFAULTS = {
     "campaign-half-life": 86400.0,
     "campaign-predictor": True,
     "sink-jobs": 5,
+    "queue-parent": {},
 }
 
 

@@ -148,7 +148,7 @@ def r_objects(draw):
     if draw(st.booleans()):
         ex["properties"] = {"batch": IdSet(ranks[: max(1, len(ranks) // 2)]).encode()}
     if draw(st.booleans()):
-        ex["nslots"] = draw(st.integers(0, 100))
+        ex["nslots"] = draw(st.integers(1, 100))  # RFC 20: nslots > 0
     return {"version": 1, "execution": ex}
 
 
@@ -187,3 +187,60 @@ def test_r_roundtrip_is_identical_for_generated_recipe_graphs(racks, per_rack, s
     g2 = ResourceGraph.from_rv1(R)
     assert canon(g2.to_rv1()) == canon(R)
     assert g2.all().count("core") == g.all().count("core")
+
+
+# -- RFC 20 changes since 2024 (rfcs/rfc20-R.md, "Changes since 2024") --------
+
+
+@pytest.mark.parametrize(
+    ("writer", "from_jgf"), [(None, True), ("fluxion", True), ("sched-py:jgf", True), ("x", False)]
+)
+def test_scheduling_is_read_as_jgf_only_from_fluxion_or_sched_py(writer, from_jgf):
+    # RFC 20 8dfe0be: scheduling.writer names the scheduler (fluxion when absent)
+    g = ResourceGraph.from_recipe({"cluster": {"nodes": 2, "sockets": 2, "cores_per_socket": 2}})
+    R = g.all().to_rv1(g, with_jgf=True)
+    if writer is not None:
+        R["scheduling"]["writer"] = writer if writer != "fluxion" else "fluxion://rv1exec"
+    if writer == "x":
+        R["scheduling"]["writer"] = "sched-other://v2"
+    g2 = ResourceGraph.from_rv1(R)
+    sockets = sum(1 for _, d in g2.nx.nodes(data=True) if d.get("type") == "socket")
+    assert sockets == (4 if from_jgf else 0)
+    assert canon(g2.to_rv1()) == canon(g.to_rv1())  # the same R either way
+
+
+def test_nslots_must_be_greater_than_zero():
+    # RFC 20 8da980e: "if present it MUST be greater than 0"
+    from fluxsched_py.resource import ResourceError
+
+    R = {"version": 1, "execution": {"R_lite": [{"rank": "0", "children": {"core": "0-1"}}], "nslots": 0}}
+    with pytest.raises(ResourceError, match="nslots"):
+        ResourceGraph.from_rv1(R)
+    R["execution"]["nslots"] = 2
+    g = ResourceGraph.from_rv1(R)
+    assert g.all().to_rv1(g, nslots=2)["execution"]["nslots"] == 2
+
+
+def test_nodelist_maps_to_sorted_ranks_whatever_the_r_lite_order():
+    # RFC 20 03f7beb: R_lite entries in any order; nodelist follows the sorted ranks
+    R = {
+        "version": 1,
+        "execution": {
+            "R_lite": [{"rank": "2-3", "children": {"core": "0"}}, {"rank": "0-1", "children": {"core": "0-1"}}],
+            "nodelist": ["n[0-3]"],
+        },
+    }
+    g = ResourceGraph.from_rv1(R)
+    assert [g.hostname(r) for r in range(4)] == ["n0", "n1", "n2", "n3"]
+    assert g.all().restrict(IdSet.parse("2")).to_rv1(g)["execution"]["nodelist"] == ["n2"]
+
+
+def test_the_dropped_attributes_section_is_ignored_and_never_written():
+    # RFC 20 e775b80 (2026): no more "attributes" (Fluxion's old queue name)
+    R = {
+        "version": 1,
+        "execution": {"R_lite": [{"rank": "0", "children": {"core": "0"}}]},
+        "attributes": {"system": {"scheduler": {"queue": "batch"}}},
+    }
+    g = ResourceGraph.from_rv1(R)
+    assert set(g.all().to_rv1(g)) == {"version", "execution"}

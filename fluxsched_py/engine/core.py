@@ -85,9 +85,11 @@ class Engine:
         self._policies: dict[str, QueuePolicy] = {
             name: make_policy(pol, self.options.reserve_depth) for name, pol in self.options.queue_policy_per_queue
         }
+        #: Virtual queue -> its parent (``queue-parent``, RFC 33).
+        self._parents = dict(self.options.queue_parent)
         #: Every job the engine knows, its state and its queue: changed only
         #: through :meth:`JobTable.apply` (:mod:`.jobtable`).
-        self.table = JobTable(self.policy_for)
+        self.table = JobTable(self.policy_for, self.scheduled_as)
         #: Best-effort jobs and preemption; the planner sees the graph through its view.
         self.besteffort = BestEffort(self)
         self.planner = self.make_planner(MatchCache(matcher))
@@ -161,8 +163,15 @@ class Engine:
         return sorted((j for q in qs for j in q.jobs if t.live(j)), key=lambda j: j.sortkey)
 
     def policy_for(self, queue: str | None) -> QueuePolicy:
-        """The policy that schedules ``queue``'s jobs (``queue-policy-per-queue``, else ``queue-policy``)."""
+        """The policy that schedules ``queue``'s jobs (``queue-policy-per-queue``, else ``queue-policy``;
+        a virtual queue's is its parent's)."""
+        queue = self.scheduled_as(queue)
         return self.queue_policy if queue is None else self._policies.get(queue, self.queue_policy)
+
+    def scheduled_as(self, queue: str | None) -> str | None:
+        """The queue whose jobs ``queue``'s jobs are scheduled with: its
+        parent when it is a virtual queue (``queue-parent``), else itself."""
+        return self._parents.get(queue, queue) if queue is not None else None
 
     def ready_mode(self) -> dict:
         """The ``job-manager.sched-ready`` request payload for these options."""
@@ -334,6 +343,8 @@ class Engine:
         self.options = new
         self.queue_policy = make_policy(new.queue_policy, new.reserve_depth)
         self._policies = {name: make_policy(pol, new.reserve_depth) for name, pol in new.queue_policy_per_queue}
+        # Jobs already queued stay where they wait; new ones follow the new parents.
+        self._parents = dict(new.queue_parent)
         for name, queue in self.table.queues.items():
             queue.policy = self.policy_for(name)
         for span in list(self.planner.reserved()):

@@ -7,7 +7,8 @@ plans the whole queue conservatively on a *copy* of the plan (a new
 :class:`~fluxsched_py.planner.Planner` holding the running jobs' spans and
 the engine's reservations), in queue order, each job at the earliest time it
 fits around the running jobs, the reservations and the jobs planned before
-it.  The engine's planner and jobs are only read: a forecast never changes
+it; in a queue whose policy is fcfs, also no earlier than the job ahead of
+it (fcfs never lets a job pass the one ahead).  The engine's planner and jobs are only read: a forecast never changes
 what the scheduler does, and it runs off the scheduling path (when asked).
 
 A job the engine holds a reservation for keeps that reservation's start and
@@ -49,7 +50,16 @@ if TYPE_CHECKING:
     from ..resource import ResourceSet
     from .core import Engine
 
-__all__ = ["DEFAULT_URGENCY", "FORECAST_BUDGET", "FORECAST_LIMIT", "Forecast", "forecast", "when"]
+__all__ = [
+    "DEFAULT_URGENCY",
+    "FORECAST_BUDGET",
+    "FORECAST_LIMIT",
+    "FORECAST_SLICE",
+    "Forecast",
+    "SlicedForecast",
+    "forecast",
+    "when",
+]
 
 #: Jobs planned per :func:`forecast` or :func:`when` call, at most.
 FORECAST_LIMIT = 1000
@@ -57,6 +67,10 @@ FORECAST_LIMIT = 1000
 #: Seconds of planning per call in the Flux module (a call never stops in
 #: the middle of one job's search).
 FORECAST_BUDGET = 0.2
+
+#: Seconds of planning per slice of a :class:`SlicedForecast` in the Flux
+#: module (one reactor callback; the pass budget is 0.05 s).
+FORECAST_SLICE = 0.01
 
 #: The priority a job not yet submitted is taken to have: flux-core's
 #: default urgency (16) is also the priority of the default priority plugin.
@@ -115,41 +129,110 @@ def _copy_plan(e: Engine, now: float) -> tuple[Planner, dict[int, Any]]:
     return plan, reserved
 
 
-def _place(plan: Planner, jobid: int, request: Any, duration: float, now: float) -> tuple[float, ResourceSet] | None:
-    found = plan.earliest(request, now, duration)
+def _place(
+    plan: Planner, jobid: int, request: Any, duration: float, now: float, not_before: float = -math.inf
+) -> tuple[float, ResourceSet] | None:
+    found = plan.earliest_bits(request, now, duration, not_before=not_before)
     if found is None:
         return None
-    t, rs = found
+    t, rs = found.start, plan.resolve(found.placement)
     plan.reserve(jobid, rs, t, t + duration)
     return t, rs
 
 
-def _plan(
-    e: Engine, jobs: list[Job], now: float, limit: int, budget: float | None, stopwatch: Callable[[], float]
-) -> tuple[Planner, list[Forecast]]:
-    t0 = stopwatch()
-    plan, reserved = _copy_plan(e, now)
-    out: list[Forecast] = []
-    for i, job in enumerate(jobs):
-        if budget is not None and i < limit and stopwatch() - t0 >= budget:
-            limit = i
-        common = {
-            "reason": job.reply.sent.get("reason_pending"),
-            "userid": job.userid,
-            "queue": getattr(job.request, "queue", None),
-            "duration": job.duration,
-        }
-        if job.id in reserved:
-            t, rs = reserved[job.id]
-            out.append(Forecast(job.id, t, "reservation", rs, **common))
-        elif i >= limit:
-            out.append(Forecast(job.id, None, "not planned", **common))
-        elif (placed := _place(plan, job.id, job.request, job.duration, now)) is None:
-            kind = "never" if e.feasibility(job.request) is not None else "unknown"
-            out.append(Forecast(job.id, None, kind, **common))
-        else:
-            out.append(Forecast(job.id, placed[0], "forecast", placed[1], **common))
-    return plan, out
+class SlicedForecast:
+    """The whole-queue plan of :func:`forecast`, made a slice at a time.
+
+    It snapshots the pending jobs (``jobs``, default every pending job in
+    queue order) at ``now`` and plans them in that order; :meth:`step` plans
+    jobs until its ``budget`` (seconds) is spent and can be called again to
+    go on, so a driver spreads the plan over several reactor callbacks.
+    The plan is a copy made at the first step, over the engine's graph: it
+    stays right only while nothing starts or ends, so a driver starts a new
+    one when the queue or the resources change (:meth:`valid` tells whether
+    the graph changed since).  The engine is only read.
+    """
+
+    def __init__(self, e: Engine, now: float, jobs: list[Job] | None = None, limit: int = FORECAST_LIMIT) -> None:
+        self.engine = e
+        self.now = now
+        self.jobs = e.pending() if jobs is None else jobs
+        self.limit = limit
+        self.version = e.planner.graph.version
+        self.plan: Planner | None = None
+        self.out: list[Forecast] = []
+        #: :meth:`step` calls so far (slices)
+        self.steps = 0
+        self._reserved: dict[int, Any] = {}
+        # fcfs queues: no job starts before the one ahead of it (by queue, the planned start ahead)
+        self._floors: dict[str | None, float] = {}
+
+    @property
+    def done(self) -> bool:
+        """Every job has its forecast."""
+        return self.plan is not None and len(self.out) == len(self.jobs)
+
+    def valid(self) -> bool:
+        """Nothing started or ended on the engine's graph since the plan was copied."""
+        return self.engine.planner.graph.version == self.version
+
+    def step(self, budget: float | None = None, stopwatch: Callable[[], float] = time.perf_counter) -> bool:
+        """Plan the next jobs, until ``budget`` seconds are spent (read before
+        each job; a job's search is never cut) or every job is planned.
+        Returns :attr:`done`."""
+        t0 = stopwatch()
+        self.steps += 1
+        e, now = self.engine, self.now
+        if self.plan is None:
+            self.plan, self._reserved = _copy_plan(e, now)
+        floors = self._floors
+        while len(self.out) < len(self.jobs):
+            if budget is not None and stopwatch() - t0 >= budget:
+                return False
+            i = len(self.out)
+            job = self.jobs[i]
+            queue = e.scheduled_as(getattr(job.request, "queue", None))
+            strict = e.policy_for(queue).name == "fcfs"
+            if job.id in self._reserved:
+                t, rs = self._reserved[job.id]
+                self.out.append(Forecast(job.id, t, "reservation", rs, **_common(job)))
+            elif i >= self.limit or (strict and floors.get(queue) == math.inf):
+                self.out.append(Forecast(job.id, None, "not planned", **_common(job)))
+                continue
+            elif (placed := _place(self.plan, job.id, job.request, job.duration, now, floors.get(queue, now))) is None:
+                kind = "never" if e.feasibility(job.request) is not None else "unknown"
+                self.out.append(Forecast(job.id, None, kind, **_common(job)))
+            else:
+                self.out.append(Forecast(job.id, placed[0], "forecast", placed[1], **_common(job)))
+            if strict:
+                start = self.out[-1].start
+                floors[queue] = math.inf if start is None else max(floors.get(queue, now), start)
+        return True
+
+    def finish(self) -> None:
+        """Give every job not planned yet its engine reservation, or ``"not planned"``."""
+        if self.plan is None:
+            self.plan, self._reserved = _copy_plan(self.engine, self.now)
+        for job in self.jobs[len(self.out) :]:
+            if job.id in self._reserved:
+                t, rs = self._reserved[job.id]
+                self.out.append(Forecast(job.id, t, "reservation", rs, **_common(job)))
+            else:
+                self.out.append(Forecast(job.id, None, "not planned", **_common(job)))
+
+    def result(self) -> list[Forecast]:
+        """The jobs in the order they would start (jobs without a start last, in queue order)."""
+        order = {f.jobid: i for i, f in enumerate(self.out)}
+        return sorted(self.out, key=lambda f: (f.start if f.start is not None else math.inf, order[f.jobid]))
+
+
+def _common(job: Job) -> dict[str, Any]:
+    return {
+        "reason": job.reply.sent.get("reason_pending"),
+        "userid": job.userid,
+        "queue": getattr(job.request, "queue", None),
+        "duration": job.duration,
+    }
 
 
 def forecast(
@@ -161,10 +244,10 @@ def forecast(
 ) -> list[Forecast]:
     """Every pending job with its start, in the order they would start
     (jobs without a start last, in queue order).  See the module docstring."""
-    _, out = _plan(e, e.pending(), now, limit, budget, stopwatch)
-    never = math.inf
-    order = {f.jobid: i for i, f in enumerate(out)}
-    return sorted(out, key=lambda f: (f.start if f.start is not None else never, order[f.jobid]))
+    s = SlicedForecast(e, now, limit=limit)
+    s.step(budget, stopwatch)
+    s.finish()
+    return s.result()
 
 
 def when(
@@ -187,10 +270,13 @@ def when(
     probe = Job(-1, priority, 0, now, request)
     key = order_key(priority, now, math.inf)
     ahead = [j for j in e.pending() if j.sortkey < key]
-    plan, planned = _plan(e, ahead, now, limit, budget, stopwatch)
-    placed = _place(plan, probe.id, request, probe.duration, now)
+    s = SlicedForecast(e, now, ahead, limit)
+    s.step(budget, stopwatch)
+    s.finish()
+    assert s.plan is not None
+    placed = _place(s.plan, probe.id, request, probe.duration, now)
     queue = getattr(request, "queue", None)
     if placed is None:  # pragma: no cover - feasibility said it fits
         return Forecast(probe.id, None, "never", queue=queue, duration=probe.duration)
-    kind = "partial forecast" if any(f.kind == "not planned" for f in planned) else "forecast"
+    kind = "partial forecast" if any(f.kind == "not planned" for f in s.out) else "forecast"
     return Forecast(probe.id, placed[0], kind, placed[1], queue=queue, duration=probe.duration)

@@ -46,9 +46,15 @@ class JobObserver(Protocol):
 
 
 class JobTable:
-    """See the module docstring.  ``policy_for(name)`` is the policy of a new queue."""
+    """See the module docstring.  ``policy_for(name)`` is the policy of a new
+    queue; ``scheduled_as(name)`` the queue a job of queue ``name`` waits in
+    (a virtual queue's parent, RFC 33; default: ``name`` itself)."""
 
-    def __init__(self, policy_for: Callable[[str | None], QueuePolicy]) -> None:
+    def __init__(
+        self,
+        policy_for: Callable[[str | None], QueuePolicy],
+        scheduled_as: Callable[[str | None], str | None] = lambda name: name,
+    ) -> None:
         self.jobs: dict[int, Job] = {}
         #: Queues of regular jobs that have (or had, until the next pass) pending jobs.
         self.queues: dict[str | None, JobQueue] = {}
@@ -58,6 +64,7 @@ class JobTable:
         self.annotated: set[int] = set()
         self.observers: list[JobObserver] = []
         self._policy_for = policy_for
+        self._scheduled_as = scheduled_as
         #: (request key, planned duration) -> [shape id, pending jobs of that
         #: shape]: only shapes of pending jobs are kept; ids are never reused.
         self._shapes: dict[tuple[Any, float], list[int]] = {}
@@ -85,7 +92,7 @@ class JobTable:
         """The queue a new job waits in (made when it is the first)."""
         if job.preemptible_after is not None:
             return self.besteffort
-        name = job.request.queue or None
+        name = self._scheduled_as(job.request.queue or None)
         queue = self.queues.get(name)
         if queue is None:
             queue = self.queues[name] = JobQueue(name, self._policy_for(name))

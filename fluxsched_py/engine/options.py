@@ -199,6 +199,17 @@ def _affinity(key: str, value: Any) -> tuple[tuple[str, str], ...]:
     return tuple(pairs.items())
 
 
+def _queue_parent(key: str, value: Any) -> tuple[tuple[str, str], ...]:
+    """``express:batch`` (or a ``{vqueue: parent}`` mapping) -> (virtual queue,
+    parent) pairs; a parent may not itself be virtual (RFC 33)."""
+    pairs = _affinity(key, value) if value not in ("", None) else ()
+    virtual = {v for v, _ in pairs}
+    bad = [f"{v}:{p}" for v, p in pairs if p in virtual or p == v]
+    if bad:
+        raise EngineError(f"{key}={value!r}: a parent may not be a virtual queue: {', '.join(bad)}")
+    return pairs
+
+
 def _same(value: Any) -> Any:
     return value
 
@@ -322,6 +333,11 @@ OPTIONS: tuple[Option, ...] = (
     Option("sink-jobs", "sink_jobs", Syntax(_count, "N"), 5,
            "drain a node where a campaign's last N jobs each ended in under a tenth of its median "
            "run time (the sink effect); 0 off"),
+    Option("queue-parent", "queue_parent",
+           Syntax(_queue_parent, "VQUEUE:PARENT,...", toml=_PAIRS_TOML, report=_pairs_report), (),
+           "virtual queues (RFC 33 queues.NAME.parent): a job of VQUEUE waits in PARENT's queue, in one "
+           "priority order with PARENT's own jobs, under PARENT's policy; under Flux also read from the "
+           "instance config's [queues.NAME] parent keys"),
 )  # fmt: skip
 
 _BY_NAME = {o.name: o for o in OPTIONS}
@@ -353,6 +369,7 @@ class EngineOptions:
     campaign_half_life: float = _default("campaign_half_life")
     campaign_predictor: bool = _default("campaign_predictor")
     sink_jobs: int = _default("sink_jobs")
+    queue_parent: tuple[tuple[str, str], ...] = _default("queue_parent")
 
     @classmethod
     def parse(cls, args: Iterable[str] | Mapping[str, Any] | None = None) -> EngineOptions:

@@ -11,7 +11,7 @@ EPROTO error response naming the field, and never raises.
 RPC                       mutating   payload -> response
 ========================  =========  ==============================================
 ``<name>.status``         no         ``{}`` -> ``{policy, pending, running, reserved, ...}``
-``<name>.forecast``       no         ``{limit?}`` -> ``{now, limit, budget, jobs: [...]}``
+``<name>.forecast``       no         ``{limit?}`` -> ``{now, limit, budget, as_of, age, source, jobs: [...]}``
 ``<name>.when``           no         ``{jobspec, priority?, limit?}`` -> one job
 ========================  =========  ==============================================
 
@@ -19,6 +19,19 @@ A job in a response is ``{id, t_estimate, kind, reason, userid, queue,
 duration, ranks, nodelist}`` (``t_estimate`` null when there is none,
 ``duration`` null when unlimited; see :mod:`fluxsched_py.engine.forecast`).
 Further RPCs (reservations, limits) are entries of :data:`RPCS`.
+
+The forecast off the scheduling path
+    :class:`Control` keeps a whole-queue forecast
+    (:class:`~fluxsched_py.engine.forecast.SlicedForecast`) made in slices
+    of :data:`~fluxsched_py.engine.forecast.FORECAST_SLICE` seconds, one
+    reactor callback each, after the scheduling passes (the driver asks for
+    them, :meth:`Control.run_slice`); any change of the queue or the
+    resources (:meth:`Control.changed`) starts it again.  ``forecast``
+    answers from the latest complete one (``source: "background"``, its
+    time ``as_of`` and ``age`` in seconds): jobs that are no longer pending
+    are left out, jobs submitted since are listed ``"not planned"``, and no
+    start is before ``now``.  With none complete yet, or with a ``limit``,
+    it plans at once within the call's budget (``source: "on demand"``).
 """
 
 from __future__ import annotations
@@ -29,7 +42,16 @@ import math
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..engine.forecast import DEFAULT_URGENCY, FORECAST_BUDGET, FORECAST_LIMIT, Forecast, forecast, when
+from ..engine.forecast import (
+    DEFAULT_URGENCY,
+    FORECAST_BUDGET,
+    FORECAST_LIMIT,
+    FORECAST_SLICE,
+    Forecast,
+    SlicedForecast,
+    forecast,
+    when,
+)
 from ..ids import Hostlist
 from .wire import payload_error
 
@@ -122,14 +144,54 @@ def _status(c: Control, f: _Fields, now: float) -> Any:
         "reserved": e.planner.nreserved,
         "forecast_limit": FORECAST_LIMIT,
         "forecast_budget": c.budget,
+        "forecast_slice": c.slice_budget,
+        "forecast_age": None if c.latest is None else round(now - c.latest[0], 3),
+        "forecast_slices": c.slices,
+        "forecast_restarts": c.restarts,
     }
 
 
 def _forecast(c: Control, f: _Fields, now: float) -> Any:
+    asked = "limit" in f.payload
     limit = f.int("limit", FORECAST_LIMIT, 1, FORECAST_LIMIT)
     f.done()
-    jobs = forecast(c.engine, now, limit, c.budget)
-    return {"now": now, "limit": limit, "budget": c.budget, "jobs": [c.job(x) for x in jobs]}
+    e = c.engine
+    if c.latest is None or asked:
+        jobs = forecast(e, now, limit, c.budget)
+        as_of, source = now, "on demand"
+    else:
+        as_of, jobs = c.latest
+        source = "background"
+        pending = e.pending()
+        ids = {j.id for j in pending}
+        known = {x.jobid for x in jobs}
+        jobs = [_not_before(x, now) for x in jobs if x.jobid in ids]
+        jobs += [Forecast(j.id, None, "not planned", **_job_facts(j)) for j in pending if j.id not in known]
+    return {
+        "now": now,
+        "limit": limit,
+        "budget": c.budget,
+        "as_of": as_of,
+        "age": now - as_of,
+        "source": source,
+        "jobs": [c.job(x) for x in jobs],
+    }
+
+
+def _not_before(f: Forecast, now: float) -> Forecast:
+    """``f`` with its start moved to ``now`` when it is earlier (an older plan's start)."""
+    if f.start is None or f.start >= now:
+        return f
+    return dataclasses.replace(f, start=now)
+
+
+def _job_facts(job: Any) -> dict[str, Any]:
+    return {
+        "reason": job.reply.sent.get("reason_pending"),
+        "userid": job.userid,
+        "queue": getattr(job.request, "queue", None),
+        "duration": job.duration,
+    }
 
 
 def _when(c: Control, f: _Fields, now: float) -> Any:
@@ -154,12 +216,61 @@ class Control:
     """The control RPCs of one :class:`~fluxsched_py.flux.driver.Driver`."""
 
     def __init__(
-        self, driver: Driver, rpcs: Mapping[str, Rpc] | None = None, budget: float | None = FORECAST_BUDGET
+        self,
+        driver: Driver,
+        rpcs: Mapping[str, Rpc] | None = None,
+        budget: float | None = FORECAST_BUDGET,
+        slice_budget: float | None = FORECAST_SLICE,
     ) -> None:
         self.driver = driver
         self.rpcs = dict(RPCS if rpcs is None else rpcs)
         #: Seconds of planning per forecast or when (None: no limit but the job count).
         self.budget = budget
+        #: Seconds of planning per background slice (None: the whole plan in one).
+        self.slice_budget = slice_budget
+        #: ``(as_of, jobs)``: the latest complete background forecast.
+        self.latest: tuple[float, list[Forecast]] | None = None
+        self.slices = 0
+        self.restarts = 0
+        self._running: SlicedForecast | None = None
+        self._stale = True
+
+    # -- the background forecast ------------------------------------------
+
+    def changed(self) -> None:
+        """The queue or the resources changed: the forecast in progress is void."""
+        self._stale = True
+        self._running = None
+
+    @property
+    def in_progress(self) -> SlicedForecast | None:
+        """The background forecast being planned, if any."""
+        return self._running
+
+    def wants_slice(self) -> bool:
+        """A slice has work to do: the forecast is out of date or unfinished."""
+        return self.driver.engine is not None and (self._stale or self._running is not None)
+
+    def run_slice(self, now: float) -> bool:
+        """Plan one slice of the background forecast (starting a new one when
+        the last is out of date).  Returns True when more slices are needed."""
+        e = self.driver.engine
+        if e is None or not self.wants_slice():
+            return False
+        if e.pending_count == 0:  # nothing to plan: no copy of the plan either
+            self.latest, self._running, self._stale = (now, []), None, False
+            return False
+        if self._running is None or not self._running.valid():
+            self._running = SlicedForecast(e, now)
+            self._stale = False
+            self.restarts += 1
+        self.slices += 1
+        run = self._running
+        if not run.step(self.slice_budget):
+            return True
+        self.latest = (run.now, run.result())
+        self._running = None
+        return False
 
     @property
     def engine(self) -> Any:

@@ -4,7 +4,7 @@ The client side of :mod:`fluxsched_py.flux.control`: one RPC per command,
 printed as a table (or as the response itself with ``--json``)::
 
     flux sched-py status
-    flux sched-py forecast [--limit N]        # like squeue --start
+    flux sched-py forecast [--limit N]        # like squeue --start; its age on stderr
     flux submit --dry-run -N2 -t 10m app | flux sched-py when -
 
 Flux finds the ``flux-sched-py`` console script (:func:`flux_main`) in
@@ -111,6 +111,10 @@ def _print_forecast(resp: dict[str, Any], job_name: Any) -> None:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) + "  " + r[-1])
+    if "as_of" in resp:  # how old the plan is, on stderr: stdout stays one line per job
+        age = "planned now" if resp["source"] == "on demand" else f"{fmt_delay(resp['age'])} old"
+        age = age.replace("now old", "up to date")
+        print(f"forecast of {fmt_time(resp['as_of'])} ({age}, {resp['source']})", file=sys.stderr)
 
 
 def _print_when(resp: dict[str, Any]) -> None:
@@ -162,8 +166,10 @@ def _run(args: Any, uri: str | None) -> int:
     elif args.command == "when":
         _print_when(resp)
     else:
+        width = max((len(k) for k in resp), default=0) + 2
         for k, v in resp.items():
-            print(f"{k + ':':<17}{'unlimited' if v is None or v == math.inf else v}")
+            none = "none yet" if k == "forecast_age" else "unlimited"  # no background forecast completed
+            print(f"{k + ':':<{width}}{none if v is None or v == math.inf else v}")
     return 0
 
 

@@ -63,6 +63,7 @@ from .control import Control
 from .startup import Startup
 from .wire import (
     _NOTE_PREFIXES,
+    FORECAST_QUIET,
     LOG_DEBUG,
     LOG_ERR,
     LOG_INFO,
@@ -442,6 +443,10 @@ class Driver(Startup):
                 f"reloaded; keeping queue-depth={old.queue_depth or 'unlimited'}",
             )
             new = dataclasses.replace(new, queue_depth=old.queue_depth)
+        if new.queue_parent != old.queue_parent:
+            # Pending jobs wait in the queue they joined: a parent changes with the module.
+            self.log(LOG_WARNING, "config reload: queue-parent (virtual queues) changes when the module is reloaded")
+            new = dataclasses.replace(new, queue_parent=old.queue_parent)
         if new != old:
             if self.engine is not None:
                 try:
@@ -498,6 +503,7 @@ class Driver(Startup):
     # ------------------------------------------------------------------
 
     def _changed(self) -> None:
+        self.control.changed()
         now = time.monotonic()
         if self._last_change:
             self._interval_ewma = 0.25 * (now - self._last_change) + 0.75 * self._interval_ewma
@@ -545,6 +551,8 @@ class Driver(Startup):
         for a in res.preempt:  # the job-manager ends it; its sched.free follows as usual
             self.stats["preempt_raised"] = self.stats.get("preempt_raised", 0) + 1
             self.transport.raise_exception(a.id, "preempt", 0, a.note)
+        if any(r.type is ResponseType.SUCCESS for r in res.responses):
+            self.control.changed()  # jobs started: the background forecast's plan is void
         if res.more and not self._pass_armed:
             self._pass_armed = True
             self.transport.request_pass(0.0)
@@ -552,7 +560,32 @@ class Driver(Startup):
             # a running job reaches its EASY++ prediction: re-plan then
             self._pass_armed = self._wakeup_armed = True
             self.transport.request_pass(max(0.0, wake - self.clock()))
+        if not res.more:
+            self._request_forecast(FORECAST_QUIET)
         return res.more
+
+    def _request_forecast(self, delay: float = 0.0) -> None:
+        """Arm the next slice of the background forecast, when it has work
+        and no pass is due first (a pass's end asks again).  After a pass it
+        waits ``FORECAST_QUIET`` seconds, re-armed by every pass meanwhile,
+        so that a burst of jobs does not start a forecast per pass."""
+        arm = getattr(self.transport, "request_forecast", None)  # optional: without it, forecasts on demand only
+        if arm is not None and self.control.wants_slice() and (not self._pass_armed or self._wakeup_armed):
+            arm(delay)
+
+    def run_forecast_slice(self) -> None:
+        """The forecast timer: one slice of the background forecast
+        (:meth:`Control.run_slice`), then the next one armed.  Never raises."""
+        if self._pass_armed and not self._wakeup_armed:
+            return  # a change is being scheduled: the pass's end asks again
+        self.last_work = ("forecast slice",)
+        try:
+            self.control.run_slice(self.clock())
+        except Exception as exc:  # a bug must not kill the module
+            self.error(f"background forecast failed: {exc!r}")
+            self.control.changed()
+            return
+        self._request_forecast()
 
     def _send(self, responses: list[Response]) -> None:
         success = []

@@ -153,6 +153,9 @@ class FluxBinding:
         self._flush_timer = h.timer_watcher_create(
             0.0, self._timed(lambda *_: self.driver.flush_annotations(), "annotations")
         )
+        self._forecast_timer = h.timer_watcher_create(
+            0.0, self._timed(lambda *_: self.driver.run_forecast_slice(), "forecast-slice")
+        )
         self._acquire_f: Any = None
         self._failed = False
         self._deferred_since: float | None = None
@@ -242,6 +245,11 @@ class FluxBinding:
         self._flush_timer.stop()
         self._flush_timer.reset(after=max(0.0, delay))
         self._flush_timer.start()
+
+    def request_forecast(self, delay: float) -> None:
+        self._forecast_timer.stop()
+        self._forecast_timer.reset(after=max(0.0, delay))
+        self._forecast_timer.start()
 
     # -- watchers --------------------------------------------------------
 

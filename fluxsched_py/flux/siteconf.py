@@ -17,7 +17,8 @@ argument's text), or a value of a type the option takes
 for a true/false option, a number for seconds, a table for a list of
 ``NAME:VALUE`` pairs.  Anything else, an unknown key or a bad value is a
 ``ValueError`` whose one-line message names the table, the key and the
-reason.
+reason.  RFC 33's ``[queues.NAME] parent`` keys (virtual queues) give
+``queue-parent`` (:func:`queue_parent_args`), which the table overrides.
 
 The ``limits`` sub-table of ``[sched-py]``, and RFC 33's ``policy.scheduler``
 tables, are the run limits (:func:`config_limits`,
@@ -37,7 +38,7 @@ from ..engine import OPTIONS, EngineError, EngineOptions
 from ..engine.runlimits import RunLimits
 from .wire import parse_module_args
 
-__all__ = ["config_args", "config_limits", "config_options"]
+__all__ = ["config_args", "config_limits", "config_options", "queue_parent_args"]
 
 #: The key of ``[sched-py]`` that holds limits, not an option.
 LIMITS_KEY = "limits"
@@ -97,7 +98,7 @@ def config_options(conf: Any, name: str, args: Iterable[str] = ()) -> EngineOpti
     """Options from the ``[name]`` table of ``conf``, then the module ``args``
     (which win).  ValueError with one line: ``bad config: [NAME] ...`` or
     ``bad module argument: ...``."""
-    from_conf = config_args(conf, name)
+    from_conf = queue_parent_args(conf) + config_args(conf, name)
     args = [str(a) for a in args]
     try:
         parse_module_args(args)
@@ -117,6 +118,22 @@ def _uid_of(user: str) -> int:
     import pwd
 
     return pwd.getpwnam(user).pw_uid
+
+
+def queue_parent_args(conf: Any) -> list[str]:
+    """RFC 33 virtual queues: ``[queues.NAME] parent = "PARENT"`` as a
+    ``queue-parent=`` module argument (none when no queue has a parent; the
+    ``[name]`` table and the module arguments, read after it, override it).
+    flux-core checks the queues table itself; what is not a string is skipped."""
+    queues = conf.get("queues") if isinstance(conf, Mapping) else None
+    if not isinstance(queues, Mapping):
+        return []
+    pairs = [
+        f"{q}:{t['parent']}"
+        for q, t in queues.items()
+        if isinstance(t, Mapping) and isinstance(t.get("parent"), str) and t["parent"]
+    ]
+    return [f"queue-parent={','.join(pairs)}"] if pairs else []
 
 
 def _toml_type(value: Any) -> str:

@@ -37,6 +37,8 @@ FLUX_DEFAULT_POLICY = "low"
 PASS_BUDGET = 0.05
 #: upper bound of the coalescing delay of a pass during an alloc burst
 MAX_DELAY = 0.5
+#: seconds without a scheduling pass before the background forecast starts
+FORECAST_QUIET = 0.1
 
 
 class Transport(Protocol):
@@ -62,6 +64,8 @@ class Transport(Protocol):
 
     # Optional: ``request_flush(delay)`` calls :meth:`Driver.flush_annotations`
     # after ``delay`` seconds; without it ``annotate-interval`` holds nothing.
+    # Optional: ``request_forecast(delay)`` calls :meth:`Driver.run_forecast_slice`
+    # after ``delay`` seconds; without it ``forecast`` is planned on demand only.
 
 
 #: The largest instance ``R.scheduling`` copied into every job's R.

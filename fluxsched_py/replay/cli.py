@@ -167,6 +167,12 @@ def build_parser() -> argparse.ArgumentParser:
         "[queues.NAME.policy.scheduler.limits]) hold jobs as the module does; users are SWF field 12 or a "
         "Batsim job's user",
     )
+    ap.add_argument(
+        "--forecast",
+        action="store_true",
+        help="measure the forecast (flux sched-py forecast): each job's start as forecast at the first pass "
+        "after its submission, against its real start (at most 1000 jobs planned per pass)",
+    )
     add_flags(ap, REPLAY_ENGINE_DEFAULTS, {"queue-policy": f"compare {', '.join(DEFAULT_POLICIES)}; see --compare"})
     return ap
 
@@ -226,7 +232,8 @@ def _graph_factory(args: argparse.Namespace, workload: Workload) -> Callable[[],
 
 #: Arguments a row does not list among its options: outputs, and those with their own columns.
 _NOT_OPTIONS = frozenset(
-    ("workload", "nodes", "cores_per_node", "compare", "walltime") + ("json", "report", "output_dir", "no_progress")
+    ("workload", "nodes", "cores_per_node", "compare", "walltime")
+    + ("json", "report", "output_dir", "no_progress", "forecast")
 )
 
 
@@ -348,6 +355,7 @@ def main(argv: list[str] | None = None) -> int:
                     progress=lambda done, total, task=task: progress_bar.update(task, completed=done),
                     resubmit_preempted=args.resubmit_preempted,
                     limits=limits,
+                    forecast=args.forecast,
                 )
         else:
             result = replay(
@@ -357,6 +365,7 @@ def main(argv: list[str] | None = None) -> int:
                 progress=_plain_progress(o.queue_policy, sys.stderr) if plain else None,
                 resubmit_preempted=args.resubmit_preempted,
                 limits=limits,
+                forecast=args.forecast,
             )
         results.append(result)
         summaries.append(summarize(result))

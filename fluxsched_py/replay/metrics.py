@@ -5,6 +5,11 @@ owns their definitions, and what only a replay knows:
 * **t_estimate accuracy**: for jobs that were given a ``t_estimate``, the mean
   absolute error of the first estimate against the actual start, and the share
   of jobs that started no later than it.
+* **forecast accuracy** (a replay with ``forecast=True``, ``replay --forecast``):
+  for jobs that were given a forecast start at the first pass after their
+  submission (:mod:`fluxsched_py.engine.forecast`, what ``flux sched-py
+  forecast`` prints), how many, and the mean absolute error of that start
+  against the actual one.
 
 With best-effort jobs (``preemptible-after``) in the workload, every metric
 above is of the regular jobs alone (so it compares with a run without the
@@ -33,6 +38,8 @@ _BESTEFFORT_FIELDS = (
     "campaigns",
 )
 
+_FORECAST_FIELDS = ("forecasted", "forecast_mae")
+
 
 @dataclass(frozen=True, slots=True)
 class Summary:
@@ -57,14 +64,26 @@ class Summary:
     preemptions: int = 0
     utilization_with_besteffort: float | None = None
     campaigns: tuple[tuple[str, float | None], ...] = ()
+    #: Jobs given a first forecast, and its mean absolute error (None: not measured).
+    forecasted: int | None = None
+    forecast_mae: float | None = None
 
     def as_dict(self) -> dict:
-        """The fields by name; the best-effort ones only when the workload had such jobs."""
+        """The fields by name; the best-effort ones only when the workload had
+        such jobs, the forecast ones (after ``estimate_kept``) only when measured."""
         d = asdict(self)
         if not self.besteffort:
             for k in _BESTEFFORT_FIELDS:
                 del d[k]
-        return d
+        fc = {k: d.pop(k) for k in _FORECAST_FIELDS}
+        if self.forecasted is None:
+            return d
+        out = {}
+        for k, v in d.items():
+            out[k] = v
+            if k == "estimate_kept":
+                out.update(fc)
+        return out
 
 
 def summarize(result: ReplayResult, tau: float = TAU) -> Summary:
@@ -85,6 +104,10 @@ def summarize(result: ReplayResult, tau: float = TAU) -> Summary:
     mae = statistics.fmean(abs(r.start - r.first_estimate) for r in est) if est else None
     kept = sum(1 for r in est if r.start <= r.first_estimate + 1e-6) / len(est) if est else None
     extra = _besteffort(be, first_submit, m.makespan, m.span, m.used) if be else {}
+    if result.forecast:
+        fc = [r for r in started if r.first_forecast is not None]
+        extra["forecasted"] = len(fc)
+        extra["forecast_mae"] = statistics.fmean(abs(r.start - r.first_forecast) for r in fc) if fc else None
     return Summary(
         **extra,
         policy=result.policy,

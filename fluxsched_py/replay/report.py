@@ -129,6 +129,11 @@ def summary_table(summaries: Sequence[Summary], title: str = "replay") -> Table:
         ("started by first t_estimate", lambda s: _fmt(s.estimate_kept, "%")),
         ("replay time", lambda s: f"{s.elapsed:.2f} s"),
     ]
+    if any(s.forecasted is not None for s in summaries):
+        rows[-1:-1] = [
+            ("jobs given a forecast", lambda s: formats.MISSING if s.forecasted is None else str(s.forecasted)),
+            ("forecast mean abs. error", lambda s: _fmt(s.forecast_mae)),
+        ]
     if any(s.besteffort for s in summaries):
         rows[-1:-1] = [
             (

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..engine import Engine, EngineOptions, ResponseType
+from ..engine.forecast import FORECAST_LIMIT
+from ..engine.forecast import forecast as plan_forecast
 from ..engine.runlimits import RunLimits
 from ..ids import IdSet
 from .workload import Workload, WorkloadJob
@@ -46,6 +48,9 @@ class JobRecord:
     runs: tuple[tuple[int, int], ...] | None = None
     state: str = NOT_STARTED
     first_estimate: float | None = None
+    #: The start the forecast (:mod:`fluxsched_py.engine.forecast`) gave the
+    #: job at the first pass after its submission (``replay(forecast=True)``).
+    first_forecast: float | None = None
     note: str | None = None
     #: When the engine denied the job (state ``REJECTED``): its submit time, or a later pass's.
     rejected_at: float | None = None
@@ -78,6 +83,8 @@ class ReplayResult:
     stats: dict = field(default_factory=dict)
     #: (time, ranks, reason) of each node drained for the sink effect (marked down: no job placed there after)
     drains: list[tuple[float, IdSet, str]] = field(default_factory=list)
+    #: Whether first forecasts were recorded (``JobRecord.first_forecast``).
+    forecast: bool = False
 
     @property
     def policy(self) -> str:
@@ -97,6 +104,7 @@ def replay(
     engine_factory: Callable[..., Engine] = Engine,
     resubmit_preempted: bool = False,
     limits: RunLimits | None = None,
+    forecast: bool = False,
 ) -> ReplayResult:
     """Replay ``workload`` on ``graph`` (which it allocates from) and return the records.
 
@@ -106,6 +114,16 @@ def replay(
     ``resubmit_preempted`` it is submitted again at that time, as CiGri
     does, and its record keeps its last run.  ``limits`` are the run limits
     (:mod:`fluxsched_py.engine.runlimits`; ``replay --config``).
+    does, and its record keeps its last run.
+
+    With ``forecast``, each job's first forecast is recorded
+    (``JobRecord.first_forecast``): at the first pass after its submission,
+    before that pass decides, the start :func:`~fluxsched_py.engine.forecast.forecast`
+    gives it, as ``flux sched-py forecast`` would print it then.  A forecast
+    is made only at passes where a job was submitted, and plans at most
+    :data:`~fluxsched_py.engine.forecast.FORECAST_LIMIT` jobs (no time
+    budget: the replay stays deterministic); a job beyond that gets none.
+    It only reads the engine: the decisions are those of a replay without it.
     """
     t_wall = time.perf_counter()
     # no R and no resource_summary text: the replay sends no message (issue 15: 4 % of its CPU)
@@ -122,7 +140,9 @@ def replay(
     # walk only what the replay makes (issue 15: 5 % of the CPU time).
     gc.freeze()
     try:
-        return _run(workload, graph, engine, jobs, records, total, progress, check, resubmit_preempted, t_wall)
+        return _run(
+            workload, graph, engine, jobs, records, total, progress, check, resubmit_preempted, forecast, t_wall
+        )
     finally:
         gc.unfreeze()
 
@@ -137,6 +157,7 @@ def _run(
     progress: Callable[[int, int], None] | None,
     check: Callable[[Engine], None] | None,
     resubmit_preempted: bool,
+    with_forecast: bool,
     t_wall: float,
 ) -> ReplayResult:
     ends: list[tuple[float, int, int]] = []  # (finish, job id, run number)
@@ -146,6 +167,7 @@ def _run(
     reported = 0
     drains: list[tuple[float, IdSet, str]] = []
     wake = engine.hooks.wakeup  # EASY++ corrections, ends of protected windows
+    submitted: set[int] = set()  # jobs submitted since the last pass (with_forecast)
     while i < total or ends:
         t = min(jobs[i].submit if i < total else math.inf, ends[0][0] if ends else math.inf, wake())
         while ends and ends[0][0] <= t:
@@ -162,6 +184,10 @@ def _run(
                     rec = records[r.id]
                     rec.state, rec.note, rec.rejected_at = REJECTED, r.note, t
                     done += 1
+            if with_forecast:
+                submitted.add(j.id)
+        if submitted:
+            _first_forecasts(engine, t, submitted, records)
         result = engine.schedule(t)
         while result.preempt:  # kill at once, then pass again: the regular jobs start now
             done += _answer(engine, result.responses, records, ends, runs, t)
@@ -202,7 +228,17 @@ def _run(
         time.perf_counter() - t_wall,
         dict(engine.stats),
         drains,
+        with_forecast,
     )
+
+
+def _first_forecasts(engine: Engine, t: float, submitted: set[int], records: dict[int, JobRecord]) -> None:
+    """Record the forecast start of each job of ``submitted`` (pending ones: a
+    denied job has none), then empty it."""
+    for f in plan_forecast(engine, t, FORECAST_LIMIT):
+        if f.jobid in submitted and f.start is not None:
+            records[f.jobid].first_forecast = f.start
+    submitted.clear()
 
 
 def _answer(

@@ -11,6 +11,11 @@ Writing follows RFC 20 and flux-core's ``rlist`` conventions:
   omitted when empty;
 * ``nslots`` only when given; ``starttime``/``expiration`` always;
 * ``scheduling`` holds JGF only when asked for (``with_jgf=True``).
+
+Reading takes ``scheduling`` as JGF only when its ``writer`` (RFC 20) is
+absent (Fluxion), ``fluxion:...`` or ``sched-py:...``: any other writer's
+data is left alone and the graph is built from ``R_lite``.  ``nslots``,
+when present, must be at least 1.
 """
 
 from __future__ import annotations
@@ -125,8 +130,9 @@ def check_rv1(R: Any, source: str | None = None) -> list[tuple[IdSet, dict[str, 
     for key in ("starttime", "expiration"):
         if key in ex and (not isinstance(ex[key], (int, float)) or isinstance(ex[key], bool)):
             raise ResourceError(f"'{key}' must be a number", source=source, element=f"/execution/{key}")
-    if "nslots" in ex and (not isinstance(ex["nslots"], int) or isinstance(ex["nslots"], bool) or ex["nslots"] < 0):
-        raise ResourceError("'nslots' must be a non-negative integer", source=source, element="/execution/nslots")
+    if "nslots" in ex and (not isinstance(ex["nslots"], int) or isinstance(ex["nslots"], bool) or ex["nslots"] < 1):
+        # RFC 20 (2025): "if present it MUST be greater than 0"
+        raise ResourceError("'nslots' must be an integer greater than 0", source=source, element="/execution/nslots")
     return out
 
 
@@ -179,9 +185,9 @@ def model_from_rv1(R: dict | str | Path, *, source: str | None = None) -> nx.DiG
     hosts = _nodelist(ex, len(all_ranks), source)
     props = _properties(ex, all_ranks, source)
     sched = R.get("scheduling")
-    if sched is not None:
-        if not isinstance(sched, dict):
-            raise ResourceError("'scheduling' must be an object", source=source, element="/scheduling")
+    if sched is not None and not isinstance(sched, dict):
+        raise ResourceError("'scheduling' must be an object", source=source, element="/scheduling")
+    if sched is not None and jgf_writer(sched):
         b = builder_from_jgf(sched, source=source, element="/scheduling")
     else:
         b = ModelBuilder(source)
@@ -248,6 +254,27 @@ def resourceset_from_rv1(g: ResourceGraph, R: dict | str | Path, *, source: str 
                         f"rank {r} has no {t} {IdSet.from_mask(want)}", source=source, element=f"{el}/children/{t}"
                     )
     return ResourceSet(topo, 0, pools)
+
+
+#: ``scheduling.writer`` URI schemes whose ``scheduling`` is JGF this reader
+#: takes: Fluxion's (also when ``writer`` is absent, RFC 20) and our own.
+JGF_WRITERS = frozenset(("fluxion", "sched-py"))
+
+
+def jgf_writer(sched: dict) -> bool:
+    """Whether R's ``scheduling`` was written by a scheduler whose JGF we read.
+
+    RFC 20 (2026): ``scheduling.writer`` is a URI whose scheme names the
+    scheduler that wrote the key (``fluxion`` when absent); another
+    scheduler's ``scheduling`` is not ours to interpret, so R is read from
+    ``R_lite`` alone (and the key is still copied as it is)."""
+    writer = sched.get("writer")
+    if writer is None:
+        return True
+    if not isinstance(writer, str):
+        return False
+    scheme, sep, _ = writer.partition(":")
+    return bool(sep) and scheme.lower() in JGF_WRITERS
 
 
 def resourceset_to_rv1(
