@@ -54,6 +54,9 @@ SAMPLES = {
     "campaign-half-life": ("60", "campaign-half-life", 60.0),
     "campaign-predictor": ("false", "campaign-predictor", False),
     "sink-jobs": ("0", "sink-jobs", 0),
+    "duplicates": ("2", "duplicates", 2),
+    "duplicates-running": ("8", "duplicates-running", 8),
+    "campaign-max-running": ("*@lyon:100", "campaign-max-running", {"*@lyon": 100}),
 }
 #: Flux module arguments only, by design (the table says why).
 MODULE_ONLY = {"mode", "log-level"}
@@ -75,6 +78,9 @@ REPORTED_DEFAULTS = {
     "campaign-half-life": 86400.0,
     "campaign-predictor": True,
     "sink-jobs": 5,
+    "duplicates": 0,
+    "duplicates-running": None,
+    "campaign-max-running": {},
 }
 
 
