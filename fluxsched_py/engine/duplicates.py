@@ -29,6 +29,7 @@ cancelled, as the user would want).
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -151,7 +152,7 @@ class Duplicates:
                 self.e.stats["duplicates_won"] += 1
             for other in sorted(g.members):
                 self._cancel(other, g)
-        if not g.members and (g.winner is not None or not g.requested):
+        if not g.members and not g.requested:  # else a copy asked for is still to come (and be cancelled)
             del self._groups[original]
 
     def _cancel(self, jobid: int, g: _Group) -> None:
@@ -196,7 +197,7 @@ class Duplicates:
         if None in busy:  # best-effort jobs of no campaign are waiting: the nodes are not idle
             return
         runtimes = e.hooks.runtimes
-        cands: list[tuple[int, float, float, int, Job]] = []
+        cands: list[tuple[int, float, float, int]] = []  # (copies, -remaining, -elapsed, id): a heap
         for name, c in runtimes.campaigns.items():
             if c.pending or name in busy or not c.running:
                 continue
@@ -209,13 +210,12 @@ class Duplicates:
                 if n >= per_job or (g is not None and g.winner is not None):
                     continue
                 elapsed = now - (job.t_start or now)
-                left = c.residual(elapsed, job.walltime)
-                cands.append((n, -left, -elapsed, jid, job))
-        cands.sort(key=lambda t: t[:4])
+                cands.append((n, -c.residual(elapsed, job.walltime), -elapsed, jid))
+        heapq.heapify(cands)
         policy = far_end(opts.placement)
-        for n, _, _, jid, job in cands:
-            if room is not None and live >= room:
-                break
+        while cands and free and (room is None or live < room):
+            n, left, elapsed, jid = heapq.heappop(cands)
+            job = e.table.jobs[jid]
             e.stats["matches"] += 1
             found = planner.match_bits(job.request, free, policy)
             if found is None:
@@ -230,8 +230,8 @@ class Duplicates:
             live += 1
             e.stats["duplicates_requested"] += 1
             self._actions.append(Duplicate(jid, f"copy {n + 1} of job {e.job_name(jid)}: its campaign's last jobs run"))
-            if not free:
-                break
+            if n + 1 < per_job:
+                heapq.heappush(cands, (n + 1, left, elapsed, jid))
 
     def _eligible(self, job: Job) -> bool:
         """A running best-effort original, not preempted, not a loser."""

@@ -171,8 +171,12 @@ class Hooks:
         return campaign_order(jobs, self.usage(), now)
 
     def held(self, job: Job) -> tuple[int, str] | None:
-        """What a campaign bound keeps best-effort ``job`` off now (:mod:`.bounds`): (ranks mask, reason), or None."""
-        return self.e.bounds.held(job)
+        """What keeps best-effort ``job`` off nodes now: (ranks mask, reason), or None.  Every node
+        for a copy whose group was won, being cancelled (:mod:`.duplicates`); a campaign bound's (:mod:`.bounds`)."""
+        e = self.e
+        if e.duplicates.is_loser(job.id):
+            return e.planner.codec.ranks_mask(list(e.graph.ranks)), "cancelled: another copy finished first"
+        return e.bounds.held(job)
 
     def excluded(self, job: Job) -> int | None:
         """The flat mask of ranks ``job`` should avoid when it can (``affinity``), or None."""

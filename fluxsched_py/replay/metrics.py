@@ -12,7 +12,11 @@ best-effort load), and the summary adds: best-effort work completed and lost
 to preemption (node-hours), preemptions, utilization counting every busy
 node-second over the same window (best-effort work included, cut at the
 regular makespan), and each campaign's makespan (its last finish minus its
-first submission; None while some of its jobs did not complete).
+first submission; None while some of its jobs did not complete).  With
+end-of-campaign copies (``duplicates``): copies started, cancelled (they
+lost), won (a job completed by its copy), and the node-hours copies ran
+that no job kept (cancelled or preempted copies); a job completed by its
+copy counts as completed at the copy's finish.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import statistics
 from dataclasses import asdict, dataclass
 
 from ..report.metrics import TAU, schedule_metrics
-from .sim import COMPLETED, ReplayResult
+from .sim import CANCELLED, COMPLETED, ReplayResult
 
 __all__ = ["Summary", "summarize", "TAU"]
 _BESTEFFORT_FIELDS = (
@@ -31,6 +35,10 @@ _BESTEFFORT_FIELDS = (
     "preemptions",
     "utilization_with_besteffort",
     "campaigns",
+    "duplicates",
+    "duplicates_cancelled",
+    "duplicates_won",
+    "duplicates_wasted_nh",
 )
 
 
@@ -57,6 +65,10 @@ class Summary:
     preemptions: int = 0
     utilization_with_besteffort: float | None = None
     campaigns: tuple[tuple[str, float | None], ...] = ()
+    duplicates: int = 0
+    duplicates_cancelled: int = 0
+    duplicates_won: int = 0
+    duplicates_wasted_nh: float = 0.0
 
     def as_dict(self) -> dict:
         """The fields by name; the best-effort ones only when the workload had such jobs."""
@@ -85,6 +97,8 @@ def summarize(result: ReplayResult, tau: float = TAU) -> Summary:
     mae = statistics.fmean(abs(r.start - r.first_estimate) for r in est) if est else None
     kept = sum(1 for r in est if r.start <= r.first_estimate + 1e-6) / len(est) if est else None
     extra = _besteffort(be, first_submit, m.makespan, m.span, m.used) if be else {}
+    if be:
+        extra.update(_duplicates(result.copies))
     return Summary(
         **extra,
         policy=result.policy,
@@ -128,4 +142,15 @@ def _besteffort(be: list, t0: float, t1: float, span: float, used: float) -> dic
         "preemptions": sum(r.preemptions for r in be),
         "utilization_with_besteffort": busy / span if span > 0 else 0.0,
         "campaigns": tuple(spans),
+    }
+
+
+def _duplicates(copies: list) -> dict:
+    """The copies' fields of :class:`Summary` (see the module docstring)."""
+    started = [r for r in copies if r.start is not None]
+    return {
+        "duplicates": len(started),
+        "duplicates_cancelled": sum(1 for r in copies if r.state == CANCELLED),
+        "duplicates_won": sum(1 for r in started if r.state == COMPLETED),
+        "duplicates_wasted_nh": sum(r.lost for r in copies) / 3600,
     }
