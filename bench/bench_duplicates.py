@@ -17,7 +17,8 @@ the two copy run-time models of ``--duplicate-runtime``:
   a loaded file server), not of the job.
 
 It prints each seed's campaign makespan, then the medians and the ratio of
-each median to the median without copies, and copies started / won.
+each median to the median without copies, and copies started / won / the
+node-hours copies ran that no job kept.
 ``--write FILE`` writes the first seed's workload as a jobspec list
 (``fluxsched-py replay FILE --nodes 64 --duplicates 1 --duplicate-runtime
 campaign`` replays it).
@@ -67,12 +68,12 @@ def workload(seed: int, n: int, nodes: int) -> Workload:
     return Workload(jobs, nodes, f"campaign{n}_seed{seed}")
 
 
-def makespan(seed: int, n: int, nodes: int, copies: int, model: str) -> tuple[float, int, int]:
+def makespan(seed: int, n: int, nodes: int, copies: int, model: str) -> tuple[float, int, int, float]:
     r = replay(workload(seed, n, nodes), nodes_graph(nodes), {"duplicates": str(copies)}, duplicate_runtime=model)
     s = summarize(r)
     (name, span), *_ = s.campaigns
     assert name == "c" and span is not None
-    return span, s.duplicates, s.duplicates_won
+    return span, s.duplicates, s.duplicates_won, s.duplicates_wasted_nh
 
 
 def main() -> None:
@@ -95,15 +96,15 @@ def main() -> None:
     names = ["no copies", "1 copy, same", "1 copy, campaign", "3 copies, campaign"]
     spans: dict[int, list[float]] = {c: [] for c in range(len(cols))}
     print(f"{args.jobs} one-node jobs on {args.nodes} idle nodes, log-normal run times (median {MEDIAN:g} s, "
-          f"sigma {SIGMA}); campaign makespan in s (copies started / won)")  # fmt: skip
+          f"sigma {SIGMA}); campaign makespan in s (copies started / won / node-h no job kept)")  # fmt: skip
     print("| seed | " + " | ".join(names) + " |")
     print("|---" * (len(cols) + 1) + "|")
     for seed in seeds:
         row = []
         for c, (copies, model) in enumerate(cols):
-            span, started, won = makespan(seed, args.jobs, args.nodes, copies, model)
+            span, started, won, wasted = makespan(seed, args.jobs, args.nodes, copies, model)
             spans[c].append(span)
-            row.append(f"{span:,.0f}" + (f" ({started} / {won})" if copies else ""))
+            row.append(f"{span:,.0f}" + (f" ({started} / {won} / {wasted:.1f})" if copies else ""))
         print(f"| {seed} | " + " | ".join(row) + " |")
     base = statistics.median(spans[0])
     meds = [statistics.median(spans[c]) for c in range(len(cols))]

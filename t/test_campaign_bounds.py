@@ -138,3 +138,17 @@ def test_a_toml_table_and_regular_jobs_are_counted_not_held():
     starts, reasons = run(e)
     assert set(starts) == {1, 2}  # the regular jobs start whatever the bound
     assert reasons == {3: "campaign c: 2 jobs running, its bound (campaign-max-running c:2)"}
+
+
+def test_no_copy_is_asked_for_past_a_bound():
+    # campaign c on Lyon at most 2: two jobs on ranks 0, 1; a copy may not use rank 2 (Lyon) but may use Grenoble
+    e = Engine(graph(6, SITES), {"policy": "high", "campaign-max-running": "c@lyon:2", "duplicates": "1"})
+    e.alloc(1, 0, 0, 0.0, be())
+    e.alloc(2, 0, 0, 0.0, be())
+    assert run(e)[0] == {1: [0], 2: [1]}
+    assert [a.of for a in e.duplicates.actions(0.0)] == [1, 2]  # on Grenoble: 3 nodes idle there
+    e = Engine(graph(6, SITES), {"policy": "high", "campaign-max-running": "c:2", "duplicates": "1"})
+    e.alloc(1, 0, 0, 0.0, be())
+    e.alloc(2, 0, 0, 0.0, be())
+    run(e)
+    assert e.duplicates.actions(0.0) == []  # the campaign is at its bound: a copy could not start

@@ -253,3 +253,12 @@ def test_replay_json_reports_copies_and_campaign_makespan(tmp_path):
     assert (s["duplicates"], s["duplicates_cancelled"], s["duplicates_won"]) == (1, 1, 0)
     assert s["duplicates_wasted_nh"] == pytest.approx(100 / 3600)
     assert s["campaigns"] == [["c", 110.0]]
+
+
+def test_the_batsim_driver_refuses_duplicates_in_one_line():
+    exe = Path(sys.executable).with_name("fluxsched-py")
+    out = subprocess.run([str(exe), "batsim", "--duplicates", "1"], capture_output=True, text=True)
+    assert out.returncode == 2
+    assert out.stderr == (
+        "fluxsched-py batsim: --duplicates 1: the Batsim drivers do not register copies (rfcs/campaigns.md)\n"
+    )

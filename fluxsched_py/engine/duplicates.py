@@ -7,7 +7,8 @@ end of a campain if resources are free"; its *finalize* scheduling mode:
 running (none pending) and while nodes stay idle, the engine asks the
 driver for a **copy** of the campaign's running best-effort job with the
 longest predicted remaining run time (:meth:`.runtimes.CampaignStats.residual`),
-up to N live copies of one job and ``duplicates-running`` live copies in all.
+up to N live copies of one job and ``duplicates-running`` live copies in all,
+where a copy may start now (idle nodes its campaign's bounds allow).
 
 A copy is an ordinary best-effort job the driver submits
 (:class:`Duplicate`): the original's jobspec with
@@ -216,8 +217,9 @@ class Duplicates:
         while cands and free and (room is None or live < room):
             n, left, elapsed, jid = heapq.heappop(cands)
             job = e.table.jobs[jid]
+            held = e.hooks.held(job)  # a copy counts against its campaign's bounds (engine/bounds.py)
             e.stats["matches"] += 1
-            found = planner.match_bits(job.request, free, policy)
+            found = planner.match_bits(job.request, free if held is None else free & ~held[0], policy)
             if found is None:
                 continue
             free ^= free & found.bits
