@@ -18,7 +18,7 @@ the two copy run-time models of ``--duplicate-runtime``:
 
 It prints each seed's campaign makespan, then the medians and the ratio of
 each median to the median without copies, and copies started / won / the
-node-hours copies ran that no job kept.
+node-hours of runs no job kept (copies that lost, originals a copy completed).
 ``--write FILE`` writes the first seed's workload as a jobspec list
 (``fluxsched-py replay FILE --nodes 64 --duplicates 1 --duplicate-runtime
 campaign`` replays it).
@@ -96,7 +96,7 @@ def main() -> None:
     names = ["no copies", "1 copy, same", "1 copy, campaign", "3 copies, campaign"]
     spans: dict[int, list[float]] = {c: [] for c in range(len(cols))}
     print(f"{args.jobs} one-node jobs on {args.nodes} idle nodes, log-normal run times (median {MEDIAN:g} s, "
-          f"sigma {SIGMA}); campaign makespan in s (copies started / won / node-h no job kept)")  # fmt: skip
+          f"sigma {SIGMA}); campaign makespan in s (copies started / won / node-h of runs no job kept)")  # fmt: skip
     print("| seed | " + " | ".join(names) + " |")
     print("|---" * (len(cols) + 1) + "|")
     for seed in seeds:

@@ -23,8 +23,9 @@ The engine also calls :meth:`checked` on a request before its alloc
 of each ``schedule`` (EASY++ corrections; usage, predictor and the sink
 effect, :meth:`drains`); and, during a pass, :meth:`order` (campaign order
 of best-effort jobs, in :meth:`~.besteffort.BestEffort.run`),
-:meth:`excluded` (affinity) and :meth:`expected_duration` (the campaign
-predictor).  Each reads the engine's current options, so ``flux config
+:meth:`excluded` (affinity), :meth:`held` (a copy being cancelled, a
+campaign bound: :mod:`.duplicates`, :mod:`.bounds`) and
+:meth:`expected_duration` (the campaign predictor).  Each reads the engine's current options, so ``flux config
 reload`` turns a feature on or off; with every feature off the engine
 decides exactly as without this module.
 

@@ -14,9 +14,11 @@ node-second over the same window (best-effort work included, cut at the
 regular makespan), and each campaign's makespan (its last finish minus its
 first submission; None while some of its jobs did not complete).  With
 end-of-campaign copies (``duplicates``): copies started, cancelled (they
-lost), won (a job completed by its copy), and the node-hours copies ran
-that no job kept (cancelled or preempted copies); a job completed by its
-copy counts as completed at the copy's finish.
+lost), won (a job completed by its copy), and the node-hours of runs no
+job kept (copies cancelled or preempted, and originals a copy completed);
+a job completed by its copy counts as completed at the copy's finish (its
+campaign's makespan), and the completed work is that of the runs that
+finished (winning copies included).
 """
 
 from __future__ import annotations
@@ -96,9 +98,7 @@ def summarize(result: ReplayResult, tau: float = TAU) -> Summary:
     est = [r for r in started if r.first_estimate is not None]
     mae = statistics.fmean(abs(r.start - r.first_estimate) for r in est) if est else None
     kept = sum(1 for r in est if r.start <= r.first_estimate + 1e-6) / len(est) if est else None
-    extra = _besteffort(be, first_submit, m.makespan, m.span, m.used) if be else {}
-    if be:
-        extra.update(_duplicates(result.copies))
+    extra = _besteffort(be, result.copies, first_submit, m.makespan, m.span, m.used) if be else {}
     return Summary(
         **extra,
         policy=result.policy,
@@ -119,14 +119,19 @@ def summarize(result: ReplayResult, tau: float = TAU) -> Summary:
     )
 
 
-def _besteffort(be: list, t0: float, t1: float, span: float, used: float) -> dict:
+def _besteffort(be: list, copies: list, t0: float, t1: float, span: float, used: float) -> dict:
     """The best-effort fields of :class:`Summary` (see the module docstring)."""
-    done = [r for r in be if r.state == COMPLETED and r.start is not None]
+    # Completed work: every run that did its job's work, a copy that won included;
+    # a job its copy completed ran for nothing (as the copies that lost).
+    done = [r for r in be if r.state == COMPLETED and r.start is not None and r.won_by is None]
+    done += [r for r in copies if r.state == COMPLETED and r.start is not None]
+    wasted = [r for r in be if r.won_by is not None and r.start is not None]
+    wasted += [r for r in copies if r.state != COMPLETED and r.start is not None]
     completed = sum((r.finish - r.start) * len(r.ranks or ()) for r in done)
     lost = sum(r.lost for r in be)
     # Preempted runs all end when a regular job starts, by the regular makespan.
     busy = used + lost
-    for r in done:
+    for r in done + wasted:
         busy += max(0.0, min(r.finish, t1) - max(r.start, t0)) * len(r.ranks or ())
     campaigns: dict[str, list] = {}
     for r in be:
@@ -142,15 +147,8 @@ def _besteffort(be: list, t0: float, t1: float, span: float, used: float) -> dic
         "preemptions": sum(r.preemptions for r in be),
         "utilization_with_besteffort": busy / span if span > 0 else 0.0,
         "campaigns": tuple(spans),
-    }
-
-
-def _duplicates(copies: list) -> dict:
-    """The copies' fields of :class:`Summary` (see the module docstring)."""
-    started = [r for r in copies if r.start is not None]
-    return {
-        "duplicates": len(started),
+        "duplicates": sum(1 for r in copies if r.start is not None),
         "duplicates_cancelled": sum(1 for r in copies if r.state == CANCELLED),
-        "duplicates_won": sum(1 for r in started if r.state == COMPLETED),
-        "duplicates_wasted_nh": sum(r.lost for r in copies) / 3600,
+        "duplicates_won": sum(1 for r in copies if r.start is not None and r.state == COMPLETED),
+        "duplicates_wasted_nh": sum((r.finish - r.start) * len(r.ranks or ()) for r in wasted) / 3600,
     }

@@ -59,6 +59,8 @@ class JobRecord:
     #: Best-effort jobs: times preempted, and node-seconds of work lost to it.
     preemptions: int = 0
     lost: float = 0.0
+    #: A job a copy of it completed (end-of-campaign duplication): that copy's id.
+    won_by: int | None = None
 
     @property
     def ranks(self) -> IdSet | None:
@@ -266,6 +268,7 @@ class _Copies:
                 rec.state, rec.finish, rec.note = CANCELLED, t, a.note
             elif job is not None:  # the original: its work is done, by the copy that won
                 rec.state, rec.finish, rec.note = COMPLETED, t, f"completed by its copy {a.winner}"
+                rec.won_by = a.winner
                 done += 1
         return done
 
