@@ -79,7 +79,6 @@ class _Group:
     """A job and its copies."""
 
     original: int
-    campaign: str
     members: set[int] = field(default_factory=set)  # live: pending or running, original included
     requested: int = 0  # copies asked for that have not arrived
     winner: int | None = None
@@ -109,10 +108,6 @@ class Duplicates:
     def copies(self) -> frozenset[int]:
         """The live copies (pending or running)."""
         return frozenset(self._copy_of)
-
-    def groups(self) -> dict[int, tuple[frozenset[int], int | None]]:
-        """``{original: (live members, winner or None)}``."""
-        return {o: (frozenset(g.members), g.winner) for o, g in self._groups.items()}
 
     # -- job events ----------------------------------------------------------------
 
@@ -187,6 +182,9 @@ class Duplicates:
         room = opts.duplicates_running
         if room is not None and live >= room:
             return
+        runtimes = e.hooks.runtimes
+        if not any(c.running and not c.pending for c in runtimes.campaigns.values()):
+            return  # no campaign has all its remaining jobs running
         planner = e.planner
         free = planner.codec.encode(e.graph.free())
         if planner.nreserved:
@@ -197,7 +195,6 @@ class Duplicates:
         busy = {campaign_of(j.request)[0] for j in pending}  # campaigns with jobs still to start
         if None in busy:  # best-effort jobs of no campaign are waiting: the nodes are not idle
             return
-        runtimes = e.hooks.runtimes
         cands: list[tuple[int, float, float, int]] = []  # (copies, -remaining, -elapsed, id): a heap
         for name, c in runtimes.campaigns.items():
             if c.pending or name in busy or not c.running:
@@ -225,9 +222,7 @@ class Duplicates:
             free ^= free & found.bits
             g = self._groups.get(jid)
             if g is None:
-                name = campaign_of(job.request)[0]
-                assert name is not None
-                g = self._groups[jid] = _Group(jid, name, {jid})
+                g = self._groups[jid] = _Group(jid, {jid})
             g.requested += 1
             live += 1
             e.stats["duplicates_requested"] += 1
