@@ -212,7 +212,7 @@ def test_replay_same_run_time_the_copy_starts_with_its_original_and_loses():
     r = replay(campaign_workload([10, 10, 10, 100]), nodes_graph(3), {"duplicates": "1"}, check=Engine.check_invariants)
     assert [(x.start, x.finish, x.state) for x in r.records][-1] == (10.0, 110.0, COMPLETED)
     ((c),) = r.copies
-    assert (c.job.id, c.start, c.finish, c.state, c.lost) == (5, 10.0, 110.0, CANCELLED, 100.0)
+    assert (c.job.id, c.start, c.finish, c.state, c.wasted, c.lost) == (5, 10.0, 110.0, CANCELLED, 100.0, 0.0)
 
 
 def test_replay_campaign_run_time_the_first_to_finish_wins():
@@ -262,3 +262,30 @@ def test_the_batsim_driver_refuses_duplicates_in_one_line():
     assert out.stderr == (
         "fluxsched-py batsim: --duplicates 1: the Batsim drivers do not register copies (rfcs/campaigns.md)\n"
     )
+
+
+def test_replay_a_preempted_original_is_completed_by_its_copy():
+    # 2 nodes.  Job 1 (campaign c, 100 s, submitted at 5) starts at 5 and
+    # its first copy (same run time) on the other node.  At 10 a regular
+    # 1-node job (50 s) preempts one of them (the plan's placement decides
+    # which); the other carries on and does job 1's work by 105.  At 60 the
+    # regular job ends: a second copy starts there, cancelled at 105.
+    from fluxsched_py.jobspec import parse_jobspec
+    from fluxsched_py.replay.metrics import summarize
+
+    reg = parse_jobspec(json.dumps(jobspec(1, 1000.0), sort_keys=True))
+    w = campaign_workload([100])
+    w.jobs[0].submit = 5.0
+    w.jobs.append(WorkloadJob(2, "2", 10.0, reg, 1000.0, 50.0, 1))
+    w.nb_res = 2
+    r = replay(w, nodes_graph(2), {"duplicates": "1"}, check=Engine.check_invariants)
+    orig, regular = r.records
+    first, second = r.copies
+    assert regular.start == 10.0 and r.stats["preemptions"] == 1
+    assert (orig.state, orig.finish) == (COMPLETED, 105.0) and dict(summarize(r).campaigns)["c"] == 100.0
+    assert (second.start, second.state, second.finish, second.wasted) == (60.0, CANCELLED, 105.0, 45.0)
+    if orig.preemptions:  # the original was the victim: its first copy did its work
+        assert orig.won_by == first.job.id and (first.state, first.finish) == (COMPLETED, 105.0)
+    else:  # the first copy was the victim
+        assert orig.won_by is None and (first.state, first.finish, first.lost) == ("COMPLETED_KILLED", 10.0, 5.0)
+    assert summarize(r).duplicates_wasted_nh == pytest.approx((45.0 + 5.0) / 3600)

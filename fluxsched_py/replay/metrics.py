@@ -125,14 +125,14 @@ def _besteffort(be: list, copies: list, t0: float, t1: float, span: float, used:
     # a job its copy completed ran for nothing (as the copies that lost).
     done = [r for r in be if r.state == COMPLETED and r.start is not None and r.won_by is None]
     done += [r for r in copies if r.state == COMPLETED and r.start is not None]
-    wasted = [r for r in be if r.won_by is not None and r.start is not None]
-    wasted += [r for r in copies if r.state != COMPLETED and r.start is not None]
+    wasted = [r for r in be if r.wasted] + [r for r in copies if r.state != COMPLETED and r.start is not None]
     completed = sum((r.finish - r.start) * len(r.ranks or ()) for r in done)
     lost = sum(r.lost for r in be)
     # Preempted runs all end when a regular job starts, by the regular makespan.
     busy = used + lost
     for r in done + wasted:
         busy += max(0.0, min(r.finish, t1) - max(r.start, t0)) * len(r.ranks or ())
+    waste = sum(r.wasted for r in be) + sum(r.wasted + r.lost for r in copies)
     campaigns: dict[str, list] = {}
     for r in be:
         campaigns.setdefault(r.job.campaign or "(none)", []).append(r)
@@ -150,5 +150,5 @@ def _besteffort(be: list, copies: list, t0: float, t1: float, span: float, used:
         "duplicates": sum(1 for r in copies if r.start is not None),
         "duplicates_cancelled": sum(1 for r in copies if r.state == CANCELLED),
         "duplicates_won": sum(1 for r in copies if r.start is not None and r.state == COMPLETED),
-        "duplicates_wasted_nh": sum((r.finish - r.start) * len(r.ranks or ()) for r in wasted) / 3600,
+        "duplicates_wasted_nh": waste / 3600,
     }

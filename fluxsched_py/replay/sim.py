@@ -61,6 +61,8 @@ class JobRecord:
     lost: float = 0.0
     #: A job a copy of it completed (end-of-campaign duplication): that copy's id.
     won_by: int | None = None
+    #: Node-seconds of its runs cancelled because another copy finished first.
+    wasted: float = 0.0
 
     @property
     def ranks(self) -> IdSet | None:
@@ -172,7 +174,10 @@ def _run(
             if runs.get(jobid) != run:
                 continue  # preempted (or cancelled: a copy won) before it ended
             engine.free(jobid, final=True)
-            done += jobid not in copies.of
+            if jobid in copies.of:
+                copies.finished(engine, jobid, t)
+            else:
+                done += 1
         while i < total and jobs[i].submit <= t:
             j = jobs[i]
             i += 1
@@ -255,22 +260,29 @@ class _Copies:
                 continue
             rec = self.records[a.id]
             job = engine.job(a.id)
-            if job is None:  # it ended at the same time as the winner (and lost the tie)
-                pass
-            elif job.state is JobState.RUNNING:
+            ran = job is None or job.state is JobState.RUNNING  # (it may have ended with the winner, and lost the tie)
+            if job is not None and ran:
                 runs.pop(a.id, None)
                 engine.free(a.id, final=True)
-            else:
+            elif job is not None:
                 engine.cancel(a.id)
+            if ran and rec.start is not None:
+                rec.wasted += (t - rec.start) * len(rec.ranks or ())
             if a.id in self.of:
-                if rec.start is not None:
-                    rec.lost += (t - rec.start) * len(rec.ranks or ())
                 rec.state, rec.finish, rec.note = CANCELLED, t, a.note
             elif job is not None:  # the original: its work is done, by the copy that won
                 rec.state, rec.finish, rec.note = COMPLETED, t, f"completed by its copy {a.winner}"
                 rec.won_by = a.winner
                 done += 1
         return done
+
+    def finished(self, engine: Engine, cid: int, t: float) -> None:
+        """Copy ``cid`` ended on its own: if its original was preempted
+        (and is not pending again), the copy did its work."""
+        of = self.of[cid]
+        rec = self.records[of]
+        if rec.state == PREEMPTED and engine.job(of) is None:
+            rec.state, rec.finish, rec.note, rec.won_by = COMPLETED, t, f"completed by its copy {cid}", cid
 
     def _submit(self, engine: Engine, of: int, t: float) -> None:
         orig = self.records[of].job
