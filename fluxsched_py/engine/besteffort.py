@@ -454,7 +454,7 @@ class BestEffort:
         shown = misses = 0
         for job in self._pending(now):
             window = min(job.walltime, job.preemptible_after or 0.0)
-            held = e.hooks.held(job)  # a campaign bound (engine/bounds.py): (ranks it may not use, reason)
+            held = e.hooks.held(job)  # (ranks it may not use, reason): a campaign bound, a copy being cancelled
             if free and (job.shape_id, window) not in failed:
                 misses = 0
                 avail = free if held is None else free & ~held[0]
