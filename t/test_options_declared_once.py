@@ -55,6 +55,9 @@ SAMPLES = {
     "campaign-predictor": ("false", "campaign-predictor", False),
     "sink-jobs": ("0", "sink-jobs", 0),
     "queue-parent": ("express:batch", "queue-parent", {"express": "batch"}),
+    "duplicates": ("2", "duplicates", 2),
+    "duplicates-running": ("8", "duplicates-running", 8),
+    "campaign-max-running": ("*@lyon:100", "campaign-max-running", {"*@lyon": 100}),
 }
 #: Flux module arguments only, by design (the table says why).
 MODULE_ONLY = {"mode", "log-level"}
@@ -77,6 +80,9 @@ REPORTED_DEFAULTS = {
     "campaign-predictor": True,
     "sink-jobs": 5,
     "queue-parent": {},
+    "duplicates": 0,
+    "duplicates-running": None,
+    "campaign-max-running": {},
 }
 
 

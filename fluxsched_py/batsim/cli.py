@@ -368,6 +368,10 @@ def main(argv: list[str] | None = None) -> int:
         options = from_flags(args, ENGINE_DEFAULTS)
     except EngineError as exc:
         raise UsageError(str(exc)) from None
+    if options.duplicates:
+        raise UsageError(
+            f"--duplicates {options.duplicates}: the Batsim drivers do not register copies (rfcs/campaigns.md)"
+        )
     if (args.nodes or args.platform) and args.protocol != "legacy":
         raise UsageError("--nodes and --platform are only for --protocol legacy (the JSON protocols carry them)")
     if args.workload and args.protocol == "v4":

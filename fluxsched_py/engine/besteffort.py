@@ -340,7 +340,7 @@ class BestEffort:
         if e.options.preempt_victims == "plan":
             chosen = None
         else:
-            chosen = choose_victims(match, base, cands, now, self._spent)
+            chosen = choose_victims(match, base, cands, now, self._spent | e.duplicates.copies())  # copies go first
         if chosen is None:  # the plan's placement (with fewest, only if lent resources went down)
             chosen = ([j for j, b in self.lent.items() if b & placement.bits], placement)
         victims, placement = chosen
@@ -454,9 +454,10 @@ class BestEffort:
         shown = misses = 0
         for job in self._pending(now):
             window = min(job.walltime, job.preemptible_after or 0.0)
+            held = e.hooks.held(job)  # (ranks it may not use, reason): a campaign bound, a copy being cancelled
             if free and (job.shape_id, window) not in failed:
                 misses = 0
-                avail = free
+                avail = free if held is None else free & ~held[0]
                 found = None
                 if planner.nreserved:
                     avail ^= avail & planner.reserved_during(now, now + max(window, 1e-9))
@@ -475,12 +476,14 @@ class BestEffort:
                     self._start(job, found, now, window, out)
                     free ^= free & found.bits
                     continue
-                failed.add((job.shape_id, window))
+                if held is None:
+                    failed.add((job.shape_id, window))
             else:
                 misses += 1
             if depth is None or shown < depth:
                 shown += 1
-                ann: dict[str, Any] = {"reason_pending": "best-effort: waiting for resources no regular job needs"}
+                why = "best-effort: waiting for resources no regular job needs" if held is None else held[1]
+                ann: dict[str, Any] = {"reason_pending": why}
                 if (eta := e.hooks.campaign_eta(job, now)) is not None:
                     ann["campaign_eta"] = eta  # the campaign predictor (engine/runtimes.py)
                 self._annotate(job, ann, out)

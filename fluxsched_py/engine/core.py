@@ -16,6 +16,8 @@ from ..planner import MatchCache, Placement, Planner
 from ..policy import QueuePolicy, make_policy
 from .annotations import end_pass, fmt_clock, resource_summary
 from .besteffort import BestEffort
+from .bounds import CampaignBounds
+from .duplicates import Duplicates
 from .hooks import Hooks
 from .jobs import Job, depth_limits, run_queues
 from .jobtable import JobTable
@@ -123,6 +125,13 @@ class Engine:
         self.limits: RunLimits | None = None
         self.usage: Usage | None = None
         self.set_limits(limits)
+        #: End-of-campaign copies and who won (engine/duplicates.py); after
+        #: the hooks, which read a loser before it is forgotten.
+        self.duplicates = Duplicates(self)
+        self.table.observers.append(self.duplicates)
+        #: Running jobs per campaign and node property (``campaign-max-running``).
+        self.bounds = CampaignBounds(self)
+        self.table.observers.append(self.bounds)
 
     # ------------------------------------------------------------------
     # Queries

@@ -23,8 +23,9 @@ The engine also calls :meth:`checked` on a request before its alloc
 of each ``schedule`` (EASY++ corrections; usage, predictor and the sink
 effect, :meth:`drains`); and, during a pass, :meth:`order` (campaign order
 of best-effort jobs, in :meth:`~.besteffort.BestEffort.run`),
-:meth:`excluded` (affinity) and :meth:`expected_duration` (the campaign
-predictor).  Each reads the engine's current options, so ``flux config
+:meth:`excluded` (affinity), :meth:`held` (a copy being cancelled, a
+campaign bound: :mod:`.duplicates`, :mod:`.bounds`) and
+:meth:`expected_duration` (the campaign predictor).  Each reads the engine's current options, so ``flux config
 reload`` turns a feature on or off; with every feature off the engine
 decides exactly as without this module.
 
@@ -40,7 +41,9 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from .affinity import Affinity, user_name
+from .bounds import parse_job_bounds
 from .campaigns import DecayedUsage, campaign_of, campaign_order
+from .duplicates import duplicate_of
 from .predict import RuntimePredictor
 from .runtimes import CampaignRuntimes
 from .sink import Drain, SinkDetector
@@ -89,8 +92,9 @@ class Hooks:
             self._job_left(job)
 
     def checked(self, request: Any) -> Any:
-        # raises ValueError for a bad campaign-type: the alloc is denied
+        # raises ValueError for a bad campaign-type or campaign-max-running: the alloc is denied
         self._checked = (request, *campaign_of(request))
+        parse_job_bounds(request)
         return request
 
     def _job_submitted(self, job: Job) -> None:
@@ -102,7 +106,7 @@ class Hooks:
             self.predictor.submitted(job, self.e.options.predict_history)
         if name is not None or best_effort:
             self._info[job.id] = (name, best_effort)
-            if name is not None:
+            if name is not None and duplicate_of(job.request) is None:  # a copy is no job still to run
                 self.runtimes.submitted(name, job.id)
             if best_effort and (name is not None or kind != "default"):
                 self.ordered = True
@@ -112,7 +116,7 @@ class Hooks:
             self.predictor.started(job, now)
         info = self._info.get(job.id)
         if info is not None:
-            if info[0] is not None:
+            if info[0] is not None and not self.e.duplicates.is_copy(job.id):
                 self.runtimes.started(info[0], job.id, now)
 
     def _job_left(self, job: Job) -> None:
@@ -126,7 +130,8 @@ class Hooks:
         """``job`` was freed; ``preempted``: killed for a regular job (its
         usage counts, its run time is no campaign run time)."""
         if job.t_start is not None and (job.id in self._info or self.e.options.predict_runtimes):
-            self._ended.append((job, job.t_start, preempted))
+            # a duplicate's loser (engine/duplicates.py) is killed, not a run time
+            self._ended.append((job, job.t_start, preempted or self.e.duplicates.is_loser(job.id)))
 
     def tick(self, now: float) -> None:
         e = self.e
@@ -165,6 +170,14 @@ class Hooks:
     def order(self, jobs: Iterable[Job], now: float) -> list[Job]:
         """Best-effort ``jobs`` (queue order) in campaign order (:mod:`.campaigns`)."""
         return campaign_order(jobs, self.usage(), now)
+
+    def held(self, job: Job) -> tuple[int, str] | None:
+        """What keeps best-effort ``job`` off nodes now: (ranks mask, reason), or None.  Every node
+        for a copy whose group was won, being cancelled (:mod:`.duplicates`); a campaign bound's (:mod:`.bounds`)."""
+        e = self.e
+        if e.duplicates.is_loser(job.id):
+            return e.planner.codec.ranks_mask(list(e.graph.ranks)), "cancelled: another copy finished first"
+        return e.bounds.held(job)
 
     def excluded(self, job: Job) -> int | None:
         """The flat mask of ranks ``job`` should avoid when it can (``affinity``), or None."""

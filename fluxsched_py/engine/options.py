@@ -37,6 +37,7 @@ from typing import Any
 from ..match.policy import POLICIES as MATCH_POLICIES
 from ..policy import POLICIES, REGISTRY
 from ..policy.base import POLICY_DEFAULT, PolicyDefault
+from .bounds import Bound, parse_bounds
 from .states import EngineError
 
 __all__ = ["LOG_LEVELS", "OPTIONS", "EngineOptions", "Option", "PLACEMENTS", "Syntax", "add_flags", "from_flags"]
@@ -210,6 +211,18 @@ def _queue_parent(key: str, value: Any) -> tuple[tuple[str, str], ...]:
     return pairs
 
 
+def _bounds(key: str, value: Any) -> tuple[Bound, ...]:
+    """``CAMPAIGN[@PROPERTY]:N,...`` (or a mapping) -> bounds (:mod:`.bounds`)."""
+    try:
+        return parse_bounds(value)
+    except ValueError as exc:
+        raise EngineError(f"{key}={value!r}: {exc}") from None
+
+
+def _bounds_report(value: tuple[Bound, ...]) -> dict[str, int]:
+    return {b.text().rpartition(":")[0]: b.limit for b in value}
+
+
 def _same(value: Any) -> Any:
     return value
 
@@ -338,6 +351,17 @@ OPTIONS: tuple[Option, ...] = (
            "virtual queues (RFC 33 queues.NAME.parent): a job of VQUEUE waits in PARENT's queue, in one "
            "priority order with PARENT's own jobs, under PARENT's policy; under Flux also read from the "
            "instance config's [queues.NAME] parent keys"),
+    Option("duplicates", "duplicates", Syntax(_count, "N"), 0,
+           "end-of-campaign duplication: when a campaign's jobs all run and nodes are idle, copies of "
+           "the job with the longest predicted remaining run time, at most N live copies per job; the "
+           "first to finish wins, the others are cancelled; 0 off"),
+    Option("duplicates-running", "duplicates_running", Syntax(_depth, "N"), None,
+           "end-of-campaign duplication: at most N live copies (asked for, pending or running) in all, "
+           "or unlimited"),
+    Option("campaign-max-running", "campaign_max_running",
+           Syntax(_bounds, "CAMPAIGN[@PROPERTY]:N,...", toml=_PAIRS_TOML, report=_bounds_report), (),
+           "at most N running jobs of a campaign (* each campaign), or of its jobs on nodes with PROPERTY; "
+           "pending best-effort jobs past a bound are held, reason_pending names it"),
 )  # fmt: skip
 
 _BY_NAME = {o.name: o for o in OPTIONS}
@@ -370,6 +394,9 @@ class EngineOptions:
     campaign_predictor: bool = _default("campaign_predictor")
     sink_jobs: int = _default("sink_jobs")
     queue_parent: tuple[tuple[str, str], ...] = _default("queue_parent")
+    duplicates: int = _default("duplicates")
+    duplicates_running: int | None = _default("duplicates_running")
+    campaign_max_running: tuple[Bound, ...] = _default("campaign_max_running")
 
     @classmethod
     def parse(cls, args: Iterable[str] | Mapping[str, Any] | None = None) -> EngineOptions:

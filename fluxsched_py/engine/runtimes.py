@@ -21,6 +21,8 @@ every job has no such flood to control, so they are not reproduced.
 
 from __future__ import annotations
 
+import bisect
+import math
 import statistics
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,6 +39,8 @@ class CampaignStats:
     first_start: float | None = None
     pending: set[int] = field(default_factory=set)
     running: set[int] = field(default_factory=set)
+    ordered: list[float] = field(default_factory=list)  # the run times, sorted
+    suffix: list[float] = field(default_factory=list)  # suffix[i] = sum(ordered[i:]), built when read
 
     @property
     def completed(self) -> int:
@@ -59,6 +63,27 @@ class CampaignStats:
         if elapsed <= 0:
             return None
         return now + remaining * elapsed / len(self.runtimes)
+
+    def residual(self, elapsed: float, walltime: float = math.inf) -> float:
+        """The predicted remaining run time of a job of this campaign that has
+        run ``elapsed`` seconds: the mean run time of the completed jobs that
+        ran longer, minus ``elapsed`` (the empirical mean residual life); a
+        job that outran every completed one is expected to run as long again;
+        with no completed job, its walltime's remainder (``elapsed`` when it
+        has none).  Never past the walltime."""
+        cap = walltime - elapsed
+        o = self.ordered
+        i = bisect.bisect_right(o, elapsed)
+        if not o or i == len(o):
+            guess = elapsed if o or math.isinf(cap) else cap
+        else:
+            if len(self.suffix) != len(o) + 1:
+                acc = [0.0]
+                for x in reversed(o):
+                    acc.append(acc[-1] + x)
+                self.suffix = acc[::-1]
+            guess = self.suffix[i] / (len(o) - i) - elapsed
+        return max(0.0, min(guess, cap))
 
 
 class CampaignRuntimes:
@@ -94,6 +119,7 @@ class CampaignRuntimes:
         c = self.campaigns.setdefault(name, CampaignStats())
         c.running.discard(jobid)
         c.runtimes.append(runtime)
+        bisect.insort(c.ordered, runtime)
         c.total += runtime
 
     def predicted(self, name: str | None) -> float | None:

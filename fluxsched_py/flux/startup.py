@@ -84,6 +84,8 @@ class Startup:
         self.graph = g
         self._job_scheduling = job_scheduling(payload["resources"])
         self.engine = Engine(g, self.options, job_name=self._job_name, limits=self.limits)
+        if self.options.duplicates:  # the engine's Duplicate actions are not carried out here
+            self.log(LOG_WARNING, f"duplicates={self.options.duplicates}: the Flux module submits no copies yet")
         # RFC 27 / resource.acquire: every target is down until it is up.
         g.set_down(g.ranks)
         up = payload.get("up") or None

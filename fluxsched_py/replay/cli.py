@@ -33,7 +33,7 @@ from .metrics import summarize
 from .platform import PlatformError, load_platform, nodes_graph
 from .provenance import REPLAY_ENGINE_DEFAULTS, describe, file_sha256
 from .report import never_started_line, print_summary, rejected_line, stdout_console, write_jobs_csv
-from .sim import replay
+from .sim import DUPLICATE_RUNTIMES, replay
 from .synthetic import EXAMPLE_NAME, example_path, generate
 from .window import parse_load_factor, scale_load, take_window
 from .workload import (
@@ -150,6 +150,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--resubmit-preempted",
         action="store_true",
         help="submit a preempted best-effort job again at once, as CiGri does",
+    )
+    ap.add_argument(
+        "--duplicate-runtime",
+        choices=DUPLICATE_RUNTIMES,
+        default="same",
+        help="with --duplicates N: an end-of-campaign copy runs its original's run time (same), or one drawn "
+        "from its campaign's jobs' run times, seeded by the copy's id (campaign: run times vary run to run)",
     )
     ap.add_argument("--output-dir", metavar="DIR", help="write DIR/jobs.csv (DIR/POLICY/jobs.csv with several)")
     ap.add_argument("--compare", metavar="P1,P2,...", help="replay under these queue policies, side by side")
@@ -356,6 +363,7 @@ def main(argv: list[str] | None = None) -> int:
                     resubmit_preempted=args.resubmit_preempted,
                     limits=limits,
                     forecast=args.forecast,
+                    duplicate_runtime=args.duplicate_runtime,
                 )
         else:
             result = replay(
@@ -366,6 +374,7 @@ def main(argv: list[str] | None = None) -> int:
                 resubmit_preempted=args.resubmit_preempted,
                 limits=limits,
                 forecast=args.forecast,
+                duplicate_runtime=args.duplicate_runtime,
             )
         results.append(result)
         summaries.append(summarize(result))

@@ -17,7 +17,13 @@ best-effort load), and the summary adds: best-effort work completed and lost
 to preemption (node-hours), preemptions, utilization counting every busy
 node-second over the same window (best-effort work included, cut at the
 regular makespan), and each campaign's makespan (its last finish minus its
-first submission; None while some of its jobs did not complete).
+first submission; None while some of its jobs did not complete).  With
+end-of-campaign copies (``duplicates``): copies started, cancelled (they
+lost), won (a job completed by its copy), and the node-hours of runs no
+job kept (copies cancelled or preempted, and originals a copy completed);
+a job completed by its copy counts as completed at the copy's finish (its
+campaign's makespan), and the completed work is that of the runs that
+finished (winning copies included).
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ import statistics
 from dataclasses import asdict, dataclass
 
 from ..report.metrics import TAU, schedule_metrics
-from .sim import COMPLETED, ReplayResult
+from .sim import CANCELLED, COMPLETED, ReplayResult
 
 __all__ = ["Summary", "summarize", "TAU"]
 _BESTEFFORT_FIELDS = (
@@ -36,6 +42,10 @@ _BESTEFFORT_FIELDS = (
     "preemptions",
     "utilization_with_besteffort",
     "campaigns",
+    "duplicates",
+    "duplicates_cancelled",
+    "duplicates_won",
+    "duplicates_wasted_nh",
 )
 
 _FORECAST_FIELDS = ("forecasted", "forecast_mae")
@@ -67,6 +77,10 @@ class Summary:
     #: Jobs given a first forecast, and its mean absolute error (None: not measured).
     forecasted: int | None = None
     forecast_mae: float | None = None
+    duplicates: int = 0
+    duplicates_cancelled: int = 0
+    duplicates_won: int = 0
+    duplicates_wasted_nh: float = 0.0
 
     def as_dict(self) -> dict:
         """The fields by name; the best-effort ones only when the workload had
@@ -103,7 +117,7 @@ def summarize(result: ReplayResult, tau: float = TAU) -> Summary:
     est = [r for r in started if r.first_estimate is not None]
     mae = statistics.fmean(abs(r.start - r.first_estimate) for r in est) if est else None
     kept = sum(1 for r in est if r.start <= r.first_estimate + 1e-6) / len(est) if est else None
-    extra = _besteffort(be, first_submit, m.makespan, m.span, m.used) if be else {}
+    extra = _besteffort(be, result.copies, first_submit, m.makespan, m.span, m.used) if be else {}
     if result.forecast:
         fc = [r for r in started if r.first_forecast is not None]
         extra["forecasted"] = len(fc)
@@ -128,15 +142,20 @@ def summarize(result: ReplayResult, tau: float = TAU) -> Summary:
     )
 
 
-def _besteffort(be: list, t0: float, t1: float, span: float, used: float) -> dict:
+def _besteffort(be: list, copies: list, t0: float, t1: float, span: float, used: float) -> dict:
     """The best-effort fields of :class:`Summary` (see the module docstring)."""
-    done = [r for r in be if r.state == COMPLETED and r.start is not None]
+    # Completed work: every run that did its job's work, a copy that won included;
+    # a job its copy completed ran for nothing (as the copies that lost).
+    done = [r for r in be if r.state == COMPLETED and r.start is not None and r.won_by is None]
+    done += [r for r in copies if r.state == COMPLETED and r.start is not None]
+    wasted = [r for r in be if r.wasted] + [r for r in copies if r.state != COMPLETED and r.start is not None]
     completed = sum((r.finish - r.start) * len(r.ranks or ()) for r in done)
     lost = sum(r.lost for r in be)
     # Preempted runs all end when a regular job starts, by the regular makespan.
     busy = used + lost
-    for r in done:
+    for r in done + wasted:
         busy += max(0.0, min(r.finish, t1) - max(r.start, t0)) * len(r.ranks or ())
+    waste = sum(r.wasted for r in be) + sum(r.wasted + r.lost for r in copies)
     campaigns: dict[str, list] = {}
     for r in be:
         campaigns.setdefault(r.job.campaign or "(none)", []).append(r)
@@ -151,4 +170,8 @@ def _besteffort(be: list, t0: float, t1: float, span: float, used: float) -> dic
         "preemptions": sum(r.preemptions for r in be),
         "utilization_with_besteffort": busy / span if span > 0 else 0.0,
         "campaigns": tuple(spans),
+        "duplicates": sum(1 for r in copies if r.start is not None),
+        "duplicates_cancelled": sum(1 for r in copies if r.state == CANCELLED),
+        "duplicates_won": sum(1 for r in copies if r.start is not None and r.state == COMPLETED),
+        "duplicates_wasted_nh": waste / 3600,
     }

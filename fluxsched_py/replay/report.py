@@ -143,6 +143,15 @@ def summary_table(summaries: Sequence[Summary], title: str = "replay") -> Table:
             ("preemptions", lambda s: str(s.preemptions)),
             ("utilization with best-effort work", lambda s: _fmt(s.utilization_with_besteffort, "%")),
         ]
+        if any(s.duplicates for s in summaries):
+            rows.insert(
+                -1,
+                (
+                    "copies: started / cancelled / won",
+                    lambda s: f"{s.duplicates} / {s.duplicates_cancelled} / {s.duplicates_won}",
+                ),
+            )
+            rows.insert(-1, ("runs no job kept (copies, originals)", lambda s: f"{s.duplicates_wasted_nh:,.1f} node-h"))
         names = sorted({n for s in summaries for n, _ in s.campaigns})
         for n in names:
             rows.insert(-1, (f"campaign {n}: makespan", lambda s, n=n: _fmt(dict(s.campaigns).get(n))))

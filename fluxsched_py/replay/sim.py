@@ -11,15 +11,19 @@ scheduler would make in production on the same inputs.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import heapq
 import math
+import random
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..engine import Engine, EngineOptions, ResponseType
+from ..engine import Engine, EngineOptions, JobState, ResponseType
+from ..engine.campaigns import campaign_of
+from ..engine.duplicates import CancelCopy, Duplicate
 from ..engine.forecast import FORECAST_LIMIT
 from ..engine.forecast import forecast as plan_forecast
 from ..engine.runlimits import RunLimits
@@ -33,6 +37,10 @@ KILLED = "COMPLETED_WALLTIME_REACHED"
 PREEMPTED = "COMPLETED_KILLED"  # Batsim's state for a job it was told to kill
 REJECTED = "REJECTED"
 NOT_STARTED = "NOT_STARTED"
+CANCELLED = "CANCELLED"  # an end-of-campaign copy that lost (or its original, which then completes by its copy)
+#: ``duplicate_runtime`` models: a copy runs its original's run time, or one
+#: drawn (seeded by the copy's id) from the run times of its campaign's jobs.
+DUPLICATE_RUNTIMES = ("same", "campaign")
 
 
 @dataclass(slots=True)
@@ -57,6 +65,10 @@ class JobRecord:
     #: Best-effort jobs: times preempted, and node-seconds of work lost to it.
     preemptions: int = 0
     lost: float = 0.0
+    #: A job a copy of it completed (end-of-campaign duplication): that copy's id.
+    won_by: int | None = None
+    #: Node-seconds of its runs cancelled because another copy finished first.
+    wasted: float = 0.0
 
     @property
     def ranks(self) -> IdSet | None:
@@ -85,6 +97,8 @@ class ReplayResult:
     drains: list[tuple[float, IdSet, str]] = field(default_factory=list)
     #: Whether first forecasts were recorded (``JobRecord.first_forecast``).
     forecast: bool = False
+    #: End-of-campaign copies (``duplicates``): one record each, ``job.name`` is ``ORIGINAL+copy``.
+    copies: list[JobRecord] = field(default_factory=list)
 
     @property
     def policy(self) -> str:
@@ -105,6 +119,7 @@ def replay(
     resubmit_preempted: bool = False,
     limits: RunLimits | None = None,
     forecast: bool = False,
+    duplicate_runtime: str = "same",
 ) -> ReplayResult:
     """Replay ``workload`` on ``graph`` (which it allocates from) and return the records.
 
@@ -124,7 +139,15 @@ def replay(
     :data:`~fluxsched_py.engine.forecast.FORECAST_LIMIT` jobs (no time
     budget: the replay stays deterministic); a job beyond that gets none.
     It only reads the engine: the decisions are those of a replay without it.
+    End-of-campaign copies (the ``duplicates`` option) are submitted when the
+    engine asks (:class:`~fluxsched_py.engine.duplicates.Duplicate`) with a
+    fresh start and the run time ``duplicate_runtime`` gives
+    (:data:`DUPLICATE_RUNTIMES`); the first of a job and its copies to
+    finish wins, the others are cancelled at once.  A job whose copy won
+    completes then (its record's finish is the copy's, its note says so).
     """
+    if duplicate_runtime not in DUPLICATE_RUNTIMES:
+        raise ValueError(f"duplicate_runtime={duplicate_runtime!r}: choose from {', '.join(DUPLICATE_RUNTIMES)}")
     t_wall = time.perf_counter()
     # no R and no resource_summary text: the replay sends no message (issue 15: 4 % of its CPU)
     engine = engine_factory(
@@ -140,8 +163,9 @@ def replay(
     # walk only what the replay makes (issue 15: 5 % of the CPU time).
     gc.freeze()
     try:
+        copies = _Copies(jobs, records, duplicate_runtime)
         return _run(
-            workload, graph, engine, jobs, records, total, progress, check, resubmit_preempted, forecast, t_wall
+            workload, graph, engine, jobs, records, total, progress, check, resubmit_preempted, forecast, t_wall, copies
         )
     finally:
         gc.unfreeze()
@@ -159,6 +183,7 @@ def _run(
     resubmit_preempted: bool,
     with_forecast: bool,
     t_wall: float,
+    copies: _Copies,
 ) -> ReplayResult:
     ends: list[tuple[float, int, int]] = []  # (finish, job id, run number)
     runs: dict[int, int] = {}  # job id -> its current run (stale ends are skipped)
@@ -173,9 +198,12 @@ def _run(
         while ends and ends[0][0] <= t:
             _, jobid, run = heapq.heappop(ends)
             if runs.get(jobid) != run:
-                continue  # preempted before it ended
+                continue  # preempted (or cancelled: a copy won) before it ended
             engine.free(jobid, final=True)
-            done += 1
+            if jobid in copies.of:
+                copies.finished(engine, jobid, t)
+            else:
+                done += 1
         while i < total and jobs[i].submit <= t:
             j = jobs[i]
             i += 1
@@ -189,22 +217,30 @@ def _run(
         if submitted:
             _first_forecasts(engine, t, submitted, records)
         result = engine.schedule(t)
-        while result.preempt:  # kill at once, then pass again: the regular jobs start now
+        while True:
+            while result.preempt:  # kill at once, then pass again: the regular jobs start now
+                done += _answer(engine, result.responses, records, ends, runs, t)
+                for a in result.preempt:
+                    rec = records[a.id]
+                    rec.state, rec.finish, rec.note = PREEMPTED, t, a.note
+                    rec.preemptions += 1
+                    rec.lost += (t - (rec.start or t)) * len(rec.ranks or ())
+                    runs.pop(a.id, None)
+                    engine.free(a.id, final=True)
+                    if a.id in copies.of:
+                        continue  # a copy is not submitted again
+                    if resubmit_preempted:
+                        j = rec.job
+                        engine.alloc(j.id, 0, max(j.user, 0), t, j.request)
+                    else:
+                        done += 1
+                result = engine.schedule(t)
             done += _answer(engine, result.responses, records, ends, runs, t)
-            for a in result.preempt:
-                rec = records[a.id]
-                rec.state, rec.finish, rec.note = PREEMPTED, t, a.note
-                rec.preemptions += 1
-                rec.lost += (t - (rec.start or t)) * len(rec.ranks or ())
-                runs.pop(a.id, None)
-                engine.free(a.id, final=True)
-                if resubmit_preempted:
-                    j = rec.job
-                    engine.alloc(j.id, 0, max(j.user, 0), t, j.request)
-                else:
-                    done += 1
+            acts = engine.duplicates.actions(t)  # after a complete pass: copies to submit, losers to cancel
+            if not acts:
+                break
+            done += copies.carry_out(engine, acts, runs, t)
             result = engine.schedule(t)
-        done += _answer(engine, result.responses, records, ends, runs, t)
         for d in engine.hooks.drains():
             engine.resource_update(down=d.ranks)
             drains.append((t, d.ranks, d.reason))
@@ -229,6 +265,7 @@ def _run(
         dict(engine.stats),
         drains,
         with_forecast,
+        [records[c] for c in copies.of],
     )
 
 
@@ -239,6 +276,75 @@ def _first_forecasts(engine: Engine, t: float, submitted: set[int], records: dic
         if f.jobid in submitted and f.start is not None:
             records[f.jobid].first_forecast = f.start
     submitted.clear()
+
+
+class _Copies:
+    """The replay's end-of-campaign copies: their records and run times."""
+
+    def __init__(self, jobs: list[WorkloadJob], records: dict[int, JobRecord], model: str) -> None:
+        self.records = records
+        self.model = model
+        self.of: dict[int, int] = {}  # copy -> original
+        self._next = max((j.id for j in jobs), default=0) + 1
+        self._runtimes: dict[str, list[float]] = {}  # campaign -> its jobs' run times (model "campaign")
+        if model == "campaign":
+            for j in jobs:
+                name = j.campaign or campaign_of(j.request)[0]
+                if name:
+                    self._runtimes.setdefault(name, []).append(j.runtime)
+
+    def carry_out(self, engine: Engine, acts: list[Duplicate | CancelCopy], runs: dict[int, int], t: float) -> int:
+        """Submit the copies asked for, cancel the losers; returns how many
+        workload jobs that finished (originals whose copy won)."""
+        done = 0
+        for a in acts:
+            if isinstance(a, Duplicate):
+                self._submit(engine, a.of, t)
+                continue
+            rec = self.records[a.id]
+            job = engine.job(a.id)
+            ran = job is None or job.state is JobState.RUNNING  # (it may have ended with the winner, and lost the tie)
+            if job is not None and ran:
+                runs.pop(a.id, None)
+                engine.free(a.id, final=True)
+            elif job is not None:
+                engine.cancel(a.id)
+            if ran and rec.start is not None:
+                rec.wasted += (t - rec.start) * len(rec.ranks or ())
+            if a.id in self.of:
+                rec.state, rec.finish, rec.note = CANCELLED, t, a.note
+            elif job is not None:  # the original: its work is done, by the copy that won
+                rec.state, rec.finish, rec.note = COMPLETED, t, f"completed by its copy {a.winner}"
+                rec.won_by = a.winner
+                done += 1
+        return done
+
+    def finished(self, engine: Engine, cid: int, t: float) -> None:
+        """Copy ``cid`` ended on its own: if its original was preempted
+        (and is not pending again), the copy did its work."""
+        of = self.of[cid]
+        rec = self.records[of]
+        if rec.state == PREEMPTED and engine.job(of) is None:
+            rec.state, rec.finish, rec.note, rec.won_by = COMPLETED, t, f"completed by its copy {cid}", cid
+
+    def _submit(self, engine: Engine, of: int, t: float) -> None:
+        orig = self.records[of].job
+        cid = self._next
+        self._next += 1
+        attrs = dict(orig.request.attributes or {})
+        attrs["system"] = {**(attrs.get("system") or {}), "duplicate-of": of, "preemptible-after": 0}
+        request = dataclasses.replace(orig.request, attributes=attrs, preemptible_after=0.0)
+        runtime = orig.runtime
+        pool = self._runtimes.get(orig.campaign or campaign_of(orig.request)[0] or "")
+        if self.model == "campaign" and pool:
+            runtime = random.Random(cid).choice(pool)
+        job = dataclasses.replace(orig, id=cid, name=f"{orig.name}+copy", submit=t, request=request, runtime=runtime)
+        self.records[cid] = JobRecord(job)
+        self.of[cid] = of
+        for r in engine.alloc(cid, 0, max(job.user, 0), t, request):
+            if r.type is ResponseType.DENY:
+                rec = self.records[cid]
+                rec.state, rec.note, rec.rejected_at = REJECTED, r.note, t
 
 
 def _answer(

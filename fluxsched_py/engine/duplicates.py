@@ -1,0 +1,240 @@
+"""End-of-campaign duplication: copies of a campaign's last running jobs on idle nodes.
+
+CiGri (seed 003, "End of campains optimization: duplication of jobs at the
+end of a campain if resources are free"; its *finalize* scheduling mode:
+"replicate the remaining jobs of a given campaign").  With ``duplicates=N``
+(N > 0), after a complete pass, for each named campaign whose jobs are all
+running (none pending) and while nodes stay idle, the engine asks the
+driver for a **copy** of the campaign's running best-effort job with the
+longest predicted remaining run time (:meth:`.runtimes.CampaignStats.residual`),
+up to N live copies of one job and ``duplicates-running`` live copies in all,
+where a copy may start now (idle nodes its campaign's bounds allow).
+
+A copy is an ordinary best-effort job the driver submits
+(:class:`Duplicate`): the original's jobspec with
+``attributes.system.preemptible-after = 0`` and
+``attributes.system.duplicate-of = ORIGINAL``.  So a copy starts only on what
+no regular job needs, never delays one (lent at once, every regular job
+plans as if it were not there), and with ``preempt-victims=fewest`` costs
+nothing as a victim: it goes first.
+
+:class:`Duplicates` is the one owner of which copies exist and who won.  A
+job and its copies are a *group*.  The first member whose final
+``sched.free`` is not a preemption is the **winner**; every other live
+member (the original included, when a copy wins) is cancelled by the
+driver (:class:`CancelCopy`) and, when freed, counts as killed, not as a
+campaign run time (:mod:`.hooks`).  ``sched.free`` does not say why a job
+ended: a job cancelled by its user wins too (and its copies are
+cancelled, as the user would want).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .besteffort import far_end
+from .campaigns import campaign_of
+from .states import JobState
+
+if TYPE_CHECKING:
+    from .core import Engine
+    from .jobs import Job
+
+__all__ = ["CancelCopy", "Duplicate", "Duplicates", "duplicate_of"]
+
+
+@dataclass(frozen=True, slots=True)
+class Duplicate:
+    """Submit a copy of running job :attr:`of` (see the module docstring)."""
+
+    of: int
+    note: str
+
+
+@dataclass(frozen=True, slots=True)
+class CancelCopy:
+    """Cancel job :attr:`id` (pending or running): :attr:`winner`, a member
+    of its group, finished first."""
+
+    id: int
+    winner: int
+    note: str
+
+
+def duplicate_of(request: Any) -> int | None:
+    """``attributes.system.duplicate-of`` of a request (an int job id), else None."""
+    attrs = getattr(request, "attributes", None)
+    system = attrs.get("system") if isinstance(attrs, Mapping) else None
+    if not isinstance(system, Mapping):
+        return None
+    v = system.get("duplicate-of")
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+@dataclass(slots=True)
+class _Group:
+    """A job and its copies."""
+
+    original: int
+    members: set[int] = field(default_factory=set)  # live: pending or running, original included
+    requested: int = 0  # copies asked for that have not arrived
+    winner: int | None = None
+
+
+class Duplicates:
+    """See the module docstring: a job-table observer, and the actions drivers take."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.e = engine
+        self._groups: dict[int, _Group] = {}  # original -> group
+        self._copy_of: dict[int, int] = {}  # live copy -> original
+        self._losers: set[int] = set()  # cancelled, not yet freed or gone
+        self._actions: list[Duplicate | CancelCopy] = []
+        engine.stats.update({"duplicates_requested": 0, "duplicates_started": 0, "duplicates_cancelled": 0})
+        engine.stats["duplicates_won"] = 0  # groups a copy won
+
+    # -- queries -----------------------------------------------------------------
+
+    def is_copy(self, jobid: int) -> bool:
+        return jobid in self._copy_of
+
+    def is_loser(self, jobid: int) -> bool:
+        """``jobid`` was cancelled because another member of its group won."""
+        return jobid in self._losers
+
+    def copies(self) -> frozenset[int]:
+        """The live copies (pending or running)."""
+        return frozenset(self._copy_of)
+
+    # -- job events ----------------------------------------------------------------
+
+    def job_event(self, job: Job, event: str, old: JobState | None, now: float | None, preempted: bool) -> None:
+        if event == "alloc":
+            self._arrived(job)
+        elif event == "start" and old is JobState.PENDING and job.id in self._copy_of:
+            self.e.stats["duplicates_started"] += 1
+        elif event == "free-final":
+            self._ended(job.id, won=not preempted and job.id not in self._losers)
+        elif event in ("cancel", "deny") and old is JobState.PENDING:
+            self._ended(job.id, won=False)
+
+    def _arrived(self, job: Job) -> None:
+        of = duplicate_of(job.request) if job.preemptible_after is not None else None
+        g = self._groups.get(job.id if of is None else of)
+        if g is None:
+            return
+        if of is None:  # the original again (resubmitted after a preemption)
+            g.members.add(job.id)
+        else:
+            g.requested = max(0, g.requested - 1)
+            self._copy_of[job.id] = of
+            g.members.add(job.id)
+        if g.winner is not None:
+            self._cancel(job.id, g)
+
+    def _ended(self, jobid: int, won: bool) -> None:
+        self._losers.discard(jobid)
+        original = self._copy_of.pop(jobid, jobid)
+        g = self._groups.get(original)
+        if g is None or jobid not in g.members:
+            return
+        g.members.discard(jobid)
+        if won and g.winner is None:
+            g.winner = jobid
+            if jobid != original:
+                self.e.stats["duplicates_won"] += 1
+            for other in sorted(g.members):
+                self._cancel(other, g)
+        if not g.members and not g.requested:  # else a copy asked for is still to come (and be cancelled)
+            del self._groups[original]
+
+    def _cancel(self, jobid: int, g: _Group) -> None:
+        if jobid in self._losers:
+            return
+        self._losers.add(jobid)
+        if jobid in self._copy_of:
+            self.e.stats["duplicates_cancelled"] += 1
+        name = self.e.job_name
+        what = "copy of" if jobid != g.original else "original of"
+        self._actions.append(
+            CancelCopy(jobid, g.winner or 0, f"{what} job {name(g.original)}: job {name(g.winner or 0)} finished first")
+        )
+
+    # -- the decision, after a complete pass ------------------------------------------
+
+    def actions(self, now: float) -> list[Duplicate | CancelCopy]:
+        """The copies to submit and the jobs to cancel, decided now (after a
+        complete pass: drivers call it when ``schedule`` returned with
+        ``more`` False).  Cancels are given whatever the options."""
+        if self.e.options.duplicates > 0:
+            self._request(now)
+        out, self._actions = self._actions, []
+        return out
+
+    def _request(self, now: float) -> None:
+        e = self.e
+        opts = e.options
+        per_job = opts.duplicates
+        live = len(self._copy_of) + sum(g.requested for g in self._groups.values())
+        room = opts.duplicates_running
+        if room is not None and live >= room:
+            return
+        runtimes = e.hooks.runtimes
+        if not any(c.running and not c.pending for c in runtimes.campaigns.values()):
+            return  # no campaign has all its remaining jobs running
+        planner = e.planner
+        free = planner.codec.encode(e.graph.free())
+        if planner.nreserved:
+            free ^= free & planner.reserved_during(now, now + 1e-9)
+        if not free:
+            return
+        pending = [j for j in e.table.pending_in(e.table.besteffort) if j.id not in self._copy_of]
+        busy = {campaign_of(j.request)[0] for j in pending}  # campaigns with jobs still to start
+        if None in busy:  # best-effort jobs of no campaign are waiting: the nodes are not idle
+            return
+        cands: list[tuple[int, float, float, int]] = []  # (copies, -remaining, -elapsed, id): a heap
+        for name, c in runtimes.campaigns.items():
+            if c.pending or name in busy or not c.running:
+                continue
+            for jid in c.running:
+                job = e.table.jobs.get(jid)
+                if job is None or not self._eligible(job):
+                    continue
+                g = self._groups.get(jid)
+                n = 0 if g is None else len(g.members) - 1 + g.requested
+                if n >= per_job or (g is not None and g.winner is not None):
+                    continue
+                elapsed = now - (job.t_start or now)
+                cands.append((n, -c.residual(elapsed, job.walltime), -elapsed, jid))
+        heapq.heapify(cands)
+        policy = far_end(opts.placement)
+        while cands and free and (room is None or live < room):
+            n, left, elapsed, jid = heapq.heappop(cands)
+            job = e.table.jobs[jid]
+            held = e.hooks.held(job)  # a copy counts against its campaign's bounds (engine/bounds.py)
+            e.stats["matches"] += 1
+            found = planner.match_bits(job.request, free if held is None else free & ~held[0], policy)
+            if found is None:
+                continue
+            free ^= free & found.bits
+            g = self._groups.get(jid)
+            if g is None:
+                g = self._groups[jid] = _Group(jid, {jid})
+            g.requested += 1
+            live += 1
+            e.stats["duplicates_requested"] += 1
+            self._actions.append(Duplicate(jid, f"copy {n + 1} of job {e.job_name(jid)}: its campaign's last jobs run"))
+            if n + 1 < per_job:
+                heapq.heappush(cands, (n + 1, left, elapsed, jid))
+
+    def _eligible(self, job: Job) -> bool:
+        """A running best-effort original, not preempted, not a loser."""
+        if job.state is not JobState.RUNNING or job.preemptible_after is None:
+            return False
+        if job.id in self._copy_of or job.id in self._losers:
+            return False
+        e = self.e
+        return job.id in e.besteffort.lent or job.id in e.planner  # else preempted, waiting for its free
