@@ -111,12 +111,26 @@ def _copy_plan(e: Engine, now: float) -> tuple[Planner, dict[int, Any]]:
         start = max(span.start, now)
         plan.reserve(span.jobid, span.resources, start, start + (span.end - span.start))
         reserved[span.jobid] = (start, span.resources)
+    for name, (start, end, bits) in src.blocks().items():  # advance reservations
+        plan.block(name, bits, start, end)
     plan.set_now(now)
     return plan, reserved
 
 
-def _place(plan: Planner, jobid: int, request: Any, duration: float, now: float) -> tuple[float, ResourceSet] | None:
-    found = plan.earliest(request, now, duration)
+def _place(
+    plan: Planner,
+    jobid: int,
+    request: Any,
+    duration: float,
+    now: float,
+    window: tuple[float, float, int] | None = None,
+    walltime: float = math.inf,
+) -> tuple[float, ResourceSet] | None:
+    if window is not None:  # a job of an advance reservation: inside its window only, for its walltime
+        slot = plan.earliest_in(request, now, walltime, "first", window)
+        found = None if slot is None else (slot.start, plan.resolve(slot.placement))
+    else:
+        found = plan.earliest(request, now, duration)
     if found is None:
         return None
     t, rs = found
@@ -144,7 +158,9 @@ def _plan(
             out.append(Forecast(job.id, t, "reservation", rs, **common))
         elif i >= limit:
             out.append(Forecast(job.id, None, "not planned", **common))
-        elif (placed := _place(plan, job.id, job.request, job.duration, now)) is None:
+        elif (
+            placed := _place(plan, job.id, job.request, job.duration, now, e.reservations.window(job), job.walltime)
+        ) is None:
             kind = "never" if e.feasibility(job.request) is not None else "unknown"
             out.append(Forecast(job.id, None, kind, **common))
         else:
@@ -188,7 +204,7 @@ def when(
     key = order_key(priority, now, math.inf)
     ahead = [j for j in e.pending() if j.sortkey < key]
     plan, planned = _plan(e, ahead, now, limit, budget, stopwatch)
-    placed = _place(plan, probe.id, request, probe.duration, now)
+    placed = _place(plan, probe.id, request, probe.duration, now, e.reservations.window(probe), probe.walltime)
     queue = getattr(request, "queue", None)
     if placed is None:  # pragma: no cover - feasibility said it fits
         return Forecast(probe.id, None, "never", queue=queue, duration=probe.duration)
