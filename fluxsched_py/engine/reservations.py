@@ -54,7 +54,15 @@ if TYPE_CHECKING:
     from .core import Engine
     from .jobs import Job
 
-__all__ = ["Reservation", "ReservationError", "Reservations", "parse_spec", "parse_time"]
+__all__ = [
+    "Reservation",
+    "ReservationError",
+    "Reservations",
+    "add_entries",
+    "parse_spec",
+    "parse_time",
+    "read_entries",
+]
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
@@ -128,9 +136,7 @@ def _duration(value: Any, field: str) -> float:
     return d
 
 
-def parse_spec(
-    obj: Any, now: float, user_id: Callable[[str], int] | None = None, *, exclusive: bool = True
-) -> dict[str, Any]:
+def parse_spec(obj: Any, now: float, user_id: Callable[[str], int] | None = None) -> dict[str, Any]:
     """The arguments of :meth:`Reservations.add` from a mapping
     ``{name, ranks | nodes [requires], start, end | duration, users?}``
     (an RPC payload, a KVS entry, a TOML table, an entry of the replay's
@@ -171,7 +177,7 @@ def parse_spec(
     if "start" not in obj:
         raise ReservationError("start", "missing")
     out["start"] = start = parse_time(obj["start"], now, "start")
-    if ("end" in obj) == ("duration" in obj) and exclusive:
+    if ("end" in obj) == ("duration" in obj):
         raise ReservationError("end", "give end or duration (one of them)")
     out["end"] = parse_time(obj["end"], now, "end") if "end" in obj else start + _duration(obj["duration"], "duration")
     users = obj.get("users") or []
@@ -191,7 +197,8 @@ def parse_spec(
             except KeyError:
                 raise ReservationError("users", f"no such user: {u!r:.40}") from None
         else:
-            raise ReservationError("users", f"expected a uid or user name, got {u!r:.40}")
+            what = "a uid or user name" if user_id is not None else "a uid"
+            raise ReservationError("users", f"expected {what}, got {u!r:.40}")
     out["users"] = tuple(sorted(set(uids)))
     return out
 
@@ -432,3 +439,40 @@ class Reservations:
                 nodes = f"{n} node{'' if n == 1 else 's'}"
                 return f"reservation {r.name}: {nodes} reserved from {fmt(r.start)} to {fmt(r.end)}"
         return None
+
+
+def read_entries(text: str, source: str) -> list[Mapping[str, Any]]:
+    """The entries of a reservations file (YAML or JSON): a list of
+    :func:`parse_spec` mappings, or ``{reservations: [...]}``.  Raises
+    :class:`ReservationError` (field ``source``) when it is neither."""
+    import yaml
+
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ReservationError(source, f"not YAML or JSON: {str(exc).splitlines()[0]}") from None
+    if isinstance(doc, Mapping) and set(doc) == {"reservations"}:
+        doc = doc["reservations"]
+    if doc is None:
+        return []
+    if not isinstance(doc, list) or not all(isinstance(x, Mapping) for x in doc):
+        raise ReservationError(source, "expected a list of reservations, or {reservations: [...]}")
+    return doc
+
+
+def add_entries(
+    reservations: Reservations,
+    entries: Sequence[Mapping[str, Any]],
+    now: float,
+    user_id: Callable[[str], int] | None = None,
+    where: str = "reservations",
+) -> list[Reservation]:
+    """Add every entry (:func:`parse_spec`), in order; the first bad one
+    raises :class:`ReservationError` with its place (``where[i]: field``)."""
+    out = []
+    for i, entry in enumerate(entries):
+        try:
+            out.append(reservations.add(now=now, **parse_spec(entry, now, user_id)))
+        except ReservationError as exc:
+            raise ReservationError(f"{where}[{i}].{exc.field}", exc.reason) from None
+    return out

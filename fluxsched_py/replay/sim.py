@@ -15,11 +15,12 @@ import gc
 import heapq
 import math
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..engine import Engine, EngineOptions, ResponseType
+from ..engine.reservations import add_entries
 from ..ids import IdSet
 from .workload import Workload, WorkloadJob
 
@@ -95,6 +96,7 @@ def replay(
     check: Callable[[Engine], None] | None = None,
     engine_factory: Callable[..., Engine] = Engine,
     resubmit_preempted: bool = False,
+    reservations: Sequence[Mapping[str, Any]] = (),
 ) -> ReplayResult:
     """Replay ``workload`` on ``graph`` (which it allocates from) and return the records.
 
@@ -102,11 +104,14 @@ def replay(
     every pass (tests use it for invariants).  A preempted best-effort job
     is killed at once (state ``COMPLETED_KILLED``); with
     ``resubmit_preempted`` it is submitted again at that time, as CiGri
-    does, and its record keeps its last run.
+    does, and its record keeps its last run.  ``reservations`` are advance
+    reservations (``--reservations FILE`` entries, times on the replay's
+    clock), added before the first job; a bad one raises ReservationError.
     """
     t_wall = time.perf_counter()
     # no R and no resource_summary text: the replay sends no message (issue 15: 4 % of its CPU)
     engine = engine_factory(graph, options, build_R=False, summaries=False, time_format=lambda t: f"t={t:.0f}s")
+    add_entries(engine.reservations, reservations, 0.0)
     jobs = sorted(workload.jobs, key=lambda j: (j.submit, j.id))
     records = {j.id: JobRecord(j) for j in jobs}
     if len(records) != len(jobs):
@@ -141,7 +146,7 @@ def _run(
     reported = 0
     drains: list[tuple[float, IdSet, str]] = []
     wake = engine.hooks.wakeup  # EASY++ corrections, ends of protected windows
-    while i < total or ends:
+    while i < total or ends or (engine.pending_count and wake() < math.inf):  # a window still to open
         t = min(jobs[i].submit if i < total else math.inf, ends[0][0] if ends else math.inf, wake())
         while ends and ends[0][0] <= t:
             _, jobid, run = heapq.heappop(ends)
@@ -213,8 +218,10 @@ def _answer(
             j = rec.job
             rec.start = t
             run = min(j.runtime, j.walltime)
+            if j.request.reservation is not None:
+                run = min(run, r.expiration - t)  # killed when its reservation ends
             rec.finish = t + run
-            rec.state = KILLED if j.runtime > j.walltime else COMPLETED
+            rec.state = KILLED if j.runtime > run else COMPLETED
             rec.ranks = r.resources.ranks
             runs[r.id] = runs.get(r.id, 0) + 1
             heapq.heappush(ends, (rec.finish, r.id, runs[r.id]))
