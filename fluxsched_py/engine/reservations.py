@@ -59,6 +59,7 @@ __all__ = [
     "ReservationError",
     "Reservations",
     "add_entries",
+    "parse_duration",
     "parse_spec",
     "parse_time",
     "read_entries",
@@ -124,7 +125,8 @@ def parse_time(value: Any, now: float, field: str) -> float:
         raise ReservationError(field, f"{value!r:.40}: not an ISO 8601 date or +FSD") from None
 
 
-def _duration(value: Any, field: str) -> float:
+def parse_duration(value: Any, field: str) -> float:
+    """A positive finite duration: seconds, or an FSD string (``4h``)."""
     if isinstance(value, bool):
         raise ReservationError(field, f"expected a duration, got {value!r}")
     try:
@@ -179,7 +181,10 @@ def parse_spec(obj: Any, now: float, user_id: Callable[[str], int] | None = None
     out["start"] = start = parse_time(obj["start"], now, "start")
     if ("end" in obj) == ("duration" in obj):
         raise ReservationError("end", "give end or duration (one of them)")
-    out["end"] = parse_time(obj["end"], now, "end") if "end" in obj else start + _duration(obj["duration"], "duration")
+    if "end" in obj:
+        out["end"] = parse_time(obj["end"], now, "end")
+    else:
+        out["end"] = start + parse_duration(obj["duration"], "duration")
     users = obj.get("users") or []
     if isinstance(users, str):
         users = [u for u in users.split(",") if u]

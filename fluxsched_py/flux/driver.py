@@ -478,6 +478,11 @@ class Driver(Startup):
     # passes and responses
     # ------------------------------------------------------------------
 
+    def changed(self) -> None:
+        """Arm a pass: something other than a job message changed the plan
+        (a control RPC added or removed a reservation)."""
+        self._changed()
+
     def _changed(self) -> None:
         now = time.monotonic()
         if self._last_change:
