@@ -131,6 +131,8 @@ def test_jobs_naming_an_unknown_or_forbidden_reservation_are_denied(e):
     assert denied(e.alloc(9, 16, 1, 0.0, spec(1, 10.0, "maint"))) == {9: "reservation maint: user 1 may not use it"}
     assert 10 in denied(e.alloc(10, 16, 7, 0.0, spec(3, 10.0, "maint")))  # 3 nodes in a 2-node window
     assert e.pending_count == 0
+    assert e.feasibility(spec(1, 10.0, "nope")) == "reservation nope: no such reservation"
+    assert e.feasibility(spec(1, 10.0, "maint")) is None
 
 
 def test_without_users_only_the_owner_may_use_it():

@@ -376,6 +376,9 @@ class Engine:
             request = self._parse(jobspec)
         except Exception as exc:
             return f"invalid jobspec: {exc}"
+        name = getattr(request, "reservation", None)
+        if name is not None and self.reservations.get(name) is None:
+            return f"reservation {name}: no such reservation"  # as Slurm, at submission when asked
         return self._feasible(request)
 
     def changed(self) -> None:
