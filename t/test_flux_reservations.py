@@ -71,6 +71,13 @@ def test_the_config_declares_them_and_the_kvs_wins():
     assert [r["end"] for r in ask(d2, t2, "reserve-list", {})["reservations"]] == [1200.0]
 
 
+def test_a_config_value_that_is_no_array_is_one_error():
+    d, t = make(["queue-policy=easy"])
+    reservestore.load(d, None, {"sched-py": {"reservation": "[{name='x'}]"}}, owner=0)
+    errors = [text for level, text in t.logs if level == 3]
+    assert errors == ["reservations: [sched-py] reservation: expected an array of tables ([[sched-py.reservation]])"]
+
+
 def test_the_config_table_is_no_option():
     from fluxsched_py.flux.siteconf import config_options
 

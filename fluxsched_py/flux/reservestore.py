@@ -86,6 +86,11 @@ def load(driver: Driver, stored: Any, conf: Any, owner: int) -> None:
     entries = table.get("reservation") if isinstance(table, Mapping) else None
     if isinstance(entries, Mapping):
         entries = [entries]
+    if entries is not None and not isinstance(entries, list):
+        driver.error(
+            f"reservations: [{driver.name}] reservation: expected an array of tables ([[{driver.name}.reservation]])"
+        )
+        entries = None
     added = 0
     for i, entry in enumerate(entries or ()):
         where = f"[[{driver.name}.reservation]] #{i + 1}"

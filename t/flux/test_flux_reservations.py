@@ -29,7 +29,7 @@ import pytest
 
 from fluxsched_py.flux.paths import cmd_dir
 
-from .instance import sched_py_instance
+from .instance import Instance, sched_py_instance
 from .test_flux_access import GUEST
 from .test_flux_ctl import rpcs
 
@@ -58,10 +58,23 @@ def nodelist(inst, job: str) -> str:
     return inst.run("jobs", "-no", "{nodelist}", job).strip()
 
 
+#: A reservation the instance's config declares, far from the others.
+DECLARED = """
+[[sched-py.reservation]]
+name = "cfg"
+ranks = "3"
+start = "+3h"
+duration = "1h"
+users = [4243]
+"""
+
+
 @pytest.fixture(scope="module")
-def inst():
+def inst(tmp_path_factory):
     env = {"FLUX_EXEC_PATH_PREPEND": str(cmd_dir())}
-    with sched_py_instance(1, 4, 4, "queue-policy=easy", env=env) as i:
+    conf = tmp_path_factory.mktemp("conf")
+    (conf / "sched.toml").write_text(DECLARED)
+    with sched_py_instance(1, 4, 4, "queue-policy=easy", env=env, broker_opts=[f"--config-path={conf}"]) as i:
         yield i
 
 
@@ -69,7 +82,8 @@ def test_the_must_hold(inst):
     t0 = time.time()
     out = inst.run("sched-py", "reserve", "add", "maint", "--nodes", "2", "--start", "+60s", "--duration", "2m")
     assert out.startswith("added reservation maint: node")
-    (r,) = json.loads(inst.run("sched-py", "reserve", "list", "--json"))["reservations"]
+    listed = json.loads(inst.run("sched-py", "reserve", "list", "--json"))["reservations"]
+    (r,) = [x for x in listed if x["name"] == "maint"]
     assert r["start"] == pytest.approx(t0 + 60, abs=5) and r["end"] == pytest.approx(r["start"] + 120)
     mock = "--setattr=system.exec.test.run_duration=600s"
 
@@ -152,3 +166,25 @@ def test_malformed_payloads_name_the_field_and_the_module_runs_on(inst):
     assert "sched-py" in inst.modules()
     p = inst.try_run("sched-py", "reserve", "add", "y", "--ranks", "0", "--start", "tomorrow", "--duration", "1h")
     assert p.returncode == 1 and p.stderr.count("\n") == 1 and "--start: 'tomorrow'" in p.stderr, p.stderr
+
+
+def test_the_config_declares_reservations(inst):
+    listed = json.loads(inst.run("sched-py", "reserve", "list", "--json"))["reservations"]
+    (cfg,) = [r for r in listed if r["name"] == "cfg"]
+    assert (cfg["ranks"], cfg["end"] - cfg["start"], cfg["users"]) == ("3", 3600.0, [OTHER])
+
+
+def test_reservations_survive_an_instance_restart(tmp_path):
+    env = {"FLUX_EXEC_PATH_PREPEND": str(cmd_dir())}
+    opts = [f"-Sstatedir={tmp_path}"]
+    with Instance(1, env=env, broker_opts=opts) as first:
+        first.use_scheduler(None)
+        first.use_scheduler("sched-py", "queue-policy=easy")
+        first.run("sched-py", "reserve", "add", "kept", "--ranks", "0", "--start", "+1h", "--duration", "1h")
+        before = json.loads(first.run("sched-py", "reserve", "list", "--json"))["reservations"]
+    with Instance(1, env=env, broker_opts=opts) as second:
+        second.use_scheduler(None)
+        second.use_scheduler("sched-py", "queue-policy=easy")
+        after = json.loads(second.run("sched-py", "reserve", "list", "--json"))["reservations"]
+    assert [r["name"] for r in before] == ["kept"]
+    assert [(r["name"], r["start"], r["end"]) for r in after] == [(r["name"], r["start"], r["end"]) for r in before]
