@@ -214,6 +214,8 @@ class Reservations:
     def __init__(self, engine: Engine) -> None:
         self.e = engine
         self._by_name: dict[str, Reservation] = {}
+        #: Each reservation's ranks, flat in the planner's layout (made by :meth:`encode`).
+        self._bits: dict[str, int] = {}
         #: The uid a reservation without users admits (the Flux instance
         #: owner); None in the replay: such a reservation admits no job.
         self.owner: int | None = None
@@ -311,12 +313,8 @@ class Reservations:
         and no other window: those free over the whole window in the plan,
         else free when it opens, else any."""
         planner = self.e.planner
-        codec = planner.codec
         request = dataclasses.replace(node_request(n, end - start), constraints=requires)
-        others = 0
-        for r in self._by_name.values():
-            if r.start < end and r.end > start:
-                others |= codec.ranks_mask(r.ranks)
+        others = planner.blocked_during(start, end)
         pool = planner.pool_bits()
         policy = self.e.options.placement
         for avail in (planner.available_bits(start, end), planner.available_bits(start, start), pool):
@@ -342,8 +340,10 @@ class Reservations:
         for name in list(planner.blocks()):
             if name not in self._by_name:
                 planner.unblock(name)
+        codec = planner.codec
+        self._bits = {r.name: codec.ranks_mask(r.ranks) for r in self._by_name.values()}
         for r in self._by_name.values():
-            planner.block(r.name, planner.codec.ranks_mask(r.ranks), r.start, r.end)
+            planner.block(r.name, self._bits[r.name], r.start, r.end)
 
     def window(self, job: Job) -> tuple[float, float, int] | None:
         """``(start, end, bits)`` of the reservation ``job`` runs in, or None."""
@@ -353,7 +353,7 @@ class Reservations:
         r = self._by_name.get(name)
         if r is None:
             return (math.inf, math.inf, 0)  # removed: it waits to be denied
-        return r.start, r.end, self.e.planner.codec.ranks_mask(r.ranks)
+        return r.start, r.end, self._bits[name]
 
     def of(self, job: Job) -> Reservation | None:
         name = getattr(job.request, "reservation", None)
@@ -370,7 +370,7 @@ class Reservations:
         if not r.admits(userid, self.owner):
             return f"reservation {name}: user {userid} may not use it"
         planner = self.e.planner
-        whole = planner.codec.ranks_mask(r.ranks) & planner.pool_bits()
+        whole = self._bits[name] & planner.pool_bits()
         if planner.match_bits(request, whole, self.e.options.placement) is None:
             return f"reservation {name}: the request does not fit its ranks {r.ranks}"
         if request.duration and request.duration > r.end - r.start:
@@ -400,6 +400,8 @@ class Reservations:
         pending jobs of those gone.  Returns the DENY responses and whether a
         window opened or closed since the last tick (a pass is due)."""
         before, self._now = self._now, now
+        if not self._by_name and not self._orphans:
+            return [], False  # the common case: no reservation, nothing to do
         crossed = any(before < t <= now for r in self._by_name.values() for t in (r.start, r.end))
         ended = [r for r in self._by_name.values() if r.end <= now]
         for r in ended:
