@@ -212,3 +212,29 @@ def test_no_reservation_changes_nothing():
     e.alloc(1, 16, 1, 0.0, spec(3, 150.0))
     e.schedule(0.0)
     assert e.hooks.wakeup() == math.inf and e.planner.nblocked == 0
+
+
+def test_under_fcfs_a_job_waiting_for_its_window_holds_back_no_one():
+    # fcfs, as Slurm: job 5 (user 7, maint) waits for 100; job 6 behind it
+    # (1 node, 500 s) starts at once on rank 0, outside the window.
+    e = make_engine(options=["queue-policy=fcfs", "policy=low"])
+    e.reservations.add("maint", 100.0, 200.0, ranks=IdSet.parse("2-3"), users=(7,), now=0.0)
+    e.alloc(5, 16, 7, 0.0, spec(2, 50.0, "maint"))
+    e.alloc(6, 16, 1, 1.0, spec(1, 500.0))
+    assert started(e.schedule(1.0).responses) == {6: (1.0, 501.0, "0")}
+    assert e.job(5).estimate == 100.0
+    assert started(e.schedule(100.0).responses) == {5: (100.0, 150.0, "2-3")}
+
+
+def test_under_fcfs_a_job_of_the_window_does_not_wait_behind_the_head():
+    # job 1 (4 nodes, 1000 s) is the blocked head behind job 0 (ranks 0-1
+    # until 300); job 5 of maint, behind it, still starts at 100 on 2-3.
+    e = make_engine(options=["queue-policy=fcfs", "policy=low"])
+    e.reservations.add("maint", 100.0, 200.0, ranks=IdSet.parse("2-3"), users=(7,), now=0.0)
+    e.alloc(9, 16, 1, 0.0, spec(2, 300.0))
+    e.schedule(0.0)
+    e.alloc(1, 16, 1, 1.0, spec(4, 1000.0))
+    e.alloc(5, 16, 7, 2.0, spec(2, 50.0, "maint"))
+    assert started(e.schedule(2.0).responses) == {}
+    assert e.job(1).estimate == 300.0 and e.job(5).estimate == 100.0
+    assert started(e.schedule(100.0).responses) == {5: (100.0, 150.0, "2-3")}
