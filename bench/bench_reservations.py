@@ -24,6 +24,10 @@ average 3.5-6), CPU seconds of the whole command (user + system):
     easy          4.75   4.14   0.87    17.57 s -> 11.66 s  yes            5.24
     conservative  7.05   6.67   0.95    28.13 s -> 31.33 s  yes            7.79
 
+Again at the branch's last commit (fcfs and easy, 5 alternated runs,
+medians): fcfs 5.92 -> 5.75 s (0.97), easy 4.70 -> 4.32 s (0.92), same
+summaries; with the windows 6.48 s and 4.56 s.
+
 Without reservations the difference is within the noise of the loaded
 machine (both ways); the schedules are the same.  With windows a replay
 costs 10-35 % more CPU: searches no longer take the binary-search fast
