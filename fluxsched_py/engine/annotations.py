@@ -107,6 +107,11 @@ def annotations(e: Engine, p: Pass, job: Job, pos: int, head: Job | None) -> dic
 
 def reason_pending(e: Engine, p: Pass, job: Job, head: Job | None) -> str:
     req = job.request
+    if e.reservations and (held := e.reservations.reason(job, p.now, e.time_format)) is not None:
+        # an advance reservation holds it back (engine/reservations.py)
+        if job.estimate is not None:
+            return f"{held} — reserved to start at {e.time_format(job.estimate)}"
+        return held
     why = p.held.get(job.id)
     if why == "limit":
         return p.limit_text[job.id]

@@ -23,6 +23,7 @@ from .jobs import Job, depth_limits, run_queues
 from .jobtable import JobTable
 from .options import EngineOptions
 from .passctx import Pass
+from .reservations import Reservations
 from .resources import apply_resource_update
 from .runlimits import RunLimits, Usage, need_of
 from .states import EngineError, JobState, PassResult, Response, ResponseType
@@ -94,6 +95,8 @@ class Engine:
         self.table = JobTable(self.policy_for, self.scheduled_as)
         #: Best-effort jobs and preemption; the planner sees the graph through its view.
         self.besteffort = BestEffort(self)
+        #: Advance reservations: windows the planner holds for their own jobs.
+        self.reservations = Reservations(self)
         self.planner = self.make_planner(MatchCache(matcher))
         self.build_R = build_R
         self.summaries = summaries
@@ -150,6 +153,7 @@ class Engine:
         self.match = match
         planner = Planner(self.besteffort.view, matcher=match)
         self.besteffort.encode_lent(planner.codec)
+        self.reservations.encode(planner)
         return planner
 
     def job(self, jobid: int) -> Job | None:
@@ -257,10 +261,14 @@ class Engine:
             self.stats["denied"] += 1
             return [Response(jobid, ResponseType.DENY, note=f"invalid jobspec: {exc}")]
         reason = self._feasible(request)
+        if reason is None and getattr(request, "reservation", None) is not None:
+            reason = self.reservations.check(request, userid)
         if reason is not None:
             self.stats["denied"] += 1
             return [Response(jobid, ResponseType.DENY, note=reason)]
         job = Job(jobid, priority, userid, t_submit, request)
+        if getattr(request, "reservation", None) is not None:
+            self.reservations.admit(job)
         queue = self.table.queue_for(job)
         was_sorted = queue.sorted
         self.table.apply(job, "alloc", queue=queue)  # the observers (EASY++) may plan it shorter first
@@ -356,6 +364,11 @@ class Engine:
         self._parents = dict(new.queue_parent)
         for name, queue in self.table.queues.items():
             queue.policy = self.policy_for(name)
+        self.replan()
+
+    def replan(self) -> None:
+        """Drop every pending job's reservation: the next pass plans them
+        all anew (new options, or a reservation window added or removed)."""
         for span in list(self.planner.reserved()):
             self.planner.remove(span.jobid)
             job = self.table.jobs.get(span.jobid)
@@ -386,6 +399,11 @@ class Engine:
             self.limits = limits
             self.changed()
 
+    def deny_pending(self, job: Job) -> None:
+        """Deny pending ``job`` (the caller sends the DENY response)."""
+        self._forget_pending(job, "deny")
+        self.stats["denied"] += 1
+
     def resource_update(
         self,
         up: Any = None,
@@ -411,6 +429,9 @@ class Engine:
             request = self._parse(jobspec)
         except Exception as exc:
             return f"invalid jobspec: {exc}"
+        name = getattr(request, "reservation", None)
+        if name is not None and self.reservations.get(name) is None:
+            return f"reservation {name}: no such reservation"  # as Slurm, at submission when asked
         return self._feasible(request)
 
     def changed(self) -> None:
@@ -437,6 +458,8 @@ class Engine:
         the instance's expiration when it has none (the planner may plan
         shorter: EASY++, a protected window)."""
         end = now + job.walltime
+        if getattr(job.request, "reservation", None) is not None:
+            end = self.reservations.kill_time(job, end)  # at the end of its window at the latest
         if end == math.inf and self.instance_expiration:
             end = max(self.instance_expiration, now + 1e-9)
         return end
@@ -453,6 +476,11 @@ class Engine:
         """
         self.hooks.tick(now)  # before the plan is read: EASY++ corrections, campaign bookkeeping
         out = self.besteffort.start_ready(now)
+        denied, due = self.reservations.tick(now)
+        if denied:
+            out += denied
+        if due:
+            self.changed()  # a window opened or closed, or its jobs were denied
         if self._pass is not None and self._plan_due(self._pass.now, now):
             self.changed()
         if self._pass is not None and (self._restart or now < self._pass.now):

@@ -125,14 +125,26 @@ def _copy_plan(e: Engine, now: float) -> tuple[Planner, dict[int, Any]]:
         start = max(span.start, now)
         plan.reserve(span.jobid, span.resources, start, start + (span.end - span.start))
         reserved[span.jobid] = (start, span.resources)
+    for name, (start, end, bits) in src.blocks().items():  # advance reservations
+        plan.block(name, bits, start, end)
     plan.set_now(now)
     return plan, reserved
 
 
 def _place(
-    plan: Planner, jobid: int, request: Any, duration: float, now: float, not_before: float = -math.inf
+    plan: Planner,
+    jobid: int,
+    request: Any,
+    duration: float,
+    now: float,
+    not_before: float = -math.inf,
+    window: tuple[float, float, int] | None = None,
+    walltime: float = math.inf,
 ) -> tuple[float, ResourceSet] | None:
-    found = plan.earliest_bits(request, now, duration, not_before=not_before)
+    if window is not None:  # a job of an advance reservation: inside its window only, for its walltime
+        found = plan.earliest_in(request, now, walltime, "first", window, not_before=not_before)
+    else:
+        found = plan.earliest_bits(request, now, duration, not_before=not_before)
     if found is None:
         return None
     t, rs = found.start, plan.resolve(found.placement)
@@ -199,7 +211,7 @@ class SlicedForecast:
             elif i >= self.limit or (strict and floors.get(queue) == math.inf):
                 self.out.append(Forecast(job.id, None, "not planned", **_common(job)))
                 continue
-            elif (placed := _place(self.plan, job.id, job.request, job.duration, now, floors.get(queue, now))) is None:
+            elif (placed := self._place(job, floors.get(queue, now))) is None:
                 kind = "never" if e.feasibility(job.request) is not None else "unknown"
                 self.out.append(Forecast(job.id, None, kind, **_common(job)))
             else:
@@ -208,6 +220,11 @@ class SlicedForecast:
                 start = self.out[-1].start
                 floors[queue] = math.inf if start is None else max(floors.get(queue, now), start)
         return True
+
+    def _place(self, job: Job, not_before: float) -> tuple[float, ResourceSet] | None:
+        assert self.plan is not None
+        window = self.engine.reservations.window(job)
+        return _place(self.plan, job.id, job.request, job.duration, self.now, not_before, window, job.walltime)
 
     def finish(self) -> None:
         """Give every job not planned yet its engine reservation, or ``"not planned"``."""
@@ -274,7 +291,9 @@ def when(
     s.step(budget, stopwatch)
     s.finish()
     assert s.plan is not None
-    placed = _place(s.plan, probe.id, request, probe.duration, now)
+    placed = _place(
+        s.plan, probe.id, request, probe.duration, now, -math.inf, e.reservations.window(probe), probe.walltime
+    )
     queue = getattr(request, "queue", None)
     if placed is None:  # pragma: no cover - feasibility said it fits
         return Forecast(probe.id, None, "never", queue=queue, duration=probe.duration)

@@ -218,7 +218,11 @@ class Hooks:
         protected window ends: regular jobs may preempt it then); inf when
         never.  An event-driven driver runs ``schedule`` then."""
         window = self.e.besteffort.next_wakeup()
-        return min(self.predictor.next_correction(), math.inf if window is None else window)
+        return min(
+            self.predictor.next_correction(),
+            math.inf if window is None else window,
+            self.e.reservations.next_change(),  # a reservation window opens or closes
+        )
 
     def drains(self) -> list[Drain]:
         """The drain actions found since the last call (drivers carry them out)."""

@@ -208,6 +208,8 @@ class Pass:
                 # costs a full two's-complement copy of a set: issue 15)
                 avail = as_int(avail)
                 avail ^= avail & reserved
+        if planner.nblocked:
+            return self._match_windows(job, avail)
         return self._match(job, avail)
 
     def fits_now_ignoring(self, job: Job, reserved: Job) -> Placement | None:
@@ -218,7 +220,43 @@ class Pass:
             if others:
                 avail = as_int(avail)
                 avail ^= avail & others
+        if planner.nblocked:
+            return self._match_windows(job, avail)
         return self._match(job, avail)
+
+    def _match_windows(self, job: Job, avail: Any) -> Placement | None:
+        """:meth:`_match` with advance reservations (engine/reservations.py):
+        a job of one runs inside its window only, on its ranks; any other
+        job keeps off every window it would still be running in."""
+        now = self.now
+        w = self.e.reservations.window(job)
+        if w is not None:
+            start, end, bits = w
+            if now < start or (job.walltime != math.inf and now + job.walltime > end):
+                return None
+            return self._match(job, as_int(avail) & bits)
+        held = self.e.planner.blocked_during(now, now + job.duration)
+        if not held:
+            return self._match(job, avail)
+        avail = as_int(avail)
+        found = self._match(job, avail ^ (avail & held))
+        if found is None and avail & held:
+            # Would it fit but for the windows?  Then they hold it back (reason_pending).
+            if self._match(job, avail) is not None:
+                self.e.reservations.note_held(job, self.e.planner.held_names(now, now + job.duration))
+        return found
+
+    def _avail(self, job: Job, t0: float, t1: float) -> int:
+        """What ``job`` may use over ``[t0, t1)`` in the plan: the planner's
+        availability, less the windows it is not in (or only its own window)."""
+        planner = self.e.planner
+        avail = planner.available_bits(t0, t1)
+        if planner.nblocked:
+            w = self.e.reservations.window(job)
+            if w is not None:
+                return avail & w[2] if w[0] <= t0 and t1 <= w[1] else 0
+            avail &= ~planner.blocked_during(t0, t1)
+        return avail
 
     def try_move(self, job: Job, blocker: Placement, blocker_end: float) -> bool:
         planner = self.e.planner
@@ -228,7 +266,7 @@ class Pass:
             return True
         planner.reserve(self._SENTINEL, blocker.resources, self.now, blocker_end, blocker.bits)
         try:
-            found = self._match(job, planner.available_bits(span.start, span.end))
+            found = self._match(job, self._avail(job, span.start, span.end))
         finally:
             planner.remove(self._SENTINEL)
         if found is None:
@@ -280,9 +318,14 @@ class Pass:
         self._unreserved = None
         if u is not None and u[0] is job and u[1] == before:
             since = u[2]
+        if planner.nblocked and (w := e.reservations.window(job)) is not None:
+            # for its walltime (none: until the window ends)
+            return planner.earliest_in(job.request, self.now, job.walltime, e.options.placement, w, before, not_before)
         found = planner.earliest_bits(
             job.request, self.now, job.duration, e.options.placement, before, not_before, since, job.id
         )
+        if planner.nblocked:
+            e.reservations.note_held(job, planner.held_by)
         if not_before <= self.now:
             self._searched = (job, before if found is None else found.start, planner.log_end)
         return found
@@ -312,7 +355,7 @@ class Pass:
 
     def still_free(self, job: Job, slot: Slot) -> bool:
         bits, t = slot.placement.bits, slot.start
-        return self.e.planner.available_bits(t, t + job.duration) & bits == bits
+        return self._avail(job, t, t + job.duration) & bits == bits
 
     def clear_reservations(self) -> None:
         """Drop the current queue's reservations (another queue's stay)."""
@@ -345,6 +388,8 @@ class Pass:
     def hopeless(self, job: Job) -> bool:
         """True when a job at least as big and as long already failed to
         start now in this pass (nothing a pass does frees resources)."""
+        if job.request.reservation is not None:
+            return False  # its window, not its shape, decides
         if job.shape_id in self._failed_shapes:
             return True
         n = job.whole_nodes
@@ -357,6 +402,8 @@ class Pass:
 
     def failed(self, job: Job) -> None:
         """Record that ``job`` could not start now (see :meth:`hopeless`)."""
+        if job.request.reservation is not None:
+            return
         self._failed_shapes.add(job.shape_id)
         n = job.whole_nodes
         if n:

@@ -13,12 +13,19 @@ RPC                       mutating   payload -> response
 ``<name>.status``         no         ``{}`` -> ``{policy, pending, running, reserved, ...}``
 ``<name>.forecast``       no         ``{limit?}`` -> ``{now, limit, budget, as_of, age, source, jobs: [...]}``
 ``<name>.when``           no         ``{jobspec, priority?, limit?}`` -> one job
+``<name>.reserve-list``   no         ``{}`` -> ``{now, reservations: [...]}``
+``<name>.reserve-add``    yes        ``{name, ranks | nodes [requires], start, end | duration, users?}`` -> one
+``<name>.reserve-update`` yes        ``{name, end | duration}`` -> one
+``<name>.reserve-remove`` yes        ``{name}`` -> one
 ========================  =========  ==============================================
 
 A job in a response is ``{id, t_estimate, kind, reason, userid, queue,
 duration, ranks, nodelist}`` (``t_estimate`` null when there is none,
 ``duration`` null when unlimited; see :mod:`fluxsched_py.engine.forecast`).
-Further RPCs (reservations, limits) are entries of :data:`RPCS`.
+A reservation in a response is ``{name, ranks, nodelist, start, end,
+users, active}`` (:mod:`fluxsched_py.engine.reservations`; times as epoch
+seconds; in a request, also ISO 8601 dates or ``+FSD`` from now, and users
+by name).  Further RPCs (limits) are entries of :data:`RPCS`.
 
 The forecast off the scheduling path
     :class:`Control` keeps a whole-queue forecast
@@ -52,7 +59,9 @@ from ..engine.forecast import (
     forecast,
     when,
 )
+from ..engine.reservations import Reservation, ReservationError, parse_duration, parse_spec, parse_time
 from ..ids import Hostlist
+from .reservestore import user_id
 from .wire import payload_error
 
 if TYPE_CHECKING:
@@ -116,6 +125,13 @@ class _Fields:
         v = self.payload[name]
         if not isinstance(v, Mapping):
             raise self._bad(name, f"expected a JSON object, got {type(v).__name__}")
+        return v
+
+    def string(self, name: str) -> str:
+        self.read.add(name)
+        v = self.payload.get(name)
+        if not isinstance(v, str) or not v:
+            raise self._bad(name, "missing" if v is None else f"expected a string, got {v!r:.40}")
         return v
 
     def done(self) -> None:
@@ -206,9 +222,77 @@ def _when(c: Control, f: _Fields, now: float) -> Any:
     return {"now": now, **c.job(got)}
 
 
+def _reserve_list(c: Control, f: _Fields, now: float) -> Any:
+    f.done()
+    return {"now": now, "reservations": [c.reservation(r, now) for r in c.engine.reservations]}
+
+
+def _refused(f: _Fields, exc: ReservationError) -> RpcError:
+    return RpcError(errno.EINVAL, f"{f.topic}: {exc}")
+
+
+def _reserve_add(c: Control, f: _Fields, now: float) -> Any:
+    try:
+        spec = parse_spec(f.payload, now, user_id)  # reads (and checks) every field
+    except ReservationError as exc:
+        raise RpcError(errno.EPROTO, f"{f.topic}: {exc}") from None
+    rs = c.engine.reservations
+    try:
+        r = rs.add(now=now, **spec)
+    except ReservationError as exc:
+        raise _refused(f, exc) from None
+    c.driver.changed()
+    return c.reservation(r, now)
+
+
+def _reserve_update(c: Control, f: _Fields, now: float) -> Any:
+    name = f.string("name")
+    f.read.update(("end", "duration"))
+    if ("end" in f.payload) == ("duration" in f.payload):
+        raise RpcError(errno.EPROTO, f"{f.topic}: end: give end or duration (one of them)")
+    f.done()
+    rs = c.engine.reservations
+    old = rs.get(name)
+    if old is None:
+        raise RpcError(errno.ENOENT, f"{f.topic}: name: no reservation {name}")
+    try:
+        if "end" in f.payload:
+            end = parse_time(f.payload["end"], now, "end")
+        else:
+            end = old.start + parse_duration(f.payload["duration"], "duration")
+    except ReservationError as exc:
+        raise RpcError(errno.EPROTO, f"{f.topic}: {exc}") from None
+    try:
+        r = rs.update(name, end, now)
+    except ReservationError as exc:
+        raise _refused(f, exc) from None
+    c.driver.changed()
+    return c.reservation(r, now)
+
+
+def _reserve_remove(c: Control, f: _Fields, now: float) -> Any:
+    name = f.string("name")
+    f.done()
+    try:
+        r = c.engine.reservations.remove(name)
+    except ReservationError:
+        raise RpcError(errno.ENOENT, f"{f.topic}: name: no reservation {name}") from None
+    c.driver.changed()
+    return c.reservation(r, now)
+
+
 #: The control RPCs, by name.
 RPCS: dict[str, Rpc] = {
-    r.name: r for r in (Rpc("status", False, _status), Rpc("forecast", False, _forecast), Rpc("when", False, _when))
+    r.name: r
+    for r in (
+        Rpc("status", False, _status),
+        Rpc("forecast", False, _forecast),
+        Rpc("when", False, _when),
+        Rpc("reserve-list", False, _reserve_list),
+        Rpc("reserve-add", True, _reserve_add),
+        Rpc("reserve-update", True, _reserve_update),
+        Rpc("reserve-remove", True, _reserve_remove),
+    )
 }
 
 
@@ -297,6 +381,12 @@ class Control:
             "ranks": f.ranks(),
             "nodelist": Hostlist(hosts).encode() if hosts else "",
         }
+
+    def reservation(self, r: Reservation, now: float) -> dict[str, Any]:
+        """A reservation as the wire shows it."""
+        g = self.engine.graph
+        hosts = [g.hostname(x) or str(x) for x in r.ranks]
+        return {**r.as_dict(), "nodelist": Hostlist(hosts).encode(), "active": r.start <= now < r.end}
 
     def handle(self, topic: str, msg: Any, payload: Any, rolemask: int) -> None:
         """Answer one request: the response, or an error response.  Never raises."""

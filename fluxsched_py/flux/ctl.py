@@ -6,6 +6,11 @@ printed as a table (or as the response itself with ``--json``)::
     flux sched-py status
     flux sched-py forecast [--limit N]        # like squeue --start; its age on stderr
     flux submit --dry-run -N2 -t 10m app | flux sched-py when -
+    flux sched-py reserve add NAME (--ranks IDSET | --nodes N [--requires C])
+                              --start TIME (--end TIME | --duration FSD) [--users U1,U2]
+    flux sched-py reserve list
+    flux sched-py reserve update NAME (--end TIME | --duration FSD)
+    flux sched-py reserve remove NAME
 
 Flux finds the ``flux-sched-py`` console script (:func:`flux_main`) in
 ``FLUX_EXEC_PATH_PREPEND`` (``fluxsched-py cmd-path``); outside an
@@ -80,7 +85,105 @@ def _parser(prog: str, with_uri: bool) -> ArgumentParser:
     w.add_argument("jobspec", metavar="FILE", help="a jobspec (JSON or YAML; '-' reads stdin)")
     w.add_argument("--priority", type=int, help="its priority (default: 16, flux-core's default urgency)")
     w.add_argument("--json", action="store_true", help="print the response as JSON")
+    r = sub.add_parser("reserve", help="advance reservations: add, list, update, remove")
+    rsub = r.add_subparsers(dest="action", metavar="ACTION", required=True)
+    a = rsub.add_parser("add", help="reserve ranks over a window of time (instance owner only)")
+    a.add_argument("name", metavar="NAME")
+    which = a.add_mutually_exclusive_group(required=True)
+    which.add_argument("--ranks", metavar="IDSET", help="these ranks")
+    which.add_argument("--nodes", type=int, metavar="N", help="N nodes, picked now (those free over the window first)")
+    a.add_argument("--requires", metavar="CONSTRAINT", help="with --nodes: as flux submit --requires (or RFC 31 JSON)")
+    a.add_argument("--start", required=True, metavar="TIME", help="an ISO 8601 date, or +FSD from now")
+    _end_options(a, required=True)
+    a.add_argument("--users", metavar="U1,U2", help="who may run jobs in it (default: the instance owner)")
+    a.add_argument("--json", action="store_true", help="print the response as JSON")
+    li = rsub.add_parser("list", help="the reservations")
+    li.add_argument("--json", action="store_true", help="print the response as JSON")
+    u = rsub.add_parser("update", help="move a reservation's end (instance owner only)")
+    u.add_argument("name", metavar="NAME")
+    _end_options(u, required=True)
+    u.add_argument("--json", action="store_true", help="print the response as JSON")
+    rm = rsub.add_parser("remove", help="remove a reservation (instance owner only)")
+    rm.add_argument("name", metavar="NAME")
+    rm.add_argument("--json", action="store_true", help="print the response as JSON")
     return p
+
+
+def _end_options(p: Any, required: bool) -> None:
+    end = p.add_mutually_exclusive_group(required=required)
+    end.add_argument("--end", metavar="TIME", help="an ISO 8601 date, or +FSD from now")
+    end.add_argument("--duration", metavar="FSD", help="from its start (e.g. 4h)")
+
+
+def _time_arg(option: str, text: str) -> Any:
+    """``+FSD`` as it is (the module adds it to its clock), a date as epoch seconds."""
+    if text.startswith("+"):
+        return text
+    from ..engine.reservations import ReservationError, parse_time
+
+    try:
+        return parse_time(text, 0.0, option)
+    except ReservationError as exc:
+        raise CLIError(f"--{exc}") from None
+
+
+def _constraint(text: str) -> Any:
+    """``--requires``: RFC 31 JSON, or flux submit's constraint syntax (flux's own parser)."""
+    if text.lstrip().startswith("{"):
+        try:
+            return json.loads(text)
+        except ValueError as exc:
+            raise CLIError(f"--requires: not JSON: {exc}") from None
+    try:
+        from flux.job._utils import MiniConstraintParser  # what flux submit --requires uses
+    except ImportError:  # pragma: no cover - older flux
+        from flux.constraint.parser import ConstraintParser as MiniConstraintParser
+    try:
+        return MiniConstraintParser().parse(text)
+    except Exception as exc:
+        raise CLIError(f"--requires: {exc}") from None
+
+
+def _reserve_payload(args: Any) -> dict[str, Any]:
+    if args.action == "list":
+        return {}
+    payload: dict[str, Any] = {"name": args.name}
+    if args.action == "add":
+        if args.ranks is not None:
+            payload["ranks"] = args.ranks
+        else:
+            payload["nodes"] = args.nodes
+            if args.requires:
+                payload["requires"] = _constraint(args.requires)
+        if args.requires and args.ranks is not None:
+            raise CLIError("--requires: only with --nodes")
+        payload["start"] = _time_arg("start", args.start)
+        if args.users:
+            payload["users"] = [u for u in args.users.split(",") if u]
+    if args.action in ("add", "update"):
+        if args.end is not None:
+            payload["end"] = _time_arg("end", args.end)
+        else:
+            payload["duration"] = args.duration
+    return payload
+
+
+def _print_reservations(resp: dict[str, Any]) -> None:
+    rows = [("NAME", "STATE", "START", "END", "NNODES", "NODELIST", "RANKS", "USERS")]
+    for r in resp["reservations"]:
+        users = ",".join(_user(u) for u in r["users"]) or "(owner)"
+        state = "active" if r["active"] else "future"
+        n = str(_count(r["ranks"]))
+        rows.append((r["name"], state, fmt_time(r["start"]), fmt_time(r["end"]), n, r["nodelist"], r["ranks"], users))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    for row in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)) + "  " + row[-1])
+
+
+def _count(ranks: str) -> int:
+    from ..ids import IdSet
+
+    return len(IdSet.parse(ranks))
 
 
 def _rpc(h: Any, topic: str, payload: Any) -> Any:
@@ -141,7 +244,9 @@ def _run(args: Any, uri: str | None) -> int:
         where = uri or os.environ.get("FLUX_URI") or "the enclosing instance"
         raise CLIError(f"cannot connect to {where}: {exc.strerror or exc}") from None
     topic = f"{args.module}.{args.command}"
-    payload: dict[str, Any] = {}
+    if args.command == "reserve":
+        topic = f"{args.module}.reserve-{args.action}"
+    payload: dict[str, Any] = _reserve_payload(args) if args.command == "reserve" else {}
     if args.command == "forecast" and args.limit is not None:
         payload["limit"] = args.limit
     if args.command == "when":
@@ -165,6 +270,15 @@ def _run(args: Any, uri: str | None) -> int:
         _print_forecast(resp, lambda i: JobID(i).f58)
     elif args.command == "when":
         _print_when(resp)
+    elif args.command == "reserve":
+        if args.action == "list":
+            _print_reservations(resp)
+        else:
+            verb = {"add": "added", "update": "updated", "remove": "removed"}[args.action]
+            print(
+                f"{verb} reservation {resp['name']}: {resp['nodelist']} (ranks {resp['ranks']}) from "
+                f"{fmt_time(resp['start'])} to {fmt_time(resp['end'])}"
+            )
     else:
         width = max((len(k) for k in resp), default=0) + 2
         for k, v in resp.items():

@@ -502,6 +502,11 @@ class Driver(Startup):
     # passes and responses
     # ------------------------------------------------------------------
 
+    def changed(self) -> None:
+        """Arm a pass: something other than a job message changed the plan
+        (a control RPC added or removed a reservation)."""
+        self._changed()
+
     def _changed(self) -> None:
         self.control.changed()
         now = time.monotonic()

@@ -43,6 +43,7 @@ import flux  # noqa: F401  (the broker's bindings)
 import flux.constants
 import flux.kvs
 
+from . import reservestore
 from .cbtime import CallbackClock
 from .driver import LOG_ERR, LOG_INFO, Driver, bad_payload, kvs_key
 from .gcpace import GcPacer
@@ -131,6 +132,7 @@ class FluxBinding:
         args, bargs = split_binding_args(args)  # nice=, annotate-interval=: ValueError -> the load fails
         options = config_options(conf, self.name, args)  # ValueError -> the load fails
         limits = config_limits(conf, self.name)  # likewise
+        self._conf = conf  # its [[sched-py.reservation]] entries are read once the engine exists
         _warm_imports()
         self.driver = Driver(
             self,
@@ -426,6 +428,20 @@ class FluxBinding:
             return flux.kvs.get(self.h, key)
         return _Lookup(flux.kvs.RAW.flux_kvs_lookup(self.h, None, 0, key))
 
+    def _load_reservations(self) -> None:
+        """The reservations kept in the KVS and declared in the config,
+        before any job is allocated (engine/reservations.py)."""
+        key = reservestore.store_key(self.name)
+        try:
+            stored = flux.kvs.get(self.h, key)
+        except FileNotFoundError:
+            stored = None
+        except OSError as exc:
+            if exc.errno != errno.ENOENT:
+                self.log(LOG_ERR, f"reservations: cannot read {key}: {exc.strerror or exc}")
+            stored = None
+        reservestore.load(self.driver, stored, self._conf, os.getuid())
+
     def _ready(self) -> None:
         f = self.h.rpc("job-manager.sched-ready", self.driver.ready_payload())
         try:
@@ -443,6 +459,7 @@ class FluxBinding:
         self._set_running()
         try:
             self._acquire()
+            self._load_reservations()
             self._hello()
             self._ready()
         except (OSError, ValueError) as exc:

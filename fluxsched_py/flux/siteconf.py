@@ -58,8 +58,8 @@ def config_args(conf: Any, name: str) -> list[str]:
         raise ValueError(f"bad config: [{name}] must be a table, not {_toml_type(table)}")
     out = []
     for key, value in table.items():
-        if key == LIMITS_KEY:
-            continue  # config_limits() reads it
+        if key == LIMITS_KEY or key in NOT_OPTIONS:
+            continue  # config_limits() and the reservation store read them
         arg = f"{key}={_text(name, key, value)}"
         try:
             EngineOptions.parse([arg])
@@ -68,6 +68,10 @@ def config_args(conf: Any, name: str) -> list[str]:
         out.append(arg)
     return out
 
+
+#: Keys of the table that are no option: ``[[sched-py.reservation]]``
+#: entries (advance reservations, :mod:`fluxsched_py.flux.reservestore`).
+NOT_OPTIONS = frozenset({"reservation"})
 
 #: TOML value types, as an error names them.
 _TYPE_NAMES = {int: "an integer", float: "a number", bool: "a boolean", Mapping: "a table"}

@@ -188,6 +188,10 @@ class Request:
     #: for a regular job.  Not part of :attr:`key` (it does not change
     #: where the job fits).
     preemptible_after: float | None = None
+    #: ``attributes.system.reservation``: the advance reservation the job
+    #: runs in (:mod:`fluxsched_py.engine.reservations`), None for none.
+    #: Not part of :attr:`key`.
+    reservation: str | None = None
     #: A hashable key identifying the request's shape (for caches).
     key: RequestKey = field(init=False, compare=False, hash=False, repr=False)
     #: Minimum number of slots: the slot count times the counts above it.

@@ -84,6 +84,9 @@ def to_request(doc: dict[str, Any]) -> Request:
             preemptible_after = parse_fsd(system["preemptible-after"])
         except ValueError as e:
             raise JobspecError("/attributes/system/preemptible-after", str(e)) from None
+    reservation = system.get("reservation")
+    if reservation is not None and (not isinstance(reservation, str) or not reservation):
+        raise JobspecError("/attributes/system/reservation", "expected a reservation name (a non-empty string)")
     return Request(
         resources=resources,
         tasks=tasks,
@@ -93,6 +96,7 @@ def to_request(doc: dict[str, Any]) -> Request:
         version=doc["version"],
         attributes=attributes,
         preemptible_after=preemptible_after,
+        reservation=reservation,
     )
 
 

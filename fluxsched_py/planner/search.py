@@ -117,9 +117,11 @@ class Planner(Timeline):
         start = max(now, not_before)
         pool = self.pool_bits()
         times = self._times
+        self.held_by = None
         if before <= start:
             return None
-        if since >= 0 and not_before <= now and not self._overlapped:
+        blocks = self._blocks
+        if since >= 0 and not_before <= now and not self._overlapped and not blocks:
             cands = self._gained_starts(since, own, start, before, duration)
             if cands is None:
                 cands = [start] + times[bisect.bisect_right(times, start) : bisect.bisect_left(times, before)]
@@ -127,10 +129,14 @@ class Planner(Timeline):
                 return None
         else:
             cands = [start] + times[bisect.bisect_right(times, start) : bisect.bisect_left(times, before)]
-        if self._nreserved == 0 and self._max_running_start <= now:
+        if blocks:
+            # A window's end is where what it held comes back: a candidate too.
+            if ends := self._block_ends(start, before):
+                cands = sorted({*cands, *ends})
+        elif self._nreserved == 0 and self._max_running_start <= now:
             # Only running jobs: availability grows with t, binary search it.
             return self._earliest_monotone(request, cands, pool, policy)
-        if start > now and self._max_running_start <= start and self._latest_reserved_start() <= start:
+        if not blocks and start > now and self._max_running_start <= start and self._latest_reserved_start() <= start:
             # Every span has started by ``start`` (a queue planned in order):
             # from there on, too, availability only grows.
             return self._earliest_monotone(request, cands, pool, policy)
@@ -162,6 +168,10 @@ class Planner(Timeline):
                 window.push(used[hi])
                 hi += 1
             avail = pool & ~window.value()
+            if blocks and (held := self.blocked_during(t, end)):
+                if self.held_by is None and avail & held and self._fits(request, policy, avail):
+                    self.held_by = self.held_names(t, end)  # a window, not the plan, holds it here
+                avail &= ~held
             if not avail or avail == last_failed:
                 continue
             if fit(codec, request, policy, avail) is False:  # the matcher would say None
@@ -171,6 +181,45 @@ class Planner(Timeline):
             if found is not None:
                 return Slot(t, found)
             last_failed = avail
+        return None
+
+    def _fits(self, request: Any, policy: str, avail: int) -> bool:
+        ok = self.matcher.fit(self.codec, request, policy, avail)
+        return ok if ok is not None else self.match_bits(request, avail, policy) is not None
+
+    def earliest_in(
+        self,
+        request: Any,
+        now: float,
+        duration: float,
+        policy: str,
+        window: tuple[float, float, int],
+        before: float = math.inf,
+        not_before: float = -math.inf,
+    ) -> Slot | None:
+        """The earliest start of ``request`` inside ``window`` ``(start, end,
+        bits)``, an advance reservation's, for one of its own jobs: on its
+        bits only, from its start on, ending by its end (``duration``
+        ``math.inf``: until its end).  Availability is the plan's (the
+        running jobs and the reservations of pending jobs); the window's own
+        block does not count.  None when it fits nowhere before ``before``."""
+        if not duration or duration <= 0:
+            duration = math.inf
+        self.set_now(now)
+        w0, w1, bits = window
+        start = max(now, not_before, w0)
+        stop = min(before, w1)
+        if start >= stop:
+            return None
+        times = self._times
+        cands = [start] + times[bisect.bisect_right(times, start) : bisect.bisect_left(times, stop)]
+        for t in cands:
+            end = w1 if duration == math.inf else t + duration
+            if end > w1:
+                return None
+            avail = self.available_bits(t, end) & bits
+            if avail and (found := self.match_bits(request, avail, policy)) is not None:
+                return Slot(t, found)
         return None
 
     def _gained_starts(

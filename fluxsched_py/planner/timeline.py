@@ -197,6 +197,15 @@ class Timeline:
         #: or :meth:`set_now`): running jobs expected to end before it are
         #: overdue and keep their resources until removed.
         self.now = -math.inf
+        #: Blocked windows (advance reservations, :mod:`fluxsched_py.engine.reservations`):
+        #: name -> (start, end, bits).  Not spans: a mask over the step
+        #: function that every search and ``blocked_during`` subtract, so a
+        #: running job still on those resources when a window opens breaks
+        #: no span contract; only the window's own jobs may use it.
+        self._blocks: dict[str, tuple[float, float, int]] = {}
+        #: The windows the last ``earliest_bits`` found in its way: it would
+        #: have fitted at some earlier start but for them (None: none did).
+        self.held_by: list[str] | None = None
 
     def add_running(self, jobid: int, rs: Any, start: float, end: float = math.inf, bits: int | None = None) -> None:
         """Record that ``jobid`` holds ``rs`` from ``start`` until ``end``."""
@@ -296,6 +305,42 @@ class Timeline:
         if len(c) < 64:
             c[key] = out
         return out
+
+    def block(self, name: str, bits: int, start: float, end: float) -> None:
+        """Hold ``bits`` over ``[start, end)`` for the window ``name``'s own jobs."""
+        if not end > start:
+            raise PlannerError(f"window {name}: empty interval [{start}, {end})")
+        self._blocks[name] = (float(start), float(end), as_int(bits))
+        self._reserved_cache = {}
+
+    def unblock(self, name: str) -> None:
+        """Forget the window ``name`` (removed, shortened or ended)."""
+        if self._blocks.pop(name, None) is not None:
+            self._reserved_cache = {}
+
+    def blocks(self) -> dict[str, tuple[float, float, int]]:
+        """The blocked windows: name -> (start, end, bits)."""
+        return dict(self._blocks)
+
+    @property
+    def nblocked(self) -> int:
+        return len(self._blocks)
+
+    def blocked_during(self, t0: float, t1: float, allow: str | None = None) -> int:
+        """Flat union of the windows that overlap ``[t0, t1)`` (but ``allow``'s)."""
+        out = 0
+        for name, (a, b, bits) in self._blocks.items():
+            if a < t1 and b > t0 and name != allow:
+                out |= bits
+        return out
+
+    def held_names(self, t0: float, t1: float) -> list[str]:
+        """The names of the windows that overlap ``[t0, t1)``."""
+        return [name for name, (a, b, _) in self._blocks.items() if a < t1 and b > t0]
+
+    def _block_ends(self, t0: float, t1: float) -> list[float]:
+        """The ends of windows in ``(t0, t1)``: where availability may grow."""
+        return [b for a, b, _ in self._blocks.values() if t0 < b < t1]
 
     def _latest_reserved_start(self) -> float:
         """The latest start of a reservation (remembered until one changes)."""

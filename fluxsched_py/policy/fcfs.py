@@ -20,6 +20,12 @@ only grows from there and the planner binary-searches it.  Forecasts are re-comp
 cancelled or re-prioritized, or the head's forecast time has passed; when
 only new jobs arrived, the forecast is extended to them.
 
+A job of an advance reservation (``system.reservation``) is scheduled in
+its window apart from the order: it starts when it fits there, else keeps
+its place in the window, and neither holds back the jobs behind it nor
+waits for those ahead, as in Slurm (the window's ranks are closed to the
+others anyway: rfcs/reservations.md).
+
 With named queues, order is kept within each queue: a queue's blocked head
 holds back only that queue's jobs, and the forecasts are per queue (up to
 ``reserve-depth`` each).  The forecasts are reservations, so jobs of other
@@ -34,6 +40,7 @@ scheduling system", JSSPP 1995, LNCS 949.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 from .base import PassContext, QueuePolicy
 
@@ -58,6 +65,10 @@ class FCFSPolicy(QueuePolicy):
         floor = ctx.now  # no job starts before the one ahead of it
         n = 0
         for job in ctx.jobs():
+            if getattr(job.request, "reservation", None) is not None:
+                self._in_window(ctx, job)
+                yield
+                continue
             if head is None:
                 rs = ctx.fits_now(job)
                 if rs is not None:
@@ -97,3 +108,17 @@ class FCFSPolicy(QueuePolicy):
                 floor = est.start
             n += 1
             yield
+
+    @staticmethod
+    def _in_window(ctx: PassContext, job: Any) -> None:
+        """A job of an advance reservation: it starts in its window when it
+        fits there, else keeps its place in it; it neither holds back nor
+        waits for the jobs outside it, as in Slurm."""
+        rs = ctx.fits_now(job)
+        if rs is not None:
+            ctx.start(job, rs)
+            return
+        ctx.unreserve(job)
+        if (est := ctx.earliest(job)) is not None:
+            ctx.reserve(job, est)
+        ctx.hold(job, "backfill")

@@ -22,8 +22,9 @@ from collections.abc import Callable
 from typing import Any
 
 from ..cliutil import ArgumentParser, CLIError, UsageError, boundary, bounded_int, check_output_dir
-from ..engine import EngineError
+from ..engine import Engine, EngineError
 from ..engine.options import OPTIONS, add_flags, from_flags
+from ..engine.reservations import ReservationError, add_entries, read_entries
 from ..engine.runlimits import RunLimits
 from ..inputs import read_text
 from ..limits import MAX_JOBS, MAX_NODES, MAX_PER_NODE
@@ -158,6 +159,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --duplicates N: an end-of-campaign copy runs its original's run time (same), or one drawn "
         "from its campaign's jobs' run times, seeded by the copy's id (campaign: run times vary run to run)",
     )
+    ap.add_argument(
+        "--reservations",
+        metavar="FILE",
+        help="advance reservations (YAML or JSON list of {name, ranks|nodes, start, end|duration, users}; "
+        "times in seconds of the replay's clock, or +FSD from its start): see rfcs/reservations.md",
+    )
     ap.add_argument("--output-dir", metavar="DIR", help="write DIR/jobs.csv (DIR/POLICY/jobs.csv with several)")
     ap.add_argument("--compare", metavar="P1,P2,...", help="replay under these queue policies, side by side")
     ap.add_argument(
@@ -285,6 +292,22 @@ def _load(args: argparse.Namespace) -> Workload:
     return scale_load(w, args.load_factor)
 
 
+def _reservations(path: str, make_graph: Callable[[], Any]) -> list[Any]:
+    """The entries of ``--reservations FILE``, each checked by adding it to an engine on the machine."""
+    try:
+        text = read_text(path)
+    except OSError as exc:
+        raise CLIError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    try:
+        entries = read_entries(text, "reservations")
+        add_entries(Engine(make_graph()).reservations, entries, 0.0)
+    except ReservationError as exc:
+        raise CLIError(f"{path}: {exc}") from None
+    except (PlatformError, ResourceError) as exc:
+        raise CLIError(str(exc)) from None
+    return entries
+
+
 def _plain_progress(policy: str, err: Any) -> Callable[[int, int], None]:
     """A progress line every PROGRESS_EVERY seconds (for logs: stderr is not a terminal)."""
     t0 = time.monotonic()
@@ -323,6 +346,7 @@ def main(argv: list[str] | None = None) -> int:
         raise CLIError(str(exc)) from None
     for note in workload.notes:
         print(f"{PROG}: note: {note}", file=sys.stderr)
+    reservations = _reservations(args.reservations, make_graph) if args.reservations else []
 
     if args.report:
         from ..report import ReportError, require_matplotlib
@@ -364,6 +388,7 @@ def main(argv: list[str] | None = None) -> int:
                     limits=limits,
                     forecast=args.forecast,
                     duplicate_runtime=args.duplicate_runtime,
+                    reservations=reservations,
                 )
         else:
             result = replay(
@@ -375,6 +400,7 @@ def main(argv: list[str] | None = None) -> int:
                 limits=limits,
                 forecast=args.forecast,
                 duplicate_runtime=args.duplicate_runtime,
+                reservations=reservations,
             )
         results.append(result)
         summaries.append(summarize(result))

@@ -17,7 +17,7 @@ import heapq
 import math
 import random
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +26,7 @@ from ..engine.campaigns import campaign_of
 from ..engine.duplicates import CancelCopy, Duplicate
 from ..engine.forecast import FORECAST_LIMIT
 from ..engine.forecast import forecast as plan_forecast
+from ..engine.reservations import add_entries
 from ..engine.runlimits import RunLimits
 from ..ids import IdSet
 from .workload import Workload, WorkloadJob
@@ -120,6 +121,7 @@ def replay(
     limits: RunLimits | None = None,
     forecast: bool = False,
     duplicate_runtime: str = "same",
+    reservations: Sequence[Mapping[str, Any]] = (),
 ) -> ReplayResult:
     """Replay ``workload`` on ``graph`` (which it allocates from) and return the records.
 
@@ -129,7 +131,9 @@ def replay(
     ``resubmit_preempted`` it is submitted again at that time, as CiGri
     does, and its record keeps its last run.  ``limits`` are the run limits
     (:mod:`fluxsched_py.engine.runlimits`; ``replay --config``).
-    does, and its record keeps its last run.
+    ``reservations`` are advance reservations (``--reservations FILE``
+    entries, times on the replay's clock), added before the first job; a
+    bad one raises ReservationError.
 
     With ``forecast``, each job's first forecast is recorded
     (``JobRecord.first_forecast``): at the first pass after its submission,
@@ -153,6 +157,7 @@ def replay(
     engine = engine_factory(
         graph, options, build_R=False, summaries=False, time_format=lambda t: f"t={t:.0f}s", limits=limits
     )
+    add_entries(engine.reservations, reservations, 0.0)
     jobs = sorted(workload.jobs, key=lambda j: (j.submit, j.id))
     records = {j.id: JobRecord(j) for j in jobs}
     if len(records) != len(jobs):
@@ -193,7 +198,7 @@ def _run(
     drains: list[tuple[float, IdSet, str]] = []
     wake = engine.hooks.wakeup  # EASY++ corrections, ends of protected windows
     submitted: set[int] = set()  # jobs submitted since the last pass (with_forecast)
-    while i < total or ends:
+    while i < total or ends or (engine.pending_count and wake() < math.inf):  # a window still to open
         t = min(jobs[i].submit if i < total else math.inf, ends[0][0] if ends else math.inf, wake())
         while ends and ends[0][0] <= t:
             _, jobid, run = heapq.heappop(ends)
@@ -363,8 +368,10 @@ def _answer(
             j = rec.job
             rec.start = t
             run = min(j.runtime, j.walltime)
+            if j.request.reservation is not None:
+                run = min(run, r.expiration - t)  # killed when its reservation ends
             rec.finish = t + run
-            rec.state = KILLED if j.runtime > j.walltime else COMPLETED
+            rec.state = KILLED if j.runtime > run else COMPLETED
             rec.ranks = r.resources.ranks
             runs[r.id] = runs.get(r.id, 0) + 1
             heapq.heappush(ends, (rec.finish, r.id, runs[r.id]))

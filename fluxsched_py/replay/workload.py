@@ -356,6 +356,10 @@ def read_batsim(text: str | dict, name: str = "workload", source: str = "<batsim
         extra = _besteffort_fields(j, where)
         if extra[0] is not None:
             request = dataclasses.replace(request, preemptible_after=extra[0])
+        if (resv := j.get("reservation")) is not None:  # an advance reservation's name (rfcs/reservations.md)
+            if not isinstance(resv, str) or not resv:
+                raise WorkloadError(f"{where}: reservation must be a name, got {str(resv)[:40]!r}")
+            request = dataclasses.replace(request, reservation=resv)
         number = _job_number(raw_id, i)
         if number in seen:
             number = top + 1  # max(seen) here made many colliding ids quadratic

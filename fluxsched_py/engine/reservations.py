@@ -1,0 +1,485 @@
+"""Advance reservations: windows of time on fixed ranks, for named users.
+
+The one owner of reservations (:class:`Reservations`, ``Engine.reservations``),
+as a site admin coming from Slurm's ``scontrol create reservation`` expects
+them (rfcs/reservations.md):
+
+- A :class:`Reservation` holds whole ranks over ``[start, end)``.  Named by
+  ranks (``--ranks IDSET``), or by a count (``--nodes N``, optionally with an
+  RFC 31 constraint), in which case the N nodes are picked when it is added
+  (those free over the window in the current plan first, then those free
+  when it opens, then any up node) and stay fixed from then on.
+- Two reservations may not share a rank over overlapping times: the second
+  is refused, as Slurm refuses it without ``OVERLAP``.
+- Jobs that do not name it are planned around it: the planner holds the
+  window as a blocked mask (:meth:`Timeline.block
+  <fluxsched_py.planner.timeline.Timeline.block>`), so nothing is started
+  that would still run on its ranks when it opens, and ``t_estimate`` and
+  the forecast come from the same plan.  A job already running there when
+  it is added is not touched: its ranks join the window when it ends.
+- A job with ``attributes.system.reservation=NAME`` runs only inside the
+  window, on its ranks, and only for its users (none named: only the
+  instance owner); its walltime must end by the window's end (no walltime:
+  it is killed at the end).  A job naming a reservation that does not
+  exist, or that it may not use, is denied at alloc (Slurm rejects it at
+  submit); one whose reservation is removed or ends while it waits is
+  denied then.
+- Adding, removing or changing a reservation drops every pending job's
+  reservation, and the next pass plans them anew; an ended reservation is
+  forgotten at the first pass after its end.
+
+Nothing here talks to Flux: the module keeps them in the KVS and reads them
+from the TOML config (:mod:`fluxsched_py.flux.reservestore`), the replay
+from ``--reservations FILE``, both through :func:`parse_spec`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import math
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..errors import FluxschedError
+from ..ids import IdSet, IdSetError
+from ..jobspec.constraints import ConstraintError, parse_constraint
+from ..jobspec.fsd import parse_fsd
+from ..jobspec.request import node_request
+from .states import JobState, Response, ResponseType
+
+if TYPE_CHECKING:
+    from ..planner import Planner
+    from .core import Engine
+    from .jobs import Job
+
+__all__ = [
+    "Reservation",
+    "ReservationError",
+    "Reservations",
+    "add_entries",
+    "parse_duration",
+    "parse_spec",
+    "parse_time",
+    "read_entries",
+]
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+
+
+class ReservationError(FluxschedError, ValueError):
+    """A reservation refused: :attr:`field` names what is wrong."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+        self.reason = reason
+
+
+@dataclasses.dataclass(frozen=True)
+class Reservation:
+    """Whole ``ranks`` held over ``[start, end)`` for ``users`` (uids; empty:
+    the instance owner only)."""
+
+    name: str
+    ranks: IdSet
+    start: float
+    end: float
+    users: tuple[int, ...] = ()
+
+    def admits(self, userid: int, owner: int | None) -> bool:
+        """True when ``userid`` may run jobs in it."""
+        return userid in self.users if self.users else owner is not None and userid == owner
+
+    def as_dict(self) -> dict[str, Any]:
+        """Its wire and KVS form: ``{name, ranks, start, end, users}``."""
+        return {
+            "name": self.name,
+            "ranks": str(self.ranks),
+            "start": self.start,
+            "end": self.end,
+            "users": list(self.users),
+        }
+
+
+def parse_time(value: Any, now: float, field: str) -> float:
+    """A time: epoch seconds (a number), ``+FSD`` from ``now``, or an ISO 8601
+    date (local time when it names no zone)."""
+    if isinstance(value, bool):
+        raise ReservationError(field, f"expected a time, got {value!r}")
+    if isinstance(value, int | float):
+        if not math.isfinite(value):
+            raise ReservationError(field, f"expected a finite time, got {value!r}")
+        return float(value)
+    if not isinstance(value, str) or not value:
+        raise ReservationError(field, f"expected a time (ISO 8601 date, +FSD or seconds), got {value!r:.40}")
+    if value.startswith("+"):
+        try:
+            return now + parse_fsd(value[1:])
+        except ValueError as exc:
+            raise ReservationError(field, f"{value!r:.40}: {exc}") from None
+    try:
+        return datetime.datetime.fromisoformat(value).timestamp()
+    except ValueError:
+        raise ReservationError(field, f"{value!r:.40}: not an ISO 8601 date or +FSD") from None
+
+
+def parse_duration(value: Any, field: str) -> float:
+    """A positive finite duration: seconds, or an FSD string (``4h``)."""
+    if isinstance(value, bool):
+        raise ReservationError(field, f"expected a duration, got {value!r}")
+    try:
+        d = float(value) if isinstance(value, int | float) else parse_fsd(str(value))
+    except ValueError as exc:
+        raise ReservationError(field, f"{value!r:.40}: {exc}") from None
+    if not 0 < d < math.inf:
+        raise ReservationError(field, f"expected a positive finite duration, got {value!r:.40}")
+    return d
+
+
+def parse_spec(obj: Any, now: float, user_id: Callable[[str], int] | None = None) -> dict[str, Any]:
+    """The arguments of :meth:`Reservations.add` from a mapping
+    ``{name, ranks | nodes [requires], start, end | duration, users?}``
+    (an RPC payload, a KVS entry, a TOML table, an entry of the replay's
+    file).  Times as :func:`parse_time`; ``users`` a list (or a comma-separated
+    string) of uids or user names (``user_id`` resolves a name).  Raises
+    :class:`ReservationError` naming the field."""
+    if not isinstance(obj, Mapping):
+        raise ReservationError("reservation", f"expected an object, got {type(obj).__name__}")
+    known = {"name", "ranks", "nodes", "requires", "start", "end", "duration", "users"}
+    for key in obj:
+        if key not in known:
+            raise ReservationError(str(key), "unknown field")
+    name = obj.get("name")
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise ReservationError("name", f"expected letters, digits, '_', '.' or '-' (at most 64), got {name!r:.40}")
+    out: dict[str, Any] = {"name": name}
+    if ("ranks" in obj) == ("nodes" in obj):
+        raise ReservationError("ranks", "give ranks or nodes (one of them)")
+    if "ranks" in obj:
+        try:
+            out["ranks"] = IdSet.parse(str(obj["ranks"]))
+        except IdSetError as exc:
+            raise ReservationError("ranks", str(exc)) from None
+        if not out["ranks"]:
+            raise ReservationError("ranks", "empty")
+        if "requires" in obj:
+            raise ReservationError("requires", "only with nodes")
+    else:
+        n = obj["nodes"]
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ReservationError("nodes", f"expected a positive integer, got {n!r:.40}")
+        out["nodes"] = n
+        if obj.get("requires") is not None:
+            try:
+                out["requires"] = parse_constraint(obj["requires"], "requires")
+            except ConstraintError as exc:
+                raise ReservationError("requires", exc.reason) from None
+    if "start" not in obj:
+        raise ReservationError("start", "missing")
+    out["start"] = start = parse_time(obj["start"], now, "start")
+    if ("end" in obj) == ("duration" in obj):
+        raise ReservationError("end", "give end or duration (one of them)")
+    if "end" in obj:
+        out["end"] = parse_time(obj["end"], now, "end")
+    else:
+        out["end"] = start + parse_duration(obj["duration"], "duration")
+    users = obj.get("users") or []
+    if isinstance(users, str):
+        users = [u for u in users.split(",") if u]
+    if not isinstance(users, Sequence):
+        raise ReservationError("users", f"expected a list of users, got {type(users).__name__}")
+    uids = []
+    for u in users:
+        if isinstance(u, int) and not isinstance(u, bool) and u >= 0:
+            uids.append(u)
+        elif isinstance(u, str) and u.isdigit():
+            uids.append(int(u))
+        elif isinstance(u, str) and u and user_id is not None:
+            try:
+                uids.append(user_id(u))
+            except KeyError:
+                raise ReservationError("users", f"no such user: {u!r:.40}") from None
+        else:
+            what = "a uid or user name" if user_id is not None else "a uid"
+            raise ReservationError("users", f"expected {what}, got {u!r:.40}")
+    out["users"] = tuple(sorted(set(uids)))
+    return out
+
+
+class Reservations:
+    """The advance reservations of one engine (see the module docstring)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.e = engine
+        self._by_name: dict[str, Reservation] = {}
+        #: Each reservation's ranks, flat in the planner's layout (made by :meth:`encode`).
+        self._bits: dict[str, int] = {}
+        #: The uid a reservation without users admits (the Flux instance
+        #: owner); None in the replay: such a reservation admits no job.
+        self.owner: int | None = None
+        #: Pending jobs a window kept from starting earlier: id -> window names.
+        self._held: dict[int, list[str]] = {}
+        self._now = -math.inf
+        #: A reservation went away: its pending jobs are denied at the next tick.
+        self._orphans = False
+        #: Called with the list of reservations after each change (the Flux
+        #: module writes them to the KVS).
+        self.on_change: Callable[[list[Reservation]], None] | None = None
+
+    def __iter__(self) -> Iterator[Reservation]:
+        return iter(sorted(self._by_name.values(), key=lambda r: (r.start, r.name)))
+
+    def __len__(self) -> int:
+        return len(self._by_name)
+
+    def get(self, name: str) -> Reservation | None:
+        return self._by_name.get(name)
+
+    # -- changes -------------------------------------------------------------
+
+    def add(
+        self,
+        name: str,
+        start: float,
+        end: float,
+        *,
+        ranks: IdSet | None = None,
+        nodes: int | None = None,
+        requires: Any = None,
+        users: Sequence[int] = (),
+        now: float,
+    ) -> Reservation:
+        """Add a reservation; raise :class:`ReservationError` (the field and
+        why) when it is malformed, ended, or meets another on a rank."""
+        if name in self._by_name:
+            raise ReservationError("name", f"reservation {name} exists")
+        if not end > start:
+            raise ReservationError("end", "must be after start")
+        if end <= now:
+            raise ReservationError("end", "already past")
+        g = self.e.graph
+        if ranks is not None:
+            unknown = IdSet(r for r in ranks if r not in g.ranks)
+            if unknown:
+                raise ReservationError("ranks", f"no such rank: {unknown}")
+        else:
+            assert nodes is not None
+            ranks = self._pick(name, nodes, requires, max(start, now), end)
+        self._check_overlap(name, ranks, start, end)
+        r = Reservation(name, ranks, float(start), float(end), tuple(users))
+        self._by_name[name] = r
+        self._changed()
+        return r
+
+    def remove(self, name: str) -> Reservation:
+        """Remove a reservation (its hold is released at the next pass; its
+        pending jobs are denied then, its running jobs run on)."""
+        r = self._by_name.pop(name, None)
+        if r is None:
+            raise ReservationError("name", f"no reservation {name}")
+        self._orphans = True
+        self._changed()
+        return r
+
+    def update(self, name: str, end: float, now: float) -> Reservation:
+        """Move a reservation's end (shorten or extend it)."""
+        r = self._by_name.get(name)
+        if r is None:
+            raise ReservationError("name", f"no reservation {name}")
+        if not end > r.start or end <= now:
+            raise ReservationError("end", "must be after start and in the future")
+        self._check_overlap(name, r.ranks, r.start, end)
+        new = self._by_name[name] = dataclasses.replace(r, end=float(end))
+        self._changed()
+        return new
+
+    def load(self, entries: list[Reservation]) -> None:
+        """Reservations kept from before a restart (no overlap check, no pick)."""
+        for r in entries:
+            self._by_name[r.name] = r
+        self._changed(store=False)
+
+    def _check_overlap(self, name: str, ranks: IdSet, start: float, end: float) -> None:
+        for other in self._by_name.values():
+            if other.name != name and other.start < end and other.end > start:
+                shared = IdSet(r for r in ranks if r in other.ranks)
+                if shared:
+                    raise ReservationError("ranks", f"ranks {shared} are in reservation {other.name} at that time")
+
+    def _pick(self, name: str, n: int, requires: Any, start: float, end: float) -> IdSet:
+        """``n`` up nodes for a window ``[start, end)`` that meet ``requires``
+        and no other window: those free over the whole window in the plan,
+        else free when it opens, else any."""
+        planner = self.e.planner
+        request = dataclasses.replace(node_request(n, end - start), constraints=requires)
+        others = planner.blocked_during(start, end)
+        pool = planner.pool_bits()
+        policy = self.e.options.placement
+        for avail in (planner.available_bits(start, end), planner.available_bits(start, start), pool):
+            avail &= ~others
+            found = planner.match_bits(request, avail, policy)
+            if found is not None:
+                return planner.resolve(found).ranks
+        why = f"fewer than {n} up nodes outside other reservations"
+        raise ReservationError("nodes", why + (" meet requires" if requires is not None else ""))
+
+    def _changed(self, store: bool = True) -> None:
+        """Every pending job is planned anew around the new windows."""
+        self.encode(self.e.planner)
+        self._held.clear()
+        self.e.replan()
+        if store and self.on_change is not None:
+            self.on_change(list(self))
+
+    # -- the plan ------------------------------------------------------------
+
+    def encode(self, planner: Planner) -> None:
+        """Hold every window in ``planner`` (a new one, or after a change)."""
+        for name in list(planner.blocks()):
+            if name not in self._by_name:
+                planner.unblock(name)
+        codec = planner.codec
+        self._bits = {r.name: codec.ranks_mask(r.ranks) for r in self._by_name.values()}
+        for r in self._by_name.values():
+            planner.block(r.name, self._bits[r.name], r.start, r.end)
+
+    def window(self, job: Job) -> tuple[float, float, int] | None:
+        """``(start, end, bits)`` of the reservation ``job`` runs in, or None."""
+        name = getattr(job.request, "reservation", None)
+        if name is None:
+            return None
+        r = self._by_name.get(name)
+        if r is None:
+            return (math.inf, math.inf, 0)  # removed: it waits to be denied
+        return r.start, r.end, self._bits[name]
+
+    def of(self, job: Job) -> Reservation | None:
+        name = getattr(job.request, "reservation", None)
+        return None if name is None else self._by_name.get(name)
+
+    def check(self, request: Any, userid: int) -> str | None:
+        """Why a job of ``request`` submitted by ``userid`` is denied, or None."""
+        name = getattr(request, "reservation", None)
+        if name is None:
+            return None
+        r = self._by_name.get(name)
+        if r is None:
+            return f"reservation {name}: no such reservation"
+        if not r.admits(userid, self.owner):
+            return f"reservation {name}: user {userid} may not use it"
+        planner = self.e.planner
+        whole = self._bits[name] & planner.pool_bits()
+        if planner.match_bits(request, whole, self.e.options.placement) is None:
+            return f"reservation {name}: the request does not fit its ranks {r.ranks}"
+        if request.duration and request.duration > r.end - r.start:
+            return f"reservation {name}: walltime longer than the reservation"
+        return None
+
+    def admit(self, job: Job) -> None:
+        """A job of a reservation with no walltime plans until its end."""
+        r = self.of(job)
+        if r is not None and job.walltime == math.inf:
+            job.duration = r.end - r.start
+
+    def kill_time(self, job: Job, end: float) -> float:
+        r = self.of(job)
+        return end if r is None else min(end, r.end)
+
+    def note_held(self, job: Job, names: list[str] | None) -> None:
+        if names:
+            self._held[job.id] = names
+        else:
+            self._held.pop(job.id, None)
+
+    # -- time ----------------------------------------------------------------
+
+    def tick(self, now: float) -> tuple[list[Response], bool]:
+        """At the start of a pass: forget ended reservations and deny the
+        pending jobs of those gone.  Returns the DENY responses and whether a
+        window opened or closed since the last tick (a pass is due)."""
+        before, self._now = self._now, now
+        if not self._by_name and not self._orphans:
+            return [], False  # the common case: no reservation, nothing to do
+        crossed = any(before < t <= now for r in self._by_name.values() for t in (r.start, r.end))
+        ended = [r for r in self._by_name.values() if r.end <= now]
+        for r in ended:
+            del self._by_name[r.name]
+        if ended:
+            self._orphans = True
+            self._changed()
+        out: list[Response] = []
+        if self._orphans:
+            self._orphans = False
+            e = self.e
+            for job in e.pending():
+                name = getattr(job.request, "reservation", None)
+                if name is not None and name not in self._by_name and job.state is JobState.PENDING:
+                    e.deny_pending(job)
+                    out.append(Response(job.id, ResponseType.DENY, note=f"reservation {name} ended or was removed"))
+        if len(self._held) > 4096:
+            self._held = {i: n for i, n in self._held.items() if (j := self.e.job(i)) and j.state is JobState.PENDING}
+        return out, crossed or bool(out)
+
+    def next_change(self) -> float:
+        """The next time a window opens or closes (a pass is due then), inf if none."""
+        now = self._now
+        return min((t for r in self._by_name.values() for t in (r.start, r.end) if t > now), default=math.inf)
+
+    # -- what users read -----------------------------------------------------
+
+    def reason(self, job: Job, now: float, fmt: Callable[[float], str]) -> str | None:
+        """``reason_pending`` of a job a reservation holds back, or None."""
+        name = getattr(job.request, "reservation", None)
+        if name is not None:
+            r = self._by_name.get(name)
+            if r is None:
+                return f"reservation {name}: ended or removed"
+            if now < r.start:
+                return f"reservation {name}: opens at {fmt(r.start)}"
+            return f"reservation {name}: waiting for resources of its ranks {r.ranks} (until {fmt(r.end)})"
+        for held in self._held.get(job.id, ()):
+            r = self._by_name.get(held)
+            if r is not None:
+                n = len(r.ranks)
+                nodes = f"{n} node{'' if n == 1 else 's'}"
+                return f"reservation {r.name}: {nodes} reserved from {fmt(r.start)} to {fmt(r.end)}"
+        return None
+
+
+def read_entries(text: str, source: str) -> list[Mapping[str, Any]]:
+    """The entries of a reservations file (YAML or JSON): a list of
+    :func:`parse_spec` mappings, or ``{reservations: [...]}``.  Raises
+    :class:`ReservationError` (field ``source``) when it is neither."""
+    import yaml
+
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ReservationError(source, f"not YAML or JSON: {str(exc).splitlines()[0]}") from None
+    if isinstance(doc, Mapping) and set(doc) == {"reservations"}:
+        doc = doc["reservations"]
+    if doc is None:
+        return []
+    if not isinstance(doc, list) or not all(isinstance(x, Mapping) for x in doc):
+        raise ReservationError(source, "expected a list of reservations, or {reservations: [...]}")
+    return doc
+
+
+def add_entries(
+    reservations: Reservations,
+    entries: Sequence[Mapping[str, Any]],
+    now: float,
+    user_id: Callable[[str], int] | None = None,
+    where: str = "reservations",
+) -> list[Reservation]:
+    """Add every entry (:func:`parse_spec`), in order; the first bad one
+    raises :class:`ReservationError` with its place (``where[i]: field``)."""
+    out = []
+    for i, entry in enumerate(entries):
+        try:
+            out.append(reservations.add(now=now, **parse_spec(entry, now, user_id)))
+        except ReservationError as exc:
+            raise ReservationError(f"{where}[{i}].{exc.field}", exc.reason) from None
+    return out

@@ -1,0 +1,127 @@
+"""Advance reservations under Flux: kept in the KVS, declared in the TOML config.
+
+The module owns one KVS key, ``<name>.reservations`` (``sched-py.reservations``):
+the list of reservations as ``{name, ranks, start, end, users}`` objects,
+written (one commit) after every change and read when the module loads, so
+reservations survive ``flux module reload sched-py``, and an instance
+restart that keeps its KVS (``flux start -Sstatedir=DIR``, a system
+instance).  The instance's TOML config may declare reservations too, as
+``[[sched-py.reservation]]`` tables with the fields of
+:func:`~fluxsched_py.engine.reservations.parse_spec`::
+
+    [[sched-py.reservation]]
+    name = "maint"
+    ranks = "0-3"                 # or: nodes = 2, requires = { properties = ["lyon"] }
+    start = "2026-12-01T08:00:00"
+    duration = "4h"               # or: end = "2026-12-01T12:00:00"
+    users = ["alice", 1001]
+
+A declared reservation is added when the module loads unless one of that
+name is kept already (the KVS holds the latest state, with what was added,
+removed or changed since); one that has ended is skipped.  A bad entry is
+logged (``flux dmesg``) and skipped: it never stops the scheduler.  No
+``flux`` import: :mod:`fluxsched_py.flux.module` reads the key and the
+config, and calls :func:`load`.
+"""
+
+from __future__ import annotations
+
+import json
+import pwd
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from ..engine.reservations import Reservation, ReservationError, parse_spec
+from ..ids import IdSet
+from .wire import LOG_INFO
+
+if TYPE_CHECKING:
+    from .driver import Driver
+
+__all__ = ["load", "save", "store_key", "user_id"]
+
+
+def store_key(name: str) -> str:
+    """The KVS key the module ``name`` keeps its reservations in."""
+    return f"{name}.reservations"
+
+
+def user_id(name: str) -> int:
+    """The uid of user ``name``; KeyError when there is none."""
+    return pwd.getpwnam(name).pw_uid
+
+
+def _stored(value: Any) -> list[Reservation]:
+    if isinstance(value, bytes | bytearray | str):
+        value = json.loads(value)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ValueError(f"expected a list, got {type(value).__name__}")
+    out = []
+    for x in value:
+        users = tuple(int(u) for u in x.get("users") or ())
+        out.append(Reservation(str(x["name"]), IdSet.parse(str(x["ranks"])), float(x["start"]), float(x["end"]), users))
+    return out
+
+
+def load(driver: Driver, stored: Any, conf: Any, owner: int) -> None:
+    """Give the driver's engine its reservations: those ``stored`` in the
+    KVS (its value, None when the key does not exist), then those the
+    config ``conf`` declares under another name.  From then on every change
+    is written back to the KVS.  ``owner`` is the instance owner's uid (a
+    reservation without users admits only the owner)."""
+    engine = driver.engine
+    assert engine is not None
+    rs = engine.reservations
+    rs.owner = owner
+    now = driver.clock()
+    try:
+        kept = [r for r in _stored(stored) if r.end > now]
+    except (ValueError, TypeError, KeyError) as exc:
+        driver.error(f"reservations: ignoring unreadable KVS key {store_key(driver.name)}: {exc}")
+        kept = []
+    rs.load(kept)
+    table = conf.get(driver.name) if isinstance(conf, Mapping) else None
+    entries = table.get("reservation") if isinstance(table, Mapping) else None
+    if isinstance(entries, Mapping):
+        entries = [entries]
+    if entries is not None and not isinstance(entries, list):
+        driver.error(
+            f"reservations: [{driver.name}] reservation: expected an array of tables ([[{driver.name}.reservation]])"
+        )
+        entries = None
+    added = 0
+    for i, entry in enumerate(entries or ()):
+        where = f"[[{driver.name}.reservation]] #{i + 1}"
+        if not isinstance(entry, Mapping):
+            driver.error(f"reservations: {where}: expected a table")
+            continue
+        if rs.get(str(entry.get("name"))) is not None:
+            continue  # kept in the KVS: the latest state
+        try:
+            rs.add(now=now, **parse_spec(entry, now, user_id))
+            added += 1
+        except ReservationError as exc:
+            if exc.reason == "already past":
+                continue
+            driver.error(f"reservations: skipping {where}: {exc}")
+    rs.on_change = lambda _: save(driver)
+    if added:
+        save(driver)
+    if len(rs):
+        names = ", ".join(f"{r.name} ({r.ranks})" for r in rs)
+        driver.log(LOG_INFO, f"reservations: {names}")
+
+
+def save(driver: Driver) -> None:
+    """Write the reservations to the KVS (one commit; a failure is logged)."""
+    engine = driver.engine
+    assert engine is not None
+    value = [r.as_dict() for r in engine.reservations]
+
+    def done(err: str | None) -> None:
+        if err is not None:
+            driver.error(f"reservations: KVS commit of {store_key(driver.name)} failed: {err}")
+
+    driver.transport.commit([(store_key(driver.name), value)], done)

@@ -1,0 +1,190 @@
+"""Advance reservations under a real flux-core: issue 24's must-hold.
+
+A 4-node instance under easy (mock execution).  The owner reserves 2 nodes
+from 60 s on (``flux sched-py reserve add maint --nodes 2 --start +60s
+--duration 2m``).  A 10-minute 3-node job of another user would still run on
+a reserved node when the window opens: it stays pending, and its
+``reason_pending`` names ``maint``; a 30 s 3-node job starts at once (it ends
+before the window).  At the window's start, a job submitted with
+``--setattr=system.reservation=maint`` starts on the reserved nodes.  The
+reservation is still listed after ``flux module reload sched-py``; a guest's
+``reserve add`` is refused with one clear line; malformed payloads are
+answered with the field named, and the module stays loaded.
+
+Another user's job: flux-core's job-ingest takes a J signed with the
+``none`` mechanism only from the owner role and checks that its signer is
+the requester, so without flux-security the test signs the jobspec as uid
+4243 itself (flux-core's ``sign_none.c`` format) and submits it with
+``FLUX_HANDLE_USERID=4243 FLUX_HANDLE_ROLEMASK=0x1``.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import time
+
+import pytest
+
+from fluxsched_py.flux.paths import cmd_dir
+
+from .instance import Instance, sched_py_instance
+from .test_flux_access import GUEST
+from .test_flux_ctl import rpcs
+
+OTHER = 4243
+
+
+def signed_as(jobspec: str, uid: int) -> str:
+    """``jobspec`` wrapped as flux-core's sign_none_wrap() does for ``uid``."""
+    h = base64.b64encode(f"version\0i1\0userid\0i{uid}\0mechanism\0snone\0".encode()).decode()
+    return f"{h}.{base64.b64encode(jobspec.encode()).decode()}.none"
+
+
+def submit_as(inst, uid: int, *args: str) -> str:
+    spec = inst.run("submit", "--dry-run", *args)
+    path = inst.dir / f"job-{time.monotonic_ns()}.signed"
+    path.write_text(signed_as(spec, uid))
+    env = f"FLUX_HANDLE_USERID={uid} FLUX_HANDLE_ROLEMASK=0x1"
+    return inst.run(f"{env} flux job submit --flags=signed {path}").strip()
+
+
+def annotation(inst, job: str, key: str) -> str:
+    return inst.run("jobs", "-no", f"{{annotations.sched.{key}}}", job).strip()
+
+
+def nodelist(inst, job: str) -> str:
+    return inst.run("jobs", "-no", "{nodelist}", job).strip()
+
+
+#: A reservation the instance's config declares, far from the others.
+DECLARED = """
+[[sched-py.reservation]]
+name = "cfg"
+ranks = "3"
+start = "+3h"
+duration = "1h"
+users = [4243]
+"""
+
+
+@pytest.fixture(scope="module")
+def inst(tmp_path_factory):
+    env = {"FLUX_EXEC_PATH_PREPEND": str(cmd_dir())}
+    conf = tmp_path_factory.mktemp("conf")
+    (conf / "sched.toml").write_text(DECLARED)
+    with sched_py_instance(1, 4, 4, "queue-policy=easy", env=env, broker_opts=[f"--config-path={conf}"]) as i:
+        yield i
+
+
+def test_the_must_hold(inst):
+    t0 = time.time()
+    out = inst.run("sched-py", "reserve", "add", "maint", "--nodes", "2", "--start", "+60s", "--duration", "2m")
+    assert out.startswith("added reservation maint: node")
+    listed = json.loads(inst.run("sched-py", "reserve", "list", "--json"))["reservations"]
+    (r,) = [x for x in listed if x["name"] == "maint"]
+    assert r["start"] == pytest.approx(t0 + 60, abs=5) and r["end"] == pytest.approx(r["start"] + 120)
+    mock = "--setattr=system.exec.test.run_duration=600s"
+
+    long = submit_as(inst, OTHER, "-N3", "--exclusive", "-t", "10m", mock, "true")
+    short = inst.submit("-N3", "--exclusive", "-t", "30s", "--setattr=system.exec.test.run_duration=30s", "true")
+    inst.wait_event(short, "alloc")
+    assert inst.run("jobs", "-no", "{userid}", long).strip() == str(OTHER)
+    inst.wait_event(long, "priority")
+    deadline = time.time() + 10
+    while "maint" not in annotation(inst, long, "reason_pending") and time.time() < deadline:
+        time.sleep(0.2)
+    reason = annotation(inst, long, "reason_pending")
+    assert reason.startswith("reservation maint: 2 nodes reserved from "), reason
+    assert inst.run("jobs", "-no", "{state}", long).strip() == "SCHED"
+    # its estimate is the window's end, at the earliest
+    assert float(inst.run("jobs", "-no", "{annotations.sched.t_estimate}", long)) >= r["end"] - 1e-6
+
+    # the reservation's own job: pending until the window opens, then on its nodes
+    member = inst.submit("-N2", "--exclusive", "-t", "30s", "--setattr=system.reservation=maint", mock, "true")
+    inst.wait_event(member, "priority")
+    time.sleep(1.0)
+    assert inst.run("jobs", "-no", "{state}", member).strip() == "SCHED"
+    assert annotation(inst, member, "reason_pending").startswith("reservation maint: opens at ")
+    inst.wait_event(member, "alloc", timeout=max(5.0, r["start"] - time.time() + 15))
+    started = float(inst.run("jobs", "-no", "{t_run}", member))
+    assert started >= r["start"] - 0.5
+    assert nodelist(inst, member) == r["nodelist"]
+    assert inst.run("jobs", "-no", "{state}", long).strip() == "SCHED"
+
+
+def test_a_job_naming_an_unknown_reservation_is_denied(inst):
+    job = inst.submit("-N1", "-t", "1m", "--setattr=system.reservation=nope", "true")
+    inst.wait_event(job, "clean")
+    (exc,) = [e for e in inst.eventlog(job) if e["name"] == "exception"]
+    assert exc["context"]["note"].endswith("reservation nope: no such reservation")
+
+
+def test_the_list_survives_a_module_reload(inst):
+    inst.run("sched-py", "reserve", "add", "later", "--ranks", "0", "--start", "+1h", "--duration", "1h")
+    before = json.loads(inst.run("sched-py", "reserve", "list", "--json"))["reservations"]
+    assert "later" in [r["name"] for r in before]
+    inst.run("module", "reload", "sched-py", "queue-policy=easy")
+    after = json.loads(inst.run("sched-py", "reserve", "list", "--json"))["reservations"]
+    assert [(r["name"], r["ranks"], r["start"], r["end"]) for r in after] == [
+        (r["name"], r["ranks"], r["start"], r["end"]) for r in before
+    ]
+    text = inst.run("sched-py", "reserve", "list")
+    assert text.splitlines()[0].split() == ["NAME", "STATE", "START", "END", "NNODES", "NODELIST", "RANKS", "USERS"]
+    inst.run("sched-py", "reserve", "remove", "later")
+    assert "later" not in inst.run("sched-py", "reserve", "list")
+
+
+def test_a_guests_add_is_refused_and_its_list_allowed(inst):
+    def as_guest(command: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["sh", "-c", f"{GUEST} {command}"], env=inst.env, capture_output=True, text=True)
+
+    done = as_guest("flux sched-py reserve add g --ranks 3 --start +2h --duration 1h")
+    assert done.returncode == 1
+    assert done.stderr == "flux sched-py: sched-py.reserve-add: only the instance owner may change the scheduler\n"
+    assert "g" not in [r["name"] for r in json.loads(inst.run("sched-py", "reserve", "list", "--json"))["reservations"]]
+    listed = as_guest("flux sched-py reserve list --json")
+    assert listed.returncode == 0 and "reservations" in json.loads(listed.stdout)
+
+
+def test_malformed_payloads_name_the_field_and_the_module_runs_on(inst):
+    got = rpcs(
+        inst,
+        [
+            ["sched-py.reserve-add", {"name": "x", "ranks": "0", "start": "soon", "duration": "1h"}],
+            ["sched-py.reserve-add", {"name": "x", "nodes": -1, "start": "+1h", "duration": "1h"}],
+            ["sched-py.reserve-add", {"name": "x", "ranks": "0", "start": "+1h"}],
+            ["sched-py.reserve-remove", {"name": 7}],
+            ["sched-py.reserve-list", {"all": True}],
+            ["sched-py.reserve-list", {}],
+        ],
+    )
+    for g, field in zip(got[:-1], ["start", "nodes", "end", "name", "all"], strict=True):
+        assert g.get("errno") == 71 and f": {field}: " in g["error"], (g, field)  # EPROTO
+    assert "reservations" in got[-1]["ok"]
+    assert "sched-py" in inst.modules()
+    p = inst.try_run("sched-py", "reserve", "add", "y", "--ranks", "0", "--start", "tomorrow", "--duration", "1h")
+    assert p.returncode == 1 and p.stderr.count("\n") == 1 and "--start: 'tomorrow'" in p.stderr, p.stderr
+
+
+def test_the_config_declares_reservations(inst):
+    listed = json.loads(inst.run("sched-py", "reserve", "list", "--json"))["reservations"]
+    (cfg,) = [r for r in listed if r["name"] == "cfg"]
+    assert (cfg["ranks"], cfg["end"] - cfg["start"], cfg["users"]) == ("3", 3600.0, [OTHER])
+
+
+def test_reservations_survive_an_instance_restart(tmp_path):
+    env = {"FLUX_EXEC_PATH_PREPEND": str(cmd_dir())}
+    opts = [f"-Sstatedir={tmp_path}"]
+    with Instance(1, env=env, broker_opts=opts) as first:
+        first.use_scheduler(None)
+        first.use_scheduler("sched-py", "queue-policy=easy")
+        first.run("sched-py", "reserve", "add", "kept", "--ranks", "0", "--start", "+1h", "--duration", "1h")
+        before = json.loads(first.run("sched-py", "reserve", "list", "--json"))["reservations"]
+    with Instance(1, env=env, broker_opts=opts) as second:
+        second.use_scheduler(None)
+        second.use_scheduler("sched-py", "queue-policy=easy")
+        after = json.loads(second.run("sched-py", "reserve", "list", "--json"))["reservations"]
+    assert [r["name"] for r in before] == ["kept"]
+    assert [(r["name"], r["start"], r["end"]) for r in after] == [(r["name"], r["start"], r["end"]) for r in before]
