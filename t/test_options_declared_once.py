@@ -54,6 +54,10 @@ SAMPLES = {
     "campaign-half-life": ("60", "campaign-half-life", 60.0),
     "campaign-predictor": ("false", "campaign-predictor", False),
     "sink-jobs": ("0", "sink-jobs", 0),
+    "preempt-grace": ("90s", "preempt-grace", 90.0),
+    "preempt-signal": ("SIGTERM", "preempt-signal", 15),
+    "checkpoint-campaigns": ("c1,c2", "checkpoint-campaigns", ["c1", "c2"]),
+    "besteffort-fit": ("require", "besteffort-fit", "require"),
 }
 #: Flux module arguments only, by design (the table says why).
 MODULE_ONLY = {"mode", "log-level"}
@@ -75,6 +79,10 @@ REPORTED_DEFAULTS = {
     "campaign-half-life": 86400.0,
     "campaign-predictor": True,
     "sink-jobs": 5,
+    "preempt-grace": 0.0,
+    "preempt-signal": 10,
+    "checkpoint-campaigns": [],
+    "besteffort-fit": "prefer",
 }
 
 

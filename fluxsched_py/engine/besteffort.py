@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..match.policy import POLICIES, get_policy
 from ..planner import Placement
-from .actions import Preempt
+from .actions import Notice, Preempt
 from .jobs import Job
 from .lent import Lent
 from .regularview import RegularView
@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from .core import Engine
     from .passctx import Pass
 
-__all__ = ["BestEffort", "choose_victims", "far_end"]
+__all__ = ["BestEffort", "checkpoints", "choose_victims", "far_end", "requeued_from"]
 
 #: The far end of each node order (match/policy.py): ``low`` walks ids up,
 #: ``high`` down; ``first`` takes the most available cores first with ties
@@ -91,9 +91,33 @@ class _Handoff:
     waiting: set[int] = field(default_factory=set)
 
 
-def lost_work(job: Job, now: float) -> float:
-    """Elapsed node-seconds of a running job: what preempting it loses."""
-    return max(0.0, now - (job.t_start or 0.0)) * len(job.resources.ranks)
+def lost_work(job: Job, now: float, since: float | None = None) -> float:
+    """Elapsed node-seconds of a running job (since ``since``, its last
+    checkpoint, when given): what preempting it loses."""
+    start = (job.t_start or 0.0) if since is None else max(since, job.t_start or 0.0)
+    return max(0.0, now - start) * len(job.resources.ranks)
+
+
+def _user_attr(job: Job, name: str) -> Any:
+    attrs = job.request.attributes if job.request is not None else None
+    user = attrs.get("user") if isinstance(attrs, dict) else None
+    return user.get(name) if isinstance(user, dict) else None
+
+
+def checkpoints(job: Job, campaigns: Container[str] = ()) -> bool:
+    """``job`` checkpoints on its notice: ``attributes.user.checkpoint`` is
+    ``"signal"``, or its campaign (``attributes.user.campaign``) is one of ``campaigns``."""
+    if _user_attr(job, "checkpoint") == "signal":
+        return True
+    campaign = _user_attr(job, "campaign")
+    return isinstance(campaign, str) and campaign in campaigns
+
+
+def requeued_from(job: Job) -> int | None:
+    """The id of the job a requeued checkpointing job continues
+    (``attributes.user.requeued-from``, set by the driver that requeued it), or None."""
+    v = _user_attr(job, "requeued-from")
+    return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
 
 
 def choose_victims(
@@ -173,6 +197,19 @@ class BestEffort:
         self._handoffs: dict[int, _Handoff] = {}
         self._ready: list[int] = []
         self._actions: list[Preempt] = []
+        #: Notice (``preempt-grace``): when each running job got its notice signal.
+        self._noticed: dict[int, float] = {}
+        #: (time, victim): a victim given notice is preempted then unless it ends first.
+        self._kills: list[tuple[float, int]] = []
+        #: Victims whose Preempt went out.
+        self._killed: set[int] = set()
+        self._notices: list[Notice] = []
+        #: When the next regular reservation on lent resources is ``preempt-grace`` away.
+        self._next_notice: float | None = None
+        #: Pending requeued jobs (``attributes.user.requeued-from``): they start first.
+        self._requeued: set[int] = set()
+        #: Where each preempted checkpointing job last ran, by its first job id.
+        self._ran_on: dict[int, Any] = {}
         engine.stats.update({"preemptions": 0, "preempted_node_seconds": 0.0})
 
     # -- queries ---------------------------------------------------------------
@@ -185,7 +222,22 @@ class BestEffort:
         w = self._windows
         while w and not self._protected(w[0][1]):
             heapq.heappop(w)
-        return w[0][0] if w else None
+        k = self._kills
+        while k and (k[0][1] not in self._preempted or k[0][1] in self._killed):
+            heapq.heappop(k)
+        times = [t for t in (w[0][0] if w else None, k[0][0] if k else None, self._next_notice) if t is not None]
+        return min(times) if times else None
+
+    def grace(self, job: Job) -> float:
+        """The notice ``job`` gets before it is preempted: ``preempt-grace``,
+        or less when its ``attributes.system.preempt-grace`` asks for less."""
+        g = self.e.options.preempt_grace
+        own = job.request.preempt_grace if job.request is not None else None
+        return g if own is None else min(g, own)
+
+    def checkpoints(self, job: Job) -> bool:
+        """``job`` checkpoints on its notice (see :func:`checkpoints`)."""
+        return checkpoints(job, self.e.options.checkpoint_campaigns)
 
     def starting(self) -> dict[int, set[int]]:
         """Regular jobs waiting for victims: ``{job: victims not freed yet}``."""
@@ -222,10 +274,16 @@ class BestEffort:
         jobid = job.id
         released = e.graph.release(jobid)
         span = e.planner.remove(jobid)
-        e.table.apply(job, "free-final", preempted=jobid in self._preempted)
+        killed = jobid in self._killed
+        e.table.apply(job, "free-final", preempted=killed)
         if jobid in self.lent:
             self._unlend(jobid)
         self._spent.discard(jobid)
+        self._killed.discard(jobid)
+        self._noticed.pop(jobid, None)
+        if killed and self.checkpoints(job) and released:
+            first = requeued_from(job)
+            self._ran_on[jobid if first is None else first] = released
         if jobid in self._preempted:
             owner = self._preempted.pop(jobid)
             h = self._handoffs.get(owner) if owner is not None else None
@@ -287,6 +345,7 @@ class BestEffort:
         e.planner.remove(job.id)
         if preempted:
             self._preempted[job.id] = None
+            self._killed.add(job.id)
             self._spent.add(job.id)
             self._lend(job)
             return
@@ -357,6 +416,7 @@ class BestEffort:
         h = self._handoffs[job.id] = _Handoff(job, rs)
         name = e.job_name
         spent = [v for v in victims if v.id in self._spent]
+        last = now
         for v in victims:
             p.withhold(self.lent.bits_of(v.id))  # what a victim holds beyond the placement is not free either
             self._unlend(v.id)
@@ -365,17 +425,78 @@ class BestEffort:
             if v.id in self._spent:  # preempted already: just wait for its free
                 self._spent.discard(v.id)
                 continue
-            e.stats["preemptions"] += 1
-            e.stats["preempted_node_seconds"] += lost_work(v, now)
-            self._actions.append(Preempt(v.id, job.id, f"preempted for job {name(job.id)}"))
+            g = self.grace(v)
+            noticed = self._noticed.get(v.id)
+            if noticed is None and g > 0:
+                self._notice(v, now, now + g, f"preempted at {e.time_format(now + g)} for job {name(job.id)}")
+                noticed = now
+            at = now if noticed is None else noticed + g
+            if at <= now:
+                self._kill(v, job.id, now)
+            else:  # it may end during its grace time: then it completed
+                heapq.heappush(self._kills, (at, v.id))
+                last = max(last, at)
         n = len(victims)
         what = f"{n} best-effort job{'s' if n > 1 else ''}"
         if len(spent) == n:  # all preempted before a restart
             ann = {"reason_pending": f"waiting for {what} preempted: {', '.join(name(v.id) for v in victims)}"}
+        elif last > now:
+            ann = {
+                "reason_pending": f"preempting {what}: {', '.join(name(v.id) for v in victims)}; notice given, "
+                f"waiting at most until {e.time_format(last)} (preempt-grace)"
+            }
         else:
             ann = {"reason_pending": f"preempting {what}: {', '.join(name(v.id) for v in victims)}"}
         self._annotate(job, ann, p.out)
         return placement
+
+    def _notice(self, v: Job, now: float, at: float, note: str) -> None:
+        self._noticed[v.id] = now
+        self.e.stats["notices"] = self.e.stats.get("notices", 0) + 1
+        self._notices.append(Notice(v.id, self.e.options.preempt_signal, at, note))
+
+    def _kill(self, v: Job, for_id: int | None, now: float) -> None:
+        """Send the preemption of victim ``v`` (for job ``for_id``; None: that job was cancelled meanwhile)."""
+        e = self.e
+        self._killed.add(v.id)
+        ck = self.checkpoints(v)
+        e.stats["preemptions"] += 1
+        e.stats["preempted_node_seconds"] += lost_work(v, now, self._noticed.get(v.id) if ck else None)
+        note = "preempted for a job since cancelled" if for_id is None else f"preempted for job {e.job_name(for_id)}"
+        self._actions.append(Preempt(v.id, -1 if for_id is None else for_id, note, requeue=ck))
+
+    def _due_kills(self, now: float) -> None:
+        """Preempt the victims whose grace time is over and that did not end."""
+        k = self._kills
+        while k and k[0][0] <= now:
+            _, vid = heapq.heappop(k)
+            if vid in self._preempted and vid not in self._killed:
+                v = self.e.job(vid)
+                if v is not None and v.state is JobState.RUNNING:
+                    self._kill(v, self._preempted[vid], now)
+
+    def _notice_planned(self, now: float) -> None:
+        """Give notice to the lent jobs a regular reservation starting within
+        ``preempt-grace`` covers, so that it can start on time; remember when
+        the next one comes within reach (:meth:`next_wakeup`)."""
+        e = self.e
+        g = e.options.preempt_grace
+        self._next_notice = None
+        if g <= 0 or not len(self.lent) or not e.planner.nreserved:
+            return
+        lent = self.lent.bits
+        nxt = None
+        for span in e.planner.reserved():
+            if not span.bits & lent:
+                continue
+            if span.start - g > now + 1e-9:
+                nxt = span.start - g if nxt is None else min(nxt, span.start - g)
+                continue
+            for j, b in list(self.lent.items()):
+                if b & span.bits and j.id not in self._noticed and j.id not in self._preempted and self.grace(j) > 0:
+                    at = max(now, span.start)
+                    self._notice(j, now, at, f"preempted at {e.time_format(at)} for job {e.job_name(span.jobid)}")
+        self._next_notice = nxt
 
     def _annotate(self, job: Job, ann: dict[str, Any], out: list[Response]) -> None:
         """Annotations of a job the regular pass does not annotate (a pending
@@ -387,6 +508,7 @@ class BestEffort:
     def start_ready(self, now: float) -> list[Response]:
         """Move protected windows on, and answer SUCCESS for the regular jobs
         whose victims have all been freed (called first in every schedule)."""
+        self._due_kills(now)
         self.advance(now)
         out: list[Response] = []
         e = self.e
@@ -405,10 +527,17 @@ class BestEffort:
 
     # -- the best-effort pass -------------------------------------------------------
 
-    def take_actions(self) -> list[Preempt]:
-        """The preemptions decided since the last call."""
+    def result(self, out: list[Response], more: bool = False) -> PassResult:
+        """A pass's result: ``out``, with the notices and preemptions decided since the last one."""
         actions, self._actions = self._actions, []
-        return actions
+        notices, self._notices = self._notices, []
+        return PassResult(out, more=more, preempt=actions, notice=notices)
+
+    def queued(self, job: Job) -> None:
+        """A best-effort job was queued (its alloc)."""
+        self.dirty = True
+        if requeued_from(job) is not None:
+            self._requeued.add(job.id)
 
     def run(self, now: float, out: list[Response], passed: bool = False) -> PassResult:
         """After the regular pass (``passed``), or when only best-effort
@@ -420,7 +549,8 @@ class BestEffort:
             e.table.sort_queue(q)
             self._start_pending(now, out)
         self.dirty = False
-        return PassResult(out, preempt=self.take_actions())
+        self._notice_planned(now)
+        return self.result(out)
 
     def _pending(self, now: float) -> Iterator[Job]:
         """Pending best-effort jobs in the order they may start: queue order,
@@ -428,6 +558,14 @@ class BestEffort:
         :mod:`.campaigns`) once a job named a campaign."""
         e = self.e
         pending = e.table.pending_in(e.table.besteffort)
+        if self._requeued:  # requeued checkpointing jobs first (with what they ran kept)
+            jobs = e.table.jobs
+            live = [j for j in (jobs.get(i) for i in self._requeued) if j is not None and j.state is JobState.PENDING]
+            self._requeued = {j.id for j in live}
+            first = sorted(live, key=lambda j: j.sortkey)
+            yield from e.hooks.order(first, now) if e.hooks.ordered else first
+            skip = self._requeued
+            pending = (j for j in pending if j.id not in skip)
         if e.hooks.ordered:
             yield from e.hooks.order(list(pending), now)
             return
@@ -451,31 +589,42 @@ class BestEffort:
         failed: set[tuple[int, float]] = set()  # (shape, window) that did not fit
         depth = e.options.annotate_depth
         predict = e.options.campaign_predictor
+        require = e.options.besteffort_fit == "require"
         shown = misses = 0
         for job in self._pending(now):
             window = min(job.walltime, job.preemptible_after or 0.0)
-            if free and (job.shape_id, window) not in failed:
+            # Not where a reservation starts within its notice: it could not
+            # be given its notice in time (rfcs/preemption.md).
+            guard = max(window, self.grace(job))
+            if free and (job.shape_id, guard) not in failed:
                 misses = 0
                 avail = free
                 found = None
                 if planner.nreserved:
-                    avail ^= avail & planner.reserved_during(now, now + max(window, 1e-9))
+                    avail ^= avail & planner.reserved_during(now, now + max(guard, 1e-9))
                     expected = e.hooks.expected_duration(job) if predict else 0.0
-                    if expected > window:
+                    if expected > guard:
                         # First where its campaign's predicted run time ends
                         # before any reservation claims the nodes: less work
                         # lost to preemption (:mod:`.runtimes`).  Only when
                         # that is less than avail: else it is the same match.
+                        # besteffort-fit=require: only there.
                         clear = avail ^ (avail & planner.reserved_during(now, now + expected))
                         if clear != avail:
                             found = self._match(job, clear, policy) if clear else None
+                            if require:
+                                avail = 0
+                if found is None and avail and (ran := self._ran_on.get(requeued_from(job) or -1)) is not None:
+                    # a requeued checkpointing job: where it ran, when that is free (its checkpoint is there)
+                    here = avail & planner.codec.encode(ran & e.graph.free())
+                    found = self._match(job, here, policy) if here else None
                 if found is None and avail:
                     found = self._match(job, avail, policy)
                 if found is not None:
                     self._start(job, found, now, window, out)
                     free ^= free & found.bits
                     continue
-                failed.add((job.shape_id, window))
+                failed.add((job.shape_id, guard))
             else:
                 misses += 1
             if depth is None or shown < depth:

@@ -84,6 +84,12 @@ def to_request(doc: dict[str, Any]) -> Request:
             preemptible_after = parse_fsd(system["preemptible-after"])
         except ValueError as e:
             raise JobspecError("/attributes/system/preemptible-after", str(e)) from None
+    preempt_grace = None
+    if "preempt-grace" in system:
+        try:
+            preempt_grace = parse_fsd(system["preempt-grace"])
+        except ValueError as e:
+            raise JobspecError("/attributes/system/preempt-grace", str(e)) from None
     return Request(
         resources=resources,
         tasks=tasks,
@@ -93,6 +99,7 @@ def to_request(doc: dict[str, Any]) -> Request:
         version=doc["version"],
         attributes=attributes,
         preemptible_after=preemptible_after,
+        preempt_grace=preempt_grace,
     )
 
 

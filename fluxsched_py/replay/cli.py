@@ -33,7 +33,15 @@ from .report import print_summary, rejected_line, stdout_console, write_jobs_csv
 from .sim import replay
 from .synthetic import EXAMPLE_NAME, example_path, generate
 from .window import parse_load_factor, scale_load, take_window
-from .workload import Workload, WorkloadError, load_workload, mark_besteffort, parse_walltime_model, read_batsim
+from .workload import (
+    Workload,
+    WorkloadError,
+    load_workload,
+    mark_besteffort,
+    mark_checkpointing,
+    parse_walltime_model,
+    read_batsim,
+)
 
 __all__ = ["main", "build_parser", "DEFAULT_POLICIES"]
 
@@ -136,6 +144,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="SWF: jobs of queue N (field 15) are best-effort (preemptible-after 0)",
     )
     ap.add_argument(
+        "--checkpoint-queue",
+        type=int,
+        metavar="N",
+        help="SWF: jobs of queue N (field 15) checkpoint on their preemption notice (--preempt-grace) and "
+        "are requeued with their remaining work when preempted",
+    )
+    ap.add_argument(
         "--resubmit-preempted",
         action="store_true",
         help="submit a preempted best-effort job again at once, as CiGri does",
@@ -220,6 +235,9 @@ def _load(args: argparse.Namespace) -> Workload:
         if args.besteffort_queue is not None:
             n = mark_besteffort(w, args.besteffort_queue)
             w.notes.append(f"{n} jobs of queue {args.besteffort_queue} are best-effort")
+        if args.checkpoint_queue is not None:
+            n = mark_checkpointing(w, args.checkpoint_queue)
+            w.notes.append(f"{n} jobs of queue {args.checkpoint_queue} checkpoint on their preemption notice")
     else:
         p = example_path()
         w = load_workload(p) if p else read_batsim(generate(), name=EXAMPLE_NAME.removesuffix(".json"))

@@ -12,7 +12,12 @@ best-effort load), and the summary adds: best-effort work completed and lost
 to preemption (node-hours), preemptions, utilization counting every busy
 node-second over the same window (best-effort work included, cut at the
 regular makespan), and each campaign's makespan (its last finish minus its
-first submission; None while some of its jobs did not complete).
+first submission; None while some of its jobs did not complete).  With
+``preempt-grace`` and checkpoints: the notices sent, and the work recovered
+by checkpoints (run before a preemption, kept, and not run again by the
+requeued job); completed work counts a completed job's whole run time, what
+it recovered included, and lost work is what ran after a job's last
+checkpoint.
 """
 
 from __future__ import annotations
@@ -31,6 +36,8 @@ _BESTEFFORT_FIELDS = (
     "preemptions",
     "utilization_with_besteffort",
     "campaigns",
+    "besteffort_recovered_nh",
+    "notices",
 )
 
 
@@ -57,6 +64,8 @@ class Summary:
     preemptions: int = 0
     utilization_with_besteffort: float | None = None
     campaigns: tuple[tuple[str, float | None], ...] = ()
+    besteffort_recovered_nh: float = 0.0
+    notices: int = 0
 
     def as_dict(self) -> dict:
         """The fields by name; the best-effort ones only when the workload had such jobs."""
@@ -108,7 +117,7 @@ def summarize(result: ReplayResult, tau: float = TAU) -> Summary:
 def _besteffort(be: list, t0: float, t1: float, span: float, used: float) -> dict:
     """The best-effort fields of :class:`Summary` (see the module docstring)."""
     done = [r for r in be if r.state == COMPLETED and r.start is not None]
-    completed = sum((r.finish - r.start) * len(r.ranks or ()) for r in done)
+    completed = sum((r.finish - r.start) * len(r.ranks or ()) + r.recovered for r in done)
     lost = sum(r.lost for r in be)
     # Preempted runs all end when a regular job starts, by the regular makespan.
     busy = used + lost
@@ -128,4 +137,6 @@ def _besteffort(be: list, t0: float, t1: float, span: float, used: float) -> dic
         "preemptions": sum(r.preemptions for r in be),
         "utilization_with_besteffort": busy / span if span > 0 else 0.0,
         "campaigns": tuple(spans),
+        "besteffort_recovered_nh": sum(r.recovered for r in done) / 3600,
+        "notices": sum(r.notices for r in be),
     }

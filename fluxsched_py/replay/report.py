@@ -130,6 +130,11 @@ def summary_table(summaries: Sequence[Summary], title: str = "replay") -> Table:
             ("preemptions", lambda s: str(s.preemptions)),
             ("utilization with best-effort work", lambda s: _fmt(s.utilization_with_besteffort, "%")),
         ]
+        if any(s.notices or s.besteffort_recovered_nh for s in summaries):
+            rows[-1:-1] = [
+                ("preemption notices", lambda s: str(s.notices)),
+                ("best-effort work recovered by checkpoints", lambda s: f"{s.besteffort_recovered_nh:,.1f} node-h"),
+            ]
         names = sorted({n for s in summaries for n, _ in s.campaigns})
         for n in names:
             rows.insert(-1, (f"campaign {n}: makespan", lambda s, n=n: _fmt(dict(s.campaigns).get(n))))
