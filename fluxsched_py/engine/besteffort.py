@@ -41,6 +41,7 @@ regular jobs re-plan: for those, nothing changed.
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Callable, Container, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -91,6 +92,11 @@ class _Handoff:
     waiting: set[int] = field(default_factory=set)
 
 
+#: What making a regular job wait for a victim's notice costs in :func:`choose_victims`:
+#: more than any lost work (node-seconds).
+_WAIT_COST = 1e15
+
+
 def lost_work(job: Job, now: float, since: float | None = None) -> float:
     """Elapsed node-seconds of a running job (since ``since``, its last
     checkpoint, when given): what preempting it loses."""
@@ -126,6 +132,7 @@ def choose_victims(
     candidates: Iterable[tuple[Job, int]],
     now: float,
     spent: Container[int] = (),
+    waits: Container[int] = (),
 ) -> tuple[list[Job], Placement] | None:
     """The victims to preempt so that ``match(avail)`` finds a placement.
 
@@ -140,12 +147,16 @@ def choose_victims(
 
     ``spent`` are candidates already preempted (before a scheduler restart)
     that no job waits for: taking them loses nothing more, so they cost
-    less than any other."""
+    less than any other.  ``waits`` are candidates that would make the job
+    wait (their notice is not over, ``preempt-grace``): they cost more than
+    any other."""
     got = match(base)
     if got is not None:
         return [], got
     cands = list(candidates)
-    cost = {j.id: -1.0 if j.id in spent else lost_work(j, now) for j, _ in cands}
+    cost = {
+        j.id: -1.0 if j.id in spent else lost_work(j, now) + (_WAIT_COST if j.id in waits else 0.0) for j, _ in cands
+    }
     for j, b in sorted(cands, key=lambda c: (cost[c[0].id], c[0].id)):
         got = match(base | b)
         if got is not None:
@@ -197,7 +208,10 @@ class BestEffort:
         self._handoffs: dict[int, _Handoff] = {}
         self._ready: list[int] = []
         self._actions: list[Preempt] = []
-        #: Notice (``preempt-grace``): when each running job got its notice signal.
+        #: Notice (``preempt-grace``): when each running job got its first
+        #: notice signal (it may be preempted ``grace`` later), and its last
+        #: (a checkpointing job checkpointed then).
+        self._first_noticed: dict[int, float] = {}
         self._noticed: dict[int, float] = {}
         #: (time, victim): a victim given notice is preempted then unless it ends first.
         self._kills: list[tuple[float, int]] = []
@@ -281,6 +295,7 @@ class BestEffort:
         self._spent.discard(jobid)
         self._killed.discard(jobid)
         self._noticed.pop(jobid, None)
+        self._first_noticed.pop(jobid, None)
         if killed and self.checkpoints(job) and released:
             first = requeued_from(job)
             self._ran_on[jobid if first is None else first] = released
@@ -399,7 +414,8 @@ class BestEffort:
         if e.options.preempt_victims == "plan":
             chosen = None
         else:
-            chosen = choose_victims(match, base, cands, now, self._spent)
+            waits = {j.id for j, _ in cands if not self._may_preempt(j, now)} if e.options.preempt_grace > 0 else ()
+            chosen = choose_victims(match, base, cands, now, self._spent, waits)
         if chosen is None:  # the plan's placement (with fewest, only if lent resources went down)
             chosen = ([j for j, b in self.lent.items() if b & placement.bits], placement)
         victims, placement = chosen
@@ -426,7 +442,7 @@ class BestEffort:
                 self._spent.discard(v.id)
                 continue
             g = self.grace(v)
-            noticed = self._noticed.get(v.id)
+            noticed = self._first_noticed.get(v.id)
             if noticed is None and g > 0:
                 self._notice(v, now, now + g, f"preempted at {e.time_format(now + g)} for job {name(job.id)}")
                 noticed = now
@@ -450,8 +466,15 @@ class BestEffort:
         self._annotate(job, ann, p.out)
         return placement
 
+    def _may_preempt(self, v: Job, now: float) -> bool:
+        """Victim ``v`` may be preempted now: it has no grace time, or its notice is over."""
+        g = self.grace(v)
+        first = self._first_noticed.get(v.id)
+        return g <= 0 or (first is not None and first + g <= now + 1e-9)
+
     def _notice(self, v: Job, now: float, at: float, note: str) -> None:
         self._noticed[v.id] = now
+        self._first_noticed.setdefault(v.id, now)
         self.e.stats["notices"] = self.e.stats.get("notices", 0) + 1
         self._notices.append(Notice(v.id, self.e.options.preempt_signal, at, note))
 
@@ -476,26 +499,30 @@ class BestEffort:
                     self._kill(v, self._preempted[vid], now)
 
     def _notice_planned(self, now: float) -> None:
-        """Give notice to the lent jobs a regular reservation starting within
-        ``preempt-grace`` covers, so that it can start on time; remember when
-        the next one comes within reach (:meth:`next_wakeup`)."""
+        """Give notice to the lent jobs whose resources a regular reservation
+        claims, whenever it starts, so that its job starts on time even when
+        jobs before it end early (their plan is their walltime); a job that
+        checkpoints gets it again every ``preempt-grace`` (each notice is a
+        checkpoint: what a preemption loses stays under the grace time).
+        Remember when the next repeat is due (:meth:`next_wakeup`)."""
         e = self.e
         g = e.options.preempt_grace
         self._next_notice = None
         if g <= 0 or not len(self.lent) or not e.planner.nreserved:
             return
-        lent = self.lent.bits
+        claimed = e.planner.reserved_during(now, math.inf)
+        if not claimed & self.lent.bits:
+            return
         nxt = None
-        for span in e.planner.reserved():
-            if not span.bits & lent:
+        for j, b in list(self.lent.items()):
+            if not b & claimed or j.id in self._preempted or (gj := self.grace(j)) <= 0:
                 continue
-            if span.start - g > now + 1e-9:
-                nxt = span.start - g if nxt is None else min(nxt, span.start - g)
-                continue
-            for j, b in list(self.lent.items()):
-                if b & span.bits and j.id not in self._noticed and j.id not in self._preempted and self.grace(j) > 0:
-                    at = max(now, span.start)
-                    self._notice(j, now, at, f"preempted at {e.time_format(at)} for job {e.job_name(span.jobid)}")
+            last = self._noticed.get(j.id)
+            if last is None or (last + gj <= now + 1e-9 and self.checkpoints(j)):
+                self._notice(j, now, now + gj, "a regular job's reservation claims its resources")
+                last = now
+            if self.checkpoints(j):
+                nxt = last + gj if nxt is None else min(nxt, last + gj)
         self._next_notice = nxt
 
     def _annotate(self, job: Job, ann: dict[str, Any], out: list[Response]) -> None:

@@ -180,7 +180,7 @@ def _run(
                 rec = records[a.id]
                 rec.state, rec.finish, rec.note = PREEMPTED, t, a.note
                 rec.preemptions += 1
-                rec.lost += (t - checkpointed.pop(a.id, rec.start or t)) * len(rec.ranks or ())
+                rec.lost += (t - checkpointed.pop(a.id, t if rec.start is None else rec.start)) * len(rec.ranks or ())
                 runs[a.id] = runs.get(a.id, 0) + 1  # its end event is stale, even once it runs again
                 engine.free(a.id, final=True)
                 j = rec.job
