@@ -9,6 +9,8 @@ notice).  Under fcfs, easy and conservative it replays:
 
 * ``main``: the main this branch started from (``--base``, default
   ``/tmp/base-s10``, commit 425bf7c), with no option: today's figures;
+* ``default``: this code with no option: the same decisions, but the work
+  of a job preempted after starting at t=0 counted as lost (main counted 0);
 * ``fit``: this code with ``besteffort-fit=require`` and no grace time;
 * ``fit+ckpt``: ``besteffort-fit=require``, ``preempt-grace=60`` and every
   campaign job checkpointing on the notice;
@@ -31,6 +33,7 @@ import json
 import os
 import subprocess
 import sys
+import sysconfig
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -41,6 +44,7 @@ REGULAR = ROOT / "t" / "data" / "batsim" / "example_workload_hpc_seed1_jobs250.j
 #: run name -> (code: "main" or "here", workload: "plain" or "checkpoint", extra replay flags)
 RUNS = {
     "main": ("main", "plain", []),
+    "default": ("here", "plain", []),
     "fit": ("here", "plain", ["--besteffort-fit", "require"]),
     "fit+ckpt": ("here", "checkpoint", ["--besteffort-fit", "require", "--preempt-grace", "60"]),
     "fewest+ckpt": (
@@ -59,10 +63,13 @@ def make(out: Path, checkpoint: bool) -> None:
 
 def replay(pythonpath: Path, workload: Path, policy: str, flags: list[str], outdir: Path) -> tuple[dict, dict]:
     """The replay's summary and each job's (submit, start) from its jobs.csv."""
-    env = {**os.environ, "PYTHONPATH": str(pythonpath)}
-    cmd = [sys.executable, "-m", "fluxsched_py", "replay", str(workload), "--queue-policy", policy]
+    # -S: no site, so no .pth of an editable install of this tree (whose
+    # import hook would win over PYTHONPATH); the dependencies come from purelib.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(pythonpath), sysconfig.get_paths()["purelib"]])}
+    cmd = [sys.executable, "-S", "-m", "fluxsched_py", "replay", str(workload), "--queue-policy", policy]
     cmd += ["--json", "--no-progress", "--output-dir", str(outdir), *flags]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
+    # run outside the tree: python -m puts the working directory first on sys.path
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True, cwd=outdir.parent)
     data = json.loads(proc.stdout)
     row = data[0] if isinstance(data, list) else data
     summary = row.get("summary", row)
