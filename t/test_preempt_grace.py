@@ -16,11 +16,14 @@ import signal
 
 import pytest
 
+from fluxsched_py.batsim.v4driver import V4Driver
 from fluxsched_py.engine import Engine, EngineError, EngineOptions, ResponseType
 from fluxsched_py.replay.metrics import summarize
 from fluxsched_py.replay.platform import nodes_graph
 from fluxsched_py.replay.sim import COMPLETED, PREEMPTED, replay
 from fluxsched_py.replay.workload import WorkloadError, load_workload
+
+from .test_batsim_driver import begins, reply, submit, types
 
 
 def spec(nnodes: int, duration: float, pa: float | None = None, grace: str | None = None, **user) -> dict:
@@ -249,3 +252,19 @@ def test_checkpoint_campaigns_option_makes_a_campaigns_jobs_checkpoint():
     e.schedule(5.0)
     (a,) = e.schedule(15.0).preempt
     assert a.id == 100 and a.requeue
+
+
+def test_batsim_v4_has_no_signal_so_the_kill_goes_out_at_the_end_of_the_grace_time():
+    """The v4 protocol has no signal: the notice is dropped, the driver asks
+    to be called back when the grace time ends, and the KILL_JOB goes out then,
+    in the reply that starts the regular job."""
+    d = V4Driver(["queue-policy=easy", "policy=low", "preempt-grace=30"])
+    reply(d, 0.0, begins(2))
+    be = [{"id": f"w0!{i}", "res": 1, "profile": "p", "walltime": 100.0, "preemptible-after": 0} for i in (1, 2)]
+    r = reply(d, 0.0, *((0.0, "JOB_SUBMITTED", {"job_id": j["id"], "job": j}) for j in be))
+    assert types(r) == ["EXECUTE_JOB"] * 2
+    r = reply(d, 5.0, submit(5.0, "w0!10", 2))
+    assert types(r) == ["CALL_ME_LATER"] and r["events"][0]["data"]["timestamp"] == 35.0
+    r = reply(d, 35.0, (35.0, "REQUESTED_CALL", {}))
+    assert types(r) == ["KILL_JOB", "EXECUTE_JOB"]
+    assert sorted(r["events"][0]["data"]["job_ids"]) == ["w0!1", "w0!2"]
