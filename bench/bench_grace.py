@@ -46,6 +46,7 @@ RUNS = {
     "main": ("main", "plain", []),
     "default": ("here", "plain", []),
     "fit": ("here", "plain", ["--besteffort-fit", "require"]),
+    "fit+grace": ("here", "plain", ["--besteffort-fit", "require", "--preempt-grace", "60"]),
     "fit+ckpt": ("here", "checkpoint", ["--besteffort-fit", "require", "--preempt-grace", "60"]),
     "fewest+ckpt": (
         "here",

@@ -126,8 +126,9 @@ def test_without_grace_the_preemption_is_at_once_and_no_notice():
 def test_a_reservations_victims_are_noticed_ahead_and_its_job_starts_on_time():
     """Node 0 runs regular job 1 until t=100 (its walltime); node 1 a
     best-effort job.  Regular job 2 needs both nodes: reserved at t=100.
-    Its victim gets its notice at once (more than 60 s ahead), so at t=100
-    it is preempted at once and job 2 starts then."""
+    Its victim (it does not checkpoint: the signal may end it) gets its
+    notice 60 s before, at t=40 (a wakeup then), so at t=100 it is
+    preempted at once and job 2 starts then."""
     e = Engine(nodes_graph(2), {"queue-policy": "easy", "preempt-grace": "60"}, build_R=False)
     e.alloc(1, 0, 0, 0.0, spec(1, 100))
     assert started(e.schedule(0.0)) == [1]
@@ -135,8 +136,11 @@ def test_a_reservations_victims_are_noticed_ahead_and_its_job_starts_on_time():
     assert started(e.schedule(0.0)) == [100]
     e.alloc(2, 0, 0, 5.0, spec(2, 100))
     r = e.schedule(5.0)
-    assert [n.id for n in r.notice] == [100] and not r.preempt
-    assert e.job(2).estimate == 100.0
+    assert not r.notice and not r.preempt
+    assert e.job(2).estimate == 100.0 and e.hooks.wakeup() == 40.0
+    assert not e.schedule(39.0).notice
+    r = e.schedule(40.0)
+    assert [(n.id, n.at) for n in r.notice] == [(100, 100.0)] and not r.preempt
     e.free(1)
     r = e.schedule(100.0)
     assert [a.id for a in r.preempt] == [100]
@@ -157,12 +161,13 @@ def workload(tmp_path, jobs: list[dict], nb_res: int = 1):
 
 
 def test_a_checkpointing_job_keeps_its_work_and_restarts_before_the_campaigns_others(tmp_path):
-    """One node.  Best-effort jobs 1 (checkpoints, 100 s) and 2 (does not,
-    100 s) at t=0: 1 runs.  Regular job 3 (20 s) arrives at t=50: 1 gets
-    its notice then (a checkpoint: 50 s kept) and is preempted at t=60; 3
-    runs 60-80.  Then 1, requeued at t=60 after 2 was submitted, restarts
-    first, at t=80, with 50 s left: done at t=130; 2 runs 130-230.  Lost:
-    the 10 s after its checkpoint."""
+    """One node, a 10 s grace time.  Best-effort jobs 1 (checkpoints, 100 s)
+    and 2 (does not, 100 s) at t=0: 1 runs, and being lent it gets its
+    notice (a checkpoint) at t=0, 10, 20, 30, 40.  Regular job 3 (20 s)
+    arrives at t=50: 1's first notice is 50 s old, so 1 is preempted at once,
+    losing the 10 s since its last checkpoint; 3 runs 50-70.  Then 1,
+    requeued at t=50 after 2 was submitted, restarts first, at t=70, with
+    60 s left: done at t=130; 2 runs 130-230."""
     w = workload(
         tmp_path,
         [
@@ -174,15 +179,16 @@ def test_a_checkpointing_job_keeps_its_work_and_restarts_before_the_campaigns_ot
     )  # fmt: skip
     res = replay(w, nodes_graph(1), {"queue-policy": "easy", "preempt-grace": "10"})
     rec = {r.job.id: r for r in res.records}
-    assert (rec[3].start, rec[3].finish) == (60.0, 80.0)
-    assert (rec[1].start, rec[1].finish, rec[1].state) == (80.0, 130.0, COMPLETED)
-    assert (rec[1].lost, rec[1].recovered, rec[1].preemptions, rec[1].notices) == (10.0, 50.0, 1, 1)
+    assert (rec[3].start, rec[3].finish) == (50.0, 70.0)
+    assert (rec[1].start, rec[1].finish, rec[1].state) == (70.0, 130.0, COMPLETED)
+    assert (rec[1].lost, rec[1].recovered, rec[1].preemptions) == (10.0, 40.0, 1)
+    assert rec[1].notices >= 5  # 0..40, then its second run's
     assert (rec[2].start, rec[2].finish) == (130.0, 230.0)
     s = summarize(res)
     assert s.besteffort_completed_nh == pytest.approx(200 / 3600)  # both jobs' whole run time
     assert s.besteffort_lost_nh == pytest.approx(10 / 3600)
-    assert s.besteffort_recovered_nh == pytest.approx(50 / 3600)
-    assert (s.preemptions, s.notices) == (1, 1)
+    assert s.besteffort_recovered_nh == pytest.approx(40 / 3600)
+    assert s.preemptions == 1
 
 
 def test_without_checkpoint_the_notice_keeps_nothing(tmp_path):
@@ -215,28 +221,30 @@ def test_a_victim_that_ends_in_its_grace_counts_as_completed_in_the_replay(tmp_p
 
 
 def test_a_requeued_job_prefers_the_node_it_ran_on(tmp_path):
-    """Two nodes.  Best-effort job 1 (checkpoints) runs on one node, 2 on the
-    other.  Regular job 3 takes the node of 1 for 20 s (the far end puts 1 on
-    rank 0, 2 on rank 1, and a regular job takes rank 1 first: 3 preempts 2
-    unless 2 is gone).  Job 2 ends at t=40; regular 3 arrives at t=50 and
-    takes rank 1 (free); regular 4 at t=50 needs one more node: 1's.  When
-    4 ends, 1 restarts on rank 0 though rank 1 is free too."""
+    """Two nodes, placement ``first`` (regular jobs take the highest id
+    among equals, best-effort jobs the lowest).  Best-effort job 1 (40 s)
+    goes to rank 0, job 2 (checkpoints, 100 s) to rank 1.  At t=50, rank 0
+    is free and regular jobs 3 and 4 (20 s each) arrive: 3 takes rank 1
+    (lent, the higher id) and preempts 2 at once (its notice is old), 4 takes
+    rank 0.  At t=70 both ranks are free: 2 restarts on rank 1, where it ran
+    (the far end would be rank 0), with the 60 s left after its checkpoint
+    at t=40."""
     w = workload(
         tmp_path,
         [
-            {"id": 1, "subtime": 0, "walltime": 500, "res": 1, "runtime": 100, "preemptible-after": 0,
+            {"id": 1, "subtime": 0, "walltime": 500, "res": 1, "runtime": 40, "preemptible-after": 0},
+            {"id": 2, "subtime": 0, "walltime": 500, "res": 1, "runtime": 100, "preemptible-after": 0,
              "checkpoint": "signal"},
-            {"id": 2, "subtime": 0, "walltime": 500, "res": 1, "runtime": 40, "preemptible-after": 0},
-            {"id": 3, "subtime": 50, "walltime": 30, "res": 1, "runtime": 30},
+            {"id": 3, "subtime": 50, "walltime": 20, "res": 1, "runtime": 20},
             {"id": 4, "subtime": 50, "walltime": 20, "res": 1, "runtime": 20},
         ],
         nb_res=2,
     )  # fmt: skip
     res = replay(w, nodes_graph(2), {"queue-policy": "easy", "preempt-grace": "10"})
     rec = {r.job.id: r for r in res.records}
-    first_node = rec[4].ranks
-    assert rec[1].preemptions == 1 and rec[1].start == 80.0 and str(rec[1].ranks) == str(first_node)
-    assert str(rec[3].ranks) != str(first_node)
+    assert str(rec[1].ranks) == "0" and str(rec[3].ranks) == "1" and str(rec[4].ranks) == "0"
+    assert (rec[2].preemptions, rec[2].lost, rec[2].recovered) == (1, 10.0, 40.0)
+    assert (rec[2].start, rec[2].finish, str(rec[2].ranks)) == (70.0, 130.0, "1")
 
 
 def test_checkpoint_must_be_signal(tmp_path):

@@ -41,7 +41,6 @@ regular jobs re-plan: for those, nothing changed.
 from __future__ import annotations
 
 import heapq
-import math
 from collections.abc import Callable, Container, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -499,30 +498,45 @@ class BestEffort:
                     self._kill(v, self._preempted[vid], now)
 
     def _notice_planned(self, now: float) -> None:
-        """Give notice to the lent jobs whose resources a regular reservation
-        claims, whenever it starts, so that its job starts on time even when
-        jobs before it end early (their plan is their walltime); a job that
-        checkpoints gets it again every ``preempt-grace`` (each notice is a
-        checkpoint: what a preemption loses stays under the grace time).
-        Remember when the next repeat is due (:meth:`next_wakeup`)."""
+        """Notices that are not a regular job's wait (:meth:`handoff`):
+
+        * a lent job that checkpoints on its notice gets it when it is lent
+          and again every ``preempt-grace`` while it stays lent: each notice
+          is a checkpoint, so a preemption loses at most one grace time of
+          its work, and once its first notice is that old it can be
+          preempted at once (no regular job waits for it);
+        * another lent job (for which the signal may be fatal) gets it once,
+          ``preempt-grace`` before a regular reservation that claims its
+          resources starts, so that the reservation's job starts on time.
+
+        Remember when the next one is due (:meth:`next_wakeup`)."""
         e = self.e
         g = e.options.preempt_grace
         self._next_notice = None
-        if g <= 0 or not len(self.lent) or not e.planner.nreserved:
+        if g <= 0 or not len(self.lent):
             return
-        claimed = e.planner.reserved_during(now, math.inf)
-        if not claimed & self.lent.bits:
-            return
+        planner = e.planner
+        soon = planner.reserved_during(now, now + g + 1e-6) if planner.nreserved else 0  # starting by now + g
         nxt = None
+        waiting = 0  # lent jobs that do not checkpoint and got no notice yet
         for j, b in list(self.lent.items()):
-            if not b & claimed or j.id in self._preempted or (gj := self.grace(j)) <= 0:
+            if j.id in self._preempted or (gj := self.grace(j)) <= 0:
                 continue
             last = self._noticed.get(j.id)
-            if last is None or (last + gj <= now + 1e-9 and self.checkpoints(j)):
-                self._notice(j, now, now + gj, "a regular job's reservation claims its resources")
-                last = now
             if self.checkpoints(j):
+                if last is None or last + gj <= now + 1e-9:
+                    self._notice(j, now, now + gj, "checkpoint: preemptible after this notice")
+                    last = now
                 nxt = last + gj if nxt is None else min(nxt, last + gj)
+            elif last is None:
+                if b & soon:
+                    self._notice(j, now, now + g, "a regular job's reservation claims its resources")
+                else:
+                    waiting |= b
+        if waiting and planner.nreserved:
+            for span in planner.reserved():
+                if span.bits & waiting and span.start - g > now:
+                    nxt = span.start - g if nxt is None else min(nxt, span.start - g)
         self._next_notice = nxt
 
     def _annotate(self, job: Job, ann: dict[str, Any], out: list[Response]) -> None:

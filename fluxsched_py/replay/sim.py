@@ -173,9 +173,9 @@ def _run(
                     rec.state, rec.note, rec.rejected_at = REJECTED, r.note, t
                     done += 1
         result = engine.schedule(t)
-        _notices(engine, result.notice, records, kept, checkpointed, t)
         while result.preempt:  # kill at once, then pass again: the regular jobs start now
             done += _answer(engine, result.responses, records, ends, runs, t, kept, checkpointed)
+            _notices(engine, result.notice, records, kept, checkpointed, t)  # after the starts they follow
             for a in result.preempt:
                 rec = records[a.id]
                 rec.state, rec.finish, rec.note = PREEMPTED, t, a.note
@@ -192,8 +192,8 @@ def _run(
                 else:
                     done += 1
             result = engine.schedule(t)
-            _notices(engine, result.notice, records, kept, checkpointed, t)
         done += _answer(engine, result.responses, records, ends, runs, t, kept, checkpointed)
+        _notices(engine, result.notice, records, kept, checkpointed, t)
         for d in engine.hooks.drains():
             engine.resource_update(down=d.ranks)
             drains.append((t, d.ranks, d.reason))
