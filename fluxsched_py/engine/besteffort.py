@@ -500,8 +500,8 @@ class BestEffort:
     def _notice_planned(self, now: float) -> None:
         """Notices that are not a regular job's wait (:meth:`handoff`):
 
-        * a lent job that checkpoints on its notice gets it when it is lent
-          and again every ``preempt-grace`` while it stays lent: each notice
+        * a lent job that checkpoints on its notice gets it ``preempt-grace``
+          after its start and again every ``preempt-grace`` while it stays lent: each notice
           is a checkpoint, so a preemption loses at most one grace time of
           its work, and once its first notice is that old it can be
           preempted at once (no regular job waits for it);
@@ -524,10 +524,12 @@ class BestEffort:
                 continue
             last = self._noticed.get(j.id)
             if self.checkpoints(j):
-                if last is None or last + gj <= now + 1e-9:
+                # the first a grace time after its start (at its alloc it is not running yet)
+                due = ((j.t_start or 0.0) if last is None else last) + gj
+                if due <= now + 1e-9:
                     self._notice(j, now, now + gj, "checkpoint: preemptible after this notice")
-                    last = now
-                nxt = last + gj if nxt is None else min(nxt, last + gj)
+                    due = now + gj
+                nxt = due if nxt is None else min(nxt, due)
             elif last is None:
                 if b & soon:
                     self._notice(j, now, now + g, "a regular job's reservation claims its resources")
