@@ -657,7 +657,8 @@ class BestEffort:
                             found = self._match(job, clear, policy) if clear else None
                             if require:
                                 avail = 0
-                if found is None and avail and (ran := self._ran_on.get(requeued_from(job) or -1)) is not None:
+                first = requeued_from(job)
+                if found is None and avail and first is not None and (ran := self._ran_on.get(first)) is not None:
                     # a requeued checkpointing job: where it ran, when that is free (its checkpoint is there)
                     here = avail & planner.codec.encode(ran & e.graph.free())
                     found = self._match(job, here, policy) if here else None
@@ -684,6 +685,8 @@ class BestEffort:
         planner = e.planner
         rs = planner.resolve(found)
         e.graph.allocate(job.id, rs)
+        if (first := requeued_from(job)) is not None:
+            self._ran_on.pop(first, None)  # (it is noted again if preempted again)
         until = now + (job.preemptible_after or 0.0)
         e.succeed(job, rs, now, e.kill_time(job, now), {"besteffort": f"preemptible from {e.time_format(until)}"}, out)
         if until > now:  # planned as a job that ends then (or at its walltime)
