@@ -119,8 +119,12 @@ def _besteffort(be: list, t0: float, t1: float, span: float, used: float) -> dic
     done = [r for r in be if r.state == COMPLETED and r.start is not None]
     completed = sum((r.finish - r.start) * len(r.ranks or ()) + r.recovered for r in done)
     lost = sum(r.lost for r in be)
-    # Preempted runs all end when a regular job starts, by the regular makespan.
-    busy = used + lost
+    # Every best-effort run in the window: the preempted ones (whole, what a
+    # checkpoint kept included) and the completing ones.
+    busy = used
+    for r in be:
+        for start, end, n in r.preempted_runs:
+            busy += max(0.0, min(end, t1) - max(start, t0)) * n
     for r in done:
         busy += max(0.0, min(r.finish, t1) - max(r.start, t0)) * len(r.ranks or ())
     campaigns: dict[str, list] = {}

@@ -56,6 +56,8 @@ class JobRecord:
     #: by checkpoints and not run again (a requeued checkpointing job).
     notices: int = 0
     recovered: float = 0.0
+    #: Each preempted run: (start, end, nodes), for the busy time of the machine.
+    preempted_runs: list[tuple[float, float, int]] = field(default_factory=list)
 
     @property
     def ranks(self) -> IdSet | None:
@@ -180,7 +182,9 @@ def _run(
                 rec = records[a.id]
                 rec.state, rec.finish, rec.note = PREEMPTED, t, a.note
                 rec.preemptions += 1
-                rec.lost += (t - checkpointed.pop(a.id, t if rec.start is None else rec.start)) * len(rec.ranks or ())
+                begun = t if rec.start is None else rec.start
+                rec.lost += (t - checkpointed.pop(a.id, begun)) * len(rec.ranks or ())
+                rec.preempted_runs.append((begun, t, len(rec.ranks or ())))
                 runs[a.id] = runs.get(a.id, 0) + 1  # its end event is stale, even once it runs again
                 engine.free(a.id, final=True)
                 j = rec.job
