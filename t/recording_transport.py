@@ -62,6 +62,12 @@ class RecordingTransport:
     def raise_exception(self, jobid: int, type: str, severity: int, note: str) -> None:
         self.sent.append(("exception", None, {"id": jobid, "type": type, "severity": severity, "note": note}))
 
+    def signal(self, jobid: int, signum: int) -> None:
+        self.sent.append(("kill", None, {"id": jobid, "signum": signum}))
+
+    def requeue(self, jobid: int) -> None:
+        self.sent.append(("requeue", None, {"id": jobid}))
+
     def request_pass(self, delay: float) -> None:
         self.pass_requests += 1
 

@@ -107,7 +107,9 @@ def R_of(items: set[tuple[int, int]]) -> dict:
     return {"version": 1, "execution": {"R_lite": lite, "starttime": 0.0, "expiration": 0.0}}
 
 
-def jobspec(nnodes: int, ncores: int, duration: float, queue: str | None, pa: float | None = None) -> dict:
+def jobspec(
+    nnodes: int, ncores: int, duration: float, queue: str | None, pa: float | None = None, checkpoint: bool = False
+) -> dict:
     if nnodes:
         slot = {"type": "slot", "count": 1, "label": "task", "with": [{"type": "core", "count": CORES}]}
         res = [{"type": "node", "count": nnodes, "exclusive": True, "with": [slot]}]
@@ -118,11 +120,14 @@ def jobspec(nnodes: int, ncores: int, duration: float, queue: str | None, pa: fl
         system["queue"] = queue
     if pa is not None:
         system["preemptible-after"] = pa
+    attributes: dict = {"system": system}
+    if checkpoint:
+        attributes["user"] = {"checkpoint": "signal"}
     return {
         "version": 1,
         "resources": res,
         "tasks": [{"command": ["true"], "slot": "task", "count": {"per_slot": 1}}],
-        "attributes": {"system": system},
+        "attributes": attributes,
     }
 
 
@@ -188,6 +193,8 @@ class EngineModel(RuleBasedStateMachine):
         self.claims: dict[int, set] = {}  # job waiting for its victims -> what the engine holds for it
         self.awaited: dict[int, set] = {}  # job waiting for its victims -> what those victims hold
         self.victim_items: dict[int, set] = {}  # job -> what the jobs preempted for it held
+        self.noticed: dict[int, float] = {}  # best-effort job -> when it got its first notice (preempt-grace)
+        self.grace = next((float(o.split("=")[1]) for o in self.OPTIONS if o.startswith("preempt-grace=")), 0.0)
         self.errors = ErrorLog()
         logging.getLogger("fluxsched_py").addHandler(self.errors)
         self.engine = self.new_engine()
@@ -271,6 +278,9 @@ class EngineModel(RuleBasedStateMachine):
                     "freed": set(),
                     "start": self.now,
                     "pa": job["pa"],
+                    "checkpoint": "user" in job["spec"]["attributes"],
+                    "spec": job["spec"],
+                    "job": job,
                 }
                 self.annotate(r.id, r.annotations)
                 held = set(self.ann.get(r.id, {}))
@@ -305,6 +315,14 @@ class EngineModel(RuleBasedStateMachine):
     def run_pass(self, budget: float | None = None) -> bool:
         res = self.engine.schedule(self.now, budget)
         self.take(res.responses)
+        if not res.more:
+            self.passed = True  # (a requeue below is a change after it)
+        for n in res.notice:  # preempt-grace: a notice names a running best-effort job not preempted yet
+            job = self.running.get(n.id)
+            assert job is not None and job["pa"] is not None, f"notice to job {n.id}, not a running best-effort job"
+            assert n.id not in self.preempted and self.grace > 0, f"notice to job {n.id}"
+            self.noticed.setdefault(n.id, self.now)
+            STEPS["notices"] = STEPS.get("notices", 0) + 1
         for a in res.preempt:
             job = self.running.get(a.id)
             assert job is not None, f"preempt of job {a.id}, which does not run"
@@ -312,12 +330,25 @@ class EngineModel(RuleBasedStateMachine):
             assert a.id not in self.preempted, f"job {a.id} preempted twice"
             window = 60.0 if job["pa"] == "1m" else job["pa"]
             assert self.now >= job["start"] + window, f"job {a.id} preempted inside its protected window"
-            assert a.for_id in self.pending and self.pending[a.for_id]["pa"] is None, f"preempted for {a.for_id}"
+            if self.grace:  # not before its notice is over
+                assert self.now >= self.noticed.get(a.id, math.inf) + self.grace - 1e-9, f"job {a.id}: early"
+            if a.for_id != -1:  # -1: the job it was noticed for was cancelled meanwhile
+                assert a.for_id in self.pending and self.pending[a.for_id]["pa"] is None, f"preempted for {a.for_id}"
+                self.victim_items.setdefault(a.for_id, set()).update(job["items"])
+            else:
+                assert self.grace > 0 and a.id in self.noticed, f"job {a.id} preempted for no job without notice"
             self.preempted[a.id] = a.for_id
-            self.victim_items.setdefault(a.for_id, set()).update(job["items"])
             STEPS["preempted"] = STEPS.get("preempted", 0) + 1
-        if not res.more:
-            self.passed = True
+            # a job known from hello has no jobspec: its checkpoint is not known (rfcs/preemption.md)
+            assert a.requeue == (job["checkpoint"] and not job.get("adopted")), f"job {a.id}: requeue {a.requeue}"
+            if a.requeue:  # as the Flux module does: the same job again, naming the one it continues
+                spec = {**job["spec"], "attributes": {**job["spec"]["attributes"]}}
+                spec["attributes"]["user"] = {**spec["attributes"]["user"], "requeued-from": a.id}
+                again = {**job["job"], "spec": spec, "t_submit": self.now}
+                jobid = self.next_id
+                self.next_id += 1
+                self.send_alloc(jobid, again)
+                STEPS["requeued"] = STEPS.get("requeued", 0) + 1
         return res.more
 
     # -- rules: the job-manager ------------------------------------------------
@@ -338,7 +369,8 @@ class EngineModel(RuleBasedStateMachine):
         for shape, duration, prio, q, pa in jobs:
             jobid = self.next_id
             self.next_id += 1
-            spec = jobspec(shape[0], shape[1], duration, self.QUEUES[q % len(self.QUEUES)], pa)
+            checkpoint = pa is not None and prio % 2 == 0  # with preempt-grace: requeued when preempted
+            spec = jobspec(shape[0], shape[1], duration, self.QUEUES[q % len(self.QUEUES)], pa, checkpoint)
             job = {"spec": spec, "prio": prio, "t_submit": self.now, "shape": shape, "duration": duration, "pa": pa}
             self.send_alloc(jobid, job)
         self.after(then_pass)
@@ -514,6 +546,7 @@ class EngineModel(RuleBasedStateMachine):
         self.spent = {v for v in self.preempted if v in self.running}
         hello = []
         for jobid, job in sorted(self.running.items()):
+            job["adopted"] = True
             h = {"id": jobid, "priority": job["prio"], "userid": 0, "t_submit": job["t_submit"], "R": job["R"]}
             if job["freed"]:
                 h["free"] = ",".join(map(str, sorted(job["freed"])))
@@ -582,8 +615,13 @@ class EngineModel(RuleBasedStateMachine):
         assert sorted([j.id for j in e.pending()] + list(starting)) == sorted(self.pending)
         assert e.pending_count == len(self.pending) - len(starting)
         for jobid, victims in starting.items():  # waits only for preempted jobs that still run
-            # (or, after a restart, for jobs preempted before it, which any regular job may claim)
-            assert all((self.preempted.get(v) == jobid or v in self.spent) and v in self.running for v in victims), (
+            # (or, after a restart, for jobs preempted before it, which any regular job may claim;
+            # or, with preempt-grace, for victims given notice, to be preempted when it is over)
+            assert all(
+                (self.preempted.get(v) == jobid or v in self.spent or (self.grace and v in self.noticed))
+                and v in self.running
+                for v in victims
+            ), (
                 jobid,
                 victims,
                 self.preempted,
@@ -672,6 +710,9 @@ CONFIGS = [
         ["queue-policy=conservative", "policy=locality", "queue-policy-per-queue=debug:fcfs,batch:easy"],
         [None, "debug", "batch"],
     ),
+    # preemption with notice, checkpointing jobs requeued, victims whose notice is over first
+    (["queue-policy=easy", "policy=first", "preempt-grace=20", "preempt-victims=fewest"], [None]),
+    (["queue-policy=conservative", "policy=low", "preempt-grace=20", "besteffort-fit=require"], [None]),
 ]
 
 #: runs per configuration x steps per run >= 10,000 over CONFIGS
@@ -702,3 +743,4 @@ def test_ten_thousand_steps():
     # The interleavings did exercise every kind of answer and a recovery.
     assert all(STEPS.get(k, 0) > 100 for k in ("SUCCESS", "DENY", "CANCEL", "hello jobs")), STEPS
     assert STEPS.get("preempted", 0) > 20, STEPS
+    assert STEPS.get("notices", 0) > 20 and STEPS.get("requeued", 0) > 5, STEPS

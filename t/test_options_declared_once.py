@@ -58,6 +58,10 @@ SAMPLES = {
     "duplicates": ("2", "duplicates", 2),
     "duplicates-running": ("8", "duplicates-running", 8),
     "campaign-max-running": ("*@lyon:100", "campaign-max-running", {"*@lyon": 100}),
+    "preempt-grace": ("90s", "preempt-grace", 90.0),
+    "preempt-signal": ("SIGTERM", "preempt-signal", 15),
+    "checkpoint-campaigns": ("c1,c2", "checkpoint-campaigns", ["c1", "c2"]),
+    "besteffort-fit": ("require", "besteffort-fit", "require"),
 }
 #: Flux module arguments only, by design (the table says why).
 MODULE_ONLY = {"mode", "log-level"}
@@ -83,6 +87,10 @@ REPORTED_DEFAULTS = {
     "duplicates": 0,
     "duplicates-running": None,
     "campaign-max-running": {},
+    "preempt-grace": 0.0,
+    "preempt-signal": 10,
+    "checkpoint-campaigns": [],
+    "besteffort-fit": "prefer",
 }
 
 

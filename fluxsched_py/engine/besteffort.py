@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..match.policy import POLICIES, get_policy
 from ..planner import Placement
-from .actions import Preempt
+from .actions import Notice, Preempt
 from .jobs import Job
 from .lent import Lent
 from .regularview import RegularView
@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from .core import Engine
     from .passctx import Pass
 
-__all__ = ["BestEffort", "choose_victims", "far_end"]
+__all__ = ["BestEffort", "checkpoints", "choose_victims", "far_end", "requeued_from"]
 
 #: The far end of each node order (match/policy.py): ``low`` walks ids up,
 #: ``high`` down; ``first`` takes the most available cores first with ties
@@ -91,9 +91,38 @@ class _Handoff:
     waiting: set[int] = field(default_factory=set)
 
 
-def lost_work(job: Job, now: float) -> float:
-    """Elapsed node-seconds of a running job: what preempting it loses."""
-    return max(0.0, now - (job.t_start or 0.0)) * len(job.resources.ranks)
+#: What making a regular job wait for a victim's notice costs in :func:`choose_victims`:
+#: more than any lost work (node-seconds).
+_WAIT_COST = 1e15
+
+
+def lost_work(job: Job, now: float, since: float | None = None) -> float:
+    """Elapsed node-seconds of a running job (since ``since``, its last
+    checkpoint, when given): what preempting it loses."""
+    start = (job.t_start or 0.0) if since is None else max(since, job.t_start or 0.0)
+    return max(0.0, now - start) * len(job.resources.ranks)
+
+
+def _user_attr(job: Job, name: str) -> Any:
+    attrs = job.request.attributes if job.request is not None else None
+    user = attrs.get("user") if isinstance(attrs, dict) else None
+    return user.get(name) if isinstance(user, dict) else None
+
+
+def checkpoints(job: Job, campaigns: Container[str] = ()) -> bool:
+    """``job`` checkpoints on its notice: ``attributes.user.checkpoint`` is
+    ``"signal"``, or its campaign (``attributes.user.campaign``) is one of ``campaigns``."""
+    if _user_attr(job, "checkpoint") == "signal":
+        return True
+    campaign = _user_attr(job, "campaign")
+    return isinstance(campaign, str) and campaign in campaigns
+
+
+def requeued_from(job: Job) -> int | None:
+    """The id of the job a requeued checkpointing job continues
+    (``attributes.user.requeued-from``, set by the driver that requeued it), or None."""
+    v = _user_attr(job, "requeued-from")
+    return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
 
 
 def choose_victims(
@@ -102,6 +131,7 @@ def choose_victims(
     candidates: Iterable[tuple[Job, int]],
     now: float,
     spent: Container[int] = (),
+    waits: Container[int] = (),
 ) -> tuple[list[Job], Placement] | None:
     """The victims to preempt so that ``match(avail)`` finds a placement.
 
@@ -116,12 +146,16 @@ def choose_victims(
 
     ``spent`` are candidates already preempted (before a scheduler restart)
     that no job waits for: taking them loses nothing more, so they cost
-    less than any other."""
+    less than any other.  ``waits`` are candidates that would make the job
+    wait (their notice is not over, ``preempt-grace``): they cost more than
+    any other."""
     got = match(base)
     if got is not None:
         return [], got
     cands = list(candidates)
-    cost = {j.id: -1.0 if j.id in spent else lost_work(j, now) for j, _ in cands}
+    cost = {
+        j.id: -1.0 if j.id in spent else lost_work(j, now) + (_WAIT_COST if j.id in waits else 0.0) for j, _ in cands
+    }
     for j, b in sorted(cands, key=lambda c: (cost[c[0].id], c[0].id)):
         got = match(base | b)
         if got is not None:
@@ -173,6 +207,22 @@ class BestEffort:
         self._handoffs: dict[int, _Handoff] = {}
         self._ready: list[int] = []
         self._actions: list[Preempt] = []
+        #: Notice (``preempt-grace``): when each running job got its first
+        #: notice signal (it may be preempted ``grace`` later), and its last
+        #: (a checkpointing job checkpointed then).
+        self._first_noticed: dict[int, float] = {}
+        self._noticed: dict[int, float] = {}
+        #: (time, victim): a victim given notice is preempted then unless it ends first.
+        self._kills: list[tuple[float, int]] = []
+        #: Victims whose Preempt went out.
+        self._killed: set[int] = set()
+        self._notices: list[Notice] = []
+        #: When the next regular reservation on lent resources is ``preempt-grace`` away.
+        self._next_notice: float | None = None
+        #: Pending requeued jobs (``attributes.user.requeued-from``): they start first.
+        self._requeued: set[int] = set()
+        #: Where each preempted checkpointing job last ran, by its first job id.
+        self._ran_on: dict[int, Any] = {}
         engine.stats.update({"preemptions": 0, "preempted_node_seconds": 0.0})
 
     # -- queries ---------------------------------------------------------------
@@ -185,7 +235,22 @@ class BestEffort:
         w = self._windows
         while w and not self._protected(w[0][1]):
             heapq.heappop(w)
-        return w[0][0] if w else None
+        k = self._kills
+        while k and (k[0][1] not in self._preempted or k[0][1] in self._killed):
+            heapq.heappop(k)
+        times = [t for t in (w[0][0] if w else None, k[0][0] if k else None, self._next_notice) if t is not None]
+        return min(times) if times else None
+
+    def grace(self, job: Job) -> float:
+        """The notice ``job`` gets before it is preempted: ``preempt-grace``,
+        or less when its ``attributes.system.preempt-grace`` asks for less."""
+        g = self.e.options.preempt_grace
+        own = job.request.preempt_grace if job.request is not None else None
+        return g if own is None else min(g, own)
+
+    def checkpoints(self, job: Job) -> bool:
+        """``job`` checkpoints on its notice (see :func:`checkpoints`)."""
+        return checkpoints(job, self.e.options.checkpoint_campaigns)
 
     def starting(self) -> dict[int, set[int]]:
         """Regular jobs waiting for victims: ``{job: victims not freed yet}``."""
@@ -222,10 +287,17 @@ class BestEffort:
         jobid = job.id
         released = e.graph.release(jobid)
         span = e.planner.remove(jobid)
-        e.table.apply(job, "free-final", preempted=jobid in self._preempted)
+        killed = jobid in self._killed
+        e.table.apply(job, "free-final", preempted=killed)
         if jobid in self.lent:
             self._unlend(jobid)
         self._spent.discard(jobid)
+        self._killed.discard(jobid)
+        self._noticed.pop(jobid, None)
+        self._first_noticed.pop(jobid, None)
+        if killed and self.checkpoints(job) and released:
+            first = requeued_from(job)
+            self._ran_on[jobid if first is None else first] = released
         if jobid in self._preempted:
             owner = self._preempted.pop(jobid)
             h = self._handoffs.get(owner) if owner is not None else None
@@ -287,6 +359,7 @@ class BestEffort:
         e.planner.remove(job.id)
         if preempted:
             self._preempted[job.id] = None
+            self._killed.add(job.id)
             self._spent.add(job.id)
             self._lend(job)
             return
@@ -340,7 +413,10 @@ class BestEffort:
         if e.options.preempt_victims == "plan":
             chosen = None
         else:
-            chosen = choose_victims(match, base, cands, now, self._spent | e.duplicates.copies())  # copies go first
+            waits = {j.id for j, _ in cands if not self._may_preempt(j, now)} if e.options.preempt_grace > 0 else ()
+            chosen = choose_victims(
+                match, base, cands, now, self._spent | e.duplicates.copies(), waits
+            )  # copies go first
         if chosen is None:  # the plan's placement (with fewest, only if lent resources went down)
             chosen = ([j for j, b in self.lent.items() if b & placement.bits], placement)
         victims, placement = chosen
@@ -357,6 +433,7 @@ class BestEffort:
         h = self._handoffs[job.id] = _Handoff(job, rs)
         name = e.job_name
         spent = [v for v in victims if v.id in self._spent]
+        last = now
         for v in victims:
             p.withhold(self.lent.bits_of(v.id))  # what a victim holds beyond the placement is not free either
             self._unlend(v.id)
@@ -365,17 +442,106 @@ class BestEffort:
             if v.id in self._spent:  # preempted already: just wait for its free
                 self._spent.discard(v.id)
                 continue
-            e.stats["preemptions"] += 1
-            e.stats["preempted_node_seconds"] += lost_work(v, now)
-            self._actions.append(Preempt(v.id, job.id, f"preempted for job {name(job.id)}"))
+            g = self.grace(v)
+            noticed = self._first_noticed.get(v.id)
+            if noticed is None and g > 0:
+                self._notice(v, now, now + g, f"preempted at {e.time_format(now + g)} for job {name(job.id)}")
+                noticed = now
+            at = now if noticed is None else noticed + g
+            if at <= now:
+                self._kill(v, job.id, now)
+            else:  # it may end during its grace time: then it completed
+                heapq.heappush(self._kills, (at, v.id))
+                last = max(last, at)
         n = len(victims)
         what = f"{n} best-effort job{'s' if n > 1 else ''}"
         if len(spent) == n:  # all preempted before a restart
             ann = {"reason_pending": f"waiting for {what} preempted: {', '.join(name(v.id) for v in victims)}"}
+        elif last > now:
+            ann = {
+                "reason_pending": f"preempting {what}: {', '.join(name(v.id) for v in victims)}; notice given, "
+                f"waiting at most until {e.time_format(last)} (preempt-grace)"
+            }
         else:
             ann = {"reason_pending": f"preempting {what}: {', '.join(name(v.id) for v in victims)}"}
         self._annotate(job, ann, p.out)
         return placement
+
+    def _may_preempt(self, v: Job, now: float) -> bool:
+        """Victim ``v`` may be preempted now: it has no grace time, or its notice is over."""
+        g = self.grace(v)
+        first = self._first_noticed.get(v.id)
+        return g <= 0 or (first is not None and first + g <= now + 1e-9)
+
+    def _notice(self, v: Job, now: float, at: float, note: str) -> None:
+        self._noticed[v.id] = now
+        self._first_noticed.setdefault(v.id, now)
+        self.e.stats["notices"] = self.e.stats.get("notices", 0) + 1
+        self._notices.append(Notice(v.id, self.e.options.preempt_signal, at, note))
+
+    def _kill(self, v: Job, for_id: int | None, now: float) -> None:
+        """Send the preemption of victim ``v`` (for job ``for_id``; None: that job was cancelled meanwhile)."""
+        e = self.e
+        self._killed.add(v.id)
+        ck = self.checkpoints(v)
+        e.stats["preemptions"] += 1
+        e.stats["preempted_node_seconds"] += lost_work(v, now, self._noticed.get(v.id) if ck else None)
+        note = "preempted for a job since cancelled" if for_id is None else f"preempted for job {e.job_name(for_id)}"
+        self._actions.append(Preempt(v.id, -1 if for_id is None else for_id, note, requeue=ck))
+
+    def _due_kills(self, now: float) -> None:
+        """Preempt the victims whose grace time is over and that did not end."""
+        k = self._kills
+        while k and k[0][0] <= now:
+            _, vid = heapq.heappop(k)
+            if vid in self._preempted and vid not in self._killed:
+                v = self.e.job(vid)
+                if v is not None and v.state is JobState.RUNNING:
+                    self._kill(v, self._preempted[vid], now)
+
+    def _notice_planned(self, now: float) -> None:
+        """Notices that are not a regular job's wait (:meth:`handoff`):
+
+        * a lent job that checkpoints on its notice gets it ``preempt-grace``
+          after its start and again every ``preempt-grace`` while it stays lent: each notice
+          is a checkpoint, so a preemption loses at most one grace time of
+          its work, and once its first notice is that old it can be
+          preempted at once (no regular job waits for it);
+        * another lent job (for which the signal may be fatal) gets it once,
+          ``preempt-grace`` before a regular reservation that claims its
+          resources starts, so that the reservation's job starts on time.
+
+        Remember when the next one is due (:meth:`next_wakeup`)."""
+        e = self.e
+        g = e.options.preempt_grace
+        self._next_notice = None
+        if g <= 0 or not len(self.lent):
+            return
+        planner = e.planner
+        soon = planner.reserved_during(now, now + g + 1e-6) if planner.nreserved else 0  # starting by now + g
+        nxt = None
+        waiting = 0  # lent jobs that do not checkpoint and got no notice yet
+        for j, b in list(self.lent.items()):
+            if j.id in self._preempted or (gj := self.grace(j)) <= 0:
+                continue
+            last = self._noticed.get(j.id)
+            if self.checkpoints(j):
+                # the first a grace time after its start (at its alloc it is not running yet)
+                due = ((j.t_start or 0.0) if last is None else last) + gj
+                if due <= now + 1e-9:
+                    self._notice(j, now, now + gj, "checkpoint: preemptible after this notice")
+                    due = now + gj
+                nxt = due if nxt is None else min(nxt, due)
+            elif last is None:
+                if b & soon:
+                    self._notice(j, now, now + g, "a regular job's reservation claims its resources")
+                else:
+                    waiting |= b
+        if waiting and planner.nreserved:
+            for span in planner.reserved():
+                if span.bits & waiting and span.start - g > now:
+                    nxt = span.start - g if nxt is None else min(nxt, span.start - g)
+        self._next_notice = nxt
 
     def _annotate(self, job: Job, ann: dict[str, Any], out: list[Response]) -> None:
         """Annotations of a job the regular pass does not annotate (a pending
@@ -387,6 +553,7 @@ class BestEffort:
     def start_ready(self, now: float) -> list[Response]:
         """Move protected windows on, and answer SUCCESS for the regular jobs
         whose victims have all been freed (called first in every schedule)."""
+        self._due_kills(now)
         self.advance(now)
         out: list[Response] = []
         e = self.e
@@ -405,10 +572,17 @@ class BestEffort:
 
     # -- the best-effort pass -------------------------------------------------------
 
-    def take_actions(self) -> list[Preempt]:
-        """The preemptions decided since the last call."""
+    def result(self, out: list[Response], more: bool = False) -> PassResult:
+        """A pass's result: ``out``, with the notices and preemptions decided since the last one."""
         actions, self._actions = self._actions, []
-        return actions
+        notices, self._notices = self._notices, []
+        return PassResult(out, more=more, preempt=actions, notice=notices)
+
+    def queued(self, job: Job) -> None:
+        """A best-effort job was queued (its alloc)."""
+        self.dirty = True
+        if requeued_from(job) is not None:
+            self._requeued.add(job.id)
 
     def run(self, now: float, out: list[Response], passed: bool = False) -> PassResult:
         """After the regular pass (``passed``), or when only best-effort
@@ -420,7 +594,8 @@ class BestEffort:
             e.table.sort_queue(q)
             self._start_pending(now, out)
         self.dirty = False
-        return PassResult(out, preempt=self.take_actions())
+        self._notice_planned(now)
+        return self.result(out)
 
     def _pending(self, now: float) -> Iterator[Job]:
         """Pending best-effort jobs in the order they may start: queue order,
@@ -428,6 +603,14 @@ class BestEffort:
         :mod:`.campaigns`) once a job named a campaign."""
         e = self.e
         pending = e.table.pending_in(e.table.besteffort)
+        if self._requeued:  # requeued checkpointing jobs first (with what they ran kept)
+            jobs = e.table.jobs
+            live = [j for j in (jobs.get(i) for i in self._requeued) if j is not None and j.state is JobState.PENDING]
+            self._requeued = {j.id for j in live}
+            first = sorted(live, key=lambda j: j.sortkey)
+            yield from e.hooks.order(first, now) if e.hooks.ordered else first
+            skip = self._requeued
+            pending = (j for j in pending if j.id not in skip)
         if e.hooks.ordered:
             yield from e.hooks.order(list(pending), now)
             return
@@ -451,25 +634,37 @@ class BestEffort:
         failed: set[tuple[int, float]] = set()  # (shape, window) that did not fit
         depth = e.options.annotate_depth
         predict = e.options.campaign_predictor
+        require = e.options.besteffort_fit == "require"
         shown = misses = 0
         for job in self._pending(now):
             window = min(job.walltime, job.preemptible_after or 0.0)
             held = e.hooks.held(job)  # (ranks it may not use, reason): a campaign bound, a copy being cancelled
-            if free and (job.shape_id, window) not in failed:
+            # Not where a reservation starts within its notice: it could not
+            # be given its notice in time (rfcs/preemption.md).
+            guard = max(window, self.grace(job))
+            if free and (job.shape_id, guard) not in failed:
                 misses = 0
                 avail = free if held is None else free & ~held[0]
                 found = None
                 if planner.nreserved:
-                    avail ^= avail & planner.reserved_during(now, now + max(window, 1e-9))
+                    avail ^= avail & planner.reserved_during(now, now + max(guard, 1e-9))
                     expected = e.hooks.expected_duration(job) if predict else 0.0
-                    if expected > window:
+                    if expected > guard:
                         # First where its campaign's predicted run time ends
                         # before any reservation claims the nodes: less work
                         # lost to preemption (:mod:`.runtimes`).  Only when
                         # that is less than avail: else it is the same match.
+                        # besteffort-fit=require: only there.
                         clear = avail ^ (avail & planner.reserved_during(now, now + expected))
                         if clear != avail:
                             found = self._match(job, clear, policy) if clear else None
+                            if require:
+                                avail = 0
+                first = requeued_from(job)
+                if found is None and avail and first is not None and (ran := self._ran_on.get(first)) is not None:
+                    # a requeued checkpointing job: where it ran, when that is free (its checkpoint is there)
+                    here = avail & planner.codec.encode(ran & e.graph.free())
+                    found = self._match(job, here, policy) if here else None
                 if found is None and avail:
                     found = self._match(job, avail, policy)
                 if found is not None:
@@ -477,7 +672,7 @@ class BestEffort:
                     free ^= free & found.bits
                     continue
                 if held is None:
-                    failed.add((job.shape_id, window))
+                    failed.add((job.shape_id, guard))
             else:
                 misses += 1
             if depth is None or shown < depth:
@@ -495,6 +690,8 @@ class BestEffort:
         planner = e.planner
         rs = planner.resolve(found)
         e.graph.allocate(job.id, rs)
+        if (first := requeued_from(job)) is not None:
+            self._ran_on.pop(first, None)  # (it is noted again if preempted again)
         until = now + (job.preemptible_after or 0.0)
         e.succeed(job, rs, now, e.kill_time(job, now), {"besteffort": f"preemptible from {e.time_format(until)}"}, out)
         if until > now:  # planned as a job that ends then (or at its walltime)

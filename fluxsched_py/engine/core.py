@@ -273,7 +273,7 @@ class Engine:
         was_sorted = queue.sorted
         self.table.apply(job, "alloc", queue=queue)  # the observers (EASY++) may plan it shorter first
         if job.preemptible_after is not None:
-            self.besteffort.dirty = True  # for regular jobs, nothing changed
+            self.besteffort.queued(job)  # for regular jobs, nothing changed
             return []
         if was_sorted and not queue.sorted:
             # It goes ahead of queued jobs: re-plan their reservations too.
@@ -502,7 +502,7 @@ class Engine:
         try:
             for _ in gen:
                 if budget is not None and self._stopwatch() - t0 >= budget:
-                    return PassResult(out, more=True, preempt=self.besteffort.take_actions())
+                    return self.besteffort.result(out, more=True)
         except Exception as exc:  # a policy bug: deny the job it was on, keep the rest
             return self._policy_failed(p, exc)
         end_pass(self, p)

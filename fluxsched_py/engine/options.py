@@ -30,10 +30,12 @@ from __future__ import annotations
 import argparse
 import logging
 import math
+import signal
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..jobspec.fsd import parse_fsd
 from ..match.policy import POLICIES as MATCH_POLICIES
 from ..policy import POLICIES, REGISTRY
 from ..policy.base import POLICY_DEFAULT, PolicyDefault
@@ -219,8 +221,38 @@ def _bounds(key: str, value: Any) -> tuple[Bound, ...]:
         raise EngineError(f"{key}={value!r}: {exc}") from None
 
 
+def _duration(key: str, value: Any) -> float:
+    """An RFC 23 Flux Standard Duration (``60``, ``"90s"``, ``"5m"``), >= 0."""
+    try:
+        return parse_fsd(value)
+    except ValueError as exc:
+        raise EngineError(f"{key}={value!r}: {exc}") from None
+
+
 def _bounds_report(value: tuple[Bound, ...]) -> dict[str, int]:
     return {b.text().rpartition(":")[0]: b.limit for b in value}
+
+
+def _signal(key: str, value: Any) -> int:
+    """A signal: its name (``SIGUSR1``, ``USR1``, any case) or its number (1..64)."""
+    text = str(value).strip()
+    if text.isdigit() and 0 < int(text) < 65:
+        return int(text)
+    name = text.upper()
+    name = name if name.startswith("SIG") else f"SIG{name}"
+    sig = getattr(signal.Signals, name, None) if name.isidentifier() else None
+    if not isinstance(sig, signal.Signals):
+        raise EngineError(f"{key}={value!r}: expected a signal name (e.g. SIGUSR1) or number")
+    return int(sig)
+
+
+def _names(key: str, value: Any) -> tuple[str, ...]:
+    """``a,b,c`` (or a TOML list) -> names, without blanks or repeats."""
+    items = value if isinstance(value, list | tuple) else str(value).split(",")
+    names = tuple(dict.fromkeys(str(x).strip() for x in items if str(x).strip()))
+    if any(any(c.isspace() for c in n) for n in names):
+        raise EngineError(f"{key}={value!r}: expected NAME[,NAME...] with no blanks in a name")
+    return names
 
 
 def _same(value: Any) -> Any:
@@ -362,6 +394,20 @@ OPTIONS: tuple[Option, ...] = (
            Syntax(_bounds, "CAMPAIGN[@PROPERTY]:N,...", toml=_PAIRS_TOML, report=_bounds_report), (),
            "at most N running jobs of a campaign (* each campaign), or of its jobs on nodes with PROPERTY; "
            "pending best-effort jobs past a bound are held, reason_pending names it"),
+    Option("preempt-grace", "preempt_grace", Syntax(_duration, "FSD", toml=(int, float)), 0.0,
+           "notice a best-effort victim gets before it is preempted (a Flux Standard Duration, e.g. 60s): "
+           "it is sent preempt-signal that long before a regular reservation's start, or when a regular "
+           "job that can start now needs its resources (that job then waits at most this long); a job's "
+           "attributes.system.preempt-grace may ask for less"),
+    Option("preempt-signal", "preempt_signal", Syntax(_signal, "SIGNAL"), int(signal.SIGUSR1),
+           "the signal a best-effort victim gets as its notice (a name such as SIGUSR1, or a number)"),
+    Option("checkpoint-campaigns", "checkpoint_campaigns", Syntax(_names, "NAME,...", report=list), (),
+           "campaigns whose jobs all checkpoint on the notice signal, as attributes.user.checkpoint=signal "
+           "says of one job: a preempted one is requeued with its remaining work"),
+    Option("besteffort-fit", "besteffort_fit", _choices("prefer", "require"), "prefer",
+           "where a pending best-effort job starts: prefer, first where its campaign's predicted run "
+           "time ends before a regular reservation claims the nodes, else on any free nodes; require, "
+           "only there (it waits otherwise: less work lost to preemption)"),
 )  # fmt: skip
 
 _BY_NAME = {o.name: o for o in OPTIONS}
@@ -397,6 +443,10 @@ class EngineOptions:
     duplicates: int = _default("duplicates")
     duplicates_running: int | None = _default("duplicates_running")
     campaign_max_running: tuple[Bound, ...] = _default("campaign_max_running")
+    preempt_grace: float = _default("preempt_grace")
+    preempt_signal: int = _default("preempt_signal")
+    checkpoint_campaigns: tuple[str, ...] = _default("checkpoint_campaigns")
+    besteffort_fit: str = _default("besteffort_fit")
 
     @classmethod
     def parse(cls, args: Iterable[str] | Mapping[str, Any] | None = None) -> EngineOptions:

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import FluxschedError
-from .actions import Preempt
+from .actions import Notice, Preempt
 
 __all__ = [
     "EngineError",
@@ -133,11 +133,14 @@ class Response:
 class PassResult:
     """What :meth:`Engine.schedule` did: responses to send, and whether the
     pass stopped early because its budget ran out (call again soon), and
-    the best-effort jobs to preempt (:class:`~.actions.Preempt`)."""
+    the best-effort jobs to preempt (:class:`~.actions.Preempt`) or to give
+    notice to first (:class:`~.actions.Notice`)."""
 
     responses: list[Response]
     more: bool = False
     preempt: list[Preempt] = field(default_factory=list)
+    #: Notices to best-effort jobs that will be preempted (``preempt-grace``).
+    notice: list[Notice] = field(default_factory=list)
 
 
 def next_state(state: JobState | None, event: str, jobid: int) -> tuple[JobState | None, tuple[str, ...]]:

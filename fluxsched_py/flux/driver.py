@@ -553,11 +553,17 @@ class Driver(Startup):
             f"{self.engine.pending_count} pending",
             "more" if res.more else "done",
         )
+        for n in res.notice:  # preempt-grace: the victim's notice, through job-manager.kill
+            self.stats["notices_sent"] = self.stats.get("notices_sent", 0) + 1
+            if (send := getattr(self.transport, "signal", None)) is not None:
+                send(n.id, n.signal)
         for a in res.preempt:  # the job-manager ends it; its sched.free follows as usual
             self.stats["preempt_raised"] = self.stats.get("preempt_raised", 0) + 1
             self.transport.raise_exception(a.id, "preempt", 0, a.note)
         if any(r.type is ResponseType.SUCCESS for r in res.responses):
             self.control.changed()  # jobs started: the background forecast's plan is void
+            if a.requeue:
+                self._requeue(a.id)
         if res.more and not self._pass_armed:
             self._pass_armed = True
             self.transport.request_pass(0.0)
@@ -591,6 +597,21 @@ class Driver(Startup):
             self.control.changed()
             return
         self._request_forecast()
+
+    def _requeue(self, jobid: int) -> None:
+        """A preempted checkpointing job is submitted again (``transport.requeue``),
+        only when it is the instance owner's: the module submits as the owner."""
+        requeue = getattr(self.transport, "requeue", None)
+        job = self.engine.job(jobid) if self.engine is not None else None
+        owner = getattr(self.transport, "owner", None)
+        if requeue is None or job is None:
+            return
+        if owner is not None and job.userid != owner:
+            self.stats["requeue_refused"] = self.stats.get("requeue_refused", 0) + 1
+            self.log(LOG_INFO, f"job {jobid} of user {job.userid} not requeued: only the instance owner's are")
+            return
+        self.stats["requeued"] = self.stats.get("requeued", 0) + 1
+        requeue(jobid)
 
     def _send(self, responses: list[Response]) -> None:
         success = []

@@ -225,6 +225,48 @@ class FluxBinding:
 
         f.then(cont)
 
+    #: The instance owner: the module submits requeued jobs as this user.
+    owner = os.getuid()
+
+    def signal(self, jobid: int, signum: int) -> None:
+        """``job-manager.kill {id, signum}`` (flux-core src/modules/job-manager/kill.c):
+        the job shells deliver ``signum`` to the job's tasks."""
+        f = self.h.rpc("job-manager.kill", {"id": jobid, "signum": signum})
+
+        def cont(future: Any, _arg: Any = None) -> None:
+            try:
+                future.get()
+            except OSError as exc:
+                self.log(LOG_ERR, f"signal {signum} to job {jobid} failed: {exc}")
+
+        f.then(cont)
+
+    def requeue(self, jobid: int) -> None:
+        """Submit preempted checkpointing job ``jobid`` again: its jobspec
+        (``job-manager.getattr``), with ``attributes.user.requeued-from`` the
+        first job's id, through ``job-ingest.submit`` as the instance owner
+        (flux-core has no requeue; rfcs/preemption.md says what that limits)."""
+        f = self.h.rpc("job-manager.getattr", {"id": jobid, "attrs": ["jobspec"]})
+
+        def submitted(future: Any, _arg: Any = None) -> None:
+            try:
+                self.log(LOG_INFO, f"job {jobid} requeued as job {_f58(future.get_id())}")
+            except OSError as exc:
+                self.log(LOG_ERR, f"requeue of job {jobid}: submit failed: {exc}")
+
+        def cont(future: Any, _arg: Any = None) -> None:
+            try:
+                jobspec = future.get()["jobspec"]
+                user = jobspec.setdefault("attributes", {}).setdefault("user", {})
+                user.setdefault("requeued-from", jobid)
+                import flux.job
+
+                flux.job.submit_async(self.h, json.dumps(jobspec)).then(submitted)
+            except (OSError, KeyError, TypeError, AttributeError) as exc:
+                self.log(LOG_ERR, f"requeue of job {jobid} failed: {exc}")
+
+        f.then(cont)
+
     def drain(self, ranks: str, reason: str) -> None:
         # flux-core src/modules/resource/drain.c: {targets, reason?, mode?} to rank 0;
         # "update" leaves ranks an admin already drained as they are.

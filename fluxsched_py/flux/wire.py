@@ -56,6 +56,12 @@ class Transport(Protocol):
 
     def raise_exception(self, jobid: int, type: str, severity: int, note: str) -> None: ...
 
+    # Optional (``preempt-grace``, checkpoints): ``signal(jobid, signum)``
+    # sends a running job a signal (``job-manager.kill``); ``requeue(jobid)``
+    # submits a preempted checkpointing job again, its jobspec with
+    # ``attributes.user.requeued-from`` set.  Without them notices and
+    # requeues are only counted.
+
     def request_pass(self, delay: float) -> None:
         """Call :meth:`Driver.run_pass` after ``delay`` seconds (from the reactor)."""
 

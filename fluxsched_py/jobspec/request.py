@@ -192,6 +192,10 @@ class Request:
     #: runs in (:mod:`fluxsched_py.engine.reservations`), None for none.
     #: Not part of :attr:`key`.
     reservation: str | None = None
+    #: ``attributes.system.preempt-grace`` in seconds: the notice a
+    #: best-effort job asks for before it is preempted (capped by the
+    #: scheduler's ``preempt-grace``).  None when not given.  Not part of :attr:`key`.
+    preempt_grace: float | None = None
     #: A hashable key identifying the request's shape (for caches).
     key: RequestKey = field(init=False, compare=False, hash=False, repr=False)
     #: Minimum number of slots: the slot count times the counts above it.

@@ -87,6 +87,12 @@ def to_request(doc: dict[str, Any]) -> Request:
     reservation = system.get("reservation")
     if reservation is not None and (not isinstance(reservation, str) or not reservation):
         raise JobspecError("/attributes/system/reservation", "expected a reservation name (a non-empty string)")
+    preempt_grace = None
+    if "preempt-grace" in system:
+        try:
+            preempt_grace = parse_fsd(system["preempt-grace"])
+        except ValueError as e:
+            raise JobspecError("/attributes/system/preempt-grace", str(e)) from None
     return Request(
         resources=resources,
         tasks=tasks,
@@ -97,6 +103,7 @@ def to_request(doc: dict[str, Any]) -> Request:
         attributes=attributes,
         preemptible_after=preemptible_after,
         reservation=reservation,
+        preempt_grace=preempt_grace,
     )
 
 

@@ -42,6 +42,7 @@ from .workload import (
     WorkloadError,
     load_workload,
     mark_besteffort,
+    mark_checkpointing,
     parse_walltime_model,
     read_batsim,
     user_id,
@@ -146,6 +147,13 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         metavar="N",
         help="SWF: jobs of queue N (field 15) are best-effort (preemptible-after 0)",
+    )
+    ap.add_argument(
+        "--checkpoint-queue",
+        type=int,
+        metavar="N",
+        help="SWF: jobs of queue N (field 15) checkpoint on their preemption notice (--preempt-grace) and "
+        "are requeued with their remaining work when preempted",
     )
     ap.add_argument(
         "--resubmit-preempted",
@@ -282,6 +290,9 @@ def _load(args: argparse.Namespace) -> Workload:
         if args.besteffort_queue is not None:
             n = mark_besteffort(w, args.besteffort_queue)
             w.notes.append(f"{n} jobs of queue {args.besteffort_queue} are best-effort")
+        if args.checkpoint_queue is not None:
+            n = mark_checkpointing(w, args.checkpoint_queue)
+            w.notes.append(f"{n} jobs of queue {args.checkpoint_queue} checkpoint on their preemption notice")
     else:
         p = example_path()
         w = load_workload(p) if p else read_batsim(generate(), name=EXAMPLE_NAME.removesuffix(".json"))

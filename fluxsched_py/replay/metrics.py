@@ -24,6 +24,12 @@ job kept (copies cancelled or preempted, and originals a copy completed);
 a job completed by its copy counts as completed at the copy's finish (its
 campaign's makespan), and the completed work is that of the runs that
 finished (winning copies included).
+
+``preempt-grace`` and checkpoints: the notices sent, and the work recovered
+by checkpoints (run before a preemption, kept, and not run again by the
+requeued job); completed work counts a completed job's whole run time, what
+it recovered included, and lost work is what ran after a job's last
+checkpoint.
 """
 
 from __future__ import annotations
@@ -46,6 +52,8 @@ _BESTEFFORT_FIELDS = (
     "duplicates_cancelled",
     "duplicates_won",
     "duplicates_wasted_nh",
+    "besteffort_recovered_nh",
+    "notices",
 )
 
 _FORECAST_FIELDS = ("forecasted", "forecast_mae")
@@ -81,6 +89,8 @@ class Summary:
     duplicates_cancelled: int = 0
     duplicates_won: int = 0
     duplicates_wasted_nh: float = 0.0
+    besteffort_recovered_nh: float = 0.0
+    notices: int = 0
 
     def as_dict(self) -> dict:
         """The fields by name; the best-effort ones only when the workload had
@@ -144,15 +154,21 @@ def summarize(result: ReplayResult, tau: float = TAU) -> Summary:
 
 def _besteffort(be: list, copies: list, t0: float, t1: float, span: float, used: float) -> dict:
     """The best-effort fields of :class:`Summary` (see the module docstring)."""
-    # Completed work: every run that did its job's work, a copy that won included;
-    # a job its copy completed ran for nothing (as the copies that lost).
+    # Completed work: every run that did its job's work, a copy that won included
+    # (with what checkpoints kept of it); a job its copy completed ran for
+    # nothing (as the copies that lost).
     done = [r for r in be if r.state == COMPLETED and r.start is not None and r.won_by is None]
     done += [r for r in copies if r.state == COMPLETED and r.start is not None]
     wasted = [r for r in be if r.wasted] + [r for r in copies if r.state != COMPLETED and r.start is not None]
-    completed = sum((r.finish - r.start) * len(r.ranks or ()) for r in done)
+    completed = sum((r.finish - r.start) * len(r.ranks or ()) + r.recovered for r in done)
     lost = sum(r.lost for r in be)
-    # Preempted runs all end when a regular job starts, by the regular makespan.
-    busy = used + lost
+    # Every best-effort run in the window: the preempted ones (whole, what a
+    # checkpoint kept included), the completing ones, and those no job kept
+    # (a preempted copy's run is among these).
+    busy = used
+    for r in be:
+        for start, end, n in r.preempted_runs:
+            busy += max(0.0, min(end, t1) - max(start, t0)) * n
     for r in done + wasted:
         busy += max(0.0, min(r.finish, t1) - max(r.start, t0)) * len(r.ranks or ())
     waste = sum(r.wasted for r in be) + sum(r.wasted + r.lost for r in copies)
@@ -174,4 +190,6 @@ def _besteffort(be: list, copies: list, t0: float, t1: float, span: float, used:
         "duplicates_cancelled": sum(1 for r in copies if r.state == CANCELLED),
         "duplicates_won": sum(1 for r in copies if r.start is not None and r.state == COMPLETED),
         "duplicates_wasted_nh": waste / 3600,
+        "besteffort_recovered_nh": sum(r.recovered for r in done) / 3600,
+        "notices": sum(r.notices for r in be),
     }

@@ -152,6 +152,11 @@ def summary_table(summaries: Sequence[Summary], title: str = "replay") -> Table:
                 ),
             )
             rows.insert(-1, ("runs no job kept (copies, originals)", lambda s: f"{s.duplicates_wasted_nh:,.1f} node-h"))
+        if any(s.notices or s.besteffort_recovered_nh for s in summaries):
+            rows[-1:-1] = [
+                ("preemption notices", lambda s: str(s.notices)),
+                ("best-effort work recovered by checkpoints", lambda s: f"{s.besteffort_recovered_nh:,.1f} node-h"),
+            ]
         names = sorted({n for s in summaries for n, _ in s.campaigns})
         for n in names:
             rows.insert(-1, (f"campaign {n}: makespan", lambda s, n=n: _fmt(dict(s.campaigns).get(n))))

@@ -70,6 +70,12 @@ class JobRecord:
     won_by: int | None = None
     #: Node-seconds of its runs cancelled because another copy finished first.
     wasted: float = 0.0
+    #: Notices (``preempt-grace``) it got, and node-seconds of its work kept
+    #: by checkpoints and not run again (a requeued checkpointing job).
+    notices: int = 0
+    recovered: float = 0.0
+    #: Each preempted run: (start, end, nodes), for the busy time of the machine.
+    preempted_runs: list[tuple[float, float, int]] = field(default_factory=list)
 
     @property
     def ranks(self) -> IdSet | None:
@@ -149,6 +155,13 @@ def replay(
     (:data:`DUPLICATE_RUNTIMES`); the first of a job and its copies to
     finish wins, the others are cancelled at once.  A job whose copy won
     completes then (its record's finish is the copy's, its note says so).
+
+    With ``preempt-grace``, a victim's notice comes first: a job that
+    checkpoints on it (``attributes.user.checkpoint = "signal"``, or
+    ``checkpoint-campaigns``) keeps the work done until then, and a job that
+    ends before its preemption completed.  A preempted checkpointing job is
+    requeued at once with its remaining work (``attributes.user.requeued-from``
+    names it); its lost work is what ran after its last checkpoint.
     """
     if duplicate_runtime not in DUPLICATE_RUNTIMES:
         raise ValueError(f"duplicate_runtime={duplicate_runtime!r}: choose from {', '.join(DUPLICATE_RUNTIMES)}")
@@ -192,6 +205,9 @@ def _run(
 ) -> ReplayResult:
     ends: list[tuple[float, int, int]] = []  # (finish, job id, run number)
     runs: dict[int, int] = {}  # job id -> its current run (stale ends are skipped)
+    #: checkpointing jobs: run time done and kept, and when the current run last checkpointed
+    kept: dict[int, float] = {}
+    checkpointed: dict[int, float] = {}
     i = 0
     done = 0
     reported = 0
@@ -224,23 +240,30 @@ def _run(
         result = engine.schedule(t)
         while True:
             while result.preempt:  # kill at once, then pass again: the regular jobs start now
-                done += _answer(engine, result.responses, records, ends, runs, t)
+                done += _answer(engine, result.responses, records, ends, runs, t, kept, checkpointed)
+                _notices(engine, result.notice, records, kept, checkpointed, t)  # after the starts they follow
                 for a in result.preempt:
                     rec = records[a.id]
                     rec.state, rec.finish, rec.note = PREEMPTED, t, a.note
                     rec.preemptions += 1
-                    rec.lost += (t - (rec.start or t)) * len(rec.ranks or ())
-                    runs.pop(a.id, None)
+                    begun = t if rec.start is None else rec.start
+                    rec.lost += (t - checkpointed.pop(a.id, begun)) * len(rec.ranks or ())
+                    rec.preempted_runs.append((begun, t, len(rec.ranks or ())))
+                    runs[a.id] = runs.get(a.id, 0) + 1  # its end event is stale, even once it runs again
                     engine.free(a.id, final=True)
                     if a.id in copies.of:
                         continue  # a copy is not submitted again
-                    if resubmit_preempted:
-                        j = rec.job
+                    j = rec.job
+                    if a.requeue:  # with its remaining work; it continues the job it was
+                        engine.alloc(j.id, 0, max(j.user, 0), t, requeued(j.request, j.id))
+                    elif resubmit_preempted:
+                        kept.pop(a.id, None)
                         engine.alloc(j.id, 0, max(j.user, 0), t, j.request)
                     else:
                         done += 1
                 result = engine.schedule(t)
-            done += _answer(engine, result.responses, records, ends, runs, t)
+            done += _answer(engine, result.responses, records, ends, runs, t, kept, checkpointed)
+            _notices(engine, result.notice, records, kept, checkpointed, t)
             acts = engine.duplicates.actions(t)  # after a complete pass: copies to submit, losers to cancel
             if not acts:
                 break
@@ -352,6 +375,32 @@ class _Copies:
                 rec.state, rec.note, rec.rejected_at = REJECTED, r.note, t
 
 
+def requeued(request: Any, first: int) -> Any:
+    """``request`` of a checkpointing job, requeued: ``attributes.user.requeued-from`` is ``first``."""
+    attrs = dict(request.attributes or {})
+    attrs["user"] = {**(attrs.get("user") or {}), "requeued-from": first}
+    return dataclasses.replace(request, attributes=attrs)
+
+
+def _notices(
+    engine: Engine,
+    notices: list[Any],
+    records: dict[int, JobRecord],
+    kept: dict[int, float],
+    checkpointed: dict[int, float],
+    t: float,
+) -> None:
+    """A job that checkpoints on its notice keeps the work done so far."""
+    for n in notices:
+        rec = records[n.id]
+        rec.notices += 1
+        job = engine.job(n.id)
+        if job is not None and engine.besteffort.checkpoints(job):
+            since = checkpointed.get(n.id, rec.start if rec.start is not None else t)
+            kept[n.id] = kept.get(n.id, 0.0) + (t - since)
+            checkpointed[n.id] = t
+
+
 def _answer(
     engine: Engine,
     responses: list[Any],
@@ -359,6 +408,8 @@ def _answer(
     ends: list[tuple[float, int, int]],
     runs: dict[int, int],
     t: float,
+    kept: dict[int, float] | None = None,
+    checkpointed: dict[int, float] | None = None,
 ) -> int:
     """Record one pass's answers; returns how many jobs they finished (denied)."""
     done = 0
@@ -367,11 +418,15 @@ def _answer(
         if r.type is ResponseType.SUCCESS:
             j = rec.job
             rec.start = t
-            run = min(j.runtime, j.walltime)
+            ran = kept.get(r.id, 0.0) if kept else 0.0  # kept by checkpoints
+            if checkpointed is not None:
+                checkpointed.pop(r.id, None)
+            rec.recovered = ran * len(r.resources.ranks)
+            run = min(j.runtime - ran, j.walltime)
             if j.request.reservation is not None:
                 run = min(run, r.expiration - t)  # killed when its reservation ends
             rec.finish = t + run
-            rec.state = KILLED if j.runtime > run else COMPLETED
+            rec.state = KILLED if j.runtime - ran > run else COMPLETED
             rec.ranks = r.resources.ranks
             runs[r.id] = runs.get(r.id, 0) + 1
             heapq.heappush(ends, (rec.finish, r.id, runs[r.id]))

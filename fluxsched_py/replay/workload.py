@@ -360,6 +360,10 @@ def read_batsim(text: str | dict, name: str = "workload", source: str = "<batsim
             if not isinstance(resv, str) or not resv:
                 raise WorkloadError(f"{where}: reservation must be a name, got {str(resv)[:40]!r}")
             request = dataclasses.replace(request, reservation=resv)
+        if "checkpoint" in j:  # checkpoints on its preemption notice (rfcs/preemption.md)
+            if j["checkpoint"] != "signal":
+                raise WorkloadError(f"{where}: checkpoint must be 'signal', got {str(j['checkpoint'])[:40]!r}")
+            request = dataclasses.replace(request, attributes={"user": {"checkpoint": "signal"}})
         number = _job_number(raw_id, i)
         if number in seen:
             number = top + 1  # max(seen) here made many colliding ids quadratic
@@ -400,6 +404,19 @@ def mark_besteffort(workload: Workload, queue: int, preemptible_after: float = 0
     for j in workload.jobs:
         if j.queue == queue:
             j.request = dataclasses.replace(j.request, preemptible_after=preemptible_after)
+            n += 1
+    return n
+
+
+def mark_checkpointing(workload: Workload, queue: int) -> int:
+    """Make the jobs of SWF queue ``queue`` checkpoint on their preemption
+    notice (``attributes.user.checkpoint = "signal"``); returns how many."""
+    n = 0
+    for j in workload.jobs:
+        if j.queue == queue:
+            attrs = dict(j.request.attributes or {})
+            attrs["user"] = {**(attrs.get("user") or {}), "checkpoint": "signal"}
+            j.request = dataclasses.replace(j.request, attributes=attrs)
             n += 1
     return n
 

@@ -1,0 +1,111 @@
+"""Preemption with notice and checkpoint requeues under a real flux-core (rfcs/preemption.md).
+
+One broker, one node (best-effort jobs take it whole), real execution, ``preempt-grace=5s``.
+Best-effort jobs trap SIGUSR1 and append the time they got it to a file.
+One that does not checkpoint gets it (through ``job-manager.kill``) when a
+regular job arrives, and its ``preempt`` exception only after the 5 s grace
+time; the regular job is allocated after that.  One that checkpoints
+(``--setattr=user.checkpoint=signal``) gets it every 5 s from its start;
+preempted, the module submits it again (``user.requeued-from`` names it),
+and that copy starts before the campaign's other pending job.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from .instance import Instance
+
+TRAP = (
+    "trap 'date +%s.%N >> {out}' USR1; "
+    "i=0; while [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done"
+)  # fmt: skip
+
+
+@pytest.fixture()
+def inst():
+    i = Instance(1)  # its own resources: one node, real execution
+    try:
+        i.use_scheduler(None)
+        i.use_scheduler("sched-py", "queue-policy=easy", "preempt-grace=5s")
+        yield i
+    finally:
+        i.stop()
+
+
+def alloc_time(inst, jobid: str) -> float:
+    return next(e["timestamp"] for e in inst.eventlog(jobid) if e["name"] == "alloc")
+
+
+def signals(out) -> list[float]:
+    return [float(x) for x in out.read_text().split()] if out.exists() else []
+
+
+BE = ["-N1", "--exclusive", "-S", "preemptible-after=0", "-t", "10m", "--setattr=user.campaign=c1"]
+
+
+def test_notice_then_preemption_after_the_grace_time(inst, tmp_path):
+    """A job that does not checkpoint gets SIGUSR1 when the regular job
+    arrives, and its preempt exception 5 s later; the regular job waits for
+    it, says so, and is allocated after it."""
+    out = tmp_path / "got-usr1"
+    be = inst.submit(*BE, "sh", "-c", TRAP.format(out=out))
+    inst.wait_event(be, "start", timeout=30)
+    time.sleep(1)
+    assert signals(out) == []  # no reservation claims it: no notice yet
+    t0 = time.time()
+    regular = inst.submit("-n1", "-t", "1m", "sleep", "1")
+    deadline = time.monotonic() + 10
+    while not signals(out) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    got = signals(out)
+    assert len(got) == 1 and 0 <= got[0] - t0 < 4, (got, t0)
+    reason = inst.run("jobs", "-no", "{annotations.sched.reason_pending}", regular)
+    assert "notice given" in reason, reason
+    inst.wait_event(be, "exception", timeout=30)
+    (exc,) = [e for e in inst.eventlog(be) if e["name"] == "exception"]
+    assert exc["context"]["type"] == "preempt" and regular in exc["context"]["note"]
+    assert exc["timestamp"] - got[0] >= 4.5, (exc["timestamp"], got)
+    inst.wait_event(regular, "alloc", timeout=30)
+    assert alloc_time(inst, regular) >= exc["timestamp"]
+
+
+def test_a_checkpointing_job_is_signalled_requeued_and_restarts_first(inst, tmp_path):
+    """A job that checkpoints gets SIGUSR1 5 s after it starts and every 5 s
+    (each a checkpoint); preempted (not before 5 s after its first signal),
+    it is submitted again by the module and starts before the campaign's
+    other pending job."""
+    out = tmp_path / "got-usr1"
+    ckpt = inst.submit(*BE, "--setattr=user.checkpoint=signal", "sh", "-c", TRAP.format(out=out))
+    inst.wait_event(ckpt, "start", timeout=30)
+    other = inst.submit(*BE, "sleep", "1")
+    time.sleep(11)
+    assert inst.run("jobs", "-no", "{state}", other).strip() == "SCHED"
+    assert len(signals(out)) >= 2  # 5 s after its start, and 5 s later
+    regular = inst.submit("-n1", "-t", "1m", "sleep", "3")
+    inst.wait_event(ckpt, "exception", timeout=30)
+    (exc,) = [e for e in inst.eventlog(ckpt) if e["name"] == "exception"]
+    assert exc["context"]["type"] == "preempt" and regular in exc["context"]["note"]
+    assert exc["timestamp"] - signals(out)[0] >= 4.5
+    inst.wait_event(regular, "alloc", timeout=30)
+    assert alloc_time(inst, regular) >= exc["timestamp"]
+    # The module submitted the checkpointing job again; it starts before the other.
+    first = int(inst.run("job", "id", ckpt))
+    deadline = time.monotonic() + 30
+    requeued = None
+    while requeued is None and time.monotonic() < deadline:
+        for jid in inst.run("jobs", "-a", "-no", "{id}").split():
+            spec = inst.json("job", "info", jid, "jobspec")
+            if spec.get("attributes", {}).get("user", {}).get("requeued-from") == first:
+                requeued = jid
+        time.sleep(0.5)
+    assert requeued is not None, "no requeued copy of the checkpointing job"
+    inst.wait_event(requeued, "alloc", timeout=60)
+    assert inst.run("jobs", "-no", "{state}", other).strip() == "SCHED"
+    stats = inst.json("module", "stats", "sched-py")
+    assert stats["notices_sent"] >= 2 and stats["requeued"] == 1 and stats["engine"]["preemptions"] == 1
+    inst.run("cancel", requeued)
+    inst.wait_event(other, "alloc", timeout=60)
+    assert alloc_time(inst, other) > alloc_time(inst, requeued)

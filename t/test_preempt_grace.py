@@ -1,0 +1,278 @@
+"""Preemption with notice, checkpoints and requeues (rfcs/preemption.md, issue 25).
+
+Small cases worked by hand on one- and two-node machines: a victim gets its
+notice (the ``preempt-signal``) and is preempted ``preempt-grace`` later,
+unless it ends first (then it completed); a job's own
+``attributes.system.preempt-grace`` shortens it; a regular reservation's
+victims are noticed ahead, so its job starts when planned; a checkpointing
+job keeps its work up to its notice, is requeued with the rest and restarts
+before the campaign's other pending jobs, on the node where it ran.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+
+import pytest
+
+from fluxsched_py.batsim.v4driver import V4Driver
+from fluxsched_py.engine import Engine, EngineError, EngineOptions, ResponseType
+from fluxsched_py.replay.metrics import summarize
+from fluxsched_py.replay.platform import nodes_graph
+from fluxsched_py.replay.sim import COMPLETED, PREEMPTED, replay
+from fluxsched_py.replay.workload import WorkloadError, load_workload
+
+from .test_batsim_driver import begins, reply, submit, types
+
+
+def spec(nnodes: int, duration: float, pa: float | None = None, grace: str | None = None, **user) -> dict:
+    slot = {"type": "slot", "count": 1, "label": "task", "with": [{"type": "core", "count": 1}]}
+    system: dict = {"duration": duration}
+    if pa is not None:
+        system["preemptible-after"] = pa
+    if grace is not None:
+        system["preempt-grace"] = grace
+    attrs: dict = {"system": system}
+    if user:
+        attrs["user"] = user
+    return {
+        "version": 1,
+        "resources": [{"type": "node", "count": nnodes, "exclusive": True, "with": [slot]}],
+        "tasks": [{"command": ["true"], "slot": "task", "count": {"per_slot": 1}}],
+        "attributes": attrs,
+    }
+
+
+def started(r) -> list[int]:
+    return [x.id for x in r.responses if x.type is ResponseType.SUCCESS]
+
+
+def two_besteffort(grace: str = "60", a_grace: str | None = None) -> Engine:
+    """Two one-node best-effort jobs, 100 and 101, running on an idle 2-node machine from t=0."""
+    e = Engine(
+        nodes_graph(2),
+        {"queue-policy": "easy", "preempt-grace": grace},
+        build_R=False,
+        time_format=lambda t: f"t={t:.0f}s",
+    )
+    e.alloc(100, 0, 0, 0.0, spec(1, 1000, pa=0, grace=a_grace))
+    e.alloc(101, 0, 0, 0.0, spec(1, 1000, pa=0))
+    assert sorted(started(e.schedule(0.0))) == [100, 101]
+    return e
+
+
+def test_options_parse():
+    o = EngineOptions.parse({"preempt-grace": "1.5m", "preempt-signal": "usr2", "checkpoint-campaigns": "a, b"})
+    assert (o.preempt_grace, o.preempt_signal, o.checkpoint_campaigns) == (90.0, int(signal.SIGUSR2), ("a", "b"))
+    assert EngineOptions().preempt_signal == int(signal.SIGUSR1) == 10
+    for bad in ({"preempt-grace": "soon"}, {"preempt-signal": "SIGNOPE"}, {"besteffort-fit": "maybe"}):
+        with pytest.raises(EngineError, match=next(iter(bad))):
+            EngineOptions.parse(bad)
+
+
+def test_a_regular_job_that_can_start_now_waits_the_grace_time():
+    e = two_besteffort()
+    e.alloc(1, 0, 0, 10.0, spec(2, 100))
+    r = e.schedule(10.0)
+    assert not r.preempt and 1 not in started(r)
+    assert sorted((n.id, n.signal, n.at) for n in r.notice) == [(100, 10, 70.0), (101, 10, 70.0)]
+    reason = e.job(1).reply.sent.get("reason_pending", "")
+    assert "preempting 2 best-effort jobs" in reason and "waiting at most until t=70s" in reason
+    assert e.hooks.wakeup() == 70.0  # the driver passes again then
+    r = e.schedule(69.0)
+    assert not r.preempt and not r.notice and not started(r)
+    r = e.schedule(70.0)
+    assert sorted(a.id for a in r.preempt) == [100, 101]
+    e.free(100)
+    e.free(101)
+    assert started(e.schedule(70.0)) == [1]
+    assert e.stats["preemptions"] == 2 and e.stats["notices"] == 2
+    e.check_invariants()
+
+
+def test_a_victim_that_ends_in_its_grace_time_completed():
+    e = two_besteffort()
+    e.alloc(1, 0, 0, 10.0, spec(2, 100))
+    e.schedule(10.0)
+    e.free(100)  # it ends on its own at t=30
+    r = e.schedule(30.0)
+    assert not r.preempt and not started(r)  # 101 still holds its node
+    r = e.schedule(70.0)
+    assert [a.id for a in r.preempt] == [101]
+    e.free(101)
+    assert started(e.schedule(70.0)) == [1]
+    assert e.stats["preemptions"] == 1
+
+
+def test_a_jobs_own_grace_time_is_capped_by_the_option():
+    e = two_besteffort(grace="60", a_grace="5s")
+    e.alloc(1, 0, 0, 10.0, spec(2, 100))
+    r = e.schedule(10.0)
+    assert sorted((n.id, n.at) for n in r.notice) == [(100, 15.0), (101, 70.0)]
+    assert [a.id for a in e.schedule(15.0).preempt] == [100]
+    e2 = two_besteffort(grace="10", a_grace="1h")  # asking for more than the option gives the option
+    e2.alloc(1, 0, 0, 10.0, spec(2, 100))
+    assert sorted(n.at for n in e2.schedule(10.0).notice) == [20.0, 20.0]
+
+
+def test_without_grace_the_preemption_is_at_once_and_no_notice():
+    e = two_besteffort(grace="0")
+    e.alloc(1, 0, 0, 10.0, spec(2, 100))
+    r = e.schedule(10.0)
+    assert sorted(a.id for a in r.preempt) == [100, 101] and not r.notice
+
+
+def test_a_reservations_victims_are_noticed_ahead_and_its_job_starts_on_time():
+    """Node 0 runs regular job 1 until t=100 (its walltime); node 1 a
+    best-effort job.  Regular job 2 needs both nodes: reserved at t=100.
+    Its victim (it does not checkpoint: the signal may end it) gets its
+    notice 60 s before, at t=40 (a wakeup then), so at t=100 it is
+    preempted at once and job 2 starts then."""
+    e = Engine(nodes_graph(2), {"queue-policy": "easy", "preempt-grace": "60"}, build_R=False)
+    e.alloc(1, 0, 0, 0.0, spec(1, 100))
+    assert started(e.schedule(0.0)) == [1]
+    e.alloc(100, 0, 0, 0.0, spec(1, 1000, pa=0))
+    assert started(e.schedule(0.0)) == [100]
+    e.alloc(2, 0, 0, 5.0, spec(2, 100))
+    r = e.schedule(5.0)
+    assert not r.notice and not r.preempt
+    assert e.job(2).estimate == 100.0 and e.hooks.wakeup() == 40.0
+    assert not e.schedule(39.0).notice
+    r = e.schedule(40.0)
+    assert [(n.id, n.at) for n in r.notice] == [(100, 100.0)] and not r.preempt
+    e.free(1)
+    r = e.schedule(100.0)
+    assert [a.id for a in r.preempt] == [100]
+    e.free(100)
+    assert started(e.schedule(100.0)) == [2]
+
+
+def workload(tmp_path, jobs: list[dict], nb_res: int = 1):
+    profiles = {f"p{j['runtime']}": {"type": "delay", "delay": j["runtime"]} for j in jobs}
+    rows = []
+    for j in jobs:
+        row = {k: v for k, v in j.items() if k != "runtime"}
+        row["profile"] = f"p{j['runtime']}"
+        rows.append(row)
+    p = tmp_path / "w.json"
+    p.write_text(json.dumps({"nb_res": nb_res, "jobs": rows, "profiles": profiles}))
+    return load_workload(p)
+
+
+def test_a_checkpointing_job_keeps_its_work_and_restarts_before_the_campaigns_others(tmp_path):
+    """One node, a 10 s grace time.  Best-effort jobs 1 (checkpoints, 100 s)
+    and 2 (does not, 100 s) at t=0: 1 runs, and being lent it gets its
+    notice (a checkpoint) at t=0, 10, 20, 30, 40.  Regular job 3 (20 s)
+    arrives at t=50: 1's first notice is 50 s old, so 1 is preempted at once,
+    losing the 10 s since its last checkpoint; 3 runs 50-70.  Then 1,
+    requeued at t=50 after 2 was submitted, restarts first, at t=70, with
+    60 s left: done at t=130; 2 runs 130-230."""
+    w = workload(
+        tmp_path,
+        [
+            {"id": 1, "subtime": 0, "walltime": 500, "res": 1, "runtime": 100, "preemptible-after": 0,
+             "checkpoint": "signal"},
+            {"id": 2, "subtime": 0, "walltime": 500, "res": 1, "runtime": 100, "preemptible-after": 0},
+            {"id": 3, "subtime": 50, "walltime": 20, "res": 1, "runtime": 20},
+        ],
+    )  # fmt: skip
+    res = replay(w, nodes_graph(1), {"queue-policy": "easy", "preempt-grace": "10"})
+    rec = {r.job.id: r for r in res.records}
+    assert (rec[3].start, rec[3].finish) == (50.0, 70.0)
+    assert (rec[1].start, rec[1].finish, rec[1].state) == (70.0, 130.0, COMPLETED)
+    assert (rec[1].lost, rec[1].recovered, rec[1].preemptions) == (10.0, 40.0, 1)
+    assert rec[1].notices >= 5  # 0..40, then its second run's
+    assert (rec[2].start, rec[2].finish) == (130.0, 230.0)
+    s = summarize(res)
+    assert s.besteffort_completed_nh == pytest.approx(200 / 3600)  # both jobs' whole run time
+    assert s.besteffort_lost_nh == pytest.approx(10 / 3600)
+    assert s.besteffort_recovered_nh == pytest.approx(40 / 3600)
+    assert s.preemptions == 1
+
+
+def test_without_checkpoint_the_notice_keeps_nothing(tmp_path):
+    """The same without the checkpoint: job 1 loses its 60 s and is not requeued."""
+    w = workload(
+        tmp_path,
+        [
+            {"id": 1, "subtime": 0, "walltime": 500, "res": 1, "runtime": 100, "preemptible-after": 0},
+            {"id": 3, "subtime": 50, "walltime": 20, "res": 1, "runtime": 20},
+        ],
+    )
+    res = replay(w, nodes_graph(1), {"queue-policy": "easy", "preempt-grace": "10"})
+    rec = {r.job.id: r for r in res.records}
+    assert (rec[1].state, rec[1].finish, rec[1].lost, rec[1].recovered) == (PREEMPTED, 60.0, 60.0, 0.0)
+
+
+def test_a_victim_that_ends_in_its_grace_counts_as_completed_in_the_replay(tmp_path):
+    w = workload(
+        tmp_path,
+        [
+            {"id": 1, "subtime": 0, "walltime": 500, "res": 1, "runtime": 100, "preemptible-after": 0},
+            {"id": 3, "subtime": 50, "walltime": 20, "res": 1, "runtime": 20},
+        ],
+    )
+    res = replay(w, nodes_graph(1), {"queue-policy": "easy", "preempt-grace": "60"})
+    rec = {r.job.id: r for r in res.records}
+    assert (rec[1].state, rec[1].finish, rec[1].lost, rec[1].notices) == (COMPLETED, 100.0, 0.0, 1)
+    assert rec[3].start == 100.0  # it waited less than its 60 s
+    assert summarize(res).preemptions == 0
+
+
+def test_a_requeued_job_prefers_the_node_it_ran_on(tmp_path):
+    """Two nodes, placement ``first`` (regular jobs take the highest id
+    among equals, best-effort jobs the lowest).  Best-effort job 1 (40 s)
+    goes to rank 0, job 2 (checkpoints, 100 s) to rank 1.  At t=50, rank 0
+    is free and regular jobs 3 and 4 (20 s each) arrive: 3 takes rank 1
+    (lent, the higher id) and preempts 2 at once (its notice is old), 4 takes
+    rank 0.  At t=70 both ranks are free: 2 restarts on rank 1, where it ran
+    (the far end would be rank 0), with the 60 s left after its checkpoint
+    at t=40."""
+    w = workload(
+        tmp_path,
+        [
+            {"id": 1, "subtime": 0, "walltime": 500, "res": 1, "runtime": 40, "preemptible-after": 0},
+            {"id": 2, "subtime": 0, "walltime": 500, "res": 1, "runtime": 100, "preemptible-after": 0,
+             "checkpoint": "signal"},
+            {"id": 3, "subtime": 50, "walltime": 20, "res": 1, "runtime": 20},
+            {"id": 4, "subtime": 50, "walltime": 20, "res": 1, "runtime": 20},
+        ],
+        nb_res=2,
+    )  # fmt: skip
+    res = replay(w, nodes_graph(2), {"queue-policy": "easy", "preempt-grace": "10"})
+    rec = {r.job.id: r for r in res.records}
+    assert str(rec[1].ranks) == "0" and str(rec[3].ranks) == "1" and str(rec[4].ranks) == "0"
+    assert (rec[2].preemptions, rec[2].lost, rec[2].recovered) == (1, 10.0, 40.0)
+    assert (rec[2].start, rec[2].finish, str(rec[2].ranks)) == (70.0, 130.0, "1")
+
+
+def test_checkpoint_must_be_signal(tmp_path):
+    with pytest.raises(WorkloadError, match="checkpoint must be 'signal'"):
+        workload(tmp_path, [{"id": 1, "subtime": 0, "walltime": 5, "res": 1, "runtime": 1, "checkpoint": "yes"}])
+
+
+def test_checkpoint_campaigns_option_makes_a_campaigns_jobs_checkpoint():
+    e = Engine(nodes_graph(1), {"preempt-grace": "10", "checkpoint-campaigns": "c1"}, build_R=False)
+    e.alloc(100, 0, 0, 0.0, spec(1, 1000, pa=0, campaign="c1"))
+    e.schedule(0.0)
+    e.alloc(1, 0, 0, 5.0, spec(1, 10))
+    e.schedule(5.0)
+    (a,) = e.schedule(15.0).preempt
+    assert a.id == 100 and a.requeue
+
+
+def test_batsim_v4_has_no_signal_so_the_kill_goes_out_at_the_end_of_the_grace_time():
+    """The v4 protocol has no signal: the notice is dropped, the driver asks
+    to be called back when the grace time ends, and the KILL_JOB goes out then,
+    in the reply that starts the regular job."""
+    d = V4Driver(["queue-policy=easy", "policy=low", "preempt-grace=30"])
+    reply(d, 0.0, begins(2))
+    be = [{"id": f"w0!{i}", "res": 1, "profile": "p", "walltime": 100.0, "preemptible-after": 0} for i in (1, 2)]
+    r = reply(d, 0.0, *((0.0, "JOB_SUBMITTED", {"job_id": j["id"], "job": j}) for j in be))
+    assert types(r) == ["EXECUTE_JOB"] * 2
+    r = reply(d, 5.0, submit(5.0, "w0!10", 2))
+    assert types(r) == ["CALL_ME_LATER"] and r["events"][0]["data"]["timestamp"] == 35.0
+    r = reply(d, 35.0, (35.0, "REQUESTED_CALL", {}))
+    assert types(r) == ["KILL_JOB", "EXECUTE_JOB"]
+    assert sorted(r["events"][0]["data"]["job_ids"]) == ["w0!1", "w0!2"]
