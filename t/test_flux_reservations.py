@@ -154,3 +154,93 @@ def test_overlap_is_refused_naming_the_other(dt):
     num, text = ask(d, t, "reserve-add", {**MAINT, "name": "other", "ranks": "0-1"})
     assert num == errno.EINVAL and text == "sched-py.reserve-add: ranks: ranks 1 are in reservation maint at that time"
     assert ask(d, t, "reserve-add", {**MAINT, "name": "two", "ranks": "0"}, ROLE_OWNER)["ranks"] == "0"
+
+
+# -- flux config reload ------------------------------------------------------------
+
+
+def config(*entries):
+    return {"sched-py": {"queue-policy": "easy", "reservation": list(entries)}}
+
+
+DECLARED = {"name": "maint", "ranks": "1", "start": 1060, "duration": "10m", "users": [7]}
+LATE = {"name": "late", "ranks": "0", "start": 2000, "end": 2060}
+EXTRA = {"name": "extra", "ranks": "0", "start": "+1m", "duration": "1m"}  # [1060, 1120), by RPC
+
+
+def reload(d, t, conf, msg):
+    d.handle("sched-py.config-reload", msg, conf)
+    t.run_passes()
+    (reply,) = [p for k, m, p in t.sent if m == msg and k in ("respond", "error")]
+    return reply
+
+
+def windows(d, t):
+    return [(r["name"], r["ranks"], r["start"], r["end"]) for r in ask(d, t, "reserve-list", {})["reservations"]]
+
+
+def test_a_reload_adds_updates_and_removes_what_the_config_declares_and_keeps_rpc_ones():
+    d, t = make(["queue-policy=easy"])
+    reservestore.load(d, None, config(DECLARED), owner=0)
+    ask(d, t, "reserve-add", EXTRA)
+    shorter = {k: v for k, v in DECLARED.items() if k != "duration"} | {"end": 1200}
+    assert reload(d, t, config(shorter, LATE), "b") is None
+    assert windows(d, t) == [
+        ("extra", "0", 1060.0, 1120.0),
+        ("maint", "1", 1060.0, 1200.0),
+        ("late", "0", 2000.0, 2060.0),
+    ]
+    flags = {x["name"]: x.get("config") for x in t.kvs["sched-py.reservations"]}
+    assert flags == {"extra": None, "maint": True, "late": True}
+    assert any("config reload: reservations: updated maint, added late" in text for _, text in t.logs)
+    # a module reload: the KVS says which the config declared; the next config reload removes them
+    d2, t2 = make(["queue-policy=easy"])
+    reservestore.load(d2, t.kvs["sched-py.reservations"], config(), owner=0)
+    assert [w[0] for w in windows(d2, t2)] == ["extra", "maint", "late"]
+    assert reload(d2, t2, {"sched-py": {"queue-policy": "easy"}}, "c") is None
+    assert windows(d2, t2) == [("extra", "0", 1060.0, 1120.0)]
+    assert [x["name"] for x in t2.kvs["sched-py.reservations"]] == ["extra"]
+
+
+def test_an_unchanged_config_changes_nothing():
+    d, t = make(["queue-policy=easy"])
+    reservestore.load(d, None, config(DECLARED), owner=0)
+    commits = [s for s in t.sent if s[0] == "commit"]
+    assert reload(d, t, config(DECLARED), "a") is None
+    assert windows(d, t) == [("maint", "1", 1060.0, 1660.0)]
+    assert d.stats["config_reloads"] == 0 and [s for s in t.sent if s[0] == "commit"] == commits
+
+
+@pytest.mark.parametrize(
+    ("entries", "text"),
+    [
+        ((DECLARED, {**LATE, "ranks": "9"}), "[[sched-py.reservation]] #2: ranks: no such rank: 9"),
+        ((DECLARED, {**LATE, "start": "soon"}), "[[sched-py.reservation]] #2: start: 'soon'"),
+        ((LATE, {**LATE, "ranks": "1"}), "[[sched-py.reservation]] #2: name: reservation late is declared twice"),
+        # a new entry over the RPC's reservation: refused after the first entry was taken, which is undone
+        ((LATE, {**DECLARED, "name": "new", "ranks": "0"}), "#2: ranks: ranks 0 are in reservation extra at that time"),
+    ],
+)
+def test_a_bad_entry_at_reload_is_refused_with_one_error_and_nothing_changes(entries, text):
+    d, t = make(["queue-policy=easy"])
+    reservestore.load(d, None, config(DECLARED), owner=0)
+    ask(d, t, "reserve-add", EXTRA)
+    before, kvs = windows(d, t), t.kvs["sched-py.reservations"]
+    num, got = reload(d, t, {"sched-py": {"queue-policy": "fcfs", "reservation": list(entries)}}, "bad")
+    assert num == errno.EINVAL and got.startswith("sched-py: reservations: ") and text in got, got
+    assert "\n" not in got
+    assert windows(d, t) == before and t.kvs["sched-py.reservations"] == kvs
+    assert d.options.queue_policy == "easy"  # the refused config's options were not taken either
+    assert d.engine.reservations.declared == {"maint"}
+
+
+def test_a_pending_job_of_a_reservation_the_config_removed_is_denied():
+    d, t = make(["queue-policy=easy"])
+    reservestore.load(d, None, config({**DECLARED, "users": [0]}), owner=0)
+    spec = jobspec(ncores=4, nnodes=1, duration=60)
+    spec["attributes"]["system"]["reservation"] = "maint"
+    alloc(d, t, 5, spec)
+    assert d.engine.job(5).state.value == "pending"
+    assert reload(d, t, config(), "r") is None
+    denied = [p for p in t.responses() if p and p.get("id") == 5 and p.get("type") == 2]
+    assert denied and "reservation maint ended or was removed" in denied[0]["note"]

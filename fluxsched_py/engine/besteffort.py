@@ -34,6 +34,13 @@ A job with ``preemptible-after`` is *best-effort*; every other job is
   ``low`` when they take ``first`` or ``high``), so that regular jobs meet
   them last and never preempt one while what is free fits them.
 
+* **Reservation windows** (:mod:`.reservations`) are kept clear of
+  best-effort jobs: one is started only where no window opens before its
+  expiration (its walltime ends it before), and one running on a window's
+  ranks (the window was added while it ran) gets its notice
+  ``preempt-grace`` before the window opens and is preempted when it opens
+  (:meth:`BestEffort.clear_windows`).
+
 Best-effort events (their alloc, their free once lent) do not make the
 regular jobs re-plan: for those, nothing changed.
 """
@@ -223,6 +230,8 @@ class BestEffort:
         self._requeued: set[int] = set()
         #: Where each preempted checkpointing job last ran, by its first job id.
         self._ran_on: dict[int, Any] = {}
+        #: When the next notice for a reservation window is due (:meth:`clear_windows`).
+        self._window_notice: float | None = None
         engine.stats.update({"preemptions": 0, "preempted_node_seconds": 0.0})
 
     # -- queries ---------------------------------------------------------------
@@ -238,7 +247,8 @@ class BestEffort:
         k = self._kills
         while k and (k[0][1] not in self._preempted or k[0][1] in self._killed):
             heapq.heappop(k)
-        times = [t for t in (w[0][0] if w else None, k[0][0] if k else None, self._next_notice) if t is not None]
+        times = (w[0][0] if w else None, k[0][0] if k else None, self._next_notice, self._window_notice)
+        times = [t for t in times if t is not None]
         return min(times) if times else None
 
     def grace(self, job: Job) -> float:
@@ -479,14 +489,16 @@ class BestEffort:
         self.e.stats["notices"] = self.e.stats.get("notices", 0) + 1
         self._notices.append(Notice(v.id, self.e.options.preempt_signal, at, note))
 
-    def _kill(self, v: Job, for_id: int | None, now: float) -> None:
-        """Send the preemption of victim ``v`` (for job ``for_id``; None: that job was cancelled meanwhile)."""
+    def _kill(self, v: Job, for_id: int | None, now: float, why: str | None = None) -> None:
+        """Send the preemption of victim ``v`` (for job ``for_id``; None: that
+        job was cancelled meanwhile, or ``why`` says what it is for)."""
         e = self.e
         self._killed.add(v.id)
         ck = self.checkpoints(v)
         e.stats["preemptions"] += 1
         e.stats["preempted_node_seconds"] += lost_work(v, now, self._noticed.get(v.id) if ck else None)
         note = "preempted for a job since cancelled" if for_id is None else f"preempted for job {e.job_name(for_id)}"
+        note = why or note
         self._actions.append(Preempt(v.id, -1 if for_id is None else for_id, note, requeue=ck))
 
     def _due_kills(self, now: float) -> None:
@@ -543,6 +555,45 @@ class BestEffort:
                     nxt = span.start - g if nxt is None else min(nxt, span.start - g)
         self._next_notice = nxt
 
+    def clear_windows(self, now: float) -> None:
+        """Keep the reservation windows clear of running best-effort jobs: one
+        on the ranks of a window that opens before its expiration gets its
+        notice ``preempt-grace`` before the window opens (at once when that
+        is past) and is preempted when the window opens, through the same
+        path as a regular job's victims (a checkpointing one is requeued).
+        Remember when the next notice is due (:meth:`next_wakeup`)."""
+        e = self.e
+        self._window_notice = None
+        running = [(j, b) for j, b in self.lent.items()]
+        running += [(j, e.planner.codec.encode(j.resources)) for _, i in self._windows if (j := self._running_be(i))]
+        if not running:
+            return
+        fmt = e.time_format
+        for name, (start, end, bits) in sorted(e.planner.blocks().items(), key=lambda kv: kv[1][0]):
+            if end <= now:
+                continue
+            for v, b in running:
+                if not b & bits or v.id in self._killed or v.expiration <= start:
+                    continue
+                if getattr(v.request, "reservation", None) == name:
+                    continue  # the window's own job
+                g = self.grace(v)
+                if start <= now + 1e-9:
+                    if v.id in self.lent:
+                        self._unlend(v.id)
+                    self._preempted.setdefault(v.id, None)
+                    self._kill(v, None, now, f"preempted: reservation {name} opens at {fmt(start)}")
+                elif g > 0 and start - g <= now + 1e-9:
+                    if v.id not in self._first_noticed:
+                        self._notice(v, now, start, f"reservation {name} opens at {fmt(start)}")
+                elif g > 0:
+                    due = start - g
+                    self._window_notice = due if self._window_notice is None else min(self._window_notice, due)
+
+    def _running_be(self, jobid: int) -> Job | None:
+        """Best-effort job ``jobid`` while it runs in its protected window, else None."""
+        return self.e.table.jobs[jobid] if self._protected(jobid) else None
+
     def _annotate(self, job: Job, ann: dict[str, Any], out: list[Response]) -> None:
         """Annotations of a job the regular pass does not annotate (a pending
         best-effort job, a job waiting for its victims)."""
@@ -589,6 +640,8 @@ class BestEffort:
         jobs changed: start pending best-effort jobs where no regular job
         can go, annotate them; return the pass's result."""
         e = self.e
+        if e.planner.nblocked:
+            self.clear_windows(now)
         q = e.table.besteffort
         if (self.dirty or passed) and q.npending:
             e.table.sort_queue(q)
@@ -631,7 +684,8 @@ class BestEffort:
         planner = e.planner
         free = planner.codec.encode(e.graph.free())
         policy = far_end(e.options.placement)
-        failed: set[tuple[int, float]] = set()  # (shape, window) that did not fit
+        failed: set[tuple[int, float, float]] = set()  # (shape, window, walltime near reservations) that did not fit
+        windows = planner.nblocked
         depth = e.options.annotate_depth
         predict = e.options.campaign_predictor
         require = e.options.besteffort_fit == "require"
@@ -642,10 +696,13 @@ class BestEffort:
             # Not where a reservation starts within its notice: it could not
             # be given its notice in time (rfcs/preemption.md).
             guard = max(window, self.grace(job))
-            if free and (job.shape_id, guard) not in failed:
+            key = (job.shape_id, guard, job.walltime if windows else 0.0)
+            if free and key not in failed:
                 misses = 0
                 avail = free if held is None else free & ~held[0]
                 found = None
+                if windows:  # not where a reservation window opens before its walltime ends
+                    avail ^= avail & planner.blocked_during(now, now + job.walltime, job.request.reservation)
                 if planner.nreserved:
                     avail ^= avail & planner.reserved_during(now, now + max(guard, 1e-9))
                     expected = e.hooks.expected_duration(job) if predict else 0.0
@@ -672,7 +729,7 @@ class BestEffort:
                     free ^= free & found.bits
                     continue
                 if held is None:
-                    failed.add((job.shape_id, guard))
+                    failed.add(key)
             else:
                 misses += 1
             if depth is None or shown < depth:

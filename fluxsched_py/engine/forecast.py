@@ -15,7 +15,12 @@ A job the engine holds a reservation for keeps that reservation's start and
 resources (``kind`` ``"reservation"``); every other job gets the forecast
 start (``kind`` ``"forecast"``).  A job that does not fit the resources that
 are up (``"never"``), or only once a running job that is past its expected
-end ends (``"unknown"``), gets no start.
+end ends (``"unknown"``), gets no start.  A job that a run limit
+(:mod:`.runlimits`) holds at the forecast's time gets no start either
+(``"held"``, its reason the limit, as :meth:`Engine.over_limit` gives it):
+the pass holds it until a job of its user or queue ends, which no walltime
+foretells exactly; it is not planned, so it delays no job after it, as in
+the pass.
 
 Cost: one planner search per planned job over a plan that grows by one span
 per job; a search tries every time a running or planned job ends, so on a
@@ -86,6 +91,7 @@ class Forecast:
     start: float | None
     #: ``"reservation"`` (the engine's own plan), ``"forecast"`` (the
     #: conservative plan of the queue), ``"not planned"`` (beyond the limit or budget),
+    #: ``"held"`` (a run limit holds it now: :attr:`reason` names it),
     #: ``"partial forecast"`` (:func:`when` with more jobs ahead than the
     #: limit or the budget let it plan: only the first of them were planned), ``"never"``
     #: (does not fit the resources that are up) or ``"unknown"`` (fits only
@@ -208,6 +214,9 @@ class SlicedForecast:
             if job.id in self._reserved:
                 t, rs = self._reserved[job.id]
                 self.out.append(Forecast(job.id, t, "reservation", rs, **_common(job)))
+            elif (why := _held(e, job)) is not None:  # the policy never sees it: no floor either
+                self.out.append(Forecast(job.id, None, "held", **{**_common(job), "reason": why}))
+                continue
             elif i >= self.limit or (strict and floors.get(queue) == math.inf):
                 self.out.append(Forecast(job.id, None, "not planned", **_common(job)))
                 continue
@@ -243,6 +252,11 @@ class SlicedForecast:
         return sorted(self.out, key=lambda f: (f.start if f.start is not None else math.inf, order[f.jobid]))
 
 
+def _held(e: Engine, job: Job) -> str | None:
+    """The run limit that holds pending regular ``job`` now, or None."""
+    return None if job.preemptible_after is not None else e.over_limit(job)
+
+
 def _common(job: Job) -> dict[str, Any]:
     return {
         "reason": job.reply.sent.get("reason_pending"),
@@ -273,18 +287,23 @@ def when(
     now: float,
     *,
     priority: int = DEFAULT_URGENCY,
+    userid: int = 0,
     limit: int = FORECAST_LIMIT,
     budget: float | None = None,
     stopwatch: Callable[[], float] = time.perf_counter,
 ) -> Forecast:
-    """When a job of ``jobspec`` submitted at ``now`` with ``priority`` would
-    start, and on what.  Raises ValueError when the jobspec is invalid or can
+    """When a job of ``jobspec`` submitted at ``now`` by ``userid`` with
+    ``priority`` would start, and on what (``"held"`` and no start when a
+    run limit of that user or its queue would hold it now).  Raises ValueError when the jobspec is invalid or can
     never run on these resources (the reason, as ``feasibility.check`` gives it)."""
     reason = e.feasibility(jobspec)
     if reason is not None:
         raise ValueError(reason)
     request = parse_jobspec(jobspec)
-    probe = Job(-1, priority, 0, now, request)
+    probe = Job(-1, priority, userid, now, request)
+    queue = getattr(request, "queue", None)
+    if (why := _held(e, probe)) is not None:
+        return Forecast(probe.id, None, "held", reason=why, userid=userid, queue=queue, duration=probe.duration)
     key = order_key(priority, now, math.inf)
     ahead = [j for j in e.pending() if j.sortkey < key]
     s = SlicedForecast(e, now, ahead, limit)
@@ -294,8 +313,7 @@ def when(
     placed = _place(
         s.plan, probe.id, request, probe.duration, now, -math.inf, e.reservations.window(probe), probe.walltime
     )
-    queue = getattr(request, "queue", None)
     if placed is None:  # pragma: no cover - feasibility said it fits
-        return Forecast(probe.id, None, "never", queue=queue, duration=probe.duration)
+        return Forecast(probe.id, None, "never", userid=userid, queue=queue, duration=probe.duration)
     kind = "partial forecast" if any(f.kind == "not planned" for f in s.out) else "forecast"
-    return Forecast(probe.id, placed[0], kind, placed[1], queue=queue, duration=probe.duration)
+    return Forecast(probe.id, placed[0], kind, placed[1], userid=userid, queue=queue, duration=probe.duration)

@@ -224,6 +224,9 @@ class Reservations:
         self._now = -math.inf
         #: A reservation went away: its pending jobs are denied at the next tick.
         self._orphans = False
+        #: The names the instance config declares (:meth:`declare`): a
+        #: config reload may change or remove these, never the others.
+        self.declared: set[str] = set()
         #: Called with the list of reservations after each change (the Flux
         #: module writes them to the KVS).
         self.on_change: Callable[[list[Reservation]], None] | None = None
@@ -255,6 +258,24 @@ class Reservations:
         why) when it is malformed, ended, or meets another on a rank."""
         if name in self._by_name:
             raise ReservationError("name", f"reservation {name} exists")
+        r = self._make(name, start, end, ranks=ranks, nodes=nodes, requires=requires, users=users, now=now)
+        self._by_name[name] = r
+        self._changed()
+        return r
+
+    def _make(
+        self,
+        name: str,
+        start: float,
+        end: float,
+        *,
+        ranks: IdSet | None,
+        nodes: int | None,
+        requires: Any,
+        users: Sequence[int],
+        now: float,
+    ) -> Reservation:
+        """A new reservation, checked against the ones there (not added)."""
         if not end > start:
             raise ReservationError("end", "must be after start")
         if end <= now:
@@ -268,10 +289,7 @@ class Reservations:
             assert nodes is not None
             ranks = self._pick(name, nodes, requires, max(start, now), end)
         self._check_overlap(name, ranks, start, end)
-        r = Reservation(name, ranks, float(start), float(end), tuple(users))
-        self._by_name[name] = r
-        self._changed()
-        return r
+        return Reservation(name, ranks, float(start), float(end), tuple(users))
 
     def remove(self, name: str) -> Reservation:
         """Remove a reservation (its hold is released at the next pass; its
@@ -294,6 +312,56 @@ class Reservations:
         new = self._by_name[name] = dataclasses.replace(r, end=float(end))
         self._changed()
         return new
+
+    def declare(self, specs: Sequence[Mapping[str, Any]], now: float, where: str = "reservation") -> list[str]:
+        """Make the reservations a config declares (``specs``: :func:`parse_spec`
+        results, in order) as it declares them, all or nothing: add those not
+        there, replace those that differ (ranks, or the node count of a
+        ``nodes`` entry, start, end, users; one of that name added by RPC is
+        taken over), remove those :attr:`declared` before and declared no
+        more.  Reservations added otherwise (by RPC) are never removed.  An
+        ended entry is skipped.  Raises :class:`ReservationError` (field
+        ``where #N: field``) and changes nothing when one is refused.
+        Returns what changed, one line each (``added maint``)."""
+        old, old_declared = dict(self._by_name), set(self.declared)
+        live = [(i, spec) for i, spec in enumerate(specs) if spec["end"] > now]
+        names: set[str] = set()
+        for i, spec in enumerate(specs):
+            if spec["name"] in names:
+                raise ReservationError(f"{where} #{i + 1}: name", f"reservation {spec['name']} is declared twice")
+            names.add(spec["name"])
+        wanted = {spec["name"] for _, spec in live}
+        changes = [f"removed {n}" for n in sorted(old_declared - wanted) if n in self._by_name]
+        for n in old_declared - wanted:
+            self._by_name.pop(n, None)
+        todo = []
+        for i, spec in live:
+            r = self._by_name.get(spec["name"])
+            if r is not None and _same(r, spec):
+                continue
+            if r is not None:
+                del self._by_name[spec["name"]]
+            todo.append((i, spec, "updated" if r is not None else "added"))
+        self.encode(self.e.planner)  # pick nodes around the windows that stay
+        try:
+            for i, spec, _ in todo:
+                args = {k: v for k, v in spec.items() if k not in ("name", "start", "end")}
+                args = {"ranks": None, "nodes": None, "requires": None, "users": (), **args}
+                try:
+                    r = self._make(spec["name"], spec["start"], spec["end"], now=now, **args)
+                except ReservationError as exc:
+                    raise ReservationError(f"{where} #{i + 1}: {exc.field}", exc.reason) from None
+                self._by_name[r.name] = r
+        except ReservationError:
+            self._by_name = old
+            self.encode(self.e.planner)
+            raise
+        changes += [f"{verb} {spec['name']}" for _, spec, verb in todo]
+        self.declared = wanted
+        if changes or wanted != old_declared:
+            self._orphans = True  # the pending jobs of a removed one are denied at the next pass
+            self._changed()
+        return changes
 
     def load(self, entries: list[Reservation]) -> None:
         """Reservations kept from before a restart (no overlap check, no pick)."""
@@ -446,6 +514,14 @@ class Reservations:
                 nodes = f"{n} node{'' if n == 1 else 's'}"
                 return f"reservation {r.name}: {nodes} reserved from {fmt(r.start)} to {fmt(r.end)}"
         return None
+
+
+def _same(r: Reservation, spec: Mapping[str, Any]) -> bool:
+    """``r`` is what ``spec`` (:func:`parse_spec`) declares (a ``nodes`` spec:
+    as many ranks; its ``requires`` is not compared)."""
+    ranks = spec.get("ranks")
+    same_ranks = r.ranks == ranks if ranks is not None else len(r.ranks) == spec.get("nodes")
+    return same_ranks and (r.start, r.end, r.users) == (spec["start"], spec["end"], tuple(spec.get("users", ())))
 
 
 def read_entries(text: str, source: str) -> list[Mapping[str, Any]]:

@@ -97,7 +97,9 @@ def authorize(rolemask: int, mutating: bool, topic: str) -> None:
 class _Fields:
     """A payload's fields, each read once by name; unknown ones are refused."""
 
-    def __init__(self, topic: str, payload: Any) -> None:
+    def __init__(self, topic: str, payload: Any, userid: int = 0) -> None:
+        #: The requester's uid (from the message's credentials).
+        self.userid = userid
         if (why := payload_error(payload)) is not None:
             raise RpcError(errno.EPROTO, f"{topic}: payload: {why}")
         if payload is None:
@@ -216,7 +218,7 @@ def _when(c: Control, f: _Fields, now: float) -> Any:
     limit = f.int("limit", FORECAST_LIMIT, 1, FORECAST_LIMIT)
     f.done()
     try:
-        got = when(c.engine, jobspec, now, priority=priority, limit=limit, budget=c.budget)
+        got = when(c.engine, jobspec, now, priority=priority, userid=f.userid, limit=limit, budget=c.budget)
     except ValueError as exc:
         raise RpcError(errno.EINVAL, f"{f.topic}: jobspec: {exc}") from None
     return {"now": now, **c.job(got)}
@@ -388,14 +390,15 @@ class Control:
         hosts = [g.hostname(x) or str(x) for x in r.ranks]
         return {**r.as_dict(), "nodelist": Hostlist(hosts).encode(), "active": r.start <= now < r.end}
 
-    def handle(self, topic: str, msg: Any, payload: Any, rolemask: int) -> None:
-        """Answer one request: the response, or an error response.  Never raises."""
+    def handle(self, topic: str, msg: Any, payload: Any, rolemask: int, userid: int = 0) -> None:
+        """Answer one request from ``userid`` (its credentials): the response,
+        or an error response.  Never raises."""
         d = self.driver
         d.last_work = (topic,)
         try:
             rpc = self.rpcs[topic.removeprefix(f"{d.name}.")]
             authorize(rolemask, rpc.mutating, topic)
-            out = rpc.run(self, _Fields(topic, payload), d.clock())
+            out = rpc.run(self, _Fields(topic, payload, userid), d.clock())
         except RpcError as exc:
             d.stats["bad_requests"] += exc.errnum == errno.EPROTO
             self._error(msg, exc.errnum, str(exc))

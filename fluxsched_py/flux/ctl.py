@@ -223,7 +223,8 @@ def _print_forecast(resp: dict[str, Any], job_name: Any) -> None:
 def _print_when(resp: dict[str, Any]) -> None:
     t = resp["t_estimate"]
     if t is None:
-        print(f"would not start: {resp['kind']}")
+        why = f" ({resp['reason']})" if resp.get("reason") else ""  # held: the run limit
+        print(f"would not start: {resp['kind']}{why}")
         return
     d = resp["duration"]
     run = "unlimited" if d is None else fmt_delay(d)

@@ -420,9 +420,13 @@ class Driver(Startup):
         """``<name>.config-reload`` (``flux config reload``): the payload is the
         whole new instance config.  Its ``[<name>]`` table, overridden by the
         module arguments, replaces the options, its limits (and RFC 33's
-        ``policy.scheduler`` ones) replace the limits, and the next pass
-        re-plans.  A bad table gets an error response (flux-core then reverts
-        every module and the command fails) and the old options and limits stay."""
+        ``policy.scheduler`` ones) replace the limits, its
+        ``[[<name>.reservation]]`` entries are applied
+        (:func:`~.reservestore.reload`), and the next pass re-plans.  A bad
+        table or entry gets an error response (flux-core then reverts every
+        module and the command fails) and the old options, limits and
+        reservations stay."""
+        from . import reservestore
         from .siteconf import config_limits, config_options
 
         try:
@@ -430,6 +434,8 @@ class Driver(Startup):
                 raise ValueError(f"malformed config-reload request: {p.error}")
             new = config_options(p, self.name, self.module_args)
             limits = config_limits(p, self.name)
+            # [[<name>.reservation]]: all or nothing, before the options and limits change
+            reserved = reservestore.reload(self, p) if self.engine is not None else []
         except ValueError as exc:
             self.error(f"config reload refused: {exc}")
             self._respond_error(msg, errno.EINVAL, f"{self.name}: {exc}")
@@ -463,9 +469,11 @@ class Driver(Startup):
             if self.engine is not None:
                 self.engine.set_limits(limits)
             self.log(LOG_INFO, "config reload: limits: " + ("; ".join(limits.describe()) if limits else "none"))
-        elif new == old:
+        elif new == old and not reserved:
             self.transport.respond(msg, None)
             return
+        if reserved:
+            self.log(LOG_INFO, "config reload: reservations: " + ", ".join(reserved))
         self.stats["config_reloads"] += 1
         if self.engine is not None:
             self._changed()

@@ -360,7 +360,7 @@ class FluxBinding:
                 payload = self._payload(msg)
             except Exception as exc:
                 payload = bad_payload(str(exc))
-            handle(topic, msg, payload, msg.rolemask)
+            handle(topic, msg, payload, msg.rolemask, msg.userid)
 
         return self._timed(cb, topic)
 

@@ -19,9 +19,19 @@ instance).  The instance's TOML config may declare reservations too, as
 A declared reservation is added when the module loads unless one of that
 name is kept already (the KVS holds the latest state, with what was added,
 removed or changed since); one that has ended is skipped.  A bad entry is
-logged (``flux dmesg``) and skipped: it never stops the scheduler.  No
-``flux`` import: :mod:`fluxsched_py.flux.module` reads the key and the
-config, and calls :func:`load`.
+logged (``flux dmesg``) and skipped: it never stops the scheduler.
+
+``flux config reload`` applies the entries as the new config declares them
+(:func:`reload`, :meth:`Reservations.declare
+<fluxsched_py.engine.reservations.Reservations.declare>`): new ones are
+added, changed ones replaced, and those a config declared before and
+declares no more are removed; a reservation added by RPC is never removed
+by a reload.  Which names the config declared is kept in the KVS too (a
+``"config": true`` member of the entry), so a module reload keeps knowing.
+A bad entry at reload refuses the whole reload, with one error, and the
+reservations stay as they were.  No ``flux`` import:
+:mod:`fluxsched_py.flux.module` reads the key and the config, and calls
+:func:`load`; the driver calls :func:`reload`.
 """
 
 from __future__ import annotations
@@ -38,7 +48,7 @@ from .wire import LOG_INFO
 if TYPE_CHECKING:
     from .driver import Driver
 
-__all__ = ["load", "save", "store_key", "user_id"]
+__all__ = ["load", "reload", "save", "store_key", "user_id"]
 
 
 def store_key(name: str) -> str:
@@ -51,18 +61,34 @@ def user_id(name: str) -> int:
     return pwd.getpwnam(name).pw_uid
 
 
-def _stored(value: Any) -> list[Reservation]:
+def _stored(value: Any) -> tuple[list[Reservation], set[str]]:
+    """The reservations of the KVS value, and the names the config declared."""
     if isinstance(value, bytes | bytearray | str):
         value = json.loads(value)
     if value is None:
-        return []
+        return [], set()
     if not isinstance(value, list):
         raise ValueError(f"expected a list, got {type(value).__name__}")
-    out = []
+    out, declared = [], set()
     for x in value:
         users = tuple(int(u) for u in x.get("users") or ())
         out.append(Reservation(str(x["name"]), IdSet.parse(str(x["ranks"])), float(x["start"]), float(x["end"]), users))
-    return out
+        if x.get("config") is True:
+            declared.add(out[-1].name)
+    return out, declared
+
+
+def _entries(driver: Driver, conf: Any) -> list[Any]:
+    """The ``[[<name>.reservation]]`` tables of ``conf``; ValueError when it is no array."""
+    table = conf.get(driver.name) if isinstance(conf, Mapping) else None
+    entries = table.get("reservation") if isinstance(table, Mapping) else None
+    if isinstance(entries, Mapping):
+        entries = [entries]
+    if entries is not None and not isinstance(entries, list):
+        raise ValueError(
+            f"reservations: [{driver.name}] reservation: expected an array of tables ([[{driver.name}.reservation]])"
+        )
+    return entries or []
 
 
 def load(driver: Driver, stored: Any, conf: Any, owner: int) -> None:
@@ -77,35 +103,35 @@ def load(driver: Driver, stored: Any, conf: Any, owner: int) -> None:
     rs.owner = owner
     now = driver.clock()
     try:
-        kept = [r for r in _stored(stored) if r.end > now]
+        stored_list, declared = _stored(stored)
+        kept = [r for r in stored_list if r.end > now]
     except (ValueError, TypeError, KeyError) as exc:
         driver.error(f"reservations: ignoring unreadable KVS key {store_key(driver.name)}: {exc}")
-        kept = []
+        kept, declared = [], set()
     rs.load(kept)
-    table = conf.get(driver.name) if isinstance(conf, Mapping) else None
-    entries = table.get("reservation") if isinstance(table, Mapping) else None
-    if isinstance(entries, Mapping):
-        entries = [entries]
-    if entries is not None and not isinstance(entries, list):
-        driver.error(
-            f"reservations: [{driver.name}] reservation: expected an array of tables ([[{driver.name}.reservation]])"
-        )
-        entries = None
+    try:
+        entries = _entries(driver, conf)
+    except ValueError as exc:
+        driver.error(str(exc))
+        entries = []
     added = 0
-    for i, entry in enumerate(entries or ()):
+    for i, entry in enumerate(entries):
         where = f"[[{driver.name}.reservation]] #{i + 1}"
         if not isinstance(entry, Mapping):
             driver.error(f"reservations: {where}: expected a table")
             continue
         if rs.get(str(entry.get("name"))) is not None:
+            declared.add(str(entry.get("name")))
             continue  # kept in the KVS: the latest state
         try:
             rs.add(now=now, **parse_spec(entry, now, user_id))
+            declared.add(str(entry.get("name")))
             added += 1
         except ReservationError as exc:
             if exc.reason == "already past":
                 continue
             driver.error(f"reservations: skipping {where}: {exc}")
+    rs.declared = declared
     rs.on_change = lambda _: save(driver)
     if added:
         save(driver)
@@ -114,11 +140,35 @@ def load(driver: Driver, stored: Any, conf: Any, owner: int) -> None:
         driver.log(LOG_INFO, f"reservations: {names}")
 
 
+def reload(driver: Driver, conf: Any) -> list[str]:
+    """Apply the ``[[<name>.reservation]]`` entries of a reloaded config
+    ``conf`` (module docstring): what changed, one line each.  Raises
+    ValueError with one line naming the entry and the field, and changes
+    nothing, when an entry is bad."""
+    engine = driver.engine
+    assert engine is not None
+    now = driver.clock()
+    specs = []
+    for i, entry in enumerate(_entries(driver, conf)):
+        where = f"[[{driver.name}.reservation]] #{i + 1}"
+        if not isinstance(entry, Mapping):
+            raise ValueError(f"reservations: {where}: expected a table")
+        try:
+            specs.append(parse_spec(entry, now, user_id))
+        except ReservationError as exc:
+            raise ValueError(f"reservations: {where}: {exc}") from None
+    try:
+        return engine.reservations.declare(specs, now, f"[[{driver.name}.reservation]]")
+    except ReservationError as exc:
+        raise ValueError(f"reservations: {exc}") from None
+
+
 def save(driver: Driver) -> None:
     """Write the reservations to the KVS (one commit; a failure is logged)."""
     engine = driver.engine
     assert engine is not None
-    value = [r.as_dict() for r in engine.reservations]
+    declared = engine.reservations.declared
+    value = [{**r.as_dict(), **({"config": True} if r.name in declared else {})} for r in engine.reservations]
 
     def done(err: str | None) -> None:
         if err is not None:

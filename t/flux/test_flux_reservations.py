@@ -188,3 +188,32 @@ def test_reservations_survive_an_instance_restart(tmp_path):
         after = json.loads(second.run("sched-py", "reserve", "list", "--json"))["reservations"]
     assert [r["name"] for r in before] == ["kept"]
     assert [(r["name"], r["start"], r["end"]) for r in after] == [(r["name"], r["start"], r["end"]) for r in before]
+
+
+def test_config_reload_applies_the_declared_reservations_and_keeps_rpc_ones(tmp_path):
+    env = {"FLUX_EXEC_PATH_PREPEND": str(cmd_dir())}
+    entry = '[[sched-py.reservation]]\nname = "{}"\nranks = "{}"\nstart = "2099-01-01T08:00:00"\nduration = "1h"\n'
+    conf = tmp_path / "sched.toml"
+    conf.write_text(entry.format("a", "0"))
+    with Instance(1, env=env, broker_opts=["-c", str(tmp_path)]) as i:
+        i.use_scheduler(None)
+        i.use_scheduler("sched-py", "queue-policy=easy")
+
+        def names():
+            return [
+                (r["name"], r["ranks"])
+                for r in json.loads(i.run("sched-py", "reserve", "list", "--json"))["reservations"]
+            ]
+
+        assert names() == [("a", "0")]
+        i.run("sched-py", "reserve", "add", "mine", "--ranks", "0", "--start", "+1h", "--duration", "1h")
+        conf.write_text(entry.format("b", "0"))  # a dropped, b new
+        i.run("config", "reload")
+        assert names() == [("mine", "0"), ("b", "0")]
+        conf.write_text(entry.format("b", "0") + entry.format("c", "9"))  # no rank 9: refused, nothing changes
+        p = i.try_run("config", "reload")
+        assert p.returncode != 0 and "[[sched-py.reservation]] #2: ranks: no such rank: 9" in p.stderr, p.stderr
+        assert names() == [("mine", "0"), ("b", "0")]
+        conf.write_text("")
+        i.run("config", "reload")
+        assert names() == [("mine", "0")]

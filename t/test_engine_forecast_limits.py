@@ -1,0 +1,108 @@
+"""forecast and when under run limits: a job a limit holds gets no start.
+
+Hand-counted on 4 whole nodes of 4 cores, a limit of 2 nodes for user A.  At
+0 user A submits jobs 1, 2, 3 (one node, 100 s each) and user B job 4 (3
+nodes, 10 s).  The pass starts 1 and 2 on two nodes; job 3 is held by A's
+limit (2 of 2 nodes in use); job 4 does not fit the 2 free nodes and waits
+for A's jobs to end at 100 (3 nodes over [100, 110)).  Without the limit,
+the forecast would start job 3 at once on a free node (it ends at 105, and
+job 4 still finds its 3 nodes at 100): the start the pass never gives it.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from fluxsched_py.engine import Engine
+from fluxsched_py.engine.forecast import forecast, when
+from fluxsched_py.engine.runlimits import RunLimits
+
+from .test_engine_rfc27 import graph, jobspec
+
+A, B = 1001, 1002
+LIMIT = RunLimits.from_config({"policy": {"scheduler": {"limits": {"users": {str(A): {"nodes": 2}}}}}})
+HELD = "user limit: 2 of 2 nodes in use"
+
+
+def setup(policy, *options):
+    e = Engine(graph(nodes=4, cores=4), [f"queue-policy={policy}", *options], limits=LIMIT)
+    for jobid, user, n, d in ((1, A, 1, 100.0), (2, A, 1, 100.0), (3, A, 1, 100.0), (4, B, 3, 10.0)):
+        e.alloc(jobid, 16, user, 0.0, jobspec(nnodes=n, duration=d))
+    e.schedule(0.0)
+    assert sorted(j.id for j in e.running) == [1, 2]
+    return e
+
+
+@pytest.mark.parametrize("policy", ["easy", "conservative"])
+def test_a_held_job_gets_no_start_and_its_reason_names_the_limit(policy):
+    got = [(f.jobid, f.start, f.kind, f.reason) for f in forecast(setup(policy), 5.0)]
+    assert got[0][:3] == (4, 100.0, "reservation")
+    assert got[1] == (3, None, "held", HELD)
+
+
+def test_without_the_limit_the_same_queue_starts_job_3_at_once():
+    # the oracle for what "held" replaces: job 3 on a free node from 0 (the pass starts it)
+    e = Engine(graph(nodes=4, cores=4), ["queue-policy=easy"])
+    for jobid, user, n, d in ((1, A, 1, 100.0), (2, A, 1, 100.0), (4, B, 3, 10.0)):
+        e.alloc(jobid, 16, user, 0.0, jobspec(nnodes=n, duration=d))
+    e.schedule(0.0)
+    e.alloc(3, 16, A, 1.0, jobspec(nnodes=1, duration=100.0))
+    f = {f.jobid: f for f in forecast(e, 5.0)}
+    assert (f[3].start, f[3].kind) == (5.0, "forecast")
+
+
+def test_under_fcfs_a_held_job_does_not_hold_back_the_jobs_behind_it():
+    e = setup("fcfs", "reserve-depth=1")
+    e.alloc(5, 16, B, 1.0, jobspec(nnodes=1, duration=20.0))
+    e.schedule(1.0)
+    # 4 (reserved by fcfs) waits for A's two nodes at 100; 5 may not pass 4
+    # (fcfs): at 100 on the fourth node, not "not planned" behind a held job
+    got = [(f.jobid, f.start, f.kind) for f in forecast(e, 5.0)]
+    assert got == [(4, 100.0, "reservation"), (5, 100.0, "forecast"), (3, None, "held")]
+
+
+def test_the_hold_goes_once_the_users_job_ends():
+    e = setup("easy")
+    e.free(1)
+    e.schedule(50.0)  # 3 starts (A holds 2 nodes again); 4 still waits, now for 2 and 3
+    assert sorted(j.id for j in e.running) == [2, 3]
+    got = [(f.jobid, f.start, f.kind) for f in forecast(e, 50.0)]
+    assert got == [(4, 100.0, "reservation")]
+
+
+def test_when_holds_a_probe_of_a_user_at_the_limit_and_plans_another_users():
+    e = setup("easy")
+    f = when(e, jobspec(nnodes=1, duration=50.0), 5.0, userid=A)
+    assert (f.start, f.kind, f.reason, f.userid) == (None, "held", HELD, A)
+    # B's probe: a free node from 5 to 55, before job 4 needs 3 nodes at 100
+    f = when(e, jobspec(nnodes=1, duration=50.0), 5.0, userid=B)
+    assert (f.start, f.kind, f.userid) == (5.0, "forecast", B)
+    # 3 nodes: more than A's limit itself
+    f = when(e, jobspec(nnodes=3, duration=5.0), 5.0, userid=A)
+    assert (f.start, f.kind) == (None, "held")
+    assert f.reason == "user limit: job needs 3 nodes, more than the limit of 2 (held until the limit is raised)"
+
+
+def test_best_effort_jobs_are_never_held_in_the_forecast():
+    e = setup("easy")
+    spec = jobspec(nnodes=1, duration=50.0)
+    spec["attributes"]["system"]["preemptible-after"] = 0
+    f = when(e, spec, 5.0, userid=A)
+    assert f.kind == "forecast" and f.start == 5.0
+
+
+def test_the_when_rpc_takes_the_user_from_the_requests_credentials():
+    from fluxsched_py.flux.control import ROLE_USER
+
+    from .test_flux_driver import alloc, make, replies
+    from .test_flux_driver import jobspec as flux_jobspec
+
+    d, t = make(["queue-policy=easy"])  # 2 nodes of 4 cores; the clock reads 1000
+    d.handle("sched-py.config-reload", "reload", {"policy": {"scheduler": {"limits": {"user": {"jobs": 1}}}}})
+    assert replies(t, "reload") == [None]
+    alloc(d, t, 1, flux_jobspec(ncores=4, nnodes=1, duration=100))  # user 0's one job, on one node
+    probe = {"jobspec": flux_jobspec(ncores=4, nnodes=1, duration=10)}
+    for uid, want in ((0, (None, "held", "user limit: 1 of 1 running job in use")), (5, (1000.0, "forecast", None))):
+        d.control.handle("sched-py.when", f"when-{uid}", probe, ROLE_USER, uid)
+        (r,) = replies(t, f"when-{uid}")
+        assert (r["t_estimate"], r["kind"], r["reason"], r["userid"]) == (*want, uid)
