@@ -22,7 +22,7 @@ with a replay of the regular workload alone: how many differ (by more than
 (a planned start) are late.  Simulated time: the figures do not depend on the
 machine's load.
 
-    python bench/bench_grace.py [--base /tmp/base-s10] [--policies fcfs,easy,conservative] [-j 2]
+    python bench/bench_grace.py [--base /tmp/base-s10] [--policies fcfs,easy,conservative] [--runs fit+grace,...] [-j 2]
 """
 
 from __future__ import annotations
@@ -102,9 +102,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--base", type=Path, default=Path("/tmp/base-s10"))
     ap.add_argument("--policies", default="fcfs,easy,conservative")
+    ap.add_argument("--runs", default=",".join(RUNS), help="the runs to make (default: all)")
     ap.add_argument("-j", type=int, default=2)
     args = ap.parse_args()
     policies = [p for p in args.policies.split(",") if p]
+    runs = [r for r in args.runs.split(",") if r]
+    if unknown := sorted(set(runs) - set(RUNS)):
+        ap.error(f"--runs: no run named {', '.join(unknown)} (runs: {', '.join(RUNS)})")
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
         make(d / "plain.json", False)
@@ -112,7 +116,8 @@ def main() -> None:
         jobs = []
         for pol in policies:
             jobs.append((pol, "alone", ROOT, REGULAR, []))
-            for name, (code, wl, flags) in RUNS.items():
+            for name in runs:
+                code, wl, flags = RUNS[name]
                 jobs.append((pol, name, args.base if code == "main" else ROOT, d / f"{wl}.json", flags))
 
         def one(job):
@@ -128,7 +133,7 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|---|---|")
     for pol in policies:
         alone = results[pol, "alone"][1]
-        for name in RUNS:
+        for name in runs:
             s, starts = results[pol, name]
             regular = {k: v for k, v in starts.items() if k in alone}
             differ, late, planned_late = compare(alone, regular)
