@@ -424,11 +424,9 @@ class EngineModel(RuleBasedStateMachine):
             assert self.now >= job["start"] + window, f"job {a.id} preempted inside its protected window"
             if self.grace:  # not before its notice is over
                 assert self.now >= self.noticed.get(a.id, math.inf) + self.grace - 1e-9, f"job {a.id}: early"
-            if a.for_id != -1:  # -1: the job it was noticed for was cancelled meanwhile
-                assert a.for_id in self.pending and self.pending[a.for_id]["pa"] is None, f"preempted for {a.for_id}"
-                self.victim_items.setdefault(a.for_id, set()).update(job["items"])
-            else:
-                assert self.grace > 0 and a.id in self.noticed, f"job {a.id} preempted for no job without notice"
+            # always for a pending regular job: the victims of one cancelled in their grace are spared
+            assert a.for_id in self.pending and self.pending[a.for_id]["pa"] is None, f"preempted for {a.for_id}"
+            self.victim_items.setdefault(a.for_id, set()).update(job["items"])
             self.preempted[a.id] = a.for_id
             STEPS["preempted"] = STEPS.get("preempted", 0) + 1
             # a job known from hello has no jobspec: its checkpoint is not known (rfcs/preemption.md)

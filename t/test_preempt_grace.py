@@ -12,6 +12,7 @@ before the campaign's other pending jobs, on the node where it ran.
 from __future__ import annotations
 
 import json
+import math
 import signal
 
 import pytest
@@ -103,6 +104,55 @@ def test_a_victim_that_ends_in_its_grace_time_completed():
     e.free(101)
     assert started(e.schedule(70.0)) == [1]
     assert e.stats["preemptions"] == 1
+
+
+def test_victims_of_a_job_cancelled_in_their_grace_are_spared():
+    """Job 1 (two nodes) arrives at t=10: 100 and 101 get their notice, to be
+    preempted at t=70.  Job 1 is cancelled at t=30: at t=70 nobody is
+    preempted, and both are lent again.  Job 2 (two nodes) at t=80 preempts
+    them at once: their notice (t=10) is over."""
+    e = two_besteffort()
+    e.alloc(1, 0, 0, 10.0, spec(2, 100))
+    assert len(e.schedule(10.0).notice) == 2
+    assert [r.type for r in e.cancel(1)] == [ResponseType.CANCEL]
+    r = e.schedule(70.0)
+    assert not r.preempt and not r.notice
+    assert e.stats["preemptions"] == 0 and e.hooks.wakeup() == math.inf
+    e.alloc(2, 0, 0, 80.0, spec(2, 100))
+    r = e.schedule(80.0)
+    assert sorted(a.id for a in r.preempt) == [100, 101] and all(a.for_id == 2 for a in r.preempt)
+    assert not r.notice
+    e.free(100)
+    e.free(101)
+    assert started(e.schedule(80.0)) == [2]
+    assert e.stats["preemptions"] == 2
+    e.check_invariants()
+
+
+def test_a_victim_preempted_before_the_cancel_stays_preempted_the_other_is_spared():
+    """100 asks for a 5 s grace: preempted at t=15 for job 1; 101's grace
+    ends at t=70.  Job 1 is cancelled at t=30: 101 is spared (lent again),
+    100's preemption went out (it ends).  Job 2 (one node) arrives at t=40;
+    its plan puts it on rank 1 (placement ``first``: the higher id among
+    equals, and 101's lent node counts free), so 101 is its victim, with no
+    new notice: preempted at t=70, a grace time after its notice at t=10."""
+    e = two_besteffort(grace="60", a_grace="5s")
+    e.alloc(1, 0, 0, 10.0, spec(2, 100))
+    e.schedule(10.0)
+    assert [a.id for a in e.schedule(15.0).preempt] == [100]
+    e.cancel(1)
+    e.free(100)
+    assert not e.schedule(30.0).preempt
+    e.alloc(2, 0, 0, 40.0, spec(1, 100))
+    r = e.schedule(40.0)
+    assert not started(r) and not r.preempt and not r.notice
+    assert "waiting at most until t=70s" in e.job(2).reply.sent["reason_pending"]
+    r = e.schedule(70.0)
+    assert [(a.id, a.for_id) for a in r.preempt] == [(101, 2)]
+    e.free(101)
+    assert started(e.schedule(70.0)) == [2]
+    assert e.stats["preemptions"] == 2
+    e.check_invariants()
 
 
 def test_a_jobs_own_grace_time_is_capped_by_the_option():

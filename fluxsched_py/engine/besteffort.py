@@ -333,11 +333,18 @@ class BestEffort:
 
     def cancel_starting(self, job: Job) -> list[Response]:
         """``sched.cancel`` of a regular job waiting for its victims: what it
-        holds goes back; the victims stay preempted."""
+        holds goes back; victims whose preemption went out stay preempted,
+        victims still in their grace time are spared: lent again, no
+        preemption (their notice was sent, and stays: rfcs/preemption.md)."""
         e = self.e
         h = self._handoffs.pop(job.id)
-        for v in h.waiting:
-            self._preempted[v] = None
+        for vid in h.waiting:
+            v = e.job(vid)
+            if vid in self._killed or v is None or v.state is not JobState.RUNNING:
+                self._preempted[vid] = None
+                continue
+            del self._preempted[vid]  # its pending kill (self._kills) is dropped with it
+            self._lend(v)
         if job.id in self._ready:
             self._ready.remove(job.id)
         e.table.apply(job, "cancel")
@@ -479,25 +486,25 @@ class BestEffort:
         self.e.stats["notices"] = self.e.stats.get("notices", 0) + 1
         self._notices.append(Notice(v.id, self.e.options.preempt_signal, at, note))
 
-    def _kill(self, v: Job, for_id: int | None, now: float) -> None:
-        """Send the preemption of victim ``v`` (for job ``for_id``; None: that job was cancelled meanwhile)."""
+    def _kill(self, v: Job, for_id: int, now: float) -> None:
+        """Send the preemption of victim ``v`` (for job ``for_id``)."""
         e = self.e
         self._killed.add(v.id)
         ck = self.checkpoints(v)
         e.stats["preemptions"] += 1
         e.stats["preempted_node_seconds"] += lost_work(v, now, self._noticed.get(v.id) if ck else None)
-        note = "preempted for a job since cancelled" if for_id is None else f"preempted for job {e.job_name(for_id)}"
-        self._actions.append(Preempt(v.id, -1 if for_id is None else for_id, note, requeue=ck))
+        note = f"preempted for job {e.job_name(for_id)}"
+        self._actions.append(Preempt(v.id, for_id, note, requeue=ck))
 
     def _due_kills(self, now: float) -> None:
         """Preempt the victims whose grace time is over and that did not end."""
         k = self._kills
         while k and k[0][0] <= now:
             _, vid = heapq.heappop(k)
-            if vid in self._preempted and vid not in self._killed:
+            if (owner := self._preempted.get(vid)) is not None and vid not in self._killed:
                 v = self.e.job(vid)
                 if v is not None and v.state is JobState.RUNNING:
-                    self._kill(v, self._preempted[vid], now)
+                    self._kill(v, owner, now)
 
     def _notice_planned(self, now: float) -> None:
         """Notices that are not a regular job's wait (:meth:`handoff`):
