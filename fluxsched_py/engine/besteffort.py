@@ -669,9 +669,12 @@ class BestEffort:
                                 avail = 0
                 first = requeued_from(job)
                 if found is None and avail and first is not None and (ran := self._ran_on.get(first)) is not None:
-                    # a requeued checkpointing job: where it ran, when that is free (its checkpoint is there)
+                    # a requeued checkpointing job: where it ran, when that is free (its checkpoint is there);
+                    # else on nodes sharing a property with those (the same cluster)
                     here = avail & planner.codec.encode(ran & e.graph.free())
                     found = self._match(job, here, policy) if here else None
+                    if found is None and (here := avail & self._near(job, ran)):
+                        found = self._match(job, here, policy)
                 if found is None and avail:
                     found = self._match(job, avail, policy)
                 if found is not None:
@@ -691,6 +694,24 @@ class BestEffort:
                 self._annotate(job, ann, out)
             elif not free or misses > self.LOOKAHEAD:
                 break
+
+    def _near(self, job: Job, ran: Any) -> int:
+        """The flat mask of the ranks that share a node property with ``ran``
+        (where a requeued ``job`` last ran: the same cluster, rack or file
+        server), or 0.  Also 0 when ``job`` has an ``affinity`` property:
+        :meth:`_match` then prefers that one's nodes."""
+        e = self.e
+        if e.options.affinity and e.hooks.excluded(job) is not None:
+            return 0
+        g = e.graph
+        ranks = g.ranks
+        props: set[str] = set()
+        for r in ran.ranks:
+            if r in ranks:
+                props |= g.properties(r)
+        if not props:
+            return 0
+        return e.planner.codec.ranks_mask([r for r in ranks if g.properties(r) & props])
 
     def _start(self, job: Job, found: Placement, now: float, window: float, out: list[Response]) -> None:
         e = self.e
