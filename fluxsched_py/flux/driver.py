@@ -560,10 +560,10 @@ class Driver(Startup):
         for a in res.preempt:  # the job-manager ends it; its sched.free follows as usual
             self.stats["preempt_raised"] = self.stats.get("preempt_raised", 0) + 1
             self.transport.raise_exception(a.id, "preempt", 0, a.note)
-        if any(r.type is ResponseType.SUCCESS for r in res.responses):
-            self.control.changed()  # jobs started: the background forecast's plan is void
             if a.requeue:
                 self._requeue(a.id)
+        if any(r.type is ResponseType.SUCCESS for r in res.responses):
+            self.control.changed()  # jobs started: the background forecast's plan is void
         if res.more and not self._pass_armed:
             self._pass_armed = True
             self.transport.request_pass(0.0)
