@@ -486,15 +486,15 @@ class BestEffort:
         self.e.stats["notices"] = self.e.stats.get("notices", 0) + 1
         self._notices.append(Notice(v.id, self.e.options.preempt_signal, at, note))
 
-    def _kill(self, v: Job, for_id: int, now: float) -> None:
-        """Send the preemption of victim ``v`` (for job ``for_id``)."""
+    def _kill(self, v: Job, for_id: int | None, now: float) -> None:
+        """Send the preemption of victim ``v`` (for job ``for_id``; None: that job was cancelled meanwhile)."""
         e = self.e
         self._killed.add(v.id)
         ck = self.checkpoints(v)
         e.stats["preemptions"] += 1
         e.stats["preempted_node_seconds"] += lost_work(v, now, self._noticed.get(v.id) if ck else None)
-        note = f"preempted for job {e.job_name(for_id)}"
-        self._actions.append(Preempt(v.id, for_id, note, requeue=ck))
+        note = "preempted for a job since cancelled" if for_id is None else f"preempted for job {e.job_name(for_id)}"
+        self._actions.append(Preempt(v.id, -1 if for_id is None else for_id, note, requeue=ck))
 
     def _due_kills(self, now: float) -> None:
         """Preempt the victims whose grace time is over and that did not end."""
