@@ -54,13 +54,23 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from fluxsched_py.engine import Engine, EngineError, ResponseType
+from fluxsched_py.engine.duplicates import CancelCopy, Duplicate
 from fluxsched_py.resource import ResourceGraph
 
 NODES = 4
 CORES = 4
 #: ranks a grow may add (rank NODES, ...): a job of NODES + 1 nodes is denied until one is added
 MAX_GROW = 1
-SCHED_KEYS = {"t_estimate", "reason_pending", "jobs_ahead", "queue", "resource_summary", "backfill", "besteffort"}
+SCHED_KEYS = {
+    "t_estimate",
+    "reason_pending",
+    "jobs_ahead",
+    "queue",
+    "resource_summary",
+    "backfill",
+    "besteffort",
+    "campaign_eta",
+}
 RUNNING_KEYS = {"resource_summary", "backfill", "besteffort"}
 
 
@@ -108,7 +118,13 @@ def R_of(items: set[tuple[int, int]]) -> dict:
 
 
 def jobspec(
-    nnodes: int, ncores: int, duration: float, queue: str | None, pa: float | None = None, checkpoint: bool = False
+    nnodes: int,
+    ncores: int,
+    duration: float,
+    queue: str | None,
+    pa: float | None = None,
+    checkpoint: bool = False,
+    campaign: str | None = None,
 ) -> dict:
     if nnodes:
         slot = {"type": "slot", "count": 1, "label": "task", "with": [{"type": "core", "count": CORES}]}
@@ -121,8 +137,11 @@ def jobspec(
     if pa is not None:
         system["preemptible-after"] = pa
     attributes: dict = {"system": system}
-    if checkpoint:
-        attributes["user"] = {"checkpoint": "signal"}
+    user = {"checkpoint": "signal"} if checkpoint else {}
+    if campaign is not None:
+        user["campaign"] = campaign
+    if user:
+        attributes["user"] = user
     return {
         "version": 1,
         "resources": res,
@@ -172,6 +191,8 @@ class EngineModel(RuleBasedStateMachine):
 
     OPTIONS: list[str] = ["queue-policy=fcfs"]
     QUEUES: list[str | None] = [None]
+    #: campaigns of the best-effort jobs (attributes.user.campaign), by priority; none: no campaign
+    CAMPAIGNS: list[str] = []
 
     def __init__(self) -> None:
         super().__init__()
@@ -195,6 +216,18 @@ class EngineModel(RuleBasedStateMachine):
         self.victim_items: dict[int, set] = {}  # job -> what the jobs preempted for it held
         self.noticed: dict[int, float] = {}  # best-effort job -> when it got its first notice (preempt-grace)
         self.grace = next((float(o.split("=")[1]) for o in self.OPTIONS if o.startswith("preempt-grace=")), 0.0)
+        # duplicates=N: job -> the original of its group (the copies the model submitted, and the
+        # original); original -> the member that ended first, not preempted (the model ended them)
+        self.group: dict[int, int] = {}
+        self.winner: dict[int, int] = {}
+        # campaign-max-running=CAMPAIGN[@PROPERTY]:N,... ('*' only), read from the test's own options
+        self.bounds: list[tuple[str | None, int]] = [
+            (name.partition("@")[2] or None, int(n))
+            for o in self.OPTIONS
+            if o.startswith("campaign-max-running=")
+            for name, _, n in (e.rpartition(":") for e in o.split("=", 1)[1].split(","))
+        ]
+        self.props: dict[int, set[str]] = {}  # rank -> its properties (the properties rule)
         self.errors = ErrorLog()
         logging.getLogger("fluxsched_py").addHandler(self.errors)
         self.engine = self.new_engine()
@@ -278,10 +311,13 @@ class EngineModel(RuleBasedStateMachine):
                     "freed": set(),
                     "start": self.now,
                     "pa": job["pa"],
-                    "checkpoint": "user" in job["spec"]["attributes"],
+                    "checkpoint": job["spec"]["attributes"].get("user", {}).get("checkpoint") == "signal",
                     "spec": job["spec"],
                     "job": job,
+                    "campaign": job.get("campaign"),
+                    "props": set().union(*(self.props.get(rk, set()) for rk, _ in items)),
                 }
+                self.check_bounds(r.id)
                 self.annotate(r.id, r.annotations)
                 held = set(self.ann.get(r.id, {}))
                 assert "resource_summary" in held and held <= RUNNING_KEYS, f"running job {r.id} keeps {held}"
@@ -290,6 +326,62 @@ class EngineModel(RuleBasedStateMachine):
                 if r.type is ResponseType.DENY:
                     assert r.note, f"job {r.id}: DENY without a note"
                 self.ann.pop(r.id, None)
+
+    def check_bounds(self, jobid: int) -> None:
+        """A campaign job that starts is within its campaign's bounds, counting the running jobs
+        of its campaign the engine knows the campaign of (not those known from a hello)."""
+        job = self.running[jobid]
+        if job["campaign"] is None:
+            return
+        mine = [j for j in self.running.values() if j["campaign"] == job["campaign"] and not j.get("adopted")]
+        for prop, n in self.bounds:
+            if prop is None:
+                assert len(mine) <= n, f"job {jobid}: {len(mine)} jobs of campaign {job['campaign']} run, bound {n}"
+            elif prop in job["props"]:
+                on = [j for j in mine if prop in j["props"]]
+                assert len(on) <= n, f"job {jobid}: {len(on)} jobs of {job['campaign']} on {prop}, bound {n}"
+
+    def ended(self, jobid: int) -> None:
+        """The model ends running job ``jobid`` (its final free): the first member of a group to
+        end, not preempted, is its winner."""
+        original = self.group.get(jobid)
+        if original is not None and original not in self.winner and jobid not in self.preempted:
+            self.winner[original] = jobid
+        del self.running[jobid]
+        self.ann.pop(jobid, None)
+
+    def carry_out(self, actions) -> None:
+        """Carry the duplicates' actions out, as the replay does: submit each copy, cancel each
+        loser (a pending one gets its CANCEL, a running one is freed).  Then no member of a group
+        that was won, but its winner, is left."""
+        for a in actions:
+            if isinstance(a, Duplicate):
+                orig = self.running.get(a.of)
+                assert orig is not None and orig["campaign"] is not None, f"copy of job {a.of}: no running campaign job"
+                assert self.group.get(a.of, a.of) == a.of and a.of not in self.winner, f"copy of job {a.of}"
+                spec = orig["spec"]
+                system = {**spec["attributes"]["system"], "preemptible-after": 0, "duplicate-of": a.of}
+                copy = {**orig["job"], "spec": {**spec, "attributes": {**spec["attributes"], "system": system}}}
+                cid = self.next_id
+                self.next_id += 1
+                self.group[a.of] = self.group[cid] = a.of
+                self.send_alloc(cid, {**copy, "t_submit": self.now, "pa": 0})
+                STEPS["copies"] = STEPS.get("copies", 0) + 1
+                continue
+            assert isinstance(a, CancelCopy)
+            original = self.group.get(a.id)
+            assert original is not None and self.winner.get(original) == a.winner, (a, self.winner.get(original))
+            if a.id in self.pending:
+                self.take(self.engine.cancel(a.id), (ResponseType.CANCEL,))
+            elif a.id in self.running:
+                assert self.engine.free(a.id, R_of(self.running[a.id]["items"]), final=True) == []
+                self.ended(a.id)
+            STEPS["copies cancelled"] = STEPS.get("copies cancelled", 0) + 1
+            self.changed()
+        for member, original in self.group.items():
+            w = self.winner.get(original)
+            if w is not None and member != w:
+                assert member not in self.pending and member not in self.running, f"job {member} outlives winner {w}"
 
     def annotate(self, jobid: int, annotations) -> None:
         if annotations is None:
@@ -316,7 +408,7 @@ class EngineModel(RuleBasedStateMachine):
         res = self.engine.schedule(self.now, budget)
         self.take(res.responses)
         if not res.more:
-            self.passed = True  # (a requeue below is a change after it)
+            self.passed = True  # (a requeue or a copy below is a change after it)
         for n in res.notice:  # preempt-grace: a notice names a running best-effort job not preempted yet
             job = self.running.get(n.id)
             assert job is not None and job["pa"] is not None, f"notice to job {n.id}, not a running best-effort job"
@@ -332,11 +424,9 @@ class EngineModel(RuleBasedStateMachine):
             assert self.now >= job["start"] + window, f"job {a.id} preempted inside its protected window"
             if self.grace:  # not before its notice is over
                 assert self.now >= self.noticed.get(a.id, math.inf) + self.grace - 1e-9, f"job {a.id}: early"
-            if a.for_id != -1:  # -1: the job it was noticed for was cancelled meanwhile
-                assert a.for_id in self.pending and self.pending[a.for_id]["pa"] is None, f"preempted for {a.for_id}"
-                self.victim_items.setdefault(a.for_id, set()).update(job["items"])
-            else:
-                assert self.grace > 0 and a.id in self.noticed, f"job {a.id} preempted for no job without notice"
+            # always for a pending regular job: the victims of one cancelled in their grace are spared
+            assert a.for_id in self.pending and self.pending[a.for_id]["pa"] is None, f"preempted for {a.for_id}"
+            self.victim_items.setdefault(a.for_id, set()).update(job["items"])
             self.preempted[a.id] = a.for_id
             STEPS["preempted"] = STEPS.get("preempted", 0) + 1
             # a job known from hello has no jobspec: its checkpoint is not known (rfcs/preemption.md)
@@ -347,8 +437,12 @@ class EngineModel(RuleBasedStateMachine):
                 again = {**job["job"], "spec": spec, "t_submit": self.now}
                 jobid = self.next_id
                 self.next_id += 1
+                if a.id in self.group:  # a requeued copy (its jobspec names the original) is one more member
+                    self.group[jobid] = self.group[a.id]
                 self.send_alloc(jobid, again)
                 STEPS["requeued"] = STEPS.get("requeued", 0) + 1
+        if not res.more:
+            self.carry_out(self.engine.duplicates.actions(self.now))
         return res.more
 
     # -- rules: the job-manager ------------------------------------------------
@@ -370,8 +464,10 @@ class EngineModel(RuleBasedStateMachine):
             jobid = self.next_id
             self.next_id += 1
             checkpoint = pa is not None and prio % 2 == 0  # with preempt-grace: requeued when preempted
-            spec = jobspec(shape[0], shape[1], duration, self.QUEUES[q % len(self.QUEUES)], pa, checkpoint)
+            campaign = self.CAMPAIGNS[prio % len(self.CAMPAIGNS)] if pa is not None and self.CAMPAIGNS else None
+            spec = jobspec(shape[0], shape[1], duration, self.QUEUES[q % len(self.QUEUES)], pa, checkpoint, campaign)
             job = {"spec": spec, "prio": prio, "t_submit": self.now, "shape": shape, "duration": duration, "pa": pa}
+            job["campaign"] = campaign
             self.send_alloc(jobid, job)
         self.after(then_pass)
 
@@ -407,8 +503,7 @@ class EngineModel(RuleBasedStateMachine):
             job["freed"] |= part
         else:
             assert self.engine.free(jobid, R_of(job["items"]), final=True) == []
-            del self.running[jobid]
-            self.ann.pop(jobid, None)
+            self.ended(jobid)
         self.changed()
         self.after(then_pass)
 
@@ -418,8 +513,7 @@ class EngineModel(RuleBasedStateMachine):
         """The job-manager raised the preempt exception: the job ends and is freed."""
         jobid = data.draw(st.sampled_from(sorted(v for v in self.preempted if v in self.running)))
         assert self.engine.free(jobid, None, final=True) == []
-        del self.running[jobid]
-        self.ann.pop(jobid, None)
+        self.ended(jobid)
         self.changed()
         self.after(then_pass)
 
@@ -460,8 +554,7 @@ class EngineModel(RuleBasedStateMachine):
                 exp = self.running[jobid]["R"]["execution"]["expiration"]
                 if exp and exp <= self.now:
                     assert self.engine.free(jobid, None, final=True) == []
-                    del self.running[jobid]
-                    self.ann.pop(jobid, None)
+                    self.ended(jobid)
                     self.changed()
         self.after(then_pass)
 
@@ -521,6 +614,7 @@ class EngineModel(RuleBasedStateMachine):
         rank %= self.nodes
         if rank not in self.shrunk:
             self.engine.resource_update(properties={rank: rack})
+            self.props[rank] = set(rack)
             self.changed()
 
     # -- rules: a restart --------------------------------------------------------
@@ -534,6 +628,9 @@ class EngineModel(RuleBasedStateMachine):
         # The new engine holds nothing for anyone: a job that was waiting for
         # its victims is pending again, and may now start elsewhere.
         self.claims, self.awaited = {}, {}
+        # Nor which jobs are copies of which (hello has no jobspec; a re-sent copy names an
+        # original it does not know), nor node properties (the model's R has none).
+        self.group, self.winner, self.props = {}, {}, {}
         g = self.graph
         g.set_down(f"0-{self.nodes - 1}")
         up = set(range(self.nodes)) - self.down - self.shrunk
@@ -650,8 +747,9 @@ class EngineModel(RuleBasedStateMachine):
                 besteffort.append(job.id)
                 continue
             by_queue.setdefault(job.queue.name if job.queue else None, []).append(job.id)
-        for jobid in besteffort[:depth]:
-            assert self.ann.get(jobid, {}).get("reason_pending", "").startswith("best-effort"), jobid
+        for jobid in besteffort[:depth]:  # (or held by a campaign bound, or a copy being cancelled)
+            reason = self.ann.get(jobid, {}).get("reason_pending", "")
+            assert reason.startswith(("best-effort", "campaign ", "cancelled: another copy")), (jobid, reason)
         for jobid, victims in self.engine.besteffort.starting().items():
             reason = self.ann[jobid]["reason_pending"]
             if reason.startswith("waiting for "):  # only jobs preempted before a restart
@@ -697,6 +795,7 @@ def machine(options: list[str], queues: list[str | None]) -> type[EngineModel]:
         {
             "OPTIONS": options,
             "QUEUES": queues,
+            "CAMPAIGNS": ["a", "b"] if any(o.startswith("duplicates=") for o in options) else [],
         },
     )
 
@@ -714,6 +813,14 @@ CONFIGS = [
     (["queue-policy=easy", "policy=first", "preempt-grace=20", "preempt-victims=fewest"], [None]),
     (["queue-policy=conservative", "policy=low", "preempt-grace=20", "besteffort-fit=require"], [None]),
 ]
+#: all of issue 25 at once (run with three times the examples): notices, checkpointing jobs
+#: requeued, copies of campaigns' last jobs (campaigns a and b), and bounds on each campaign,
+#: anywhere and on rack1 nodes
+MIXED = (
+    ["queue-policy=easy", "policy=low", "preempt-grace=20", "duplicates=2", "campaign-max-running=*:3,*@rack1:1"],
+    [None],
+)
+CONFIGS.append(MIXED)
 
 #: runs per configuration x steps per run >= 10,000 over CONFIGS
 LONG = "FLUXSCHED_MODEL_EXAMPLES" in os.environ
@@ -727,8 +834,9 @@ def test_ten_thousand_steps():
     t0 = time.perf_counter()
     for options, queues in CONFIGS:
         m = machine(options, queues)
+        before = dict(STEPS)
         m.TestCase.settings = settings(
-            max_examples=EXAMPLES,
+            max_examples=EXAMPLES * (3 if (options, queues) == MIXED else 1),
             stateful_step_count=STEP_COUNT,
             derandomize=not LONG,  # the suite is deterministic; a long run explores new cases
             database=None,
@@ -736,6 +844,8 @@ def test_ten_thousand_steps():
             suppress_health_check=list(HealthCheck),
         )
         m.TestCase().runTest()
+        if (options, queues) == MIXED:
+            mixed = {k: v - before.get(k, 0) for k, v in STEPS.items()}
     dt = time.perf_counter() - t0
     steps = STEPS.pop("steps") - STEPS["runs"]  # invariants are checked once before the first step too
     print(f"engine model: {steps} steps in {STEPS['runs']} runs, {dt:.1f} s; {STEPS}")
@@ -744,3 +854,6 @@ def test_ten_thousand_steps():
     assert all(STEPS.get(k, 0) > 100 for k in ("SUCCESS", "DENY", "CANCEL", "hello jobs")), STEPS
     assert STEPS.get("preempted", 0) > 20, STEPS
     assert STEPS.get("notices", 0) > 20 and STEPS.get("requeued", 0) > 5, STEPS
+    # ... and the mixed configuration mixed them: copies, losers cancelled, notices, preemptions, requeues
+    assert mixed.get("copies", 0) > 20 and mixed.get("copies cancelled", 0) > 5, mixed
+    assert mixed.get("notices", 0) > 20 and mixed.get("preempted", 0) > 0, mixed

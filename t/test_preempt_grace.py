@@ -12,6 +12,7 @@ before the campaign's other pending jobs, on the node where it ran.
 from __future__ import annotations
 
 import json
+import math
 import signal
 
 import pytest
@@ -19,9 +20,10 @@ import pytest
 from fluxsched_py.batsim.v4driver import V4Driver
 from fluxsched_py.engine import Engine, EngineError, EngineOptions, ResponseType
 from fluxsched_py.replay.metrics import summarize
-from fluxsched_py.replay.platform import nodes_graph
+from fluxsched_py.replay.platform import nodes_graph, nodes_R
 from fluxsched_py.replay.sim import COMPLETED, PREEMPTED, replay
 from fluxsched_py.replay.workload import WorkloadError, load_workload
+from fluxsched_py.resource import ResourceGraph
 
 from .test_batsim_driver import begins, reply, submit, types
 
@@ -103,6 +105,55 @@ def test_a_victim_that_ends_in_its_grace_time_completed():
     e.free(101)
     assert started(e.schedule(70.0)) == [1]
     assert e.stats["preemptions"] == 1
+
+
+def test_victims_of_a_job_cancelled_in_their_grace_are_spared():
+    """Job 1 (two nodes) arrives at t=10: 100 and 101 get their notice, to be
+    preempted at t=70.  Job 1 is cancelled at t=30: at t=70 nobody is
+    preempted, and both are lent again.  Job 2 (two nodes) at t=80 preempts
+    them at once: their notice (t=10) is over."""
+    e = two_besteffort()
+    e.alloc(1, 0, 0, 10.0, spec(2, 100))
+    assert len(e.schedule(10.0).notice) == 2
+    assert [r.type for r in e.cancel(1)] == [ResponseType.CANCEL]
+    r = e.schedule(70.0)
+    assert not r.preempt and not r.notice
+    assert e.stats["preemptions"] == 0 and e.hooks.wakeup() == math.inf
+    e.alloc(2, 0, 0, 80.0, spec(2, 100))
+    r = e.schedule(80.0)
+    assert sorted(a.id for a in r.preempt) == [100, 101] and all(a.for_id == 2 for a in r.preempt)
+    assert not r.notice
+    e.free(100)
+    e.free(101)
+    assert started(e.schedule(80.0)) == [2]
+    assert e.stats["preemptions"] == 2
+    e.check_invariants()
+
+
+def test_a_victim_preempted_before_the_cancel_stays_preempted_the_other_is_spared():
+    """100 asks for a 5 s grace: preempted at t=15 for job 1; 101's grace
+    ends at t=70.  Job 1 is cancelled at t=30: 101 is spared (lent again),
+    100's preemption went out (it ends).  Job 2 (one node) arrives at t=40;
+    its plan puts it on rank 1 (placement ``first``: the higher id among
+    equals, and 101's lent node counts free), so 101 is its victim, with no
+    new notice: preempted at t=70, a grace time after its notice at t=10."""
+    e = two_besteffort(grace="60", a_grace="5s")
+    e.alloc(1, 0, 0, 10.0, spec(2, 100))
+    e.schedule(10.0)
+    assert [a.id for a in e.schedule(15.0).preempt] == [100]
+    e.cancel(1)
+    e.free(100)
+    assert not e.schedule(30.0).preempt
+    e.alloc(2, 0, 0, 40.0, spec(1, 100))
+    r = e.schedule(40.0)
+    assert not started(r) and not r.preempt and not r.notice
+    assert "waiting at most until t=70s" in e.job(2).reply.sent["reason_pending"]
+    r = e.schedule(70.0)
+    assert [(a.id, a.for_id) for a in r.preempt] == [(101, 2)]
+    e.free(101)
+    assert started(e.schedule(70.0)) == [2]
+    assert e.stats["preemptions"] == 2
+    e.check_invariants()
 
 
 def test_a_jobs_own_grace_time_is_capped_by_the_option():
@@ -245,6 +296,62 @@ def test_a_requeued_job_prefers_the_node_it_ran_on(tmp_path):
     assert str(rec[1].ranks) == "0" and str(rec[3].ranks) == "1" and str(rec[4].ranks) == "0"
     assert (rec[2].preemptions, rec[2].lost, rec[2].recovered) == (1, 10.0, 40.0)
     assert (rec[2].start, rec[2].finish, str(rec[2].ranks)) == (70.0, 130.0, "1")
+
+
+def two_clusters(affinity: str | None = None) -> Engine:
+    """Four nodes, ranks 0-1 ``lyon``, 2-3 ``grenoble``; ``policy=high``, so
+    best-effort jobs take the lowest free id and regular ones the highest.
+    Best-effort jobs 100-103 (campaign ``c``, 1,000 s) start at t=0 on
+    ranks 0, 1, 2, 3 (with ``affinity=c:lyon`` too: Lyon first, then the
+    rest by id); 103 checkpoints and gets its first notice at t=10 (a grace
+    time after its start).  At t=20, 100 (rank 0) and 102 (rank 2) end.  At
+    t=30 regular job 1 (one node) arrives: its plan takes rank 3 (the
+    highest; lent nodes count free), so 103 is preempted at once (its notice
+    is over) and requeued as 200, as the Flux module does."""
+    opts = {"queue-policy": "easy", "policy": "high", "preempt-grace": "10"}
+    if affinity:
+        opts["affinity"] = affinity
+    R = nodes_R([f"node{i}" for i in range(4)], 1)
+    R["execution"]["properties"] = {"lyon": "0-1", "grenoble": "2-3"}
+    e = Engine(ResourceGraph.from_rv1(R), opts, build_R=False)
+    for j in range(100, 104):
+        e.alloc(j, 0, 0, 0.0, spec(1, 1000, pa=0, campaign="c", **({"checkpoint": "signal"} if j == 103 else {})))
+    r = e.schedule(0.0)
+    assert {x.id: list(x.resources.ranks) for x in r.responses if x.type is ResponseType.SUCCESS} == {
+        100: [0],
+        101: [1],
+        102: [2],
+        103: [3],
+    }
+    assert [n.id for n in e.schedule(10.0).notice] == [103]
+    e.free(100)
+    e.free(102)
+    e.schedule(20.0)
+    e.alloc(1, 0, 0, 30.0, spec(1, 100))
+    r = e.schedule(30.0)
+    assert [(a.id, a.requeue) for a in r.preempt] == [(103, True)]
+    e.free(103)
+    e.alloc(200, 0, 0, 30.0, spec(1, 1000, pa=0, campaign="c", checkpoint="signal", **{"requeued-from": 103}))
+    return e
+
+
+def test_a_requeued_job_whose_node_is_busy_restarts_in_the_cluster_where_it_ran():
+    """Rank 3, where 103 ran, is job 1's now; ranks 0 (Lyon) and 2
+    (Grenoble) are free.  The far end would give 200 rank 0; it restarts on
+    rank 2, in Grenoble, where it ran."""
+    e = two_clusters()
+    starts = {x.id: list(x.resources.ranks) for x in e.schedule(30.0).responses if x.type is ResponseType.SUCCESS}
+    assert starts == {1: [3], 200: [2]}
+    e.check_invariants()
+
+
+def test_a_requeued_job_goes_to_its_campaigns_affinity_property_first():
+    """With ``affinity=c:lyon`` the campaign's property comes before the
+    cluster where it ran: 200 restarts on rank 0 (Lyon), not rank 2."""
+    e = two_clusters("c:lyon")
+    starts = {x.id: list(x.resources.ranks) for x in e.schedule(30.0).responses if x.type is ResponseType.SUCCESS}
+    assert starts == {1: [3], 200: [0]}
+    e.check_invariants()
 
 
 def test_checkpoint_must_be_signal(tmp_path):

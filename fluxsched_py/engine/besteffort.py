@@ -343,11 +343,18 @@ class BestEffort:
 
     def cancel_starting(self, job: Job) -> list[Response]:
         """``sched.cancel`` of a regular job waiting for its victims: what it
-        holds goes back; the victims stay preempted."""
+        holds goes back; victims whose preemption went out stay preempted,
+        victims still in their grace time are spared: lent again, no
+        preemption (their notice was sent, and stays: rfcs/preemption.md)."""
         e = self.e
         h = self._handoffs.pop(job.id)
-        for v in h.waiting:
-            self._preempted[v] = None
+        for vid in h.waiting:
+            v = e.job(vid)
+            if vid in self._killed or v is None or v.state is not JobState.RUNNING:
+                self._preempted[vid] = None
+                continue
+            del self._preempted[vid]  # its pending kill (self._kills) is dropped with it
+            self._lend(v)
         if job.id in self._ready:
             self._ready.remove(job.id)
         e.table.apply(job, "cancel")
@@ -506,10 +513,10 @@ class BestEffort:
         k = self._kills
         while k and k[0][0] <= now:
             _, vid = heapq.heappop(k)
-            if vid in self._preempted and vid not in self._killed:
+            if (owner := self._preempted.get(vid)) is not None and vid not in self._killed:
                 v = self.e.job(vid)
                 if v is not None and v.state is JobState.RUNNING:
-                    self._kill(v, self._preempted[vid], now)
+                    self._kill(v, owner, now)
 
     def _notice_planned(self, now: float) -> None:
         """Notices that are not a regular job's wait (:meth:`handoff`):
@@ -719,9 +726,12 @@ class BestEffort:
                                 avail = 0
                 first = requeued_from(job)
                 if found is None and avail and first is not None and (ran := self._ran_on.get(first)) is not None:
-                    # a requeued checkpointing job: where it ran, when that is free (its checkpoint is there)
+                    # a requeued checkpointing job: where it ran, when that is free (its checkpoint is there);
+                    # else on nodes sharing a property with those (the same cluster)
                     here = avail & planner.codec.encode(ran & e.graph.free())
                     found = self._match(job, here, policy) if here else None
+                    if found is None and (here := avail & self._near(job, ran)):
+                        found = self._match(job, here, policy)
                 if found is None and avail:
                     found = self._match(job, avail, policy)
                 if found is not None:
@@ -741,6 +751,24 @@ class BestEffort:
                 self._annotate(job, ann, out)
             elif not free or misses > self.LOOKAHEAD:
                 break
+
+    def _near(self, job: Job, ran: Any) -> int:
+        """The flat mask of the ranks that share a node property with ``ran``
+        (where a requeued ``job`` last ran: the same cluster, rack or file
+        server), or 0.  Also 0 when ``job`` has an ``affinity`` property:
+        :meth:`_match` then prefers that one's nodes."""
+        e = self.e
+        if e.options.affinity and e.hooks.excluded(job) is not None:
+            return 0
+        g = e.graph
+        ranks = g.ranks
+        props: set[str] = set()
+        for r in ran.ranks:
+            if r in ranks:
+                props |= g.properties(r)
+        if not props:
+            return 0
+        return e.planner.codec.ranks_mask([r for r in ranks if g.properties(r) & props])
 
     def _start(self, job: Job, found: Placement, now: float, window: float, out: list[Response]) -> None:
         e = self.e
