@@ -63,6 +63,7 @@ __all__ = [
     "Forecast",
     "SlicedForecast",
     "forecast",
+    "job_facts",
     "when",
 ]
 
@@ -213,18 +214,18 @@ class SlicedForecast:
             strict = e.policy_for(queue).name == "fcfs"
             if job.id in self._reserved:
                 t, rs = self._reserved[job.id]
-                self.out.append(Forecast(job.id, t, "reservation", rs, **_common(job)))
+                self.out.append(Forecast(job.id, t, "reservation", rs, **job_facts(job)))
             elif (why := _held(e, job)) is not None:  # the policy never sees it: no floor either
-                self.out.append(Forecast(job.id, None, "held", **{**_common(job), "reason": why}))
+                self.out.append(Forecast(job.id, None, "held", **{**job_facts(job), "reason": why}))
                 continue
             elif i >= self.limit or (strict and floors.get(queue) == math.inf):
-                self.out.append(Forecast(job.id, None, "not planned", **_common(job)))
+                self.out.append(Forecast(job.id, None, "not planned", **job_facts(job)))
                 continue
             elif (placed := self._place(job, floors.get(queue, now))) is None:
                 kind = "never" if e.feasibility(job.request) is not None else "unknown"
-                self.out.append(Forecast(job.id, None, kind, **_common(job)))
+                self.out.append(Forecast(job.id, None, kind, **job_facts(job)))
             else:
-                self.out.append(Forecast(job.id, placed[0], "forecast", placed[1], **_common(job)))
+                self.out.append(Forecast(job.id, placed[0], "forecast", placed[1], **job_facts(job)))
             if strict:
                 start = self.out[-1].start
                 floors[queue] = math.inf if start is None else max(floors.get(queue, now), start)
@@ -242,9 +243,9 @@ class SlicedForecast:
         for job in self.jobs[len(self.out) :]:
             if job.id in self._reserved:
                 t, rs = self._reserved[job.id]
-                self.out.append(Forecast(job.id, t, "reservation", rs, **_common(job)))
+                self.out.append(Forecast(job.id, t, "reservation", rs, **job_facts(job)))
             else:
-                self.out.append(Forecast(job.id, None, "not planned", **_common(job)))
+                self.out.append(Forecast(job.id, None, "not planned", **job_facts(job)))
 
     def result(self) -> list[Forecast]:
         """The jobs in the order they would start (jobs without a start last, in queue order)."""
@@ -257,7 +258,8 @@ def _held(e: Engine, job: Job) -> str | None:
     return None if job.preemptible_after is not None else e.over_limit(job)
 
 
-def _common(job: Job) -> dict[str, Any]:
+def job_facts(job: Job) -> dict[str, Any]:
+    """What a forecast row tells of ``job`` besides its start: its reason, user, queue and duration."""
     return {
         "reason": job.reply.sent.get("reason_pending"),
         "userid": job.userid,

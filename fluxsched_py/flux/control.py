@@ -57,6 +57,7 @@ from ..engine.forecast import (
     Forecast,
     SlicedForecast,
     forecast,
+    job_facts,
     when,
 )
 from ..engine.reservations import Reservation, ReservationError, parse_duration, parse_spec, parse_time
@@ -184,7 +185,7 @@ def _forecast(c: Control, f: _Fields, now: float) -> Any:
         ids = {j.id for j in pending}
         known = {x.jobid for x in jobs}
         jobs = [_not_before(x, now) for x in jobs if x.jobid in ids]
-        jobs += [Forecast(j.id, None, "not planned", **_job_facts(j)) for j in pending if j.id not in known]
+        jobs += [Forecast(j.id, None, "not planned", **job_facts(j)) for j in pending if j.id not in known]
     return {
         "now": now,
         "limit": limit,
@@ -201,15 +202,6 @@ def _not_before(f: Forecast, now: float) -> Forecast:
     if f.start is None or f.start >= now:
         return f
     return dataclasses.replace(f, start=now)
-
-
-def _job_facts(job: Any) -> dict[str, Any]:
-    return {
-        "reason": job.reply.sent.get("reason_pending"),
-        "userid": job.userid,
-        "queue": getattr(job.request, "queue", None),
-        "duration": job.duration,
-    }
 
 
 def _when(c: Control, f: _Fields, now: float) -> Any:
