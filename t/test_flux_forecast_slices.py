@@ -10,24 +10,17 @@ asks for, as the module's timer would.
 
 from __future__ import annotations
 
-import pytest
-
 from fluxsched_py.engine import Engine
 from fluxsched_py.engine.forecast import SlicedForecast, forecast
 
+from . import test_flux_control
 from .test_engine_rfc27 import graph
 from .test_engine_rfc27 import jobspec as ejobspec
 from .test_flux_control import ask
 from .test_flux_driver import FULL100, alloc, jobspec, make
 
-
-@pytest.fixture
-def dt():
-    d, t = make(["queue-policy=easy"])
-    alloc(d, t, 1, FULL100)
-    alloc(d, t, 2, jobspec(ncores=4, nnodes=1, duration=50))
-    alloc(d, t, 3, jobspec(ncores=1, duration=10))
-    return d, t
+#: The fixture of test_flux_control: a driver with jobs 1-3 under easy.
+dt = test_flux_control.dt
 
 
 def plain(jobs):

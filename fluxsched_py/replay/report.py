@@ -188,23 +188,21 @@ REJECTED_IDS_SHOWN = 5
 
 def rejected_line(result: ReplayResult) -> str | None:
     """One line when the replay rejected jobs: how many, the first ids, the first reason; else None."""
-    rejected = [r for r in result.records if r.state == "REJECTED"]
-    if not rejected:
-        return None
-    ids = ", ".join(str(r.job.name) for r in rejected[:REJECTED_IDS_SHOWN])
-    more = ", ..." if len(rejected) > REJECTED_IDS_SHOWN else ""
-    why = f": {rejected[0].note}" if rejected[0].note else ""
-    return f"{len(rejected)} of {len(result.records)} jobs rejected (ids {ids}{more}){why}"
+    return _jobs_line(result, "REJECTED", "rejected")
 
 
 def never_started_line(result: ReplayResult) -> str | None:
     """One line when jobs were still pending at the end (held by a limit they
     ask more than, or needing resources that are down): how many, the first
     ids, the first one's last ``reason_pending``; else None."""
-    left = [r for r in result.records if r.state == "NOT_STARTED"]
-    if not left:
+    return _jobs_line(result, "NOT_STARTED", "never started")
+
+
+def _jobs_line(result: ReplayResult, state: str, what: str) -> str | None:
+    jobs = [r for r in result.records if r.state == state]
+    if not jobs:
         return None
-    ids = ", ".join(str(r.job.name) for r in left[:REJECTED_IDS_SHOWN])
-    more = ", ..." if len(left) > REJECTED_IDS_SHOWN else ""
-    why = f": {left[0].note}" if left[0].note else ""
-    return f"{len(left)} of {len(result.records)} jobs never started (ids {ids}{more}){why}"
+    ids = ", ".join(str(r.job.name) for r in jobs[:REJECTED_IDS_SHOWN])
+    more = ", ..." if len(jobs) > REJECTED_IDS_SHOWN else ""
+    why = f": {jobs[0].note}" if jobs[0].note else ""
+    return f"{len(jobs)} of {len(result.records)} jobs {what} (ids {ids}{more}){why}"
