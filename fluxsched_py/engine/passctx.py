@@ -59,12 +59,8 @@ class Pass:
         self.whole_free: int | None = None
         # The reservation unreserve() took out, for earliest(): (job, start, log position).
         self._unreserved: tuple[Job, float, int] | None = None
-        # The last search, for reserve(): (job, nothing fits before, log end then, searched from).
-        self._searched: tuple[Job, float, int, float] | None = None
-        # What clear_reservations() took out, by job id, for restore(); the
-        # ids among them of jobs planned in order (not an advance reservation's).
-        self._cleared: dict[int, Any] = {}
-        self._cleared_ordered: set[int] = set()
+        # The last search from now, for reserve(): (job, nothing fits before, log end then).
+        self._searched: tuple[Job, float, int] | None = None
         #: (free set, its change number, how many nodes are wholly in it): see :meth:`fits_free`
         self._whole_now: tuple[Any, Any, int] | None = None
         #: (free set, its change number, nothing in it): see :meth:`nothing_free`
@@ -86,8 +82,6 @@ class Pass:
         self.depth = depth
         self.passed_over = None
         self.walked = 0
-        self._cleared = {}
-        self._cleared_ordered = set()
         if self._failed_shapes or self._failed_nodes:
             # What failed in another queue may fit here: this queue's
             # reservations, not that one's, are the ones it may move.
@@ -332,7 +326,8 @@ class Pass:
         )
         if planner.nblocked:
             e.reservations.note_held(job, planner.held_by)
-        self._searched = (job, before if found is None else found.start, planner.log_end, not_before)
+        if not_before <= self.now:
+            self._searched = (job, before if found is None else found.start, planner.log_end)
         return found
 
     def keeps_reservation(self, job: Job) -> bool:
@@ -344,7 +339,7 @@ class Pass:
         self.e.stats["matches"] += 1  # the search it stands for
         return True
 
-    def reserve(self, job: Job, slot: Slot, after: Job | None = None) -> None:
+    def reserve(self, job: Job, slot: Slot) -> None:
         planner = self.e.planner
         t, placement = slot.start, slot.placement
         searched = self._searched
@@ -353,10 +348,7 @@ class Pass:
         fresh = searched is not None and searched[0] is job and searched[1] == t and searched[2] == planner.log_end
         planner.reserve(job.id, placement.resources, t, t + job.duration, placement.bits)
         if fresh:
-            planner.searched(job.id, searched[3], None if after is None else after.id)
-        self._estimated(job, t)
-
-    def _estimated(self, job: Job, t: float) -> None:
+            planner.searched(job.id)
         job.estimate = t
         if job.first_estimate is None:
             job.first_estimate = t
@@ -366,66 +358,17 @@ class Pass:
         return self._avail(job, t, t + job.duration) & bits == bits
 
     def clear_reservations(self) -> None:
-        """Drop the current queue's reservations (another queue's stay),
-        remembered for :meth:`restore` until the pass leaves the queue."""
+        """Drop the current queue's reservations (another queue's stay)."""
         planner = self.e.planner
         jobs = self.e.table.jobs
         queue = self.queue
-        cleared, ordered = self._cleared, self._cleared_ordered
         for span in planner.reserved():
             job = jobs.get(span.jobid)
             if self.multi and (job is None or job.queue is not queue):
                 continue
             planner.remove(span.jobid)
-            cleared[span.jobid] = span
             if job is not None:
                 self.e.table.unplan(job)
-                if job.request.reservation is None:
-                    ordered.add(job.id)
-
-    def held_before(self, job: Job, slot: Slot, after: Job | None) -> bool:
-        """True when ``slot`` is the place ``job`` held before
-        :meth:`clear_reservations`, searched behind the same job ``after``."""
-        old = self._cleared.get(job.id)
-        return (
-            old is not None
-            and old.start == slot.start
-            and old.after == (None if after is None else after.id)
-            and as_int(old.bits) == as_int(slot.placement.bits)
-        )
-
-    def restore(self, job: Job, not_before: float, after: Job | None) -> Slot | None:
-        """Put back the place ``job`` held before :meth:`clear_reservations`
-        when a search from ``not_before`` (behind ``after``, every job ahead
-        of it holding its old place again) would find it again; None when
-        it must be searched.
-
-        Why it is the same answer: nothing fitted before it when it was
-        searched, and since then only what the jobs behind it held (added
-        after that search) and the old places now taken again were freed
-        where it could start earlier (:meth:`Timeline.still_earliest
-        <fluxsched_py.planner.timeline.Timeline.still_earliest>`); a
-        whole-node fast-path placement is the first or last nodes free over
-        its window, so with its own nodes still free and others only taken,
-        it picks the same ones.  Costs one walk of the gains logged since,
-        where a search costs a match per candidate time (issue 21)."""
-        old = self._cleared.get(job.id)
-        e = self.e
-        planner = e.planner
-        if old is None or old.after != (None if after is None else after.id):
-            return None
-        if not planner.matcher.whole_fast(planner.codec, job.request, e.options.placement):
-            return None
-        if not planner.still_earliest(old, self.now, not_before, job.duration, self._cleared_ordered):
-            return None
-        slot = Slot(old.start, old.placement)
-        if not self.still_free(job, slot):
-            return None
-        e.stats["matches"] += 1  # the search it stands for
-        planner.reserve(job.id, old.placement.resources, old.start, old.end, old.bits)
-        planner.searched(job.id, max(not_before, old.floor), old.after)
-        self._estimated(job, old.start)
-        return slot
 
     # A placement's resources are None until decoded: see Planner.resolve.
 
@@ -438,7 +381,7 @@ class Pass:
         self.e.table.unplan(job)
         if span is None:
             return None
-        if not span.running and span.end == span.start + job.duration and span.floor == -math.inf:
+        if not span.running and span.end == span.start + job.duration:
             self._unreserved = (job, span.start, span.seq)
         return Slot(span.start, span.placement)
 

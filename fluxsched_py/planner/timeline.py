@@ -75,19 +75,15 @@ class Span:
     ``bits`` is the same set, flat (see :mod:`.flat`); ``resources`` is
     decoded from it on first use when the span was made from bits alone.
     ``seq``: for a reservation, the position in the log of gains at which
-    nothing fitted its job from the present (or from ``floor``, when later)
-    up to ``start`` (set by :meth:`Timeline.searched`; -1: not known).
-    ``after``: the job it was searched behind, for a queue planned in order
-    (fcfs's forecasts; None: the first, or no order).
+    nothing fitted its job from the present up to ``start`` (set by
+    :meth:`Timeline.searched`; -1: not known).
     """
 
-    __slots__ = ("jobid", "start", "end", "running", "bits", "seq", "floor", "after", "_rs", "_codec")
+    __slots__ = ("jobid", "start", "end", "running", "bits", "seq", "_rs", "_codec")
 
     def __init__(self, jobid: int, rs: Any, start: float, end: float, running: bool, bits: int, codec: Any) -> None:
         self.jobid, self.start, self.end, self.running, self.bits = jobid, start, end, running, bits
         self.seq = -1
-        self.floor = -math.inf
-        self.after: int | None = None
         self._rs = rs
         self._codec = codec
 
@@ -487,39 +483,12 @@ class Timeline:
         """The position after the last entry of the log of gains."""
         return self._gains_base + len(self._gains)
 
-    def searched(self, jobid: int, floor: float = -math.inf, after: int | None = None) -> None:
-        """Record that nothing fits ``jobid`` from the present (from
-        ``floor`` when later: the start of the job ``after``, the one it
-        waits for) up to the start of its reservation, in the plan as it is
-        now (the caller just searched); later gains are where that may
-        change."""
+    def searched(self, jobid: int) -> None:
+        """Record that nothing fits ``jobid`` from the present up to the start
+        of its reservation, in the plan as it is now (the caller just
+        searched); later gains are where that may change."""
         seq = self._gains_mark = self._gains_base + len(self._gains)
-        span = self._spans[jobid]
-        span.seq, span.floor, span.after = seq, floor, after
-
-    def still_earliest(self, span: Span, now: float, floor: float, duration: float, ignore: set[int]) -> bool:
-        """True when a search from ``max(now, floor)`` for ``span``'s job,
-        taken out of the plan, would provably find ``span`` again: the search
-        that placed it covered that range (:meth:`searched`), and no gain
-        logged since overlaps a window ``[t, t + duration)`` with ``t`` from
-        there up to its start (the span's own window included, so what is
-        free over it is what was, less what was taken since, which leaves
-        a whole-node fast-path choice as it was), except the gains of
-        ``ignore``: spans put back as they were, or added after it was
-        searched.  The caller checks that its place is still free."""
-        lo = max(now, floor)
-        if span.running or self._overlapped or self._blocks or span.seq < 0 or floor < span.floor:
-            return False
-        if span.start < lo or span.end != span.start + duration:
-            return False
-        gains = self.gains_since(span.seq)
-        if gains is None:
-            return False
-        horizon = span.start + duration
-        for a, b, _, jid in gains:
-            if b > lo and a < horizon and jid not in ignore:
-                return False
-        return True
+        self._spans[jobid].seq = seq
 
     def gains_since(self, seq: int) -> list[tuple[float, float, Any, int]] | None:
         """The log's entries from position ``seq`` on, as ``(start, end, bits,
@@ -542,8 +511,8 @@ class Timeline:
         search) also when spans ever overlapped or the span is not the
         job's ``duration`` long."""
         span = self._spans.get(jobid)
-        if span is None or span.running or self._overlapped or not span.start > now or span.floor != -math.inf:
-            return False  # (a floor: the search did not look before it)
+        if span is None or span.running or self._overlapped or not span.start > now:
+            return False
         gains = self.gains_since(span.seq)
         if gains is None or span.end != span.start + duration:
             return False

@@ -65,12 +65,9 @@ class PassContext(Protocol):
         """The earliest slot for ``job`` around what is running and reserved
         (only times earlier than ``before`` and from ``not_before`` on, when given)."""
 
-    def reserve(self, job: Any, slot: Slot, after: Any = None) -> None:
+    def reserve(self, job: Any, slot: Slot) -> None:
         """Hold ``slot``'s placement for ``job`` from its start (until the next
-        pass, or longer with :attr:`QueuePolicy.persistent_reservations`).
-        ``after``: the job whose forecast it was searched behind, when
-        searched in queue order with nothing of this queue planned behind it
-        (what :meth:`restore` needs)."""
+        pass, or longer with :attr:`QueuePolicy.persistent_reservations`)."""
 
     def still_free(self, job: Any, slot: Slot) -> bool:
         """True when ``slot``'s placement is still free for ``job`` from its start."""
@@ -78,16 +75,6 @@ class PassContext(Protocol):
     def clear_reservations(self) -> None:
         """Drop every reservation of this queue (a policy that re-plans from
         scratch); other queues' reservations stay."""
-
-    def held_before(self, job: Any, slot: Slot, after: Any) -> bool:
-        """True when ``slot`` is where ``job`` was reserved before
-        :meth:`clear_reservations`, searched behind the same job ``after``."""
-
-    def restore(self, job: Any, not_before: float, after: Any) -> Slot | None:
-        """After :meth:`clear_reservations`, with every job ahead back where
-        it was: put ``job``'s old reservation back when a search from
-        ``not_before`` behind ``after`` would provably find it again, and
-        return it; None when it must be searched."""
 
     def reservation(self, job: Any) -> Slot | None:
         """``job``'s current reservation, or None."""

@@ -20,16 +20,6 @@ only grows from there and the planner binary-searches it.  Forecasts are re-comp
 cancelled or re-prioritized, or the head's forecast time has passed; when
 only new jobs arrived, the forecast is extended to them.
 
-A re-plan is repaired where it provably gives the same forecasts.  The head
-is searched again; then, for as long as every forecast so far lands where
-it was, behind the same job, a whole-node job behind it keeps its old place
-without a search when nothing freed since its own search could let it
-start earlier (:meth:`PassContext.restore`: a walk of the planner's log of
-gains, typically an early end whose walltime would have ended before the
-head's forecast).  Cost per re-plan: one search (the head) and, per
-forecast kept, one walk of the gains logged since it was searched; per
-forecast that moves, a search as before.
-
 A job of an advance reservation (``system.reservation``) is scheduled in
 its window apart from the order: it starts when it fits there, else keeps
 its place in the window, and neither holds back the jobs behind it nor
@@ -74,9 +64,6 @@ class FCFSPolicy(QueuePolicy):
         replan = ctx.compress
         floor = ctx.now  # no job starts before the one ahead of it
         n = 0
-        # Re-planning: every forecast so far is where it was, behind the same job.
-        same = replan
-        ahead = None  # the job with the last forecast
         for job in ctx.jobs():
             if getattr(job.request, "reservation", None) is not None:
                 self._in_window(ctx, job)
@@ -103,8 +90,6 @@ class FCFSPolicy(QueuePolicy):
                         return
                     ctx.reserve(job, est)
                     floor = est.start
-                    same = ctx.held_before(job, est, None)
-                ahead = job
                 n = 1
                 yield
                 continue
@@ -116,16 +101,11 @@ class FCFSPolicy(QueuePolicy):
             if kept is not None and not replan:
                 floor = kept.start
             else:
-                est = ctx.restore(job, floor, ahead) if same else None
+                est = ctx.earliest(job, not_before=floor)
                 if est is None:
-                    est = ctx.earliest(job, not_before=floor)
-                    if est is None:
-                        return  # no forecast for it, so none for the jobs behind it
-                    # Searched in order (a re-plan) or at the end: behind ``ahead``.
-                    ctx.reserve(job, est, ahead if replan else None)
-                    same = same and ctx.held_before(job, est, ahead)
+                    return  # no forecast for it, so none for the jobs behind it
+                ctx.reserve(job, est)
                 floor = est.start
-            ahead = job
             n += 1
             yield
 
