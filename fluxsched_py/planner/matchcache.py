@@ -175,34 +175,14 @@ class MatchCache:
 #: int); above it, a binary search by popcounts (about 2 log2(width) passes).
 _PEEL = 8
 
-#: The first window of low (or high) bits looked at for the ``n`` wanted: a
-#: machine-wide int is 186,624 bits on CEA Curie, and most placements are a
-#: few nodes found among the first free ones, so the search runs on a window
-#: of a few thousand bits, widened by the density it saw, instead of on the
-#: whole int.
-_WINDOW = 2048
-
 
 def lowest_bits(m: int, n: int) -> int:
     """The ``n`` lowest set bits of ``m`` (``m`` has at least ``n``).
 
     Peeling ``n`` bits off one at a time costs ``n`` passes over ``m``: for a
     1,000-node placement on a 93,312-node machine, a thousand passes over a
-    186,624-bit int (issue 21).  So the bits are looked for in a window of
-    ``m``'s low bits, widened until it holds ``n`` of them, and there by a
-    binary search on popcounts."""
-    total = m.bit_length()
-    w = max(_WINDOW, 2 * n)
-    while w < total // 2:
-        low = m & ((1 << w) - 1)
-        c = low.bit_count()
-        if c >= n:
-            return _lowest_in(low, n)
-        w = 2 * w if c == 0 else int(w * n / c * 1.25) + 64
-    return _lowest_in(m, n)
-
-
-def _lowest_in(m: int, n: int) -> int:
+    186,624-bit int (issue 21).  Above a few bits, the cut is found by a
+    binary search on the popcount of ``m``'s low bits."""
     if n <= _PEEL:
         out = 0
         for _ in range(n):
@@ -222,19 +202,6 @@ def _lowest_in(m: int, n: int) -> int:
 
 def highest_bits(m: int, n: int) -> int:
     """The ``n`` highest set bits of ``m`` (``m`` has at least ``n``): see :func:`lowest_bits`."""
-    total = m.bit_length()
-    w = max(_WINDOW, 2 * n)
-    while w < total // 2:
-        cut = total - w
-        top = m >> cut
-        c = top.bit_count()
-        if c >= n:
-            return _highest_in(top, n) << cut
-        w = 2 * w if c == 0 else int(w * n / c * 1.25) + 64
-    return _highest_in(m, n)
-
-
-def _highest_in(m: int, n: int) -> int:
     if n <= _PEEL:
         out = 0
         for _ in range(n):
