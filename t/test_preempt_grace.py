@@ -304,8 +304,8 @@ def two_clusters(affinity: str | None = None) -> Engine:
     best-effort jobs take the lowest free id and regular ones the highest.
     Best-effort jobs 100-103 (campaign ``c``, 1,000 s) start at t=0 on
     ranks 0, 1, 2, 3 (with ``affinity=c:lyon`` too: Lyon first, then the
-    rest by id); 103 checkpoints and gets its first notice at t=10 (a grace
-    time after its start).  At t=20, 100 (rank 0) and 102 (rank 2) end.  At
+    rest by id); 103 checkpoints and gets its first notice at the pass at
+    t=10 (due at t=2, FIRST_NOTICE after its start).  At t=20, 100 (rank 0) and 102 (rank 2) end.  At
     t=30 regular job 1 (one node) arrives: its plan takes rank 3 (the
     highest; lent nodes count free), so 103 is preempted at once (its notice
     is over) and requeued as 200, as the Flux module does."""

@@ -500,8 +500,9 @@ class BestEffort:
 
     def _young_checkpointing(self, victims: list[Job], waits: Container[int]) -> bool:
         """Some of ``victims`` would make a regular job wait (``waits``), and
-        all of those checkpoint: they are in their first notice, a grace
-        time after their start (:meth:`notice_due`)."""
+        all of those checkpoint: they are young, their first notice not yet
+        a grace time old (it comes :data:`FIRST_NOTICE` after their start:
+        :meth:`notice_due`)."""
         late = [v for v in victims if v.id in waits]
         return bool(late) and all(self.checkpoints(v) for v in late)
 
