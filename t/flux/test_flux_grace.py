@@ -13,6 +13,7 @@ and that copy starts before the campaign's other pending job.
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -114,3 +115,46 @@ def test_a_checkpointing_job_is_signalled_requeued_and_restarts_first(inst, tmp_
     inst.run("cancel", requeued)
     inst.wait_event(other, "alloc", timeout=60)
     assert alloc_time(inst, other) > alloc_time(inst, requeued)
+
+
+#: ``FluxBinding.signal`` (the module's transport) on a handle of its own:
+#: job-manager.kill for job argv[1], and what came of it.
+SIGNAL = """
+import json, sys
+import flux
+from fluxsched_py.flux.module import FluxBinding
+
+class Binding:  # the two attributes FluxBinding.signal uses
+    h = flux.Flux()
+    logs = []
+    def log(self, level, text):
+        self.logs.append(text)
+
+b, refused = Binding(), []
+FluxBinding.signal(b, int(sys.argv[1]), 10, refused.append)
+b.h.reactor_run()
+print(json.dumps({"refused": refused, "logs": b.logs}))
+"""
+
+
+def test_a_notice_before_the_job_runs_is_refused_to_the_driver_and_delivered_when_sent_again(inst, tmp_path):
+    """flux-core 0.88's job-manager.kill refuses a job that is not running
+    (EINVAL, ``job is not running``): the module's transport hands that to
+    the driver's ``refused`` callback (which sends it again 0.5 s later:
+    t/test_flux_driver.py::test_a_refused_notice_*), and the same notice
+    sent again once the job runs reaches it.  A held job is one the
+    job-manager does not run yet."""
+    out = tmp_path / "got-usr1"
+    job = inst.submit("--urgency=hold", *BE, "sh", "-c", TRAP.format(out=out))
+    jobid = inst.run("job", "id", job).strip()
+    first = json.loads(inst.run("python", "-c", SIGNAL, jobid))
+    assert first == {"refused": ["[Errno 22] job is not running"], "logs": []}, first
+    inst.run("job", "urgency", job, "default")
+    inst.wait_event(job, "start", timeout=30)
+    time.sleep(1)  # the shell traps USR1
+    again = json.loads(inst.run("python", "-c", SIGNAL, jobid))
+    assert again == {"refused": [], "logs": []}, again
+    deadline = time.monotonic() + 10
+    while not signals(out) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert len(signals(out)) == 1
