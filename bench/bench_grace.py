@@ -8,27 +8,31 @@ nodes) plus a 2,000-job campaign of one-node jobs of 5 to 60 minutes
 notice).  Under fcfs, easy and conservative it replays:
 
 * ``main``: the main this branch started from (``--base``, default
-  ``/tmp/base-s10``, commit 425bf7c), with no option: today's figures;
-* ``default``: this code with no option: the same decisions, but the work
-  of a job preempted after starting at t=0 counted as lost (main counted 0);
-* ``fit``: this code with ``besteffort-fit=require`` and no grace time;
-* ``fit+ckpt``: ``besteffort-fit=require``, ``preempt-grace=60`` and every
-  campaign job checkpointing on the notice;
+  ``/tmp/base-s11``, commit 8b1a215), with no option;
+* ``default``: this code (``--code``, default this tree) with no option;
+* ``fit``: ``besteffort-fit=require`` and no grace time;
+* ``fit+grace``: ``fit`` with ``preempt-grace=60``, no job checkpointing;
+* ``fit+ckpt``: ``fit+grace`` with every campaign job checkpointing on its notice;
+* ``fewest+ckpt``: ``fit+ckpt`` with ``preempt-victims=fewest``;
 
 and prints best-effort work completed, lost and recovered (node-hours),
 lost / completed, preemptions, and how the regular jobs' start times compare
 with a replay of the regular workload alone: how many differ (by more than
-1e-6 s), the most one is late, and how many of those that waited in that run
-(a planned start) are late.  Simulated time: the figures do not depend on the
-machine's load.
+1e-6 s); the most one is late; how many started later than the reservation
+they held when their start came (its planned start after the last pass
+before it started: they waited for victims past it; a job that starts at
+its first pass, or that easy did not reserve for, held none); and how many
+of those that waited in the run alone (a planned start) are late.  Each
+replay runs in a process of its own (``--one``), with the given code on its
+``PYTHONPATH``.  Simulated time: the figures do not depend on the machine's load.
 
-    python bench/bench_grace.py [--base /tmp/base-s10] [--policies fcfs,easy,conservative] [--runs fit+grace,...] [-j 2]
+    python bench/bench_grace.py [--base /tmp/base-s11] [--code TREE]
+        [--policies fcfs,easy,conservative] [--runs fit+grace,...] [-j 2]
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import subprocess
@@ -63,30 +67,60 @@ def make(out: Path, checkpoint: bool) -> None:
 
 
 def replay(pythonpath: Path, workload: Path, policy: str, flags: list[str], outdir: Path) -> tuple[dict, dict]:
-    """The replay's summary and each job's (submit, start) from its jobs.csv."""
+    """The replay's summary and each job's (submit, start, reserved start held when its start came)."""
     # -S: no site, so no .pth of an editable install of this tree (whose
     # import hook would win over PYTHONPATH); the dependencies come from purelib.
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(pythonpath), sysconfig.get_paths()["purelib"]])}
-    cmd = [sys.executable, "-S", "-m", "fluxsched_py", "replay", str(workload), "--queue-policy", policy]
-    cmd += ["--json", "--no-progress", "--output-dir", str(outdir), *flags]
-    # run outside the tree: python -m puts the working directory first on sys.path
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True, cwd=outdir.parent)
-    data = json.loads(proc.stdout)
-    row = data[0] if isinstance(data, list) else data
-    summary = row.get("summary", row)
-    starts = {}
-    with open(outdir / "jobs.csv", newline="") as f:
-        for r in csv.DictReader(f):
-            start = float(r["starting_time"]) if r["starting_time"] not in ("", "-1") else None
-            starts[r["job_id"]] = (float(r["submission_time"]), start)
-    return summary, starts
+    # in a process of its own, with the reservations read after each pass (one())
+    cmd = [sys.executable, "-S", str(Path(__file__).resolve()), "--one", str(workload), policy, str(outdir), "--"]
+    subprocess.run([*cmd, *flags], env=env, check=True, cwd=outdir.parent)
+    with open(outdir / "one.json") as f:
+        data = json.load(f)
+    return data["summary"], {k: tuple(v) for k, v in data["starts"].items()}
 
 
-def compare(alone: dict, mixed: dict) -> tuple[int, float, int]:
-    """(regular jobs whose start differs, the most one is late, planned starts that are late)."""
-    differ, late, planned_late = 0, 0.0, 0
-    for jid, (submit, s0) in alone.items():
-        s1 = mixed[jid][1]
+def one(workload: str, policy: str, outdir: str, flags: list[str]) -> None:
+    """``--one``: replay ``workload`` in this process (this tree's code) and
+    write ``outdir/one.json``: the summary, and each job's submit, start and
+    the start its reservation had after the last pass before it started
+    (None when it held none then: it started at its first pass, or easy
+    reserved for another job)."""
+    from fluxsched_py.engine.options import from_flags
+    from fluxsched_py.engine.states import JobState
+    from fluxsched_py.replay.cli import build_parser
+    from fluxsched_py.replay.metrics import summarize
+    from fluxsched_py.replay.platform import nodes_graph
+    from fluxsched_py.replay.provenance import REPLAY_ENGINE_DEFAULTS
+    from fluxsched_py.replay.sim import replay as run
+    from fluxsched_py.replay.workload import load_workload
+
+    args = build_parser().parse_args([workload, "--queue-policy", policy, *flags])
+    options = from_flags(args, REPLAY_ENGINE_DEFAULTS, {"queue-policy": policy})
+    w = load_workload(workload)
+    prev: dict[int, float] = {}
+    held: dict[int, float] = {}
+
+    def check(engine) -> None:
+        nonlocal prev
+        cur = {s.jobid: s.start for s in engine.planner.reserved()}
+        for jid, start in prev.items():
+            if jid not in cur and (j := engine.job(jid)) is not None and j.state is not JobState.PENDING:
+                held[jid] = start  # it left its reservation by starting (or waiting for victims)
+        prev = cur
+
+    result = run(w, nodes_graph(w.nb_res, 1), options, check=check)
+    starts = {r.job.name: (r.job.submit, r.start, held.get(r.job.id)) for r in result.records}
+    with open(Path(outdir) / "one.json", "w") as f:
+        json.dump({"summary": summarize(result).as_dict(), "starts": starts}, f)
+
+
+def compare(alone: dict, mixed: dict) -> tuple[int, float, int, int]:
+    """(regular jobs whose start differs, the most one is late, planned starts
+    that are late, jobs that started later than the reservation they held
+    when their start came)."""
+    differ, late, planned_late, past_reservation = 0, 0.0, 0, 0
+    for jid, (submit, s0, _) in alone.items():
+        s1, held = mixed[jid][1], mixed[jid][2]
         if s0 is None or s1 is None:
             differ += s0 != s1
             continue
@@ -95,12 +129,19 @@ def compare(alone: dict, mixed: dict) -> tuple[int, float, int]:
         late = max(late, s1 - s0)
         if s0 > submit + 1e-6 and s1 > s0 + 1e-6:
             planned_late += 1
-    return differ, late, planned_late
+        if held is not None and s1 > held + 1e-6:
+            past_reservation += 1
+    return differ, late, planned_late, past_reservation
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["--one"]:  # a replay of this tree's code, in a process of its own (see replay())
+        workload, policy, outdir, sep, *flags = sys.argv[2:]
+        one(workload, policy, outdir, flags)
+        return
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--base", type=Path, default=Path("/tmp/base-s10"))
+    ap.add_argument("--base", type=Path, default=Path("/tmp/base-s11"))
+    ap.add_argument("--code", type=Path, default=ROOT, help="the code of the runs but main (default: this tree)")
     ap.add_argument("--policies", default="fcfs,easy,conservative")
     ap.add_argument("--runs", default=",".join(RUNS), help="the runs to make (default: all)")
     ap.add_argument("-j", type=int, default=2)
@@ -115,33 +156,35 @@ def main() -> None:
         make(d / "checkpoint.json", True)
         jobs = []
         for pol in policies:
-            jobs.append((pol, "alone", ROOT, REGULAR, []))
+            jobs.append((pol, "alone", args.code, REGULAR, []))
             for name in runs:
                 code, wl, flags = RUNS[name]
-                jobs.append((pol, name, args.base if code == "main" else ROOT, d / f"{wl}.json", flags))
+                jobs.append((pol, name, args.base if code == "main" else args.code, d / f"{wl}.json", flags))
 
-        def one(job):
+        def run(job):
             pol, name, code, wl, flags = job
+            (d / f"{pol}-{name}").mkdir()
             return (pol, name), replay(code, wl, pol, flags, d / f"{pol}-{name}")
 
         with ThreadPoolExecutor(args.j) as pool:
-            results = dict(pool.map(one, jobs))
+            results = dict(pool.map(run, jobs))
     print(
         "| policy | run | completed (node-h) | lost (node-h) | lost / completed | recovered (node-h) "
-        "| preemptions | regular starts changed | most late (s) | planned starts late |"
+        "| preemptions | regular starts changed | most late (s) | later than their reservation "
+        "| planned starts late |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for pol in policies:
         alone = results[pol, "alone"][1]
         for name in runs:
             s, starts = results[pol, name]
             regular = {k: v for k, v in starts.items() if k in alone}
-            differ, late, planned_late = compare(alone, regular)
+            differ, late, planned_late, past = compare(alone, regular)
             c, lost = s["besteffort_completed_nh"], s["besteffort_lost_nh"]
             rec = s.get("besteffort_recovered_nh", 0.0)
             print(
                 f"| {pol} | {name} | {c:.1f} | {lost:.1f} | {lost / c:.3f} | {rec:.1f} | {s['preemptions']} "
-                f"| {differ} | {late:.1f} | {planned_late} |"
+                f"| {differ} | {late:.1f} | {past} | {planned_late} |"
             )
 
 

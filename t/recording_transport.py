@@ -28,6 +28,9 @@ class RecordingTransport:
         self.commit_error = commit_error
         self._deferred: list[tuple[list[tuple[str, Any]], Callable[[str | None], None]]] = []
         self.pass_requests = 0
+        self.pass_delays: list[float] = []
+        #: Jobs the job-manager does not hold running: ``signal`` is refused (EINVAL).
+        self.not_running: set[int] = set()
         self.flush_requests: list[float] = []
         self.forecast_requested = False
         self.driver: Driver | None = None
@@ -62,14 +65,17 @@ class RecordingTransport:
     def raise_exception(self, jobid: int, type: str, severity: int, note: str) -> None:
         self.sent.append(("exception", None, {"id": jobid, "type": type, "severity": severity, "note": note}))
 
-    def signal(self, jobid: int, signum: int) -> None:
+    def signal(self, jobid: int, signum: int, refused: Callable[[str], None] | None = None) -> None:
         self.sent.append(("kill", None, {"id": jobid, "signum": signum}))
+        if jobid in self.not_running and refused is not None:  # flux-core's kill.c answer
+            refused("job is not running")
 
     def requeue(self, jobid: int) -> None:
         self.sent.append(("requeue", None, {"id": jobid}))
 
     def request_pass(self, delay: float) -> None:
         self.pass_requests += 1
+        self.pass_delays.append(delay)
 
     def request_flush(self, delay: float) -> None:
         self.flush_requests.append(delay)

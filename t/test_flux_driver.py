@@ -655,3 +655,65 @@ def test_a_pass_is_armed_for_the_end_of_a_protected_window():
     d.run_pass()  # the timer fires
     raised = [p for k, _, p in t.sent if k == "exception"]
     assert len(raised) == 4 and all("f20" in p["note"] for p in raised)
+
+
+def _checkpointing(ncores):
+    spec = _besteffort(ncores)
+    spec["attributes"]["user"] = {"checkpoint": "signal"}
+    return spec
+
+
+def kills(t):
+    return [p["id"] for k, _, p in t.sent if k == "kill"]
+
+
+def test_a_refused_notice_is_sent_again_until_the_job_runs():
+    """flux-core's job-manager.kill answers EINVAL ``job is not running``
+    while it has not the job's alloc response: the driver sends the notice
+    again SIGNAL_RETRY seconds later, on a pass it arms for it, until it is
+    taken.  A checkpointing job's first notice is due FIRST_NOTICE (2 s)
+    after its start, then every grace time (10 s)."""
+    d, t = make(["preempt-grace=10"])
+    start = d.clock.t
+    alloc(d, t, 1, _checkpointing(1))
+    assert "R" in replies(t, "alloc-1")[-1] and kills(t) == []
+    assert d.engine.hooks.wakeup() == start + 2
+    t.not_running.add(1)
+    d.clock.t = start + 2
+    d.run_pass()
+    assert kills(t) == [1] and d.stats_get()["notices_retried"] == 1
+    assert t.pass_delays[-1] == pytest.approx(0.5)  # armed for the retry, before the next notice (t+12)
+    d.clock.t = start + 2.5
+    d.run_pass()  # still refused
+    assert kills(t) == [1, 1] and d.stats_get()["notices_retried"] == 2
+    t.not_running.clear()
+    d.clock.t = start + 3
+    d.run_pass()
+    assert kills(t) == [1, 1, 1] and d.stats_get()["notices_retried"] == 2  # taken
+    assert t.pass_delays[-1] == pytest.approx(9)  # the next notice, 10 s after the first
+    d.clock.t = start + 8
+    d.run_pass()
+    assert kills(t) == [1, 1, 1] and t.errors() == []
+
+
+def test_a_refused_notice_is_given_up_after_signal_tries_or_when_the_job_ended():
+    d, t = make(["preempt-grace=10"])
+    start = d.clock.t
+    alloc(d, t, 1, _checkpointing(1))
+    alloc(d, t, 2, _checkpointing(1))
+    t.not_running.update({1, 2})
+    d.clock.t = start + 2
+    d.run_pass()
+    assert sorted(kills(t)) == [1, 2]
+    R = replies(t, "alloc-2")[-1]["R"]
+    d.handle("sched.free", "free-2", {"id": 2, "R": R, "final": True})  # job 2 ended: not tried again
+    for i in range(1, 20):  # until t=11.5 (its next notice is due at t=12)
+        d.clock.t = start + 2 + 0.5 * i
+        d.run_pass()
+    assert kills(t).count(2) == 1
+    assert kills(t).count(1) == 20  # SIGNAL_TRIES: then logged, and not tried again
+    d.clock.t = start + 11.9
+    d.run_pass()
+    assert kills(t).count(1) == 20
+    (err,) = t.errors()
+    assert "signal 10 to job 1 failed: job is not running" in err

@@ -214,11 +214,12 @@ def workload(tmp_path, jobs: list[dict], nb_res: int = 1):
 def test_a_checkpointing_job_keeps_its_work_and_restarts_before_the_campaigns_others(tmp_path):
     """One node, a 10 s grace time.  Best-effort jobs 1 (checkpoints, 100 s)
     and 2 (does not, 100 s) at t=0: 1 runs, and being lent it gets its
-    notice (a checkpoint) at t=0, 10, 20, 30, 40.  Regular job 3 (20 s)
-    arrives at t=50: 1's first notice is 50 s old, so 1 is preempted at once,
-    losing the 10 s since its last checkpoint; 3 runs 50-70.  Then 1,
-    requeued at t=50 after 2 was submitted, restarts first, at t=70, with
-    60 s left: done at t=130; 2 runs 130-230."""
+    notice (a checkpoint) 2 s after its start (FIRST_NOTICE), then every
+    10 s: at t=2, 12, 22, 32, 42.  Regular job 3 (20 s) arrives at t=50:
+    1's first notice is 48 s old, so 1 is preempted at once, losing the 8 s
+    since its last checkpoint; 3 runs 50-70.  Then 1, requeued at t=50
+    after 2 was submitted, restarts first, at t=70, with 58 s left: done at
+    t=128; 2 runs 128-228."""
     w = workload(
         tmp_path,
         [
@@ -231,14 +232,14 @@ def test_a_checkpointing_job_keeps_its_work_and_restarts_before_the_campaigns_ot
     res = replay(w, nodes_graph(1), {"queue-policy": "easy", "preempt-grace": "10"})
     rec = {r.job.id: r for r in res.records}
     assert (rec[3].start, rec[3].finish) == (50.0, 70.0)
-    assert (rec[1].start, rec[1].finish, rec[1].state) == (70.0, 130.0, COMPLETED)
-    assert (rec[1].lost, rec[1].recovered, rec[1].preemptions) == (10.0, 40.0, 1)
-    assert rec[1].notices >= 5  # 0..40, then its second run's
-    assert (rec[2].start, rec[2].finish) == (130.0, 230.0)
+    assert (rec[1].start, rec[1].finish, rec[1].state) == (70.0, 128.0, COMPLETED)
+    assert (rec[1].lost, rec[1].recovered, rec[1].preemptions) == (8.0, 42.0, 1)
+    assert rec[1].notices >= 5  # 2..42, then its second run's
+    assert (rec[2].start, rec[2].finish) == (128.0, 228.0)
     s = summarize(res)
     assert s.besteffort_completed_nh == pytest.approx(200 / 3600)  # both jobs' whole run time
-    assert s.besteffort_lost_nh == pytest.approx(10 / 3600)
-    assert s.besteffort_recovered_nh == pytest.approx(40 / 3600)
+    assert s.besteffort_lost_nh == pytest.approx(8 / 3600)
+    assert s.besteffort_recovered_nh == pytest.approx(42 / 3600)
     assert s.preemptions == 1
 
 
@@ -278,8 +279,8 @@ def test_a_requeued_job_prefers_the_node_it_ran_on(tmp_path):
     is free and regular jobs 3 and 4 (20 s each) arrive: 3 takes rank 1
     (lent, the higher id) and preempts 2 at once (its notice is old), 4 takes
     rank 0.  At t=70 both ranks are free: 2 restarts on rank 1, where it ran
-    (the far end would be rank 0), with the 60 s left after its checkpoint
-    at t=40."""
+    (the far end would be rank 0), with the 58 s left after its checkpoint
+    at t=42 (its notices: 2 s after its start, then every 10 s)."""
     w = workload(
         tmp_path,
         [
@@ -294,8 +295,8 @@ def test_a_requeued_job_prefers_the_node_it_ran_on(tmp_path):
     res = replay(w, nodes_graph(2), {"queue-policy": "easy", "preempt-grace": "10"})
     rec = {r.job.id: r for r in res.records}
     assert str(rec[1].ranks) == "0" and str(rec[3].ranks) == "1" and str(rec[4].ranks) == "0"
-    assert (rec[2].preemptions, rec[2].lost, rec[2].recovered) == (1, 10.0, 40.0)
-    assert (rec[2].start, rec[2].finish, str(rec[2].ranks)) == (70.0, 130.0, "1")
+    assert (rec[2].preemptions, rec[2].lost, rec[2].recovered) == (1, 8.0, 42.0)
+    assert (rec[2].start, rec[2].finish, str(rec[2].ranks)) == (70.0, 128.0, "1")
 
 
 def two_clusters(affinity: str | None = None) -> Engine:
@@ -303,8 +304,8 @@ def two_clusters(affinity: str | None = None) -> Engine:
     best-effort jobs take the lowest free id and regular ones the highest.
     Best-effort jobs 100-103 (campaign ``c``, 1,000 s) start at t=0 on
     ranks 0, 1, 2, 3 (with ``affinity=c:lyon`` too: Lyon first, then the
-    rest by id); 103 checkpoints and gets its first notice at t=10 (a grace
-    time after its start).  At t=20, 100 (rank 0) and 102 (rank 2) end.  At
+    rest by id); 103 checkpoints and gets its first notice at the pass at
+    t=10 (due at t=2, FIRST_NOTICE after its start).  At t=20, 100 (rank 0) and 102 (rank 2) end.  At
     t=30 regular job 1 (one node) arrives: its plan takes rank 3 (the
     highest; lent nodes count free), so 103 is preempted at once (its notice
     is over) and requeued as 200, as the Flux module does."""

@@ -98,6 +98,15 @@ class _Handoff:
     waiting: set[int] = field(default_factory=set)
 
 
+#: A lent checkpointing job's first notice comes this long (seconds) after
+#: its start, or its grace time when that is shorter; then one every grace
+#: time.  Soon, so that a grace time later it can be preempted with no wait;
+#: not at its start: under Flux the job-manager refuses a signal to a job it
+#: has not started yet (the Flux driver retries a refused one).  A fixed
+#: delay, a wakeup of its own (:meth:`BestEffort.next_wakeup`), so that the
+#: notice does not depend on when the next pass happens to run.
+FIRST_NOTICE = 2.0
+
 #: What making a regular job wait for a victim's notice costs in :func:`choose_victims`:
 #: more than any lost work (node-seconds).
 _WAIT_COST = 1e15
@@ -427,13 +436,18 @@ class BestEffort:
             e.stats["matches"] += 1
             return planner.match_bits(job.request, avail, policy)
 
-        if e.options.preempt_victims == "plan":
-            chosen = None
-        else:
-            waits = {j.id for j, _ in cands if not self._may_preempt(j, now)} if e.options.preempt_grace > 0 else ()
+        waits = {j.id for j, _ in cands if not self._may_preempt(j, now)} if e.options.preempt_grace > 0 else ()
+        chosen = None
+        if e.options.preempt_victims != "plan":
             chosen = choose_victims(
                 match, base, cands, now, self._spent | e.duplicates.copies(), waits
             )  # copies go first
+        elif waits and self._young_checkpointing([j for j, b in self.lent.items() if b & placement.bits], waits):
+            # The plan's victims are checkpointing jobs still in their first
+            # notice: rather what is free and checkpointing jobs ready now
+            # (when that fits), so that the job does not wait.
+            ready = [c for c in cands if c[0].id not in waits and self.checkpoints(c[0])]
+            chosen = choose_victims(match, base, ready, now, self._spent | e.duplicates.copies())
         if chosen is None:  # the plan's placement (with fewest, only if lent resources went down)
             chosen = ([j for j, b in self.lent.items() if b & placement.bits], placement)
         victims, placement = chosen
@@ -484,6 +498,22 @@ class BestEffort:
         self._annotate(job, ann, p.out)
         return placement
 
+    def _young_checkpointing(self, victims: list[Job], waits: Container[int]) -> bool:
+        """Some of ``victims`` would make a regular job wait (``waits``), and
+        all of those checkpoint: they are young, their first notice not yet
+        a grace time old (it comes :data:`FIRST_NOTICE` after their start:
+        :meth:`notice_due`)."""
+        late = [v for v in victims if v.id in waits]
+        return bool(late) and all(self.checkpoints(v) for v in late)
+
+    def notice_due(self, job: Job) -> float:
+        """When lent checkpointing ``job`` gets its next notice: the first
+        :data:`FIRST_NOTICE` after its start (or its grace time, when
+        shorter), then one every grace time after the last."""
+        last = self._noticed.get(job.id)
+        g = self.grace(job)
+        return (job.t_start or 0.0) + min(g, FIRST_NOTICE) if last is None else last + g
+
     def _may_preempt(self, v: Job, now: float) -> bool:
         """Victim ``v`` may be preempted now: it has no grace time, or its notice is over."""
         g = self.grace(v)
@@ -521,10 +551,11 @@ class BestEffort:
     def _notice_planned(self, now: float) -> None:
         """Notices that are not a regular job's wait (:meth:`handoff`):
 
-        * a lent job that checkpoints on its notice gets it ``preempt-grace``
-          after its start and again every ``preempt-grace`` while it stays lent: each notice
-          is a checkpoint, so a preemption loses at most one grace time of
-          its work, and once its first notice is that old it can be
+        * a lent job that checkpoints on its notice gets it
+          :data:`FIRST_NOTICE` after its start and again every
+          ``preempt-grace`` while it stays lent (:meth:`notice_due`): each
+          notice is a checkpoint, so a preemption loses at most one grace
+          time of its work, and once its first notice is that old it can be
           preempted at once (no regular job waits for it);
         * another lent job (for which the signal may be fatal) gets it once,
           ``preempt-grace`` before a regular reservation that claims its
@@ -545,8 +576,7 @@ class BestEffort:
                 continue
             last = self._noticed.get(j.id)
             if self.checkpoints(j):
-                # the first a grace time after its start (at its alloc it is not running yet)
-                due = ((j.t_start or 0.0) if last is None else last) + gj
+                due = self.notice_due(j)
                 if due <= now + 1e-9:
                     self._notice(j, now, now + gj, "checkpoint: preemptible after this notice")
                     due = now + gj

@@ -55,7 +55,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from ..engine import Engine, EngineError, EngineOptions, Response, ResponseType
+from ..engine import Engine, EngineError, EngineOptions, JobState, Response, ResponseType
 from ..engine.options import LOG_LEVELS
 from ..engine.runlimits import RunLimits
 from .annotbatch import AnnotationBatcher
@@ -70,6 +70,8 @@ from .wire import (
     LOG_WARNING,
     MAX_DELAY,
     PASS_BUDGET,
+    SIGNAL_RETRY,
+    SIGNAL_TRIES,
     Transport,
     _BadPayload,
     _jobid,
@@ -162,6 +164,9 @@ class Driver(Startup):
         self._committing = 0
         self._pass_armed = False
         self._wakeup_armed = False  # the armed pass is only the engine's wakeup (EASY++ correction)
+        self._wake_at = math.inf  # when the armed wakeup is due
+        #: Notices the job-manager refused (the job not RUNNING yet): (when to try again, id, signal, tries).
+        self._resignal: list[tuple[float, int, int, int]] = []
         self._last_change = 0.0
         self._interval_ewma = 0.0
         self._duration_ewma = 0.0
@@ -563,8 +568,8 @@ class Driver(Startup):
         )
         for n in res.notice:  # preempt-grace: the victim's notice, through job-manager.kill
             self.stats["notices_sent"] = self.stats.get("notices_sent", 0) + 1
-            if (send := getattr(self.transport, "signal", None)) is not None:
-                send(n.id, n.signal)
+            self._signal(n.id, n.signal, 1)
+        self._resend()
         for a in res.preempt:  # the job-manager ends it; its sched.free follows as usual
             self.stats["preempt_raised"] = self.stats.get("preempt_raised", 0) + 1
             self.transport.raise_exception(a.id, "preempt", 0, a.note)
@@ -575,13 +580,57 @@ class Driver(Startup):
         if res.more and not self._pass_armed:
             self._pass_armed = True
             self.transport.request_pass(0.0)
-        elif not self._pass_armed and (wake := self.engine.hooks.wakeup()) < math.inf:
+        elif not self._pass_armed and (wake := self._next_wakeup()) < math.inf:
             # a running job reaches its EASY++ prediction: re-plan then
-            self._pass_armed = self._wakeup_armed = True
-            self.transport.request_pass(max(0.0, wake - self.clock()))
+            self._arm_wakeup(wake)
         if not res.more:
             self._request_forecast(FORECAST_QUIET)
         return res.more
+
+    def _next_wakeup(self) -> float:
+        """When a pass is due with no message: the engine's wakeup, or the
+        next try of a refused notice."""
+        assert self.engine is not None
+        wake = self.engine.hooks.wakeup()
+        return min(wake, min(r[0] for r in self._resignal)) if self._resignal else wake
+
+    def _arm_wakeup(self, at: float) -> None:
+        self._pass_armed = self._wakeup_armed = True
+        self._wake_at = at
+        self.transport.request_pass(max(0.0, at - self.clock()))
+
+    def _signal(self, jobid: int, signum: int, tries: int) -> None:
+        """Send a notice (``transport.signal``); one the job-manager refuses
+        is tried again (:meth:`_refused`)."""
+        if (send := getattr(self.transport, "signal", None)) is not None:
+            send(jobid, signum, lambda err: self._refused(jobid, signum, tries, err))
+
+    def _refused(self, jobid: int, signum: int, tries: int, err: str) -> None:
+        """The job-manager refused notice ``signum`` to ``jobid`` (EINVAL: under
+        flux-core 0.88, ``job is not running`` until it has the job's alloc
+        response).  While the engine holds the job running, try again
+        ``SIGNAL_RETRY`` seconds later, ``SIGNAL_TRIES`` times in all; then
+        log it."""
+        job = self.engine.job(jobid) if self.engine is not None else None
+        if job is None or job.state is not JobState.RUNNING or tries >= SIGNAL_TRIES:
+            self.log(LOG_ERR, f"signal {signum} to job {jobid} failed: {err}")
+            return
+        self.stats["notices_retried"] = self.stats.get("notices_retried", 0) + 1
+        at = self.clock() + SIGNAL_RETRY
+        self._resignal.append((at, jobid, signum, tries + 1))
+        if not self._pass_armed or (self._wakeup_armed and at < self._wake_at):
+            self._arm_wakeup(at)  # (else a pass is due at once or sooner: it sends it)
+
+    def _resend(self) -> None:
+        """Try again the refused notices whose time has come, to jobs still running."""
+        if not self._resignal or self.engine is None:
+            return
+        now = self.clock()
+        due = [r for r in self._resignal if r[0] <= now]
+        self._resignal = [r for r in self._resignal if r[0] > now]
+        for _, jobid, signum, tries in due:
+            if (job := self.engine.job(jobid)) is not None and job.state is JobState.RUNNING:
+                self._signal(jobid, signum, tries)
 
     def _request_forecast(self, delay: float = 0.0) -> None:
         """Arm the next slice of the background forecast, when it has work

@@ -228,16 +228,21 @@ class FluxBinding:
     #: The instance owner: the module submits requeued jobs as this user.
     owner = os.getuid()
 
-    def signal(self, jobid: int, signum: int) -> None:
+    def signal(self, jobid: int, signum: int, refused: Callable[[str], None] | None = None) -> None:
         """``job-manager.kill {id, signum}`` (flux-core src/modules/job-manager/kill.c):
-        the job shells deliver ``signum`` to the job's tasks."""
+        the job shells deliver ``signum`` to the job's tasks.  EINVAL (``job is
+        not running``, before the job-manager has the alloc response) goes to
+        ``refused``."""
         f = self.h.rpc("job-manager.kill", {"id": jobid, "signum": signum})
 
         def cont(future: Any, _arg: Any = None) -> None:
             try:
                 future.get()
             except OSError as exc:
-                self.log(LOG_ERR, f"signal {signum} to job {jobid} failed: {exc}")
+                if refused is not None and exc.errno == errno.EINVAL:
+                    refused(str(exc))
+                else:
+                    self.log(LOG_ERR, f"signal {signum} to job {jobid} failed: {exc}")
 
         f.then(cont)
 

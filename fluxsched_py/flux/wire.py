@@ -39,6 +39,10 @@ PASS_BUDGET = 0.05
 MAX_DELAY = 0.5
 #: seconds without a scheduling pass before the background forecast starts
 FORECAST_QUIET = 0.1
+#: seconds between tries of a notice the job-manager refused (the job not
+#: running yet), and how many tries in all
+SIGNAL_RETRY = 0.5
+SIGNAL_TRIES = 20
 
 
 class Transport(Protocol):
@@ -56,8 +60,10 @@ class Transport(Protocol):
 
     def raise_exception(self, jobid: int, type: str, severity: int, note: str) -> None: ...
 
-    # Optional (``preempt-grace``, checkpoints): ``signal(jobid, signum)``
-    # sends a running job a signal (``job-manager.kill``); ``requeue(jobid)``
+    # Optional (``preempt-grace``, checkpoints): ``signal(jobid, signum, refused)``
+    # sends a running job a signal (``job-manager.kill``), and calls
+    # ``refused(error text)`` when the job-manager answers EINVAL (the job
+    # is not running yet, or no longer); ``requeue(jobid)``
     # submits a preempted checkpointing job again, its jobspec with
     # ``attributes.user.requeued-from`` set.  Without them notices and
     # requeues are only counted.

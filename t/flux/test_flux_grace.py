@@ -5,13 +5,15 @@ Best-effort jobs trap SIGUSR1 and append the time they got it to a file.
 One that does not checkpoint gets it (through ``job-manager.kill``) when a
 regular job arrives, and its ``preempt`` exception only after the 5 s grace
 time; the regular job is allocated after that.  One that checkpoints
-(``--setattr=user.checkpoint=signal``) gets it every 5 s from its start;
+(``--setattr=user.checkpoint=signal``) gets it 2 s after its start
+(FIRST_NOTICE), then every 5 s;
 preempted, the module submits it again (``user.requeued-from`` names it),
 and that copy starts before the campaign's other pending job.
 """
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -73,7 +75,8 @@ def test_notice_then_preemption_after_the_grace_time(inst, tmp_path):
 
 
 def test_a_checkpointing_job_is_signalled_requeued_and_restarts_first(inst, tmp_path):
-    """A job that checkpoints gets SIGUSR1 5 s after it starts and every 5 s
+    """A job that checkpoints gets SIGUSR1 2 s after it starts (FIRST_NOTICE,
+    not at its alloc: the job-manager would refuse it) and every 5 s after
     (each a checkpoint); preempted (not before 5 s after its first signal),
     it is submitted again by the module and starts before the campaign's
     other pending job."""
@@ -83,7 +86,10 @@ def test_a_checkpointing_job_is_signalled_requeued_and_restarts_first(inst, tmp_
     other = inst.submit(*BE, "sleep", "1")
     time.sleep(11)
     assert inst.run("jobs", "-no", "{state}", other).strip() == "SCHED"
-    assert len(signals(out)) >= 2  # 5 s after its start, and 5 s later
+    got = signals(out)
+    assert len(got) >= 2  # 2 s after its start, and 5 s later
+    assert 1.5 <= got[0] - alloc_time(inst, ckpt) < 4, (got, alloc_time(inst, ckpt))
+    assert 4.5 <= got[1] - got[0] < 6.5, got
     regular = inst.submit("-n1", "-t", "1m", "sleep", "3")
     inst.wait_event(ckpt, "exception", timeout=30)
     (exc,) = [e for e in inst.eventlog(ckpt) if e["name"] == "exception"]
@@ -109,3 +115,46 @@ def test_a_checkpointing_job_is_signalled_requeued_and_restarts_first(inst, tmp_
     inst.run("cancel", requeued)
     inst.wait_event(other, "alloc", timeout=60)
     assert alloc_time(inst, other) > alloc_time(inst, requeued)
+
+
+#: ``FluxBinding.signal`` (the module's transport) on a handle of its own:
+#: job-manager.kill for job argv[1], and what came of it.
+SIGNAL = """
+import json, sys
+import flux
+from fluxsched_py.flux.module import FluxBinding
+
+class Binding:  # the two attributes FluxBinding.signal uses
+    h = flux.Flux()
+    logs = []
+    def log(self, level, text):
+        self.logs.append(text)
+
+b, refused = Binding(), []
+FluxBinding.signal(b, int(sys.argv[1]), 10, refused.append)
+b.h.reactor_run()
+print(json.dumps({"refused": refused, "logs": b.logs}))
+"""
+
+
+def test_a_notice_before_the_job_runs_is_refused_to_the_driver_and_delivered_when_sent_again(inst, tmp_path):
+    """flux-core 0.88's job-manager.kill refuses a job that is not running
+    (EINVAL, ``job is not running``): the module's transport hands that to
+    the driver's ``refused`` callback (which sends it again 0.5 s later:
+    t/test_flux_driver.py::test_a_refused_notice_*), and the same notice
+    sent again once the job runs reaches it.  A held job is one the
+    job-manager does not run yet."""
+    out = tmp_path / "got-usr1"
+    job = inst.submit("--urgency=hold", *BE, "sh", "-c", TRAP.format(out=out))
+    jobid = inst.run("job", "id", job).strip()
+    first = json.loads(inst.run("python", "-c", SIGNAL, jobid))
+    assert first == {"refused": ["[Errno 22] job is not running"], "logs": []}, first
+    inst.run("job", "urgency", job, "default")
+    inst.wait_event(job, "start", timeout=30)
+    time.sleep(1)  # the shell traps USR1
+    again = json.loads(inst.run("python", "-c", SIGNAL, jobid))
+    assert again == {"refused": [], "logs": []}, again
+    deadline = time.monotonic() + 10
+    while not signals(out) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert len(signals(out)) == 1
