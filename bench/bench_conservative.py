@@ -65,6 +65,19 @@ def run(cmd: list[str], env: dict[str, str], timeout: float) -> tuple[float, flo
     return wall, cpu, (row[0] if isinstance(row, list) else row)
 
 
+def run_kept(cmd: list[str], env: dict[str, str], timeout: float, kept: Path) -> tuple[float, float, dict | None]:
+    """:func:`run`, or its result from an earlier run of the same command
+    kept in the file ``kept`` (``--keep``)."""
+    if kept.exists():
+        got = json.loads(kept.read_text())
+        if got["cmd"] == cmd and (got["row"] is not None or got["timeout"] >= timeout):
+            print("$ (kept)", " ".join(cmd), flush=True)
+            return got["wall"], got["cpu"], got["row"]
+    wall, cpu, row = run(cmd, env, timeout)
+    kept.write_text(json.dumps({"cmd": cmd, "timeout": timeout, "wall": wall, "cpu": cpu, "row": row}))
+    return wall, cpu, row
+
+
 def starts(path: Path) -> dict[str, str]:
     with path.open() as f:
         return {r["job_id"]: r["starting_time"] for r in csv.DictReader(f)}
@@ -74,43 +87,66 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--jobs", default="20000,100000")
     ap.add_argument("--seeds", default="1")
+    ap.add_argument("--swf", default="", help="archive traces (comma-separated), whole, --procs-per-node 1")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--timeout", type=float, default=900.0)
-    ap.add_argument("--base", default="/tmp/base-main")
+    ap.add_argument("--base", default="/tmp/base-s11")
+    ap.add_argument("--sides", default="branch,base", help="the trees to run (the other's kept runs are read)")
+    ap.add_argument("--keep", default="", help="directory keeping each run's output and figures, reused when present")
     args = ap.parse_args()
-    here_env = {**os.environ, "PYTHONPATH": str(HERE.parent)}
-    base_env = {**os.environ, "PYTHONPATH": args.base}
+    envs = {
+        "branch": {**os.environ, "PYTHONPATH": str(HERE.parent)},
+        "base": {**os.environ, "PYTHONPATH": args.base},
+    }
+    sides = [s for s in ("branch", "base") if s in args.sides.split(",")]
+    traces: list[tuple[str, str, list[str]]] = []  # (name, key, replay arguments after the file)
+    for njobs in (int(x) for x in args.jobs.split(",") if x):
+        for seed in (int(x) for x in args.seeds.split(",")):
+            traces.append((f"{njobs:,} seed {seed}", f"heavy-{njobs}-{seed}", ["--nodes", "1024"]))
+    for path in (x for x in args.swf.split(",") if x):
+        traces.append((Path(path).name.split("-")[0] + " whole", Path(path).name, ["--procs-per-node", "1"]))
     rows = []
-    with tempfile.TemporaryDirectory() as d:
-        for njobs in (int(x) for x in args.jobs.split(",")):
-            for seed in (int(x) for x in args.seeds.split(",")):
-                trace = Path(d) / f"heavy-{njobs}-{seed}.swf"
-                write_heavy_swf(trace, njobs=njobs, seed=seed)
-                got: dict[str, list[tuple[float, float, dict | None]]] = {"branch": [], "base": []}
-                for i in range(args.repeat):
-                    for side, env in (("branch", here_env), ("base", base_env)):
-                        out = Path(d) / f"{side}-{njobs}-{seed}-{i}"
-                        cmd = [sys.executable, "-m", "fluxsched_py", "replay", str(trace), "--nodes", "1024"]
-                        cmd += ["--queue-policy", "conservative", "--no-progress", "--json", "--output-dir", str(out)]
-                        got[side].append(run(cmd, env, args.timeout))
-                med = {}
-                for side, runs in got.items():
-                    done = [r for r in runs if r[2] is not None]
-                    if len(done) * 2 > len(runs):
-                        med[side] = (statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs))
-                    else:
-                        med[side] = None
-                last = {s: max((i for i, r in enumerate(got[s]) if r[2] is not None), default=None) for s in got}
-                differ = kept = "-"
-                if last["branch"] is not None:
-                    kept = f"{got['branch'][last['branch']][2]['estimate_kept']:.1%}"
-                    if last["base"] is not None:
-                        a = starts(Path(d) / f"branch-{njobs}-{seed}-{last['branch']}" / "jobs.csv")
-                        b = starts(Path(d) / f"base-{njobs}-{seed}-{last['base']}" / "jobs.csv")
-                        differ = f"{sum(a[k] != b.get(k) for k in a)} / {len(a)}"
-                rows.append((f"{njobs:,} seed {seed}", med, differ, kept))
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(args.keep) if args.keep else Path(tmp)
+        d.mkdir(parents=True, exist_ok=True)
+        for name, key, extra in traces:
+            if key.startswith("heavy-"):
+                _, njobs, seed = key.split("-")
+                trace = d / f"{key}.swf"
+                if not trace.exists():
+                    write_heavy_swf(trace, njobs=int(njobs), seed=int(seed))
+            else:
+                trace = next(Path(p) for p in args.swf.split(",") if Path(p).name == key)
+            got: dict[str, list[tuple[float, float, dict | None]]] = {"branch": [], "base": []}
+            for i in range(args.repeat):
+                for side in ("branch", "base"):
+                    out = d / f"{side}-{key}-{i}"
+                    cmd = [sys.executable, "-m", "fluxsched_py", "replay", str(trace), *extra]
+                    cmd += ["--queue-policy", "conservative", "--no-progress", "--json", "--output-dir", str(out)]
+                    kept_run = d / f"{side}-{key}-{i}.json"
+                    if side in sides:
+                        got[side].append(run_kept(cmd, envs[side], args.timeout, kept_run))
+                    elif kept_run.exists():  # run earlier (--keep)
+                        k = json.loads(kept_run.read_text())
+                        got[side].append((k["wall"], k["cpu"], k["row"]))
+            med = {}
+            for side, runs in got.items():
+                done = [r for r in runs if r[2] is not None]
+                if runs and len(done) * 2 > len(runs):
+                    med[side] = (statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs))
+                else:
+                    med[side] = None
+            last = {s: max((i for i, r in enumerate(got[s]) if r[2] is not None), default=None) for s in got}
+            differ = kept = "-"
+            if last["branch"] is not None:
+                kept = f"{got['branch'][last['branch']][2]['estimate_kept']:.1%}"
+                if last["base"] is not None:
+                    a = starts(d / f"branch-{key}-{last['branch']}" / "jobs.csv")
+                    b = starts(d / f"base-{key}-{last['base']}" / "jobs.csv")
+                    differ = f"{sum(a[k] != b.get(k) for k in a)} / {len(a)}"
+            rows.append((name, med, differ, kept))
     tmo = f"> {args.timeout:.0f} s"
-    print(f"\nconservative, heavy traces on 1,024 nodes, median of {args.repeat} (branch, base {args.base})")
+    print(f"\nconservative, median of {args.repeat} (branch, base {args.base})")
     head = ("trace", "wall branch", "wall base", "ratio", "CPU branch", "CPU base", "ratio")
     head += ("starts differ", "by 1st est.")
     print(" | ".join(head))
