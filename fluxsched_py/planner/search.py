@@ -24,8 +24,9 @@ import bisect
 import math
 from typing import TYPE_CHECKING, Any
 
+from ..resource.flatfree import as_int
 from .placement import Placement, Slot
-from .timeline import Timeline
+from .timeline import Span, Timeline
 
 if TYPE_CHECKING:
     from ..resource import ResourceSet
@@ -96,6 +97,7 @@ class Planner(Timeline):
         not_before: float = -math.inf,
         since: int = -1,
         own: int | None = None,
+        aside: bool = False,
     ) -> Slot | None:
         """Like :meth:`earliest`, with the placement left as found (see
         :meth:`resolve`): the start time and the placement.
@@ -110,7 +112,13 @@ class Planner(Timeline):
         ``[now, before)`` in the plan as it was at that position (the job's
         own span, ``own``, aside): only the start times whose window
         overlaps a gain logged since are tried (:meth:`_gained_starts`).
-        The answer is the same as without it."""
+        The answer is the same as without it.
+
+        With ``aside``, ``own``'s reservation stays in the plan and the
+        search reads the plan without it, for a place before it
+        (:meth:`can_search_aside` says when that is allowed): the answer
+        is the one :meth:`remove` then a search would give, and a job that
+        does not move costs no removal and no putting back."""
         if not duration or duration <= 0:
             duration = math.inf
         self.set_now(now)
@@ -142,6 +150,8 @@ class Planner(Timeline):
             return self._earliest_monotone(request, cands, pool, policy)
 
         used = self._materialize(self._reach(cands, duration))
+        if aside:
+            used = self._set_aside(used, self._spans[own])  # type: ignore[index]
         n = request.whole_nodes
         if n and self._whole_fit(policy):
             cands = self._enough_whole(cands, n, duration, pool, used, before)
@@ -182,6 +192,41 @@ class Planner(Timeline):
                 return Slot(t, found)
             last_failed = avail
         return None
+
+    def can_search_aside(self, jobid: int, duration: float, now: float) -> bool:
+        """True when ``earliest_bits(..., before=span.start, own=jobid,
+        aside=True)`` gives what removing ``jobid``'s reservation and
+        searching would: it is a reservation still ``duration`` long that
+        starts after ``now``, its place is still up (so it would be kept
+        if nothing earlier fits), no window is blocked and spans never
+        overlapped (so its resources, over its time, are its alone)."""
+        span = self._spans.get(jobid)
+        if span is None or span.running or self._overlapped or self._blocks or not span.start > now:
+            return False
+        if span.end != span.start + duration:
+            return False
+        self.set_now(now)
+        bits = as_int(span.bits)
+        return self.pool_bits() & bits == bits
+
+    def keep(self, jobid: int) -> None:
+        """``jobid``'s reservation stays where it is after a search that
+        found nothing earlier (:meth:`can_search_aside`): as taking it out
+        and putting it back would leave it."""
+        self._keep(jobid)
+
+    def _set_aside(self, used: list[int], span: Span) -> list[int]:
+        """``used`` without ``span``'s resources over the segments it covers
+        (spans never overlap: there they are its alone)."""
+        times = self._times
+        lo = self._index(span.start)
+        hi = len(times) if span.end == math.inf else self._index(span.end)
+        out = list(used)
+        bits = as_int(span.bits)
+        for k in range(lo, min(hi, len(out))):
+            x = out[k]
+            out[k] = x ^ (x & bits)
+        return out
 
     def _fits(self, request: Any, policy: str, avail: int) -> bool:
         ok = self.matcher.fit(self.codec, request, policy, avail)
