@@ -21,7 +21,9 @@ window overlaps a gain logged since (:meth:`Planner._gained_starts`).
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from ..resource.flatfree import as_int
@@ -153,18 +155,23 @@ class Planner(Timeline):
         if aside:
             used = self._set_aside(used, self._spans[own])  # type: ignore[index]
         n = request.whole_nodes
+        tries: Iterable[float] = cands
         if n and self._whole_fit(policy):
-            cands = self._enough_whole(cands, n, duration, pool, used, before)
-            if not cands:
+            enough = self._enough_whole(cands, n, duration, pool, used, before)
+            first = next(enough, None)
+            if first is None:
                 return None
+            tries = itertools.chain((first,), enough)
+        else:
+            first = cands[0]
         match = self.match_bits
         fit, codec = self.matcher.fit, self.codec
         window = _WindowUnion()
         n = len(times)
-        lo = self._index(cands[0])  # first segment in the window
+        lo = self._index(first)  # first segment in the window
         hi = lo  # first segment not yet pushed
         last_failed = -1
-        for t in cands:
+        for t in tries:
             k = bisect.bisect_right(times, t, lo) - 1  # the segment t is in
             if k >= hi:  # past the window (candidates with a gap between): start afresh
                 window = _WindowUnion()
@@ -315,61 +322,64 @@ class Planner(Timeline):
 
     def _enough_whole(
         self, cands: list[float], n: int, duration: float, pool: int, used: list[int], before: float
-    ) -> list[float]:
+    ) -> Iterator[float]:
         """The candidates whose window has at least ``n`` whole nodes free in
-        every segment it overlaps, in order.
+        every segment it overlaps, in order, as they are asked for (the
+        search stops at the first that fits).
 
         The segment that ends at ``before`` (the job's reservation) is looked
         at first: it is where the job was short when its place was chosen,
         and while it still is, only windows that end before it can fit.
 
         Each segment's count of whole free nodes is remembered by what the
-        segment holds (:meth:`_whole_free`), and the segments are scanned
-        once, left to right: a segment with fewer than ``n`` rules out every
-        candidate whose window overlaps it, so the scan goes on from the
-        first candidate after it.  A window's whole nodes are whole in each
-        of its segments, so a candidate ruled out would fail the matcher
-        too: the search that skips them finds the same start."""
+        segment holds (:meth:`_whole_free`).  A candidate's window is read
+        from its last segment back: a segment with fewer than ``n`` rules
+        out every candidate whose window overlaps it, so the next candidate
+        tried is the first after it, and when the last segment of the
+        window is short that skips a whole window at the cost of one count
+        (the segments read and found enough are remembered, and not read
+        again).  A window's whole nodes are whole in each of its segments,
+        so a candidate ruled out would fail the matcher too: the search
+        that skips them finds the same start."""
         times = self._times
         nseg = len(times)
         count = self._whole_free(pool)
+        whole = self.codec.whole_count
         if before != math.inf:
             k = bisect.bisect_left(times, before) - 1
             if k >= 0:
                 x = used[k]
                 c = count.get(x)
                 if c is None:
-                    c = count[x] = self.codec.whole_count(pool ^ (pool & x))
+                    c = count[x] = whole(pool ^ (pool & x))
                 if c < n:
                     cands = cands[: bisect.bisect_right(cands, times[k] - duration)]
-        out: list[float] = []
+        good_lo, good_hi = 0, -1  # segments read and found with n or more
         i, ncand = 0, len(cands)
-        good_from = good_to = 0  # segments [good_from, good_to) have n or more
         while i < ncand:
             t = cands[i]
-            k = bisect.bisect_right(times, t, good_from) - 1
-            if k > good_to:
-                good_from = good_to = k
-            end = t + duration
-            j = good_to if good_to > k else k
-            while j < nseg and times[j] < end:
+            k = bisect.bisect_right(times, t) - 1  # the window's first segment
+            m = bisect.bisect_left(times, t + duration) - 1  # and its last
+            j = m
+            while j >= k:
+                if good_lo <= j <= good_hi:
+                    j = good_lo - 1
+                    continue
                 x = used[j]
                 c = count.get(x)
                 if c is None:
-                    c = count[x] = self.codec.whole_count(pool ^ (pool & x))
+                    c = count[x] = whole(pool ^ (pool & x))
                 if c < n:
                     break
-                j += 1
-            else:
-                out.append(t)
-                good_from, good_to = k, j
+                j -= 1
+            good_lo, good_hi = (j + 1 if j >= k else k), m
+            if j < k:
+                yield t
                 i += 1
                 continue
-            good_from = good_to = j + 1  # j is short of nodes: so is every window over it
-            if j + 1 >= nseg:
-                break
+            if j + 1 >= nseg:  # j is short: so is every window over it
+                return
             i = bisect.bisect_left(cands, times[j + 1], i)
-        return out
 
     def _whole_free(self, pool: int) -> dict[int, int]:
         """Whole nodes of ``pool`` free in a segment, by what the segment
