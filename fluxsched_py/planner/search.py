@@ -293,11 +293,8 @@ class Planner(Timeline):
         gains = self.gains_since(since)
         if gains is None:
             return None
-        spans = []
-        for a, b, _, jid in gains:
-            if jid == own or b <= start or a - duration >= before:
-                continue
-            spans.append((a - duration, b))  # t overlaps [a, b) when a - duration < t < b
+        # t overlaps [a, b) when a - duration < t < b
+        spans = [(a - duration, b) for a, b, _, jid in gains if b > start and a - duration < before and jid != own]
         if not spans:
             return []
         spans.sort()
