@@ -9,13 +9,17 @@ requests :meth:`~.matchcache.MatchCache.fit` answers it exactly from counts
 (:mod:`.fastfit`), and the matcher runs once, at the time the search settles
 on (about 15 ms a match on 1000 nodes x 8 cores, against microseconds).
 
-Two cuts keep the answer and skip work.  A whole-node request cannot fit a
-window that is short of whole free nodes in any one segment of it, so the
-candidates are first scanned segment by segment against counts remembered
-per segment content (:meth:`Planner._enough_whole`).  And a search that
-repairs a reservation (``since``: nothing fitted before it at that position
-of the log of gains, see :mod:`.timeline`) tries only the start times whose
-window overlaps a gain logged since (:meth:`Planner._gained_starts`).
+Three cuts keep the answer and skip work.  A whole-node request cannot
+fit a window that is short of whole free nodes in any one segment of it,
+so each candidate's window is first read from its last segment back
+against counts remembered per segment content, and a short segment rules
+out every candidate whose window covers it (:meth:`Planner._enough_whole`).
+A search that repairs a reservation (``since``: nothing fitted before it at
+that position of the log of gains, see :mod:`.timeline`) tries only the
+start times whose window overlaps a gain logged since
+(:meth:`Planner._gained_starts`).  And that search leaves the reservation
+in the plan, reading the segments it covers without it (``aside``), so a
+job that does not move costs no change to the plan.
 """
 
 from __future__ import annotations
@@ -156,6 +160,7 @@ class Planner(Timeline):
             used = self._set_aside(used, self._spans[own])  # type: ignore[index]
         n = request.whole_nodes
         tries: Iterable[float] = cands
+        enough = None
         if n and self._whole_fit(policy):
             enough = self._enough_whole(cands, n, duration, pool, used, before)
             first = next(enough, None)
@@ -171,34 +176,40 @@ class Planner(Timeline):
         lo = self._index(first)  # first segment in the window
         hi = lo  # first segment not yet pushed
         last_failed = -1
-        for t in tries:
-            k = bisect.bisect_right(times, t, lo) - 1  # the segment t is in
-            if k >= hi:  # past the window (candidates with a gap between): start afresh
-                window = _WindowUnion()
-                lo = hi = k
-            else:
-                while lo < k:
-                    window.pop()
-                    lo += 1
-            end = t + duration
-            while hi < n and times[hi] < end:
-                window.push(used[hi])
-                hi += 1
-            avail = pool & ~window.value()
-            if blocks and (held := self.blocked_during(t, end)):
-                if self.held_by is None and avail & held and self._fits(request, policy, avail):
-                    self.held_by = self.held_names(t, end)  # a window, not the plan, holds it here
-                avail &= ~held
-            if not avail or avail == last_failed:
-                continue
-            if fit(codec, request, policy, avail) is False:  # the matcher would say None
+        try:
+            for t in tries:
+                k = bisect.bisect_right(times, t, lo) - 1  # the segment t is in
+                if k >= hi:  # past the window (candidates with a gap between): start afresh
+                    window = _WindowUnion()
+                    lo = hi = k
+                else:
+                    while lo < k:
+                        window.pop()
+                        lo += 1
+                end = t + duration
+                while hi < n and times[hi] < end:
+                    window.push(used[hi])
+                    hi += 1
+                avail = pool & ~window.value()
+                if blocks and (held := self.blocked_during(t, end)):
+                    if self.held_by is None and avail & held and self._fits(request, policy, avail):
+                        self.held_by = self.held_names(t, end)  # a window, not the plan, holds it here
+                    avail &= ~held
+                if not avail or avail == last_failed:
+                    continue
+                if fit(codec, request, policy, avail) is False:  # the matcher would say None
+                    last_failed = avail
+                    continue
+                found = match(request, avail, policy)
+                if found is not None:
+                    return Slot(t, found)
                 last_failed = avail
-                continue
-            found = match(request, avail, policy)
-            if found is not None:
-                return Slot(t, found)
-            last_failed = avail
-        return None
+            return None
+        finally:
+            if enough is not None:
+                # Closed here, not when collected: an interruption (SIGINT)
+                # that lands in a generator's finalization is only printed.
+                enough.close()
 
     def can_search_aside(self, jobid: int, duration: float, now: float) -> bool:
         """True when ``earliest_bits(..., before=span.start, own=jobid,
