@@ -49,17 +49,29 @@ that overlaps a gain.  Each pass's cost, per pending job in queue order:
 
 So a pass costs, per reserved job after a change, a walk of the gains
 since it was last looked at plus the windows of the start times those
-gains touch, each read back to its first short segment: on the heavy
-trace's worst stretch (jobs 49,001-51,000, 450 reservations and 485
-segments on average at each look) about 35 us of CPU a look, against
-about 110 us before (main 8b1a215).
+gains touch, each read back to its first short segment, and no change to
+the plan unless the job moves.  On the heavy trace's worst stretch
+(``fluxsched-py replay heavy.swf --nodes 1024 --queue-policy conservative
+--skip 49000 --jobs 2000``: 328,736 looks at a reservation, with 450
+reservations and 485 segments in the plan on average at each) that is
+28.0 to 35.0 s of CPU in two runs, 85 to 106 us a look with the whole
+pass around it, against 71.4 s (217 us) in one run of main 8b1a215, on 2
+cores loaded by other work (load average 5-6).
 
 The answers are those of re-planning every reservation with a full search
 (``t/test_policy_conservative.py`` checks the engine against such an oracle
 policy; ``t/test_planner_repair.py`` checks each repaired search, and the
 search with the reservation set aside), so the schedule is main 8b1a215's:
 every job starts at the same time (``bench/bench_conservative.py``).
-FIGURES
+Figures by it (CPU, user + system; the branch median of 3, main one run):
+heavy trace of 20,000 jobs, seed 1, 46.8 s against 58.2 s (0.80), seed 2
+53.8 s against 75.2 s (0.72), no start time differs and every job starts
+by its first ``t_estimate``.  Not yet what issue 21 asks: the heavy
+trace's 100,000 jobs and SDSC Blue Horizon whole (1,152 one-core nodes)
+were both still running after 300 s of wall time, on this branch as on
+main.  The cost left is the looks themselves (hundreds of reservations
+looked at on each early end, most of which cannot move) and the jobs
+that do move (about one look in six in the worst stretch).
 
 With ``reserve-depth=N`` only the first N jobs that cannot start get
 reservations; jobs behind them may still start at once if they fit without
