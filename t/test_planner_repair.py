@@ -132,6 +132,46 @@ def test_own_gain_and_resources_down():
     assert not p.unchanged_for(2, 50.0, 0.0)  # its place is no longer up: search
 
 
+def test_a_search_with_the_reservation_set_aside():
+    """The search that leaves a reservation in the plan, reading the plan
+    without it, answers as removing it and searching does: J (2 nodes)
+    moves into what A's early end freed, on A's nodes, over its own old place; L (4 nodes) finds
+    nothing earlier and keeps its place, last in the plan's order."""
+    g = nodes_graph(4, 1)
+    p = Planner(g)
+    a, b = node_request(2, 100.0), node_request(2, 200.0)
+    plan(p, g, 1, a, 0.0, 100.0)  # A: 2 nodes until 100
+    plan(p, g, 2, b, 0.0, 200.0)  # B: the other 2 until 200
+    j, m = node_request(2, 70.0), node_request(4, 30.0)
+    assert plan(p, g, 3, j, 0.0, 70.0)[0] == 100.0  # J: on A's nodes after A, until 170
+    assert plan(p, g, 4, m, 0.0, 30.0)[0] == 200.0  # L: the whole machine after B
+    p.set_now(40.0)
+    p.remove(1)  # A ends at 40: [40, 100) freed on its nodes
+    g.release(1)
+    assert p.can_search_aside(3, 70.0, 40.0) and p.can_search_aside(4, 30.0, 40.0)
+    # [40, 110) meets its own place: only set aside is it free
+    got = p.earliest_bits(j, 40.0, 70.0, "low", before=100.0, since=p.span(3).seq, own=3, aside=True)
+    assert got is not None and got.start == 40.0 and got.placement.bits == p.span(3).bits
+    assert p.earliest_bits(m, 40.0, 30.0, "low", before=200.0, since=p.span(4).seq, own=4, aside=True) is None
+    assert p.earliest_bits(m, 40.0, 30.0, "low", before=200.0, own=4, aside=True) is None  # the full search too
+    p.keep(4)
+    assert [s.jobid for s in p.reserved()] == [3, 4]
+    span = p.remove(3)  # what the aside search stood for
+    assert p.earliest_bits(j, 40.0, 70.0, "low", before=100.0) == got
+    p.reserve(3, span.resources, span.start, span.end, span.bits)
+    # When the answer could differ from a search after removing it, the
+    # planner says so: not the span its job plans with, a place gone down,
+    # a blocked window.
+    assert not p.can_search_aside(3, 60.0, 40.0)
+    assert not p.can_search_aside(2, 200.0, 40.0)  # running
+    p.block("w", p.codec.ranks_mask(IdSet.of([3])), 500.0, 600.0)
+    assert not p.can_search_aside(3, 70.0, 40.0)
+    p.unblock("w")
+    assert p.can_search_aside(3, 70.0, 40.0)
+    g.set_down(IdSet.of(nodes_of(p, span.bits)[:1]))
+    assert not p.can_search_aside(3, 70.0, 40.0)
+
+
 def cores(n):
     slot = ResourceRequest("slot", Count.fixed(n), (ResourceRequest("core", Count.fixed(1)),), label="task")
     return Request((slot,))
@@ -158,8 +198,9 @@ def test_repaired_searches_equal_full_ones(seq):
     the planner says, running jobs end early, reservations are cancelled;
     after each step every reservation is re-planned as the conservative
     policy does, and the repaired search (and the decision to keep a
-    reservation without searching) agrees with a search of every
-    candidate time."""
+    reservation without searching, and the search with the reservation set
+    aside but left in the plan) agrees with a search of every candidate
+    time."""
     g = nodes_graph(4, 2)
     p = Planner(g)
     now = 0.0
@@ -185,12 +226,18 @@ def test_repaired_searches_equal_full_ones(seq):
                 p.remove(span.jobid)
                 continue
             kept = p.unchanged_for(span.jobid, d, now)
+            aside = "not asked"
+            if p.can_search_aside(span.jobid, d, now):  # searched with its span left in the plan
+                since, own = span.seq, span.jobid
+                aside = p.earliest_bits(req, now, d, "low", before=span.start, since=since, own=own, aside=True)
             old = p.remove(span.jobid)
             full = p.earliest_bits(req, now, d, "low", before=old.start)
             if kept:
                 assert full is None
             got = p.earliest_bits(req, now, d, "low", before=old.start, since=old.seq, own=span.jobid)
             assert got == full
+            if aside != "not asked":
+                assert aside == full
             if got is None:
                 p.reserve(span.jobid, old.resources, old.start, old.end, old.bits)
             else:

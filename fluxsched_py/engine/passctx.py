@@ -61,6 +61,9 @@ class Pass:
         self._unreserved: tuple[Job, float, int] | None = None
         # The last search from now, for reserve(): (job, nothing fits before, log end then).
         self._searched: tuple[Job, float, int] | None = None
+        # What keeps_reservation() found before a job's reservation, its
+        # own span set aside, for earliest(): (job, reservation start, slot, log end then).
+        self._aside: tuple[Job, float, Slot, int] | None = None
         #: (free set, its change number, how many nodes are wholly in it): see :meth:`fits_free`
         self._whole_now: tuple[Any, Any, int] | None = None
         #: (free set, its change number, nothing in it): see :meth:`nothing_free`
@@ -316,6 +319,16 @@ class Pass:
         since = -1
         u = self._unreserved
         self._unreserved = None
+        a = self._aside
+        self._aside = None
+        if a is not None and a[0] is job and a[1] == before and not_before <= self.now:
+            gains = planner.gains_since(a[3])
+            if gains is not None and all(g[3] == job.id for g in gains):
+                # Found with its reservation set aside; taking it out since
+                # changed nothing else.
+                e.stats["matches"] -= 1  # counted when it was found
+                self._searched = (job, a[2].start, planner.log_end)
+                return a[2]
         if u is not None and u[0] is job and u[1] == before:
             since = u[2]
         if planner.nblocked and (w := e.reservations.window(job)) is not None:
@@ -331,13 +344,31 @@ class Pass:
         return found
 
     def keeps_reservation(self, job: Job) -> bool:
-        """Re-plan ``job``'s reservation in the cheap case: when nothing that
+        """Re-plan ``job``'s reservation in the cheap cases: when nothing that
         became available since its last search could let it start earlier
-        (:meth:`Planner.unchanged_for`), do only the bookkeeping."""
-        if not self.e.planner.unchanged_for(job.id, job.duration, self.now):
+        (:meth:`Planner.unchanged_for`), or a search with the reservation
+        set aside but left in the plan finds nothing earlier
+        (:meth:`Planner.can_search_aside`), do only the bookkeeping.  When
+        that search finds an earlier place, :meth:`earliest` hands it out
+        after :meth:`unreserve` rather than search again."""
+        e = self.e
+        planner = e.planner
+        if planner.unchanged_for(job.id, job.duration, self.now):
+            e.stats["matches"] += 1  # the search it stands for
+            return True
+        if not planner.can_search_aside(job.id, job.duration, self.now):
             return False
-        self.e.stats["matches"] += 1  # the search it stands for
-        return True
+        e.stats["matches"] += 1
+        span = planner.span(job.id)
+        assert span is not None
+        found = planner.earliest_bits(
+            job.request, self.now, job.duration, e.options.placement, span.start, -math.inf, span.seq, job.id, True
+        )
+        if found is None:
+            planner.keep(job.id)
+            return True
+        self._aside = (job, span.start, found, planner.log_end)
+        return False
 
     def reserve(self, job: Job, slot: Slot) -> None:
         planner = self.e.planner

@@ -9,23 +9,30 @@ requests :meth:`~.matchcache.MatchCache.fit` answers it exactly from counts
 (:mod:`.fastfit`), and the matcher runs once, at the time the search settles
 on (about 15 ms a match on 1000 nodes x 8 cores, against microseconds).
 
-Two cuts keep the answer and skip work.  A whole-node request cannot fit a
-window that is short of whole free nodes in any one segment of it, so the
-candidates are first scanned segment by segment against counts remembered
-per segment content (:meth:`Planner._enough_whole`).  And a search that
-repairs a reservation (``since``: nothing fitted before it at that position
-of the log of gains, see :mod:`.timeline`) tries only the start times whose
-window overlaps a gain logged since (:meth:`Planner._gained_starts`).
+Three cuts keep the answer and skip work.  A whole-node request cannot
+fit a window that is short of whole free nodes in any one segment of it,
+so each candidate's window is first read from its last segment back
+against counts remembered per segment content, and a short segment rules
+out every candidate whose window covers it (:meth:`Planner._enough_whole`).
+A search that repairs a reservation (``since``: nothing fitted before it at
+that position of the log of gains, see :mod:`.timeline`) tries only the
+start times whose window overlaps a gain logged since
+(:meth:`Planner._gained_starts`).  And that search leaves the reservation
+in the plan, reading the segments it covers without it (``aside``), so a
+job that does not move costs no change to the plan.
 """
 
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from ..resource.flatfree import as_int
 from .placement import Placement, Slot
-from .timeline import Timeline
+from .timeline import Span, Timeline
 
 if TYPE_CHECKING:
     from ..resource import ResourceSet
@@ -96,6 +103,7 @@ class Planner(Timeline):
         not_before: float = -math.inf,
         since: int = -1,
         own: int | None = None,
+        aside: bool = False,
     ) -> Slot | None:
         """Like :meth:`earliest`, with the placement left as found (see
         :meth:`resolve`): the start time and the placement.
@@ -110,7 +118,13 @@ class Planner(Timeline):
         ``[now, before)`` in the plan as it was at that position (the job's
         own span, ``own``, aside): only the start times whose window
         overlaps a gain logged since are tried (:meth:`_gained_starts`).
-        The answer is the same as without it."""
+        The answer is the same as without it.
+
+        With ``aside``, ``own``'s reservation stays in the plan and the
+        search reads the plan without it, for a place before it
+        (:meth:`can_search_aside` says when that is allowed): the answer
+        is the one :meth:`remove` then a search would give, and a job that
+        does not move costs no removal and no putting back."""
         if not duration or duration <= 0:
             duration = math.inf
         self.set_now(now)
@@ -142,46 +156,95 @@ class Planner(Timeline):
             return self._earliest_monotone(request, cands, pool, policy)
 
         used = self._materialize(self._reach(cands, duration))
+        if aside:
+            used = self._set_aside(used, self._spans[own])  # type: ignore[index]
         n = request.whole_nodes
+        tries: Iterable[float] = cands
+        enough = None
         if n and self._whole_fit(policy):
-            cands = self._enough_whole(cands, n, duration, pool, used, before)
-            if not cands:
+            enough = self._enough_whole(cands, n, duration, pool, used, before)
+            first = next(enough, None)
+            if first is None:
                 return None
+            tries = itertools.chain((first,), enough)
+        else:
+            first = cands[0]
         match = self.match_bits
         fit, codec = self.matcher.fit, self.codec
         window = _WindowUnion()
         n = len(times)
-        lo = self._index(cands[0])  # first segment in the window
+        lo = self._index(first)  # first segment in the window
         hi = lo  # first segment not yet pushed
         last_failed = -1
-        for t in cands:
-            k = bisect.bisect_right(times, t, lo) - 1  # the segment t is in
-            if k >= hi:  # past the window (candidates with a gap between): start afresh
-                window = _WindowUnion()
-                lo = hi = k
-            else:
-                while lo < k:
-                    window.pop()
-                    lo += 1
-            end = t + duration
-            while hi < n and times[hi] < end:
-                window.push(used[hi])
-                hi += 1
-            avail = pool & ~window.value()
-            if blocks and (held := self.blocked_during(t, end)):
-                if self.held_by is None and avail & held and self._fits(request, policy, avail):
-                    self.held_by = self.held_names(t, end)  # a window, not the plan, holds it here
-                avail &= ~held
-            if not avail or avail == last_failed:
-                continue
-            if fit(codec, request, policy, avail) is False:  # the matcher would say None
+        try:
+            for t in tries:
+                k = bisect.bisect_right(times, t, lo) - 1  # the segment t is in
+                if k >= hi:  # past the window (candidates with a gap between): start afresh
+                    window = _WindowUnion()
+                    lo = hi = k
+                else:
+                    while lo < k:
+                        window.pop()
+                        lo += 1
+                end = t + duration
+                while hi < n and times[hi] < end:
+                    window.push(used[hi])
+                    hi += 1
+                avail = pool & ~window.value()
+                if blocks and (held := self.blocked_during(t, end)):
+                    if self.held_by is None and avail & held and self._fits(request, policy, avail):
+                        self.held_by = self.held_names(t, end)  # a window, not the plan, holds it here
+                    avail &= ~held
+                if not avail or avail == last_failed:
+                    continue
+                if fit(codec, request, policy, avail) is False:  # the matcher would say None
+                    last_failed = avail
+                    continue
+                found = match(request, avail, policy)
+                if found is not None:
+                    return Slot(t, found)
                 last_failed = avail
-                continue
-            found = match(request, avail, policy)
-            if found is not None:
-                return Slot(t, found)
-            last_failed = avail
-        return None
+            return None
+        finally:
+            if enough is not None:
+                # Closed here, not when collected: an interruption (SIGINT)
+                # that lands in a generator's finalization is only printed.
+                enough.close()
+
+    def can_search_aside(self, jobid: int, duration: float, now: float) -> bool:
+        """True when ``earliest_bits(..., before=span.start, own=jobid,
+        aside=True)`` gives what removing ``jobid``'s reservation and
+        searching would: it is a reservation still ``duration`` long that
+        starts after ``now``, its place is still up (so it would be kept
+        if nothing earlier fits), no window is blocked and spans never
+        overlapped (so its resources, over its time, are its alone)."""
+        span = self._spans.get(jobid)
+        if span is None or span.running or self._overlapped or self._blocks or not span.start > now:
+            return False
+        if span.end != span.start + duration:
+            return False
+        self.set_now(now)
+        bits = as_int(span.bits)
+        return self.pool_bits() & bits == bits
+
+    def keep(self, jobid: int) -> None:
+        """``jobid``'s reservation stays where it is after a search that
+        found nothing earlier (:meth:`can_search_aside`): as taking it out
+        and putting it back would leave it."""
+        self._keep(jobid)
+
+    def _set_aside(self, used: list[int], span: Span) -> list[int]:
+        """``used`` without ``span``'s resources over the segments it covers
+        (spans never overlap: there they are its alone)."""
+        times = self._times
+        lo = self._index(span.start)
+        hi = len(times) if span.end == math.inf else self._index(span.end)
+        out = list(used)
+        bits = as_int(span.bits)
+        for k in range(lo, min(hi, len(out))):
+            x = out[k]
+            out[k] = x ^ (x & bits)
+        return out
 
     def _fits(self, request: Any, policy: str, avail: int) -> bool:
         ok = self.matcher.fit(self.codec, request, policy, avail)
@@ -241,11 +304,8 @@ class Planner(Timeline):
         gains = self.gains_since(since)
         if gains is None:
             return None
-        spans = []
-        for a, b, _, jid in gains:
-            if jid == own or b <= start or a - duration >= before:
-                continue
-            spans.append((a - duration, b))  # t overlaps [a, b) when a - duration < t < b
+        # t overlaps [a, b) when a - duration < t < b
+        spans = [(a - duration, b) for a, b, _, jid in gains if b > start and a - duration < before and jid != own]
         if not spans:
             return []
         spans.sort()
@@ -270,61 +330,64 @@ class Planner(Timeline):
 
     def _enough_whole(
         self, cands: list[float], n: int, duration: float, pool: int, used: list[int], before: float
-    ) -> list[float]:
+    ) -> Iterator[float]:
         """The candidates whose window has at least ``n`` whole nodes free in
-        every segment it overlaps, in order.
+        every segment it overlaps, in order, as they are asked for (the
+        search stops at the first that fits).
 
         The segment that ends at ``before`` (the job's reservation) is looked
         at first: it is where the job was short when its place was chosen,
         and while it still is, only windows that end before it can fit.
 
         Each segment's count of whole free nodes is remembered by what the
-        segment holds (:meth:`_whole_free`), and the segments are scanned
-        once, left to right: a segment with fewer than ``n`` rules out every
-        candidate whose window overlaps it, so the scan goes on from the
-        first candidate after it.  A window's whole nodes are whole in each
-        of its segments, so a candidate ruled out would fail the matcher
-        too: the search that skips them finds the same start."""
+        segment holds (:meth:`_whole_free`).  A candidate's window is read
+        from its last segment back: a segment with fewer than ``n`` rules
+        out every candidate whose window overlaps it, so the next candidate
+        tried is the first after it, and when the last segment of the
+        window is short that skips a whole window at the cost of one count
+        (the segments read and found enough are remembered, and not read
+        again).  A window's whole nodes are whole in each of its segments,
+        so a candidate ruled out would fail the matcher too: the search
+        that skips them finds the same start."""
         times = self._times
         nseg = len(times)
         count = self._whole_free(pool)
+        whole = self.codec.whole_count
         if before != math.inf:
             k = bisect.bisect_left(times, before) - 1
             if k >= 0:
                 x = used[k]
                 c = count.get(x)
                 if c is None:
-                    c = count[x] = self.codec.whole_count(pool ^ (pool & x))
+                    c = count[x] = whole(pool ^ (pool & x))
                 if c < n:
                     cands = cands[: bisect.bisect_right(cands, times[k] - duration)]
-        out: list[float] = []
+        good_lo, good_hi = 0, -1  # segments read and found with n or more
         i, ncand = 0, len(cands)
-        good_from = good_to = 0  # segments [good_from, good_to) have n or more
         while i < ncand:
             t = cands[i]
-            k = bisect.bisect_right(times, t, good_from) - 1
-            if k > good_to:
-                good_from = good_to = k
-            end = t + duration
-            j = good_to if good_to > k else k
-            while j < nseg and times[j] < end:
+            k = bisect.bisect_right(times, t) - 1  # the window's first segment
+            m = bisect.bisect_left(times, t + duration) - 1  # and its last
+            j = m
+            while j >= k:
+                if good_lo <= j <= good_hi:
+                    j = good_lo - 1
+                    continue
                 x = used[j]
                 c = count.get(x)
                 if c is None:
-                    c = count[x] = self.codec.whole_count(pool ^ (pool & x))
+                    c = count[x] = whole(pool ^ (pool & x))
                 if c < n:
                     break
-                j += 1
-            else:
-                out.append(t)
-                good_from, good_to = k, j
+                j -= 1
+            good_lo, good_hi = (j + 1 if j >= k else k), m
+            if j < k:
+                yield t
                 i += 1
                 continue
-            good_from = good_to = j + 1  # j is short of nodes: so is every window over it
-            if j + 1 >= nseg:
-                break
+            if j + 1 >= nseg:  # j is short: so is every window over it
+                return
             i = bisect.bisect_left(cands, times[j + 1], i)
-        return out
 
     def _whole_free(self, pool: int) -> dict[int, int]:
         """Whole nodes of ``pool`` free in a segment, by what the segment

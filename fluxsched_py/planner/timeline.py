@@ -524,10 +524,15 @@ class Timeline:
         for a, b, _, jid in gains:
             if b > now and a < horizon and jid != jobid:
                 return False
+        self._keep(jobid)
+        return True
+
+    def _keep(self, jobid: int) -> None:
+        """What taking a reservation out and putting it back in the same
+        place leaves: the span last in :meth:`reserved`, searched as of now."""
         self._spans[jobid] = self._spans.pop(jobid)
         self._reserved[jobid] = self._reserved.pop(jobid)
         self.searched(jobid)
-        return True
 
     def _log_gain(self, start: float, end: float, bits: Any, jobid: int) -> None:
         if start < end and bits:

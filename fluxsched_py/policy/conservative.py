@@ -33,32 +33,45 @@ that overlaps a gain.  Each pass's cost, per pending job in queue order:
   overlaps a window it could start earlier in, the reservation is kept
   untouched (:meth:`Timeline.unchanged_for
   <fluxsched_py.planner.timeline.Timeline.unchanged_for>`);
-* otherwise: the reservation is taken out and searched for only at the
-  start times whose window overlaps a gain; for whole-node jobs a scan of
-  the segments those windows cover, counting whole free nodes (remembered
-  per segment), first rules out every window that is short of nodes
-  somewhere, and only the rest cost a union of the segments
+* otherwise a search for an earlier place, with the reservation left in
+  the plan and read as if it were not there (:meth:`Planner.can_search_aside
+  <fluxsched_py.planner.search.Planner.can_search_aside>`), only at the
+  start times whose window overlaps a gain; for whole-node jobs each
+  window is read from its last segment back, counting whole free nodes
+  (remembered per segment), so a window short of nodes is ruled out for
+  one count and the next start time tried is after the short segment
   (:meth:`Planner.earliest_bits
-  <fluxsched_py.planner.search.Planner.earliest_bits>`, ``since``); then
-  two boundary updates to put it back or move it;
+  <fluxsched_py.planner.search.Planner.earliest_bits>`, ``since``).  A job
+  that finds nothing earlier (most of them) costs that search and no
+  change to the plan; one that moves costs two boundary updates to take
+  out its old place and put in the new one, found by the same search;
 * a job without a reservation: one full search, as when it arrived.
+
+So a pass costs, per reserved job after a change, a walk of the gains
+since it was last looked at plus the windows of the start times those
+gains touch, each read back to its first short segment, and no change to
+the plan unless the job moves.  On the heavy trace's worst stretch
+(``fluxsched-py replay heavy.swf --nodes 1024 --queue-policy conservative
+--skip 49000 --jobs 2000``: 328,736 looks at a reservation, with 450
+reservations and 485 segments in the plan on average at each) that is
+28.0 to 35.0 s of CPU in two runs, 85 to 106 us a look with the whole
+pass around it, against 71.4 s (217 us) in one run of main 8b1a215, on 2
+cores loaded by other work (load average 5-6).
 
 The answers are those of re-planning every reservation with a full search
 (``t/test_policy_conservative.py`` checks the engine against such an oracle
-policy; ``t/test_planner_repair.py`` checks each repaired search), so the
-schedule is the one main 175c917 computed: on the heavy trace
-(``bench/heavy_trace.py``, 5,000 and 20,000 jobs, seeds 1 and 2) every job
-starts at the same time (``bench/bench_conservative.py``).  The repair
-replaces the ``NoEarlier`` proofs (gone, with their 363 lines) at about
-their cost, measured against main 175c917 in the same run on 2 cores
-loaded by other work (load average 6-7), one run each: heavy trace, 20,000
-jobs, CPU 75.5 s against 74.2 s (seed 1, 1.02) and 93.3 s against 81.1 s
-(seed 2, 1.15; wall 299 / 278 s and 357 / 312 s); ``bench/bench_forecast.py``
-(1,000 x 8 full, 64 reserved, median of 9 passes): 796 ms against 948 ms a
-pass (0.84), same decision digest.  Not enough for the heavy trace's
-100,000 jobs in a minute: the cost left is in the jobs that do move (about
-one examination in five there moves, each a search and a placement) and in
-searches that fail over long windows.
+policy; ``t/test_planner_repair.py`` checks each repaired search, and the
+search with the reservation set aside), so the schedule is main 8b1a215's:
+every job starts at the same time (``bench/bench_conservative.py``).
+Figures by it (CPU, user + system; the branch median of 3, main one run):
+heavy trace of 20,000 jobs, seed 1, 46.8 s against 58.2 s (0.80), seed 2
+53.8 s against 75.2 s (0.72), no start time differs and every job starts
+by its first ``t_estimate``.  Not yet what issue 21 asks: the heavy
+trace's 100,000 jobs and SDSC Blue Horizon whole (1,152 one-core nodes)
+were both still running after 300 s of wall time, on this branch as on
+main.  The cost left is the looks themselves (hundreds of reservations
+looked at on each early end, most of which cannot move) and the jobs
+that do move (about one look in six in the worst stretch).
 
 With ``reserve-depth=N`` only the first N jobs that cannot start get
 reservations; jobs behind them may still start at once if they fit without
