@@ -132,6 +132,26 @@ side on the otherwise idle 2-core machine, one run each, ``/usr/bin/time``
 So every trace but CEA Curie replays whole under fcfs and easy in under 2
 minutes, and KTH and NASA under conservative too; SDSC under conservative
 and CEA Curie do not yet.
+
+CEA Curie 2011 whole (issue 22), at main 8b1a215 (the code of these runs;
+the commits since touch only conservative's searches and best-effort
+notices), ``fluxsched-py replay CEA-Curie-2011-2.1-cln.swf.gz
+--procs-per-node 1 --queue-policy P --no-progress --json --output-dir D``,
+one run each, two to four replays and a helper's tests sharing the 2 cores
+(load average 4-6: read the CPU column):
+
+    trace (nodes)           policy   jobs     wall s   CPU s   RSS MiB   mean wait s   mean bsld   utilization
+    CEA-Curie (93312)       fcfs     312807   2229.2   970.2     1156       15849.1       564.93       61.6 %
+    CEA-Curie (93312)       easy     312807   3434.0  1096.9      763        1327.8        25.84       61.7 %
+    CEA-Curie (93312)       conservative  stopped after 23,893 jobs (7.2 min of CPU)
+
+Every job started under fcfs and easy (none rejected, 5,416 killed at
+their walltime as in the trace).  So the whole trace replays under fcfs and
+easy, in 16 and 18 minutes of CPU, not the 2 minutes of issue 21.  Under
+conservative it does not finish in a session: about 5,000 jobs a CPU-minute
+early in the trace and slowing as queues grow, most of it in
+``Planner._enough_whole`` (py-spy: 45-49 %), the count of whole free nodes
+over every window a reservation could move into.
 """
 
 from __future__ import annotations
