@@ -15,12 +15,32 @@ file and jobspecs in the same run; otherwise the table says it was not run.
     python bench/bench_match.py --quick    # 1,024 nodes, 5 matches per jobspec
 
 This is a benchmark, not a test: it asserts nothing about time.
+
+Each of our cells is "match / match + allocate".  Commit 5beef20 updated the
+graph's availability aggregates at ``allocate``; now the next match brings
+them up to date, so a match right after a big allocation costs more and the
+allocation less.  Measured on the 2-core machine, otherwise idle, two runs
+alternated (``--tree`` a worktree of 5beef20, ``--no-fluxion``), 1,024-node
+exclusive match, median ms:
+
+    tree      graph     match          match + allocate
+    5beef20   recipe    8.07 / 10.79   47.04 / 58.30
+    this      recipe    37.52 / 45.71  42.84 / 52.69   (0.90)
+    5beef20   GRUG      8.07 / 7.44    44.39 / 42.14
+    this      GRUG      24.29 / 27.61  26.25 / 31.43   (0.66)
+
+So a job placed costs less than at 5beef20, while the match alone costs
+3-4 times more.  In one run of this script with Fluxion on PATH (its
+``match allocate``, the same GRUG file): 0.61 ms one core, 1.60 ms one
+node, 919.74 ms 1,024 nodes, 4.01 GiB; ours 0.14 / 0.17 / 23.4 ms
+(match) on 0.20 GiB.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import math
 import os
 import re
 import shutil
@@ -33,11 +53,17 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from t.shared import SHARED as _SHARED  # noqa: E402 - the one place that finds ../shared
+
+#: ``--tree DIR``: measure that checkout's fluxsched_py (a worktree of another
+#: commit) with this script, so two commits are timed the same way.
+_TREE = next((sys.argv[i + 1] for i, a in enumerate(sys.argv[:-1]) if a == "--tree"), None)
+if _TREE:
+    sys.path.insert(0, str(Path(_TREE).resolve()))
 
 from fluxsched_py.jobspec import load_jobspec  # noqa: E402
 from fluxsched_py.match import match  # noqa: E402
 from fluxsched_py.resource import ResourceGraph  # noqa: E402
-from t.shared import SHARED as _SHARED  # noqa: E402 - the one place that finds ../shared
 
 SHARED = _SHARED / "bench"
 JOBSPECS = ("core1.yaml", "node1x.yaml", "node1024x.yaml")
@@ -68,21 +94,30 @@ def recipe(nodes: int) -> dict:
     }
 
 
-def time_matches(g: ResourceGraph, request, reps: int, policy: str) -> tuple[float, int]:
-    """Median match time (ms); each match is allocated so the next one sees a busier graph."""
-    times = []
+def time_matches(g: ResourceGraph, request, reps: int, policy: str) -> tuple[float, float, int]:
+    """Median match time, and median match-and-allocate time (ms); each match
+    is allocated so the next one sees a busier graph.
+
+    Both, because where the cost of an allocation falls moved: the graph's
+    availability aggregates are brought up to date when the next match reads
+    them, not at ``allocate``, so a match after a big allocation pays for it.
+    What a scheduler pays per job is the pair, and it is what Fluxion's
+    ``match allocate`` times (its ELAPSE covers the allocation)."""
+    times, cycles = [], []
     jobid = 1_000_000
     for _ in range(reps):
         t0 = time.perf_counter()
         rs = match(g, request, policy=policy)
-        times.append((time.perf_counter() - t0) * 1000)
+        t1 = time.perf_counter()
+        times.append((t1 - t0) * 1000)
         if rs is None:
             break
         jobid += 1
         g.allocate(jobid, rs)
+        cycles.append((time.perf_counter() - t0) * 1000)
     for j in list(g.jobs):
         g.release(j)
-    return statistics.median(times), len(times)
+    return statistics.median(times), statistics.median(cycles) if cycles else math.nan, len(times)
 
 
 def bench_ours(label: str, load, requests: dict, reps: int, policy: str) -> list[str]:
@@ -98,8 +133,8 @@ def bench_ours(label: str, load, requests: dict, reps: int, policy: str) -> list
         if req is None or (name == "node1024x.yaml" and len(g.ranks) < 1024):
             cells.append("-")
             continue
-        med, n = time_matches(g, req, reps, policy)
-        cells.append(f"{med:.2f} ms (n={n})")
+        med, cycle, n = time_matches(g, req, reps, policy)
+        cells.append(f"{med:.2f} / {cycle:.2f} ms (n={n})")
     del g
     gc.collect()
     return cells
@@ -119,7 +154,7 @@ def bench_fluxion(grug: Path, reps: int) -> list[str]:
     rq = shutil.which("resource-query")
     if rq is None:
         return ["Fluxion resource-query", "-", "not run: no resource-query on PATH", "", "", "", ""]
-    cells = ["Fluxion resource-query", "", "", ""]
+    cells = ["Fluxion resource-query (match allocate)", "", "", ""]
     with tempfile.TemporaryDirectory() as tmp:
         cmds = Path(tmp) / "cmds"
         lines = []
@@ -158,6 +193,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="1,024 nodes and 5 matches per jobspec")
     ap.add_argument("--policy", default="first")
     ap.add_argument("--reps", type=int, default=None)
+    ap.add_argument("--tree", metavar="DIR", help="measure this checkout's fluxsched_py (read before the imports)")
+    ap.add_argument("--no-fluxion", action="store_true", help="do not run resource-query even when it is on PATH")
     args = ap.parse_args(argv)
     nodes = 1024 if args.quick else 16384
     reps = args.reps or (5 if args.quick else 25)
@@ -166,18 +203,22 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     requests = {name: load_jobspec(SHARED / name) for name in JOBSPECS}
     grug = SHARED / ("nodes1024.graphml" if args.quick else "nodes16384.graphml")
+    tree = f" @ {Path(args.tree).name}" if args.tree else ""
     rows = [
         bench_ours(
-            f"fluxsched-py recipe ({nodes} nodes)",
+            f"fluxsched-py{tree} recipe ({nodes} nodes)",
             lambda: ResourceGraph.from_recipe(recipe(nodes)),
             requests,
             reps,
             args.policy,
         ),
-        bench_ours(f"fluxsched-py {grug.name}", lambda: ResourceGraph.from_grug(grug), requests, reps, args.policy),
-        bench_fluxion(grug, reps),
+        bench_ours(
+            f"fluxsched-py{tree} {grug.name}", lambda: ResourceGraph.from_grug(grug), requests, reps, args.policy
+        ),
     ]
-    head = ["graph", "ranks", "load", "RSS (delta)", *(f"median {n}" for n in JOBSPECS)]
+    if not args.no_fluxion:
+        rows.append(bench_fluxion(grug, reps))
+    head = ["graph", "ranks", "load", "RSS (delta)", *(f"median {n}: match / +allocate" for n in JOBSPECS)]
     widths = [max(len(str(r[i])) for r in [head, *rows]) for i in range(len(head))]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
     print(f"policy={args.policy}  reps={reps}  pid={os.getpid()}")
