@@ -67,9 +67,6 @@ from fluxsched_py.resource import ResourceGraph  # noqa: E402
 
 SHARED = _SHARED / "bench"
 JOBSPECS = ("core1.yaml", "node1x.yaml", "node1024x.yaml")
-FLUXION_REF = (
-    "Fluxion 0.54 reference (this machine, nodes16384.graphml): load 18 s, 4.0 GiB RSS, ~7 ms 1-core, ~15 ms 1-node-x"
-)
 
 
 def rss_gib() -> float:
@@ -226,7 +223,6 @@ def main(argv: list[str] | None = None) -> int:
     print(fmt.format(*("-" * w for w in widths)))
     for r in rows:
         print(fmt.format(*r))
-    print(FLUXION_REF)
     return 0
 
 

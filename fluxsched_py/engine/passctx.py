@@ -362,7 +362,14 @@ class Pass:
         span = planner.span(job.id)
         assert span is not None
         found = planner.earliest_bits(
-            job.request, self.now, job.duration, e.options.placement, span.start, -math.inf, span.seq, job.id, True
+            job.request,
+            self.now,
+            job.duration,
+            e.options.placement,
+            before=span.start,
+            since=span.seq,
+            own=job.id,
+            aside=True,
         )
         if found is None:
             planner.keep(job.id)
