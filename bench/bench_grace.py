@@ -8,12 +8,18 @@ nodes) plus a 2,000-job campaign of one-node jobs of 5 to 60 minutes
 notice).  Under fcfs, easy and conservative it replays:
 
 * ``main``: the main this branch started from (``--base``, default
-  ``/tmp/base-s11``, commit 8b1a215), with no option;
+  ``/tmp/base-s12``, commit 8733fa3), with no option;
 * ``default``: this code (``--code``, default this tree) with no option;
 * ``fit``: ``besteffort-fit=require`` and no grace time;
 * ``fit+grace``: ``fit`` with ``preempt-grace=60``, no job checkpointing;
 * ``fit+ckpt``: ``fit+grace`` with every campaign job checkpointing on its notice;
 * ``fewest+ckpt``: ``fit+ckpt`` with ``preempt-victims=fewest``;
+* ``fit+grace+wait-ckpt``: ``fit+grace`` with ``preempt-wait=checkpoint``
+  (a regular job waits only for victims that checkpoint: here, none);
+* ``fit+ckpt+wait-ckpt``: ``fit+ckpt`` with ``preempt-wait=checkpoint``
+  (every victim checkpoints: the same waits as ``fit+ckpt``);
+* ``fit+ckpt+wait-none``: ``fit+ckpt`` with ``preempt-wait=none`` (no wait:
+  a victim still in its first notice loses the work since its start);
 
 and prints best-effort work completed, lost and recovered (node-hours),
 lost / completed, preemptions, and how the regular jobs' start times compare
@@ -26,7 +32,7 @@ of those that waited in the run alone (a planned start) are late.  Each
 replay runs in a process of its own (``--one``), with the given code on its
 ``PYTHONPATH``.  Simulated time: the figures do not depend on the machine's load.
 
-    python bench/bench_grace.py [--base /tmp/base-s11] [--code TREE]
+    python bench/bench_grace.py [--base /tmp/base-s12] [--code TREE]
         [--policies fcfs,easy,conservative] [--runs fit+grace,...] [-j 2]
 """
 
@@ -56,6 +62,21 @@ RUNS = {
         "here",
         "checkpoint",
         ["--besteffort-fit", "require", "--preempt-grace", "60", "--preempt-victims", "fewest"],
+    ),
+    "fit+grace+wait-ckpt": (
+        "here",
+        "plain",
+        ["--besteffort-fit", "require", "--preempt-grace", "60", "--preempt-wait", "checkpoint"],
+    ),
+    "fit+ckpt+wait-ckpt": (
+        "here",
+        "checkpoint",
+        ["--besteffort-fit", "require", "--preempt-grace", "60", "--preempt-wait", "checkpoint"],
+    ),
+    "fit+ckpt+wait-none": (
+        "here",
+        "checkpoint",
+        ["--besteffort-fit", "require", "--preempt-grace", "60", "--preempt-wait", "none"],
     ),
 }
 
@@ -140,7 +161,7 @@ def main() -> None:
         one(workload, policy, outdir, flags)
         return
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--base", type=Path, default=Path("/tmp/base-s11"))
+    ap.add_argument("--base", type=Path, default=Path("/tmp/base-s12"))
     ap.add_argument("--code", type=Path, default=ROOT, help="the code of the runs but main (default: this tree)")
     ap.add_argument("--policies", default="fcfs,easy,conservative")
     ap.add_argument("--runs", default=",".join(RUNS), help="the runs to make (default: all)")

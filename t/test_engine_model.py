@@ -216,6 +216,8 @@ class EngineModel(RuleBasedStateMachine):
         self.victim_items: dict[int, set] = {}  # job -> what the jobs preempted for it held
         self.noticed: dict[int, float] = {}  # best-effort job -> when it got its first notice (preempt-grace)
         self.grace = next((float(o.split("=")[1]) for o in self.OPTIONS if o.startswith("preempt-grace=")), 0.0)
+        # preempt-wait: which victims a regular job waits for while their notice is not over
+        self.wait = next((o.split("=")[1] for o in self.OPTIONS if o.startswith("preempt-wait=")), "grace")
         # duplicates=N: job -> the original of its group (the copies the model submitted, and the
         # original); original -> the member that ended first, not preempted (the model ended them)
         self.group: dict[int, int] = {}
@@ -422,7 +424,10 @@ class EngineModel(RuleBasedStateMachine):
             assert a.id not in self.preempted, f"job {a.id} preempted twice"
             window = 60.0 if job["pa"] == "1m" else job["pa"]
             assert self.now >= job["start"] + window, f"job {a.id} preempted inside its protected window"
-            if self.grace:  # not before its notice is over
+            # the engine knows a job checkpoints from its jobspec (not one known from hello)
+            ckpt = job["checkpoint"] and not job.get("adopted")
+            if self.grace and (self.wait == "grace" or (self.wait == "checkpoint" and ckpt)):
+                # not before its notice is over (a victim preempt-wait waits for)
                 assert self.now >= self.noticed.get(a.id, math.inf) + self.grace - 1e-9, f"job {a.id}: early"
             # always for a pending regular job: the victims of one cancelled in their grace are spared
             assert a.for_id in self.pending and self.pending[a.for_id]["pa"] is None, f"preempted for {a.for_id}"
@@ -811,7 +816,16 @@ CONFIGS = [
     ),
     # preemption with notice, checkpointing jobs requeued, victims whose notice is over first
     (["queue-policy=easy", "policy=first", "preempt-grace=20", "preempt-victims=fewest"], [None]),
-    (["queue-policy=conservative", "policy=low", "preempt-grace=20", "besteffort-fit=require"], [None]),
+    (
+        [
+            "queue-policy=conservative",
+            "policy=low",
+            "preempt-grace=20",
+            "besteffort-fit=require",
+            "preempt-wait=checkpoint",
+        ],
+        [None],
+    ),
 ]
 #: all of issue 25 at once (run with three times the examples): notices, checkpointing jobs
 #: requeued, copies of campaigns' last jobs (campaigns a and b), and bounds on each campaign,

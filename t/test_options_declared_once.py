@@ -62,6 +62,7 @@ SAMPLES = {
     "preempt-signal": ("SIGTERM", "preempt-signal", 15),
     "checkpoint-campaigns": ("c1,c2", "checkpoint-campaigns", ["c1", "c2"]),
     "besteffort-fit": ("require", "besteffort-fit", "require"),
+    "preempt-wait": ("checkpoint", "preempt-wait", "checkpoint"),
 }
 #: Flux module arguments only, by design (the table says why).
 MODULE_ONLY = {"mode", "log-level"}
@@ -91,6 +92,7 @@ REPORTED_DEFAULTS = {
     "preempt-signal": 10,
     "checkpoint-campaigns": [],
     "besteffort-fit": "prefer",
+    "preempt-wait": "grace",
 }
 
 

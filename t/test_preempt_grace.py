@@ -174,13 +174,15 @@ def test_without_grace_the_preemption_is_at_once_and_no_notice():
     assert sorted(a.id for a in r.preempt) == [100, 101] and not r.notice
 
 
-def test_a_reservations_victims_are_noticed_ahead_and_its_job_starts_on_time():
+@pytest.mark.parametrize("wait", ["grace", "checkpoint", "none"])
+def test_a_reservations_victims_are_noticed_ahead_and_its_job_starts_on_time(wait):
     """Node 0 runs regular job 1 until t=100 (its walltime); node 1 a
     best-effort job.  Regular job 2 needs both nodes: reserved at t=100.
     Its victim (it does not checkpoint: the signal may end it) gets its
     notice 60 s before, at t=40 (a wakeup then), so at t=100 it is
-    preempted at once and job 2 starts then."""
-    e = Engine(nodes_graph(2), {"queue-policy": "easy", "preempt-grace": "60"}, build_R=False)
+    preempted at once and job 2 starts then, whatever ``preempt-wait``
+    says (it is about jobs that can start now)."""
+    e = Engine(nodes_graph(2), {"queue-policy": "easy", "preempt-grace": "60", "preempt-wait": wait}, build_R=False)
     e.alloc(1, 0, 0, 0.0, spec(1, 100))
     assert started(e.schedule(0.0)) == [1]
     e.alloc(100, 0, 0, 0.0, spec(1, 1000, pa=0))
@@ -197,6 +199,83 @@ def test_a_reservations_victims_are_noticed_ahead_and_its_job_starts_on_time():
     assert [a.id for a in r.preempt] == [100]
     e.free(100)
     assert started(e.schedule(100.0)) == [2]
+
+
+def early_end(wait: str, at: float) -> tuple[Engine, object]:
+    """The reservation above, with job 1 ending early at ``at``: job 2
+    can start now on node 1, held by best-effort job 100 (which does not
+    checkpoint), whose notice came at t=40 if ``at`` is later."""
+    e = Engine(
+        nodes_graph(2),
+        {"queue-policy": "easy", "preempt-grace": "60", "preempt-wait": wait},
+        build_R=False,
+        time_format=lambda t: f"t={t:.0f}s",
+    )
+    e.alloc(1, 0, 0, 0.0, spec(1, 100))
+    e.alloc(100, 0, 0, 0.0, spec(1, 1000, pa=0))
+    e.schedule(0.0)
+    e.alloc(2, 0, 0, 5.0, spec(2, 100))
+    e.schedule(5.0)
+    if at > 40:
+        assert [n.id for n in e.schedule(40.0).notice] == [100]
+    e.free(1)
+    return e, e.schedule(at)
+
+
+@pytest.mark.parametrize("at", [20.0, 60.0])
+def test_by_default_a_job_that_can_start_now_waits_for_the_notice(at):
+    """Job 1 ends early: job 2 waits for 100's notice to be over, at t=80
+    (noticed now, at t=20) or t=100 (noticed at t=40)."""
+    e, r = early_end("grace", at)
+    over = 80.0 if at < 40 else 100.0
+    assert not r.preempt and 2 not in started(r)
+    assert f"waiting at most until t={over:.0f}s" in e.job(2).reply.sent["reason_pending"]
+    assert [a.id for a in e.schedule(over).preempt] == [100]
+
+
+@pytest.mark.parametrize("wait", ["checkpoint", "none"])
+@pytest.mark.parametrize("at", [20.0, 60.0])
+def test_preempt_wait_checkpoint_or_none_preempts_a_victim_that_does_not_checkpoint_at_once(wait, at):
+    """Under ``preempt-wait=checkpoint`` (or ``none``) job 2 does not wait
+    for 100, which does not checkpoint: it is preempted at once, with no
+    new notice, its notice cut short if it had one; job 2 starts as it
+    would with no grace time."""
+    e, r = early_end(wait, at)
+    assert [a.id for a in r.preempt] == [100] and not r.notice
+    assert "waiting" not in e.job(2).reply.sent["reason_pending"]
+    e.free(100)
+    assert started(e.schedule(at)) == [2]
+    assert e.stats["preempted_node_seconds"] == at  # all its work: it keeps none
+    e.check_invariants()
+
+
+def test_preempt_wait_checkpoint_waits_for_a_checkpointing_victim_only():
+    """Best-effort 100 checkpoints (first notice at t=2, FIRST_NOTICE), 101
+    does not.  Regular job 1 needs both nodes at t=10: 101 is preempted at
+    once, and job 1 waits for 100's notice to be 60 s old, at t=62.  Under
+    ``none`` both are preempted at once, and 100 loses only the 8 s since
+    its checkpoint at t=2."""
+    for wait, at_once in (("checkpoint", [101]), ("none", [100, 101])):
+        e = Engine(nodes_graph(2), {"queue-policy": "easy", "preempt-grace": "60", "preempt-wait": wait}, build_R=False)
+        e.alloc(100, 0, 0, 0.0, spec(1, 1000, pa=0, checkpoint="signal"))
+        e.alloc(101, 0, 0, 0.0, spec(1, 1000, pa=0))
+        e.schedule(0.0)
+        assert [n.id for n in e.schedule(2.0).notice] == [100]
+        e.alloc(1, 0, 0, 10.0, spec(2, 100))
+        r = e.schedule(10.0)
+        assert sorted(a.id for a in r.preempt) == at_once and not r.notice, wait
+        if wait == "checkpoint":
+            assert [a.id for a in e.schedule(62.0).preempt] == [100]
+            assert e.stats["preempted_node_seconds"] == 10.0 + 60.0  # 101's 10 s; 100's since t=2
+        else:
+            assert e.stats["preempted_node_seconds"] == 10.0 + 8.0
+
+
+def test_preempt_wait_option_parses():
+    assert EngineOptions().preempt_wait == "grace"
+    assert EngineOptions.parse({"preempt-wait": "checkpoint"}).preempt_wait == "checkpoint"
+    with pytest.raises(EngineError, match="preempt-wait"):
+        EngineOptions.parse({"preempt-wait": "sometimes"})
 
 
 def workload(tmp_path, jobs: list[dict], nb_res: int = 1):

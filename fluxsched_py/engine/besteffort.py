@@ -436,7 +436,7 @@ class BestEffort:
             e.stats["matches"] += 1
             return planner.match_bits(job.request, avail, policy)
 
-        waits = {j.id for j, _ in cands if not self._may_preempt(j, now)} if e.options.preempt_grace > 0 else ()
+        waits = {j.id for j, _ in cands if self._waits_for(j, now)} if e.options.preempt_grace > 0 else ()
         chosen = None
         if e.options.preempt_victims != "plan":
             chosen = choose_victims(
@@ -473,12 +473,15 @@ class BestEffort:
             if v.id in self._spent:  # preempted already: just wait for its free
                 self._spent.discard(v.id)
                 continue
-            g = self.grace(v)
-            noticed = self._first_noticed.get(v.id)
-            if noticed is None and g > 0:
-                self._notice(v, now, now + g, f"preempted at {e.time_format(now + g)} for job {name(job.id)}")
-                noticed = now
-            at = now if noticed is None else noticed + g
+            if not self._waits_for(v, now):
+                at = now  # its notice is over, or preempt-wait does not wait for it
+            else:
+                g = self.grace(v)
+                noticed = self._first_noticed.get(v.id)
+                if noticed is None:
+                    self._notice(v, now, now + g, f"preempted at {e.time_format(now + g)} for job {name(job.id)}")
+                    noticed = now
+                at = noticed + g
             if at <= now:
                 self._kill(v, job.id, now)
             else:  # it may end during its grace time: then it completed
@@ -514,11 +517,22 @@ class BestEffort:
         g = self.grace(job)
         return (job.t_start or 0.0) + min(g, FIRST_NOTICE) if last is None else last + g
 
-    def _may_preempt(self, v: Job, now: float) -> bool:
-        """Victim ``v`` may be preempted now: it has no grace time, or its notice is over."""
+    def _waits_for(self, v: Job, now: float) -> bool:
+        """A regular job that can start now waits for victim ``v``: its
+        notice is not over (it has a grace time, and got no notice or one
+        less than a grace time ago), and ``preempt-wait`` waits for it
+        (``grace``: every victim; ``checkpoint``: a victim that checkpoints
+        on its notice; ``none``: none).  A victim not waited for is
+        preempted at once, its notice (if any) cut short: a job that does
+        not checkpoint loses its work either way, so waiting for it only
+        gives it the chance to end within the grace time, at the price of a
+        regular job's start, and of every start planned after that job's end."""
         g = self.grace(v)
         first = self._first_noticed.get(v.id)
-        return g <= 0 or (first is not None and first + g <= now + 1e-9)
+        if g <= 0 or (first is not None and first + g <= now + 1e-9):
+            return False
+        wait = self.e.options.preempt_wait
+        return wait == "grace" or (wait == "checkpoint" and self.checkpoints(v))
 
     def _notice(self, v: Job, now: float, at: float, note: str) -> None:
         self._noticed[v.id] = now

@@ -408,6 +408,10 @@ OPTIONS: tuple[Option, ...] = (
            "where a pending best-effort job starts: prefer, first where its campaign's predicted run "
            "time ends before a regular reservation claims the nodes, else on any free nodes; require, "
            "only there (it waits otherwise: less work lost to preemption)"),
+    Option("preempt-wait", "preempt_wait", _choices("grace", "checkpoint", "none"), "grace",
+           "which victims a regular job that can start now waits for when their notice (preempt-grace) is "
+           "not over: grace, every victim; checkpoint, only victims that checkpoint on the notice (the "
+           "others are preempted at once, so regular jobs start as with no grace time); none, no victim"),
 )  # fmt: skip
 
 _BY_NAME = {o.name: o for o in OPTIONS}
@@ -447,6 +451,7 @@ class EngineOptions:
     preempt_signal: int = _default("preempt_signal")
     checkpoint_campaigns: tuple[str, ...] = _default("checkpoint_campaigns")
     besteffort_fit: str = _default("besteffort_fit")
+    preempt_wait: str = _default("preempt_wait")
 
     @classmethod
     def parse(cls, args: Iterable[str] | Mapping[str, Any] | None = None) -> EngineOptions:
