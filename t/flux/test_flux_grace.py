@@ -8,7 +8,9 @@ time; the regular job is allocated after that.  One that checkpoints
 (``--setattr=user.checkpoint=signal``) gets it 2 s after its start
 (FIRST_NOTICE), then every 5 s;
 preempted, the module submits it again (``user.requeued-from`` names it),
-and that copy starts before the campaign's other pending job.
+and that copy starts before the campaign's other pending job.  With
+``preempt-wait=checkpoint`` one that does not checkpoint is preempted at
+once, with no signal.
 """
 
 from __future__ import annotations
@@ -158,3 +160,24 @@ def test_a_notice_before_the_job_runs_is_refused_to_the_driver_and_delivered_whe
     while not signals(out) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert len(signals(out)) == 1
+
+
+def test_preempt_wait_checkpoint_preempts_a_victim_that_does_not_checkpoint_at_once(inst, tmp_path):
+    """With ``preempt-wait=checkpoint`` the regular job does not wait for a
+    victim that does not checkpoint: no signal, its ``preempt`` exception
+    at once (well within the 5 s grace time), and the regular job
+    allocated after it."""
+    inst.use_scheduler(None)
+    inst.use_scheduler("sched-py", "queue-policy=easy", "preempt-grace=5s", "preempt-wait=checkpoint")
+    out = tmp_path / "got-usr1"
+    be = inst.submit(*BE, "sh", "-c", TRAP.format(out=out))
+    inst.wait_event(be, "start", timeout=30)
+    t0 = time.time()
+    regular = inst.submit("-n1", "-t", "1m", "sleep", "1")
+    inst.wait_event(be, "exception", timeout=30)
+    (exc,) = [e for e in inst.eventlog(be) if e["name"] == "exception"]
+    assert exc["context"]["type"] == "preempt" and regular in exc["context"]["note"]
+    assert exc["timestamp"] - t0 < 4, (exc["timestamp"], t0)
+    inst.wait_event(regular, "alloc", timeout=30)
+    assert alloc_time(inst, regular) >= exc["timestamp"]
+    assert signals(out) == []  # preempted with no notice
