@@ -27,7 +27,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..resource.flatfree import as_int
@@ -72,6 +72,36 @@ class _WindowUnion:
         if self._front_aggs:
             return self._front_aggs[-1] | self._back_agg
         return self._back_agg
+
+
+class _Aside:
+    """The segments' unions read with one reservation set aside, as
+    :meth:`Timeline.remove` would leave them, without removing it: its
+    resources taken out of each segment it covers (spans never overlap:
+    there they are its alone), computed for the segments a search reads.
+
+    ``lent`` is ``(lo, hi, w)`` when the reservation holds ``w`` whole
+    nodes and nothing else (a whole-node job): the segments it covers, and
+    how many more whole nodes are free there with it aside, for
+    :meth:`Planner._enough_whole` to count without this view; else None."""
+
+    __slots__ = ("_used", "_lo", "_hi", "_bits", "lent")
+
+    def __init__(self, used: list[int], times: list[float], span: Span, codec: Any) -> None:
+        self._used = used
+        self._lo = lo = bisect.bisect_right(times, span.start) - 1
+        self._hi = hi = len(times) if span.end == math.inf else bisect.bisect_right(times, span.end) - 1
+        self._bits = bits = as_int(span.bits)
+        nodes = codec.whole_nodes(bits) if codec.flat_nodes else 0
+        whole = nodes and not bits & ~codec.nodes_bits(nodes)
+        self.lent = (lo, hi, nodes.bit_count()) if whole else None
+
+    def __len__(self) -> int:
+        return len(self._used)
+
+    def __getitem__(self, k: int) -> int:
+        x = self._used[k]
+        return x ^ (x & self._bits) if self._lo <= k < self._hi else x
 
 
 class Planner(Timeline):
@@ -155,14 +185,20 @@ class Planner(Timeline):
             # from there on, too, availability only grows.
             return self._earliest_monotone(request, cands, pool, policy)
 
-        used = self._materialize(self._reach(cands, duration))
+        used: Sequence[int] = self._materialize(self._reach(cands, duration))
+        counted = used
+        lent = None
         if aside:
-            used = self._set_aside(used, self._spans[own])  # type: ignore[index]
+            # The reservation's own resources read as free, segment by segment as read.
+            view = _Aside(used, times, self._spans[own], self.codec)  # type: ignore[index]
+            used, lent = view, view.lent
+            if lent is None:
+                counted = view
         n = request.whole_nodes
         tries: Iterable[float] = cands
         enough = None
         if n and self._whole_fit(policy):
-            enough = self._enough_whole(cands, n, duration, pool, used, before)
+            enough = self._enough_whole(cands, n, duration, pool, counted, before, lent)
             first = next(enough, None)
             if first is None:
                 return None
@@ -190,7 +226,8 @@ class Planner(Timeline):
                 while hi < n and times[hi] < end:
                     window.push(used[hi])
                     hi += 1
-                avail = pool & ~window.value()
+                busy = window.value()
+                avail = pool ^ (pool & busy)  # and-not without a negative int
                 if blocks and (held := self.blocked_during(t, end)):
                     if self.held_by is None and avail & held and self._fits(request, policy, avail):
                         self.held_by = self.held_names(t, end)  # a window, not the plan, holds it here
@@ -232,19 +269,6 @@ class Planner(Timeline):
         found nothing earlier (:meth:`can_search_aside`): as taking it out
         and putting it back would leave it."""
         self._keep(jobid)
-
-    def _set_aside(self, used: list[int], span: Span) -> list[int]:
-        """``used`` without ``span``'s resources over the segments it covers
-        (spans never overlap: there they are its alone)."""
-        times = self._times
-        lo = self._index(span.start)
-        hi = len(times) if span.end == math.inf else self._index(span.end)
-        out = list(used)
-        bits = as_int(span.bits)
-        for k in range(lo, min(hi, len(out))):
-            x = out[k]
-            out[k] = x ^ (x & bits)
-        return out
 
     def _fits(self, request: Any, policy: str, avail: int) -> bool:
         ok = self.matcher.fit(self.codec, request, policy, avail)
@@ -329,7 +353,14 @@ class Planner(Timeline):
         return m.fast_paths and self.codec.flat_nodes and policy in m.FAST_ORDER
 
     def _enough_whole(
-        self, cands: list[float], n: int, duration: float, pool: int, used: list[int], before: float
+        self,
+        cands: list[float],
+        n: int,
+        duration: float,
+        pool: int,
+        used: Sequence[int],
+        before: float,
+        lent: tuple[int, int, int] | None = None,
     ) -> Iterator[float]:
         """The candidates whose window has at least ``n`` whole nodes free in
         every segment it overlaps, in order, as they are asked for (the
@@ -348,20 +379,20 @@ class Planner(Timeline):
         (the segments read and found enough are remembered, and not read
         again).  A window's whole nodes are whole in each of its segments,
         so a candidate ruled out would fail the matcher too: the search
-        that skips them finds the same start."""
+        that skips them finds the same start.
+
+        ``lent``: ``(lo, hi, w)``, a reservation set aside (:class:`_Aside`)
+        over segments ``lo`` to ``hi - 1``, where it holds ``w`` whole nodes
+        of the pool alone: there a segment has ``w`` more whole nodes free
+        than ``used`` says, counted without building the set-aside union."""
         times = self._times
         nseg = len(times)
-        count = self._whole_free(pool)
-        whole = self.codec.whole_count
+        by_id, count = self._whole_free(pool)
+        lo_a, hi_a, w = lent if lent is not None else (0, 0, 0)
         if before != math.inf:
             k = bisect.bisect_left(times, before) - 1
-            if k >= 0:
-                x = used[k]
-                c = count.get(x)
-                if c is None:
-                    c = count[x] = whole(pool ^ (pool & x))
-                if c < n:
-                    cands = cands[: bisect.bisect_right(cands, times[k] - duration)]
+            if k >= 0 and count(used[k]) + (w if lo_a <= k < hi_a else 0) < n:
+                cands = cands[: bisect.bisect_right(cands, times[k] - duration)]
         good_lo, good_hi = 0, -1  # segments read and found with n or more
         i, ncand = 0, len(cands)
         while i < ncand:
@@ -374,9 +405,10 @@ class Planner(Timeline):
                     j = good_lo - 1
                     continue
                 x = used[j]
-                c = count.get(x)
-                if c is None:
-                    c = count[x] = whole(pool ^ (pool & x))
+                e = by_id.get(id(x))  # count(x), inlined: the search's innermost step
+                c = e[1] if e is not None and e[0] is x else count(x)
+                if lo_a <= j < hi_a:
+                    c += w
                 if c < n:
                     break
                 j -= 1
@@ -389,13 +421,36 @@ class Planner(Timeline):
                 return
             i = bisect.bisect_left(cands, times[j + 1], i)
 
-    def _whole_free(self, pool: int) -> dict[int, int]:
-        """Whole nodes of ``pool`` free in a segment, by what the segment
-        holds (kept until the pool changes, or a few thousand entries)."""
+    def _whole_free(self, pool: int) -> tuple[dict[int, tuple[int, int]], Callable[[int], int]]:
+        """How many whole nodes of ``pool`` are free in a segment, from
+        what the segment holds, remembered until the pool changes (or a
+        few thousand entries).
+
+        Remembered by the segment's int object first, then by its value: a
+        Python int does not keep its hash, and hashing the union of a
+        segment of a 93,312-node machine costs as much as a few thousand
+        dict lookups (CEA Curie under conservative spent a third of its time
+        there).  An entry holds its int, so the object's id is not reused
+        while the entry lives; a segment rebuilt with the same value is a
+        new object, found by value.  Returns the entries by id (``id(x)``:
+        ``(x, count)``) and the count of a segment's union."""
         cache = self._whole_free_cache
-        if cache is None or cache[0] != pool or len(cache[1]) > 4096:
-            cache = self._whole_free_cache = (pool, {})
-        return cache[1]
+        if cache is None or (cache[0] is not pool and cache[0] != pool) or len(cache[2]) > 4096:
+            cache = self._whole_free_cache = (pool, {}, {})
+        _, by_value, by_id = cache
+        whole = self.codec.whole_count
+
+        def count(x: int) -> int:
+            e = by_id.get(id(x))
+            if e is not None and e[0] is x:
+                return e[1]
+            c = by_value.get(x)
+            if c is None:
+                c = by_value[x] = whole(pool ^ (pool & x))
+            by_id[id(x)] = (x, c)
+            return c
+
+        return by_id, count
 
     def _reach(self, cands: list[float], duration: float) -> int:
         """How many segments a search over ``cands`` for ``duration`` reads."""

@@ -181,8 +181,9 @@ class Timeline:
         self._gains_mark = 0
         self._gains_keep = max(64, min(8192, GAINS_BITS // max(1, self.codec.width)))
         self._pool_seen: int | None = None  # the pool last handed out (what joins it is a gain)
-        # Planner._whole_free: (pool, {segment's union: whole nodes free in it})
-        self._whole_free_cache: tuple[int, dict[int, int]] | None = None
+        # Planner._whole_free: (pool, {segment's union: whole nodes free in it},
+        # {id of a segment's union: (that union, whole nodes free in it)})
+        self._whole_free_cache: tuple[int, dict[int, int], dict[int, tuple[int, int]]] | None = None
         # Set for good once two spans overlapped on a resource (sched.expiration
         # can do that): the step function no longer mirrors the spans exactly.
         self._overlapped = False
@@ -618,7 +619,13 @@ class Timeline:
                 s = starts[j]
                 if s:
                     u ^= s
-                used[j] = u
+                if used[j] == u:
+                    # Unchanged (a change moves the segments of its span
+                    # only): keep the int object, which the searches'
+                    # caches know by its id (Planner._whole_free).
+                    u = used[j]
+                else:
+                    used[j] = u
             self._valid = upto
         return used
 
