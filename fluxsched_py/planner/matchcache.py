@@ -172,7 +172,7 @@ class MatchCache:
 
 
 #: Up to this many bits, peel them one by one (each peel is one pass over the
-#: int); above it, a binary search by popcounts (about 2 log2(width) passes).
+#: int); above it, the cut is found by :func:`_cut`.
 _PEEL = 8
 
 
@@ -181,8 +181,8 @@ def lowest_bits(m: int, n: int) -> int:
 
     Peeling ``n`` bits off one at a time costs ``n`` passes over ``m``: for a
     1,000-node placement on a 93,312-node machine, a thousand passes over a
-    186,624-bit int (issue 21).  Above a few bits, the cut is found by a
-    binary search on the popcount of ``m``'s low bits."""
+    186,624-bit int (issue 21).  Above a few bits, the cut below which ``m``
+    has ``n`` set bits is found by :func:`_cut`."""
     if n <= _PEEL:
         out = 0
         for _ in range(n):
@@ -190,14 +190,7 @@ def lowest_bits(m: int, n: int) -> int:
             m ^= bit
             out |= bit
         return out
-    lo, hi = n, m.bit_length()  # the n lowest bits lie below bit hi, not below bit lo - 1
-    while lo < hi:  # the smallest k with n set bits below bit k
-        k = (lo + hi) // 2
-        if (m & ((1 << k) - 1)).bit_count() >= n:
-            hi = k
-        else:
-            lo = k + 1
-    return m & ((1 << lo) - 1)
+    return m & ((1 << _cut(m, n, False)) - 1)
 
 
 def highest_bits(m: int, n: int) -> int:
@@ -209,11 +202,52 @@ def highest_bits(m: int, n: int) -> int:
             m ^= bit
             out |= bit
         return out
-    lo, hi = 0, m.bit_length() - n  # the largest k with n set bits from bit k up
-    while lo < hi:
-        k = (lo + hi + 1) // 2
-        if (m >> k).bit_count() >= n:
-            lo = k
-        else:
+    k = _cut(m, n, True)
+    return (m >> k) << k
+
+
+def _cut(m: int, n: int, high: bool) -> int:
+    """Where the ``n`` set bits of ``m`` taken from one end stop: with
+    ``high``, the largest ``k`` with ``n`` set bits from bit ``k`` up; else
+    the smallest ``k`` with ``n`` set bits below bit ``k`` (``m`` has at
+    least ``n``).
+
+    A galloping search from that end (windows of 2n, 4n, ... bits), then a
+    binary search by popcounts inside the last window: each popcount reads
+    only the bits between the end and the cut's bound, so the cost grows
+    with how far from its end the cut lies, not with the width of ``m``
+    (a search over the whole int costs about 2 log2(width) passes over it)."""
+    w = m.bit_length()
+    d = max(2 * n, 64)
+    if high:
+        lo, hi = 0, w - n  # the answer lies in [lo, hi]
+        while True:
+            k = w - d
+            if k <= lo:
+                break
+            if (m >> k).bit_count() >= n:
+                lo = k
+                break
             hi = k - 1
-    return (m >> lo) << lo
+            d *= 2
+        while lo < hi:
+            k = (lo + hi + 1) // 2
+            if (m >> k).bit_count() >= n:
+                lo = k
+            else:
+                hi = k - 1
+        return lo
+    lo, hi = n, w  # the answer lies in [lo, hi]
+    while d < hi:
+        if (m & ((1 << d) - 1)).bit_count() >= n:
+            hi = d
+            break
+        lo = d + 1
+        d *= 2
+    while lo < hi:
+        k = (lo + hi) // 2
+        if (m & ((1 << k) - 1)).bit_count() >= n:
+            hi = k
+        else:
+            lo = k + 1
+    return lo
