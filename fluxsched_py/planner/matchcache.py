@@ -212,42 +212,53 @@ def _cut(m: int, n: int, high: bool) -> int:
     the smallest ``k`` with ``n`` set bits below bit ``k`` (``m`` has at
     least ``n``).
 
-    A galloping search from that end (windows of 2n, 4n, ... bits), then a
-    binary search by popcounts inside the last window: each popcount reads
-    only the bits between the end and the cut's bound, so the cost grows
-    with how far from its end the cut lies, not with the width of ``m``
-    (a search over the whole int costs about 2 log2(width) passes over it)."""
+    First a window that holds the cut, galloping from that end (2n, 4n, ...
+    bits), then a binary search by popcounts in a window that halves, whose
+    bits are kept apart from those outside it (counted once): each step
+    reads only the window.  The cost grows with the distance from the end
+    to the cut, about four passes over it, not with the width of ``m`` (a
+    popcount of ``m`` at each step of a plain binary search costs about
+    2 log2(width) passes over ``m``)."""
     w = m.bit_length()
     d = max(2 * n, 64)
-    if high:
-        lo, hi = 0, w - n  # the answer lies in [lo, hi]
-        while True:
-            k = w - d
-            if k <= lo:
+    if high:  # invariant: popcount(m >> lo) >= n > popcount(m >> (hi + 1)) == above
+        lo, hi = 0, w - n
+        above = (m >> (hi + 1)).bit_count()
+        while d < w:
+            c = (m >> (w - d)).bit_count()
+            if c >= n:
+                lo = w - d
                 break
-            if (m >> k).bit_count() >= n:
-                lo = k
-                break
-            hi = k - 1
+            hi, above = w - d - 1, c
             d *= 2
+        seg = (m >> lo) & ((1 << (hi + 1 - lo)) - 1)  # the bits of [lo, hi], from bit lo
         while lo < hi:
-            k = (lo + hi + 1) // 2
-            if (m >> k).bit_count() >= n:
-                lo = k
+            mid = (lo + hi + 1) // 2
+            top = seg >> (mid - lo)  # the bits of [mid, hi], from bit mid
+            c = above + top.bit_count()
+            if c >= n:
+                lo, seg = mid, top
             else:
-                hi = k - 1
+                hi, above = mid - 1, c
+                seg &= (1 << (mid - lo)) - 1
         return lo
-    lo, hi = n, w  # the answer lies in [lo, hi]
-    while d < hi:
-        if (m & ((1 << d) - 1)).bit_count() >= n:
+    # invariant: popcount(m & (1 << lo) - 1) == below < n <= popcount(m & (1 << hi) - 1)
+    lo, hi = n - 1, w
+    below = (m & ((1 << lo) - 1)).bit_count()
+    while d < w:
+        c = (m & ((1 << d) - 1)).bit_count()
+        if c >= n:
             hi = d
             break
-        lo = d + 1
+        lo, below = d, c
         d *= 2
-    while lo < hi:
-        k = (lo + hi) // 2
-        if (m & ((1 << k) - 1)).bit_count() >= n:
-            hi = k
+    seg = (m & ((1 << hi) - 1)) >> lo  # the bits of [lo, hi), from bit lo
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        low = seg & ((1 << (mid - lo)) - 1)  # the bits of [lo, mid), from bit lo
+        c = below + low.bit_count()
+        if c >= n:
+            hi, seg = mid, low
         else:
-            lo = k + 1
-    return lo
+            lo, below, seg = mid, c, seg >> (mid - lo)
+    return hi
