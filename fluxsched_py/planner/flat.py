@@ -511,11 +511,13 @@ def _positions(c: int, base: int, count: int) -> Iterator[int]:
     of a chunk of thousands), in order: its nonzero bytes are found in C
     (``translate``, then ``find``), not by a pass over the whole int per bit
     peeled off."""
-    if count <= 4:  # a bit or two: peeled off (each peel a pass over c, cheaper than its bytes)
+    if count <= 16:  # a few bits: peeled off the top (each peel a pass over c; cheaper than its bytes)
+        found = []
         while c:
-            low = c & -c
-            c ^= low
-            yield base + low.bit_length() - 1
+            p = c.bit_length() - 1
+            c ^= 1 << p
+            found.append(base + p)
+        yield from reversed(found)
         return
     data = c.to_bytes((c.bit_length() + 7) // 8, "little")
     marks = data.translate(_NONZERO)
