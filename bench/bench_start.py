@@ -37,11 +37,50 @@ that halves (about four passes over the bits up to the cut, not
 2 log2(width) passes over the machine); a placement of a few nodes finds
 its bits from its nonzero bytes.
 
-Measured on the 2-core machine shared with another session and its test
-runs (load average 2-4), main 8733fa3 and this tree at the same time,
-``--rounds 3`` (conservative: ``--rounds 1``), medians:
+Measured on the 2-core machine shared with another session and its
+benchmarks (load average 3-5: wall times are two to three times the CPU
+times), main 8733fa3 and this tree (commit 6bd4c60; the later small-set
+peel changes only placements of a few nodes) at the same time,
+``--rounds 3``, medians:
 
-    FIGURES
+    case        tree    wall s    CPU s  RSS MiB CPU ratio jobs.csv same
+    curie-easy  main      68.8     38.3      400
+    curie-easy  this      57.7     27.0      304      0.71           yes
+    curie-late  main     157.7     60.7      385
+    curie-late  this     149.7     52.9      314      0.87           yes
+    heavy-fcfs  main      44.8     16.2      178
+    heavy-fcfs  this      51.9     15.8      110      0.97           yes
+
+CONSERVATIVE
+
+``python bench/bench_match.py --no-fluxion`` (16,384 nodes), this tree
+and ``--tree /tmp/base-s12`` at the same time, on the machine loaded as
+above (load average 5-6, so every time is several times an idle
+machine's), median ms, match / match + allocate:
+
+    tree   graph     load s   1 core        1 node        1,024 nodes
+    main   recipe    14.76    0.25 / 0.27   0.29 / 0.31   347.19 / 382.87
+    this   recipe    14.38    0.24 / 0.26   0.31 / 0.34   329.41 / 378.20
+    main   GraphML   15.56    0.26 / 0.28   0.28 / 0.30   260.39 / 301.40
+    this   GraphML   15.40    0.21 / 0.22   0.28 / 0.30   250.76 / 287.35
+
+(0.20 GiB each): no slower.  Its matches go through the matcher, not the
+planner's flat paths: what changed there is only that a ResourceSet's
+leaves are read through a property.
+
+Where the time went (py-spy, Curie's first 20,000 jobs under easy):
+decoding placements into ResourceSets 18.7 % of the samples on main
+(``FlatCodec.decode``, 11 % at the line that made a dict per node), 7 %
+now (placements of a few nodes, still decoded at once); feasibility
+searches of the whole machine 10.3 %, none now; the cut of the n highest
+whole nodes 6.3 % self on main.  By hand (``timeit``, best of 5, 93,312
+one-core nodes, both trees in turn): decoding a placement of 64 scattered
+nodes 2,522 us on main, 58 us now; of 20,000 scattered nodes 30.6 ms,
+34 us (its leaves unbuilt); the 1,000 highest and 3,000 lowest of 93,312
+whole nodes 117 us, 9 us; of a machine whose free nodes are sparse at the
+top, 3,000 of each 207 us, 36 us.  What is left on these paths is the
+planner's timeline (``Timeline._materialize``, ``available_bits``) and, on
+the heavy trace, the backfill pass (another session's work).
 """
 
 from __future__ import annotations
