@@ -51,7 +51,14 @@ peel changes only placements of a few nodes) at the same time,
     heavy-fcfs  main      44.8     16.2      178
     heavy-fcfs  this      51.9     15.8      110      0.97           yes
 
-CONSERVATIVE
+Under conservative (``--cases curie-cons --rounds 1``, one round for lack
+of time, load average 5-7):
+
+    curie-cons  main     765.5    173.5      659
+    curie-cons  this     731.5    160.7      403      0.93           yes
+
+There the planner's searches dominate (``Planner._enough_whole`` about
+half of the samples), which this change leaves alone.
 
 ``python bench/bench_match.py --no-fluxion`` (16,384 nodes), this tree
 and ``--tree /tmp/base-s12`` at the same time, on the machine loaded as
