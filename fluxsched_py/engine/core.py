@@ -108,11 +108,12 @@ class Engine:
 
         self._parse_cache: LRUCache = LRUCache(maxsize=4096)
         self._feasible_cache: LRUCache = LRUCache(maxsize=4096)
-        #: The most nodes a whole-node request (``Request.whole_nodes``) was
-        #: found feasible for since the graph last changed: fewer are too (a
-        #: subset of its nodes), with no search of the whole machine (an
-        #: archive trace has hundreds of job sizes; each search of 93,312
-        #: nodes takes tens of ms: issue 21).
+        #: The most nodes a whole-node request (``Request.whole_nodes``) is
+        #: known to be feasible for since the graph last changed: fewer are
+        #: too (a subset of its nodes), with no search of the whole machine
+        #: (an archive trace has hundreds of job sizes; each search of 93,312
+        #: nodes takes tens of ms: issue 21).  Where the whole-node fast path
+        #: applies, one count of the machine's whole nodes sets it at once.
         self._whole_feasible = 0
         self._pass: Pass | None = None
         self._pass_gen: Iterator[None] | None = None
@@ -568,6 +569,15 @@ class Engine:
         whole = request.whole_nodes
         if whole and whole <= self._whole_feasible:
             return None
+        if whole and self._whole_feasible == 0 and self.match.whole_fast(self.planner.codec, request, "low"):
+            # Nodes all alike, each a child of the root: a whole-node request
+            # fits the machine exactly when that many of its nodes are whole
+            # in it (the match cache's whole-node fast path), so one count
+            # answers every size up to it, with no search of the machine.
+            codec = self.planner.codec
+            self._whole_feasible = codec.whole_count(codec.encode(self.graph.all()))
+            if whole <= self._whole_feasible:
+                return None
         try:
             reason = self._feasibility(self.graph, request)
         except Exception as exc:

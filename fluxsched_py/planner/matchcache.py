@@ -172,7 +172,7 @@ class MatchCache:
 
 
 #: Up to this many bits, peel them one by one (each peel is one pass over the
-#: int); above it, a binary search by popcounts (about 2 log2(width) passes).
+#: int); above it, the cut is found by :func:`_cut`.
 _PEEL = 8
 
 
@@ -181,8 +181,8 @@ def lowest_bits(m: int, n: int) -> int:
 
     Peeling ``n`` bits off one at a time costs ``n`` passes over ``m``: for a
     1,000-node placement on a 93,312-node machine, a thousand passes over a
-    186,624-bit int (issue 21).  Above a few bits, the cut is found by a
-    binary search on the popcount of ``m``'s low bits."""
+    186,624-bit int (issue 21).  Above a few bits, the cut below which ``m``
+    has ``n`` set bits is found by :func:`_cut`."""
     if n <= _PEEL:
         out = 0
         for _ in range(n):
@@ -190,14 +190,7 @@ def lowest_bits(m: int, n: int) -> int:
             m ^= bit
             out |= bit
         return out
-    lo, hi = n, m.bit_length()  # the n lowest bits lie below bit hi, not below bit lo - 1
-    while lo < hi:  # the smallest k with n set bits below bit k
-        k = (lo + hi) // 2
-        if (m & ((1 << k) - 1)).bit_count() >= n:
-            hi = k
-        else:
-            lo = k + 1
-    return m & ((1 << lo) - 1)
+    return m & ((1 << _cut(m, n, False)) - 1)
 
 
 def highest_bits(m: int, n: int) -> int:
@@ -209,11 +202,63 @@ def highest_bits(m: int, n: int) -> int:
             m ^= bit
             out |= bit
         return out
-    lo, hi = 0, m.bit_length() - n  # the largest k with n set bits from bit k up
-    while lo < hi:
-        k = (lo + hi + 1) // 2
-        if (m >> k).bit_count() >= n:
-            lo = k
+    k = _cut(m, n, True)
+    return (m >> k) << k
+
+
+def _cut(m: int, n: int, high: bool) -> int:
+    """Where the ``n`` set bits of ``m`` taken from one end stop: with
+    ``high``, the largest ``k`` with ``n`` set bits from bit ``k`` up; else
+    the smallest ``k`` with ``n`` set bits below bit ``k`` (``m`` has at
+    least ``n``).
+
+    First a window that holds the cut, galloping from that end (2n, 4n, ...
+    bits), then a binary search by popcounts in a window that halves, whose
+    bits are kept apart from those outside it (counted once): each step
+    reads only the window.  The cost grows with the distance from the end
+    to the cut, about four passes over it, not with the width of ``m`` (a
+    popcount of ``m`` at each step of a plain binary search costs about
+    2 log2(width) passes over ``m``)."""
+    w = m.bit_length()
+    d = max(2 * n, 64)
+    if high:  # invariant: popcount(m >> lo) >= n > popcount(m >> (hi + 1)) == above
+        lo, hi = 0, w - n
+        above = (m >> (hi + 1)).bit_count()
+        while d < w:
+            c = (m >> (w - d)).bit_count()
+            if c >= n:
+                lo = w - d
+                break
+            hi, above = w - d - 1, c
+            d *= 2
+        seg = (m >> lo) & ((1 << (hi + 1 - lo)) - 1)  # the bits of [lo, hi], from bit lo
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            top = seg >> (mid - lo)  # the bits of [mid, hi], from bit mid
+            c = above + top.bit_count()
+            if c >= n:
+                lo, seg = mid, top
+            else:
+                hi, above = mid - 1, c
+                seg &= (1 << (mid - lo)) - 1
+        return lo
+    # invariant: popcount(m & (1 << lo) - 1) == below < n <= popcount(m & (1 << hi) - 1)
+    lo, hi = n - 1, w
+    below = (m & ((1 << lo) - 1)).bit_count()
+    while d < w:
+        c = (m & ((1 << d) - 1)).bit_count()
+        if c >= n:
+            hi = d
+            break
+        lo, below = d, c
+        d *= 2
+    seg = (m & ((1 << hi) - 1)) >> lo  # the bits of [lo, hi), from bit lo
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        low = seg & ((1 << (mid - lo)) - 1)  # the bits of [lo, mid), from bit lo
+        c = below + low.bit_count()
+        if c >= n:
+            hi, seg = mid, low
         else:
-            hi = k - 1
-    return (m >> lo) << lo
+            lo, below, seg = mid, c, seg >> (mid - lo)
+    return hi

@@ -38,6 +38,9 @@ from .topology import Topology
 
 __all__ = ["ResourceGraph"]
 
+#: the leaves handed to ``Availability.take``/``give`` with a job's flat bits, which they do not read
+_NO_LEAVES: Mapping[int, Mapping[str, int]] = MappingProxyType({})
+
 
 class ResourceGraph(GraphReaders):
     """A resource graph with allocation state.  Build one with a ``from_*`` reader or :meth:`load`.
@@ -271,8 +274,9 @@ class ResourceGraph(GraphReaders):
         old = self._jobs.get(jobid)
         self._jobs[jobid] = rs if old is None else old | rs
         self._version += 1
-        # what was available of rs (all of it unless ``running``)
-        self._avail.take(rs.container_mask, rs.leaf_masks, bits)
+        # what was available of rs (all of it unless ``running``); given the
+        # flat bits, its leaves are not read (a lazy set's stay unbuilt)
+        self._avail.take(rs.container_mask, _NO_LEAVES if bits is not None else rs.leaf_masks, bits)
 
     def _check_unheld(self, jobid: int, rs: ResourceSet) -> None:
         """Raise ResourceError unless no job holds any item of ``rs`` (folded first)."""
@@ -369,7 +373,8 @@ class ResourceGraph(GraphReaders):
             pools = {v: tm for v, tm in part.leaf_masks.items() if (r := rank[v]) < 0 or not bad >> r & 1}
             self._avail.give(cont, pools)
         else:
-            self._avail.give(part.container_mask, part.leaf_masks, self._flat_bits(part))
+            bits = self._flat_bits(part)
+            self._avail.give(part.container_mask, _NO_LEAVES if bits is not None else part.leaf_masks, bits)
         return part
 
     # -- rank state ------------------------------------------------------------

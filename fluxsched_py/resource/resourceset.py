@@ -14,7 +14,7 @@ hashable and false when empty.  Reading and writing RFC 20 R lives in
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..ids import IdSet
@@ -36,11 +36,12 @@ def with_twins(rs: ResourceSet) -> ResourceSet:
     if not twins:
         return rs
     cont = rs._cont
-    pools = {v: dict(tm) for v, tm in rs._pools.items()}
+    leaves = rs.leaf_masks
+    pools = {v: dict(tm) for v, tm in leaves.items()}
     for v in IdSet.from_mask(cont & rs._topo.twin_mask):
         for u in twins[v]:
             cont |= 1 << u
-    for v, tm in rs._pools.items():
+    for v, tm in leaves.items():
         for u in twins.get(v, ()):
             d = pools.setdefault(u, {})
             for t, m in tm.items():
@@ -51,13 +52,16 @@ def with_twins(rs: ResourceSet) -> ResourceSet:
 class ResourceSet:
     """Immutable set of containers and leaves of one :class:`ResourceGraph`."""
 
-    __slots__ = ("_topo", "_cont", "_pools", "_hash", "_ranks", "__weakref__", "_cache", "_flat")
+    __slots__ = ("_topo", "_cont", "_leaves", "_make_leaves", "_hash", "_ranks", "__weakref__", "_cache", "_flat")
 
     def __init__(self, topo: Topology, cont: int = 0, pools: dict[int, dict[str, int]] | None = None) -> None:
         # ``pools`` is adopted, not copied: callers hand over a fresh dict with no empty masks.
         self._topo = topo
         self._cont = cont
-        self._pools = pools if pools is not None else {}
+        #: the leaves, ``{vertex: {type: ids mask}}``; None until
+        #: ``_make_leaves`` has built them (a set decoded :meth:`lazily`)
+        self._leaves: dict[int, dict[str, int]] | None = pools if pools is not None else {}
+        self._make_leaves: Callable[[], dict[int, dict[str, int]]] | None = None
         self._hash: int | None = None
         self._ranks: IdSet | None = None
         #: ``(vertex count, Availability)``: this set as the matcher sees it (:meth:`availability`)
@@ -85,6 +89,36 @@ class ResourceSet:
         rs._flat = flat
         rs._ranks = ranks
         return rs
+
+    @classmethod
+    def lazily(
+        cls,
+        topo: Topology,
+        cont: int,
+        leaves: Callable[[], dict[int, dict[str, int]]],
+        flat: tuple[Any, int] | None = None,
+        ranks: IdSet | None = None,
+    ) -> ResourceSet:
+        """:meth:`decoded`, with the leaves built by ``leaves()`` only when
+        something reads them (its items, its algebra, R; not its containers,
+        ``ranks`` when given, nor ``flat``): a placement of thousands of
+        whole nodes starts, runs and ends without a dict per node."""
+        rs = cls(topo, cont, None)
+        rs._leaves = None
+        rs._make_leaves = leaves
+        rs._flat = flat
+        rs._ranks = ranks
+        return rs
+
+    @property
+    def _pools(self) -> dict[int, dict[str, int]]:
+        leaves = self._leaves
+        if leaves is None:
+            make = self._make_leaves
+            assert make is not None
+            leaves = self._leaves = make()
+            self._make_leaves = None
+        return leaves
 
     @classmethod
     def from_rv1(cls, g: ResourceGraph, R: dict, *, source: str | None = None) -> ResourceSet:
@@ -284,7 +318,7 @@ class ResourceSet:
         return self.issubset(other)
 
     def __bool__(self) -> bool:
-        return bool(self._cont) or bool(self._pools)
+        return bool(self._cont) or bool(self._pools)  # containers first: a lazy set's leaves stay unbuilt
 
     def _key(self) -> tuple:
         return (self._cont, frozenset((v, t, m) for v, tm in self._pools.items() for t, m in tm.items()))
