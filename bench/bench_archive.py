@@ -143,15 +143,24 @@ one run each, two to four replays and a helper's tests sharing the 2 cores
     trace (nodes)           policy   jobs     wall s   CPU s   RSS MiB   mean wait s   mean bsld   utilization
     CEA-Curie (93312)       fcfs     312807   2229.2   970.2     1156       15849.1       564.93       61.6 %
     CEA-Curie (93312)       easy     312807   3434.0  1096.9      763        1327.8        25.84       61.7 %
-    CEA-Curie (93312)       conservative  stopped after 23,893 jobs (7.2 min of CPU)
+    CEA-Curie (93312)       conservative  stopped after 23,893 jobs (7.2 min of CPU); at a02858f, after 49,053 (20 min of wall)
 
 Every job started under fcfs and easy (none rejected, 5,416 killed at
 their walltime as in the trace).  So the whole trace replays under fcfs and
 easy, in 16 and 18 minutes of CPU, not the 2 minutes of issue 21.  Under
-conservative it does not finish in a session: about 5,000 jobs a CPU-minute
-early in the trace and slowing as queues grow, most of it in
-``Planner._enough_whole`` (py-spy: 45-49 %), the count of whole free nodes
-over every window a reservation could move into.
+conservative it does not finish in a session.  At 8b1a215 it ran about
+5,000 jobs a CPU-minute early in the trace and slowed as queues grew, most
+of it in ``Planner._enough_whole`` (py-spy: 45-49 %): hashing the segments'
+unions (ints of hundreds of kilobits) for the whole-free counts.  Since
+a02858f those counts are found by the int object and the set-aside
+reservation is counted, not rebuilt (the first 8,000 jobs in 0.56 of the
+CPU, identical schedule); the run went at about 100 jobs a second (load
+average 5) up to job 45,000 and then at 5-6 a second through jobs
+45,000-49,000, where jobs of up to 38,016 nodes arrive faster than they
+run and the queue grows: py-spy puts 95 % in re-examining reservations,
+most of it in the union of the segments of windows that have enough whole
+free nodes in each segment but not the same nodes throughout (the
+reservations pin particular nodes).  Stopped there.
 """
 
 from __future__ import annotations
