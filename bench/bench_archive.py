@@ -143,7 +143,8 @@ one run each, two to four replays and a helper's tests sharing the 2 cores
     trace (nodes)           policy   jobs     wall s   CPU s   RSS MiB   mean wait s   mean bsld   utilization
     CEA-Curie (93312)       fcfs     312807   2229.2   970.2     1156       15849.1       564.93       61.6 %
     CEA-Curie (93312)       easy     312807   3434.0  1096.9      763        1327.8        25.84       61.7 %
-    CEA-Curie (93312)       conservative  stopped after 23,893 jobs (7.2 min of CPU); at a02858f, after 49,053 (20 min of wall)
+    CEA-Curie (93312)       conservative  stopped after 23,893 jobs (7.2 min of CPU)
+    CEA-Curie (93312)       conservative  at a02858f: stopped after 49,053 jobs (20 min of wall)
 
 Every job started under fcfs and easy (none rejected, 5,416 killed at
 their walltime as in the trace).  So the whole trace replays under fcfs and
