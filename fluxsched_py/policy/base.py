@@ -109,6 +109,12 @@ class PassContext(Protocol):
         """False when ``job`` cannot start now on what is free, whatever the
         reservations (told without a match); True when it may."""
 
+    def skip_unfit(self) -> None:
+        """From the next job on, :meth:`jobs` may leave out jobs that
+        :meth:`fits_free` rejects, where what :meth:`hold` would record for
+        them is read by nobody: for a policy that only holds such a job
+        for ``backfill`` (EASY behind its head)."""
+
     def hold_rest(self, job: Any, rest: Iterator[Any], why: str) -> None:
         """:meth:`hold` ``job`` and every job ``rest`` would yield, without visiting them all."""
 

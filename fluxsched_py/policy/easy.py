@@ -92,6 +92,7 @@ class EasyPolicy(QueuePolicy):
                 kept = ctx.reservation(job)
                 if kept is not None and not ctx.compress and kept.start > ctx.now:
                     head = job  # nothing was freed: the shadow time stands
+                    ctx.skip_unfit()
                     yield
                     continue
                 ctx.unreserve(job)
@@ -104,6 +105,7 @@ class EasyPolicy(QueuePolicy):
                     continue
                 ctx.reserve(job, est)
                 head = job
+                ctx.skip_unfit()  # every later job is a backfill candidate: held when fits_free() says no
                 yield
                 continue
 
