@@ -10,6 +10,7 @@ or bigger jobs are not matched again) and why jobs were passed over (for
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import math
 from collections.abc import Iterator
@@ -73,9 +74,12 @@ class Pass:
         self.passed_over: Job | None = None
         #: The job :meth:`jobs` yielded last (denied if the policy raises).
         self.current: Job | None = None
-        #: How many jobs :meth:`jobs` yielded in the current queue: the last one's place in it, plus 1.
-        self.walked = 0
+        #: The pending jobs before the one :meth:`jobs` yielded last, as
+        #: :func:`~.annotations.end_pass` counts its ``jobs_ahead``.
+        self.ahead = 0
         self._skip_unfit = False  # see skip_unfit
+        self._settled: tuple[Job, float, Any, float] | None = None  # see settle
+        self._old = -1  # see skip_unfit
         #: ``affinity`` is set: placements first try the job's preferred nodes.
         self.prefer = bool(engine.options.affinity)
         self.backfill_order = engine.options.backfill_order
@@ -85,8 +89,13 @@ class Pass:
         self.queue = queue
         self.depth = depth
         self.passed_over = None
-        self.walked = 0
+        self.ahead = 0
         self._skip_unfit = False
+        self._old = -1
+        # What the last pass settled is good for this one only, and only
+        # when nothing was freed, cancelled or re-prioritized since.
+        self._settled = None if self.compress or self.multi else queue.settled
+        queue.settled = None
         if self._failed_shapes or self._failed_nodes:
             # What failed in another queue may fit here: this queue's
             # reservations, not that one's, are the ones it may move.
@@ -107,17 +116,25 @@ class Pass:
         limits = e.limits
         table = e.table.jobs
         # Past annotate-depth, what a job left out would have been told is
-        # read by nobody: with skip_unfit(), jobs fits_free() rejects are
-        # left out there (see skip_unfit).  Never under run limits, which
-        # act on every job they hold.
+        # read by nobody: there, after skip_unfit(), the jobs that cannot
+        # backfill are left out (see skip_unfit).  Not under run limits,
+        # which act on every job they hold, nor in sjbf order, where the
+        # policy takes every job before it starts any.
         adepth = e.options.annotate_depth
-        skip_from = math.inf if adepth is None or limits is not None else adepth
+        skip_from = math.inf if adepth is None or limits is not None or self.backfill_order != "queue" else adepth
         planner = e.planner
         whole_fast = planner.matcher.whole_fast
         codec = planner.codec
         placement = e.options.placement
         wholly = -1  # nodes wholly free when the policy last had a job: they only get fewer in a pass
+        pend = 0  # pending jobs before the next one: its jobs_ahead, as end_pass counts them
+        self.ahead = 0
         while i < len(q):
+            if i < self._old and wholly >= 0 and pend >= skip_from and not depth and not queue.npartial:
+                # Each one waiting at the last pass is a whole-node job: all
+                # left out (pend, from now on a lower bound, stays past skip_from).
+                i = self._old
+                continue
             job = q[i]
             i += 1
             if job.state is not JobState.PENDING or table.get(job.id) is not job:
@@ -126,35 +143,98 @@ class Pass:
                 why = limits.check(e.usage, job, need_of(job))  # type: ignore[arg-type]
                 if why is not None:
                     self.hold_limit(job, why)  # the policy never sees it: no reservation, nothing blocked
+                    pend += 1
                     continue
             n += 1
             if depth and n > depth:
                 return
             if (
                 wholly >= 0
-                and n > skip_from
-                and job.whole_nodes > wholly
-                and whole_fast(codec, job.request, placement) > wholly
+                and pend >= skip_from
+                and job.whole_nodes
+                and (job.whole_nodes > wholly or i <= self._old)
+                and (w := whole_fast(codec, job.request, placement))
+                and (w > wholly or i <= self._old)
             ):
-                self.walked = n
+                pend += 1
                 continue  # as the policy would: held for backfill, unread
             if prev is not None and self.passed_over is None and prev.state is JobState.PENDING:
                 self.passed_over = prev  # the policy is done with it, and it waits
             prev = self.current = job
-            self.walked = n
+            self.ahead = pend
             yield job
+            if job.state is JobState.PENDING:
+                pend += 1
             if self._skip_unfit and not (self.nothing_free() or self.nothing_fits()):
                 wholly = self._wholly_free()
             else:
                 wholly = -1  # the policy ends the pass at its next job: hand it one at once
 
-    def skip_unfit(self) -> None:
-        """From the next job on, :meth:`jobs` leaves out the jobs :meth:`fits_free`
-        would reject, beyond ``annotate-depth`` (where a job's ``reason_pending``
-        is not sent): a policy that holds every such job for ``backfill``
-        and does nothing else with it sees the same starts, and the walk
-        costs a step per pending job instead of a visit (issue 21)."""
+    def skip_unfit(self, head: Job) -> None:
+        """From the next job on, :meth:`jobs` leaves out the jobs that cannot
+        backfill around ``head``, beyond ``annotate-depth`` (where a job's
+        ``reason_pending`` is not sent): a policy that holds every such job
+        for ``backfill`` and does nothing else with it sees the same starts,
+        and the walk costs a step per pending job instead of a visit (issue 21).
+
+        Left out are the jobs :meth:`fits_free` rejects and, when this queue's
+        last pass settled (:meth:`settle`) around ``head`` and its reservation and
+        nothing was freed since, the whole-node jobs that were waiting then
+        (see :meth:`settle`)."""
         self._skip_unfit = True
+        s = self._settled
+        self._settled = None
+        if s is None or s[0] is not head or s[3] > self.now or not self._counted(head):
+            return
+        span = self.e.planner.span(head.id)
+        if span is None or span.running or span.start != s[1]:
+            return
+        queue = self.queue
+        assert queue is not None
+        # The queue is in order and new jobs joined it at its end (else the
+        # pass would compress): those waiting then are the ones up to there.
+        self._old = bisect.bisect_right(queue.jobs, s[2], lo=queue.head, key=_sortkey)
+
+    def settle(self, head: Job | None) -> None:
+        """The policy is done with this queue, and every whole-node job behind
+        ``head`` it did not start failed to backfill around ``head``'s
+        reservation.
+
+        For whole-node jobs placed by the matcher's whole-node fast path
+        (``head`` one of them), starting now is a matter of counts: a job of
+        ``n`` nodes for ``d`` seconds backfills iff ``n`` nodes are wholly
+        free and, if it would still run at the shadow time, ``n`` is at most
+        the nodes the head does not need then (rule 2's re-plan of the head
+        around it succeeds exactly then; rule 1 starts only such jobs).
+        Until something is freed, cancelled or re-prioritized, both counts
+        only fall and ``now + d`` only grows: the next pass, if the head
+        keeps its reservation, would find each of these jobs fails again,
+        and :meth:`skip_unfit` leaves them out.  Only with one queue, one
+        reservation and none of what can change the counts between passes
+        or place by anything else (run limits, advance reservations, lent
+        best-effort resources, affinity, EASY++ predictions)."""
+        queue = self.queue
+        assert queue is not None
+        if head is None or self.multi or self.depth or not queue.jobs or not self._counted(head):
+            return  # with queue-depth, jobs beyond it were never tried
+        span = self.e.planner.span(head.id)
+        if span is not None and not span.running:
+            queue.settled = (head, span.start, queue.jobs[-1].sortkey, self.now)
+
+    def _counted(self, head: Job) -> bool:
+        """Backfilling around ``head`` is a matter of node counts (see :meth:`settle`)."""
+        e = self.e
+        planner = e.planner
+        return (
+            e.limits is None
+            and not self.prefer
+            and not e.options.predict_runtimes
+            and planner.nreserved == 1
+            and not planner.nblocked
+            and not e.besteffort.lent.bits
+            and head.request.reservation is None
+            and planner.matcher.whole_fast(planner.codec, head.request, e.options.placement) > 0
+        )
 
     def free(self) -> Any:
         """What is free now, flat, minus what this pass started: the graph's
@@ -221,10 +301,10 @@ class Pass:
         reads (within ``annotate-depth``) are looked at."""
         self.hold(job, why)
         depth = self.e.options.annotate_depth
-        if depth is not None and self.walked >= depth:
+        if depth is not None and self.ahead + 1 >= depth:
             return
         for other in rest:
-            if depth is not None and self.walked > depth:
+            if depth is not None and self.ahead >= depth:
                 return
             self.hold(other, why)
 
@@ -523,3 +603,7 @@ class Pass:
             blocked = e.feasibility(job.request) is not None and e.feasibility(unconstrained) is None
         self._constraint_cache[key] = blocked
         return blocked
+
+
+def _sortkey(job: Job) -> tuple[int, float, int]:
+    return job.sortkey

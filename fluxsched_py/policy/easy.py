@@ -46,7 +46,7 @@ References:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import Any
 
 from .base import PassContext, QueuePolicy
@@ -68,6 +68,11 @@ class EasyPolicy(QueuePolicy):
     persistent_reservations = True
 
     def run(self, ctx: PassContext) -> Iterator[None]:
+        head = yield from self._walk(ctx)
+        ctx.settle(head)
+
+    def _walk(self, ctx: PassContext) -> Generator[None, None, Any]:
+        """The pass over this queue; returns the head (None: every job started or is held down)."""
         if ctx.compress:
             # Something was freed, cancelled or re-prioritized: re-plan.
             ctx.clear_reservations()
@@ -92,7 +97,7 @@ class EasyPolicy(QueuePolicy):
                 kept = ctx.reservation(job)
                 if kept is not None and not ctx.compress and kept.start > ctx.now:
                     head = job  # nothing was freed: the shadow time stands
-                    ctx.skip_unfit()
+                    ctx.skip_unfit(head)
                     yield
                     continue
                 ctx.unreserve(job)
@@ -105,29 +110,30 @@ class EasyPolicy(QueuePolicy):
                     continue
                 ctx.reserve(job, est)
                 head = job
-                ctx.skip_unfit()  # every later job is a backfill candidate: held when fits_free() says no
+                ctx.skip_unfit(head)  # every later job is a backfill candidate: held when fits_free() says no
                 yield
                 continue
 
             if ctx.nothing_free():
-                return  # nothing can start; the engine explains why the rest wait
+                return head  # nothing can start; the engine explains why the rest wait
             if bound:
                 bound = False
                 if ctx.nothing_fits():
                     # Each would fail as a backfill (held so): the pass ends
                     # in O(1), not in a visit of every pending job.
                     ctx.hold_rest(job, jobs, "backfill")
-                    return
+                    return head
             if ctx.backfill_order == "sjbf":
                 # sorted() is stable: queue order among equal durations
                 for other in sorted([job, *jobs], key=_planned):
                     if ctx.nothing_free():
-                        return
+                        return head
                     self._backfill(ctx, head, other)
                     yield
-                return
+                return head
             bound = self._backfill(ctx, head, job)
             yield
+        return head
 
     @staticmethod
     def _backfill(ctx: PassContext, head: Any, job: Any) -> bool:
