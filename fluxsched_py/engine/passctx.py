@@ -80,6 +80,7 @@ class Pass:
         self._skip_unfit = False  # see skip_unfit
         self._settled: tuple[Job, float, Any, float] | None = None  # see settle
         self._old = -1  # see skip_unfit
+        self._windows: tuple[Any, tuple, int] | None = None  # see _window
         #: ``affinity`` is set: placements first try the job's preferred nodes.
         self.prefer = bool(engine.options.affinity)
         self.backfill_order = engine.options.backfill_order
@@ -381,6 +382,14 @@ class Pass:
 
     def try_move(self, job: Job, blocker: Placement, blocker_end: float) -> bool:
         planner = self.e.planner
+        if self._counted(job) and (held := planner.span(job.id)) is not None and blocker_end > held.start:
+            # The head is placed by counts (see settle): it fits around the
+            # blocker iff enough of what its window has, its own place
+            # included, is wholly left.  A no is told without the re-plan.
+            window = self._window(job, held)
+            if self.e.planner.codec.whole_count(window ^ (window & as_int(blocker.bits))) < job.whole_nodes:
+                self.e.stats["matches"] += 1  # the match it stands for
+                return False
         kept = self.reservation(job)  # its placement as held: not decoded when it was not (issue 21)
         span = planner.remove(job.id)
         if span is None:
@@ -396,6 +405,18 @@ class Pass:
             return False
         planner.reserve(job.id, found.resources, span.start, span.end, found.bits)
         return True
+
+    def _window(self, job: Job, span: Any) -> int:
+        """What ``job`` could use over its reservation ``span``'s window, its
+        own place included (the planner keeps spans that overlap in time
+        disjoint): the same while nothing starts, wherever ``job`` is moved."""
+        free = self.free()
+        seq = getattr(free, "seq", None)
+        known = self._windows
+        if known is None or known[0] is not free or known[1] != (seq, job.id, span.start, span.end):
+            avail = self._avail(job, span.start, span.end) | as_int(span.bits)
+            known = self._windows = (free, (seq, job.id, span.start, span.end), avail)
+        return known[2]
 
     def start(self, job: Job, placement: Placement) -> None:
         e = self.e
