@@ -42,13 +42,14 @@ sys.path.insert(0, str(HERE))
 from heavy_trace import write_heavy_swf  # noqa: E402
 
 
-def run_both(cmds: dict[str, list[str]], envs: dict[str, dict[str, str]]) -> dict[str, tuple[float, float]]:
-    """Start every side's command at once; each side's (wall, CPU) seconds."""
+def run_both(cmds: dict[str, list[str]], envs: dict[str, dict[str, str]], cwd: Path) -> dict[str, tuple[float, float]]:
+    """Start every side's command at once, in ``cwd``; each side's (wall, CPU) seconds."""
     t0 = time.perf_counter()
     procs = {}
     for side, cmd in cmds.items():
         print("$", " ".join(cmd), flush=True)
-        procs[side] = subprocess.Popen(cmd, env=envs[side], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        # not from a checkout: ``python -m`` puts the working directory first on sys.path
+        procs[side] = subprocess.Popen(cmd, env=envs[side], cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     out: dict[str, tuple[float, float]] = {}
     pids = {p.pid: side for side, p in procs.items()}
     while pids:
@@ -105,7 +106,7 @@ def main() -> None:
                         out = d / f"{side}-{trace.name}-{policy}-{i}"
                         cmds[side] = [sys.executable, "-m", "fluxsched_py", "replay", str(trace), *extra]
                         cmds[side] += ["--queue-policy", policy, "--no-progress", "--json", "--output-dir", str(out)]
-                    for side, r in run_both(cmds, envs).items():
+                    for side, r in run_both(cmds, envs, d).items():
                         got[side].append(r)
                     a, b = (d / f"{s}-{trace.name}-{policy}-{i}" / "jobs.csv" for s in ("branch", "base"))
                     same = same and a.read_bytes() == b.read_bytes()
