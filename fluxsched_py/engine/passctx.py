@@ -127,15 +127,21 @@ class Pass:
         whole_fast = planner.matcher.whole_fast
         codec = planner.codec
         placement = e.options.placement
-        wholly = -1  # nodes wholly free when the policy last had a job: they only get fewer in a pass
+        # Nodes wholly free when the policy last had a job (they only get
+        # fewer in a pass), counted when a whole-node job asks; -1: leave out none.
+        wholly = -1
+        fast: bool | None = None  # whole-node jobs are placed by the fast path (counts): asked once
         pend = 0  # pending jobs before the next one: its jobs_ahead, as end_pass counts them
         self.ahead = 0
         while i < len(q):
-            if i < self._old and wholly >= 0 and pend >= skip_from and not depth and not queue.npartial:
-                # Each one waiting at the last pass is a whole-node job: all
-                # left out (pend, from now on a lower bound, stays past skip_from).
-                i = self._old
-                continue
+            if i < self._old and wholly != -1 and pend >= skip_from and not depth and not queue.npartial:
+                if wholly == -2:
+                    wholly = self._wholly_now()
+                if wholly >= 0:
+                    # Each one waiting at the last pass is a whole-node job: all
+                    # left out (pend, from now on a lower bound, stays past skip_from).
+                    i = self._old
+                    continue
             job = q[i]
             i += 1
             if job.state is not JobState.PENDING or table.get(job.id) is not job:
@@ -149,16 +155,14 @@ class Pass:
             n += 1
             if depth and n > depth:
                 return
-            if (
-                wholly >= 0
-                and pend >= skip_from
-                and job.whole_nodes
-                and (job.whole_nodes > wholly or i <= self._old)
-                and (w := whole_fast(codec, job.request, placement))
-                and (w > wholly or i <= self._old)
-            ):
-                pend += 1
-                continue  # as the policy would: held for backfill, unread
+            if wholly != -1 and pend >= skip_from and (w := job.whole_nodes):
+                if fast is None:  # the same answer for every whole-node job
+                    fast = whole_fast(codec, job.request, placement) > 0
+                if fast and wholly == -2:
+                    wholly = self._wholly_now()
+                if fast and wholly >= 0 and (w > wholly or i <= self._old):
+                    pend += 1
+                    continue  # as the policy would: held for backfill, unread
             if prev is not None and self.passed_over is None and prev.state is JobState.PENDING:
                 self.passed_over = prev  # the policy is done with it, and it waits
             prev = self.current = job
@@ -166,10 +170,13 @@ class Pass:
             yield job
             if job.state is JobState.PENDING:
                 pend += 1
-            if self._skip_unfit and not (self.nothing_free() or self.nothing_fits()):
-                wholly = self._wholly_free()
-            else:
-                wholly = -1  # the policy ends the pass at its next job: hand it one at once
+            wholly = -2 if self._skip_unfit else -1  # -2: not known yet (see _wholly_now)
+
+    def _wholly_now(self) -> int:
+        """For :meth:`jobs`, which asks only when a job is placed by the
+        whole-node fast path: the nodes wholly free, or -1 when the policy
+        ends the pass at its next job (hand it one at once)."""
+        return -1 if self.nothing_free() or self.nothing_fits() else self._wholly_free()
 
     def skip_unfit(self, head: Job) -> None:
         """From the next job on, :meth:`jobs` leaves out the jobs that cannot
