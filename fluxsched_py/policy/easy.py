@@ -61,7 +61,7 @@ user + system, medians of 3 for 20,000 jobs, one run otherwise; every
     heavy 100,000 seed 1  52.2 s   64.8 s  0.81     70.9 s   69.3 s  1.02
     heavy 100,000 seed 2  51.0 s   66.6 s  0.77     72.4 s   70.8 s  1.02
     KTH-SP2 whole         10.0 s   10.6 s  0.95     15.1 s   14.3 s  1.06
-    SDSC-BLUE whole      102.4 s  116.5 s  0.88     (not run: out of time)
+    SDSC-BLUE whole      102.4 s  116.5 s  0.88    158.4 s  155.2 s  1.02
 
 On the first 20,000 jobs of the 100,000-job heavy trace (seed 1), the
 jobs handed to the policy over all passes fell from 558,000 to 115,000
