@@ -90,7 +90,7 @@ class JobQueue:
     as the queue is walked; entries before ``head`` are all stale.
     """
 
-    __slots__ = ("name", "policy", "jobs", "head", "sorted", "npending")
+    __slots__ = ("name", "policy", "jobs", "head", "sorted", "npending", "npartial", "settled")
 
     def __init__(self, name: str | None, policy: QueuePolicy) -> None:
         self.name = name
@@ -99,6 +99,11 @@ class JobQueue:
         self.head = 0
         self.sorted = True
         self.npending = 0
+        #: Of them, those that are not N whole nodes (``Job.whole_nodes`` 0).
+        self.npartial = 0
+        #: What the queue's last complete pass ended with, for the next one
+        #: (:meth:`~.passctx.Pass.settle`): None when nothing is known.
+        self.settled: Any = None
 
     def __repr__(self) -> str:
         return f"JobQueue({self.name!r}, {self.policy.name}, {self.npending} pending)"

@@ -134,6 +134,8 @@ class JobTable:
             job.shape_id = self._take_shape(job)
             job.queue = queue
             queue.npending += 1
+            if not job.whole_nodes:
+                queue.npartial += 1
             q = queue.jobs
             if q and queue.sorted and job.sortkey < q[-1].sortkey:
                 queue.sorted = False
@@ -141,6 +143,8 @@ class JobTable:
         if unqueue:
             self._drop_shape(job)
             job.queue.npending -= 1
+            if not job.whole_nodes:
+                job.queue.npartial -= 1
         if run:
             job.resources = resources
             job.t_start = now

@@ -10,6 +10,7 @@ or bigger jobs are not matched again) and why jobs were passed over (for
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import math
 from collections.abc import Iterator
@@ -73,8 +74,13 @@ class Pass:
         self.passed_over: Job | None = None
         #: The job :meth:`jobs` yielded last (denied if the policy raises).
         self.current: Job | None = None
-        #: How many jobs :meth:`jobs` yielded in the current queue: the last one's place in it, plus 1.
-        self.walked = 0
+        #: The pending jobs before the one :meth:`jobs` yielded last, as
+        #: :func:`~.annotations.end_pass` counts its ``jobs_ahead``.
+        self.ahead = 0
+        self._skip_unfit = False  # see skip_unfit
+        self._settled: tuple[Job, float, Any, float] | None = None  # see settle
+        self._old = -1  # see skip_unfit
+        self._windows: tuple[Any, tuple, int] | None = None  # see _window
         #: ``affinity`` is set: placements first try the job's preferred nodes.
         self.prefer = bool(engine.options.affinity)
         self.backfill_order = engine.options.backfill_order
@@ -84,7 +90,13 @@ class Pass:
         self.queue = queue
         self.depth = depth
         self.passed_over = None
-        self.walked = 0
+        self.ahead = 0
+        self._skip_unfit = False
+        self._old = -1
+        # What the last pass settled is good for this one only, and only
+        # when nothing was freed, cancelled or re-prioritized since.
+        self._settled = None if self.compress or self.multi else queue.settled
+        queue.settled = None
         if self._failed_shapes or self._failed_nodes:
             # What failed in another queue may fit here: this queue's
             # reservations, not that one's, are the ones it may move.
@@ -103,24 +115,134 @@ class Pass:
         prev = None
         q = queue.jobs
         limits = e.limits
+        table = e.table.jobs
+        # Past annotate-depth, what a job left out would have been told is
+        # read by nobody: there, after skip_unfit(), the jobs that cannot
+        # backfill are left out (see skip_unfit).  Not under run limits,
+        # which act on every job they hold, nor in sjbf order, where the
+        # policy takes every job before it starts any.
+        adepth = e.options.annotate_depth
+        skip_from = math.inf if adepth is None or limits is not None or self.backfill_order != "queue" else adepth
+        planner = e.planner
+        whole_fast = planner.matcher.whole_fast
+        codec = planner.codec
+        placement = e.options.placement
+        # Nodes wholly free when the policy last had a job (they only get
+        # fewer in a pass), counted when a whole-node job asks; -1: leave out none.
+        wholly = -1
+        fast: bool | None = None  # whole-node jobs are placed by the fast path (counts): asked once
+        pend = 0  # pending jobs before the next one: its jobs_ahead, as end_pass counts them
+        self.ahead = 0
         while i < len(q):
+            if i < self._old and wholly != -1 and pend >= skip_from and not depth and not queue.npartial:
+                if wholly == -2:
+                    wholly = self._wholly_now()
+                if wholly >= 0:
+                    # Each one waiting at the last pass is a whole-node job: all
+                    # left out (pend, from now on a lower bound, stays past skip_from).
+                    i = self._old
+                    continue
             job = q[i]
             i += 1
-            if job.state is not JobState.PENDING or e.table.jobs.get(job.id) is not job:
+            if job.state is not JobState.PENDING or table.get(job.id) is not job:
                 continue
             if limits is not None:
                 why = limits.check(e.usage, job, need_of(job))  # type: ignore[arg-type]
                 if why is not None:
                     self.hold_limit(job, why)  # the policy never sees it: no reservation, nothing blocked
+                    pend += 1
                     continue
             n += 1
             if depth and n > depth:
                 return
+            if wholly != -1 and pend >= skip_from and (w := job.whole_nodes):
+                if fast is None:  # the same answer for every whole-node job
+                    fast = whole_fast(codec, job.request, placement) > 0
+                if fast and wholly == -2:
+                    wholly = self._wholly_now()
+                if fast and wholly >= 0 and (w > wholly or i <= self._old):
+                    pend += 1
+                    continue  # as the policy would: held for backfill, unread
             if prev is not None and self.passed_over is None and prev.state is JobState.PENDING:
                 self.passed_over = prev  # the policy is done with it, and it waits
             prev = self.current = job
-            self.walked = n
+            self.ahead = pend
             yield job
+            if job.state is JobState.PENDING:
+                pend += 1
+            wholly = -2 if self._skip_unfit else -1  # -2: not known yet (see _wholly_now)
+
+    def _wholly_now(self) -> int:
+        """For :meth:`jobs`, which asks only when a job is placed by the
+        whole-node fast path: the nodes wholly free, or -1 when the policy
+        ends the pass at its next job (hand it one at once)."""
+        return -1 if self.nothing_free() or self.nothing_fits() else self._wholly_free()
+
+    def skip_unfit(self, head: Job) -> None:
+        """From the next job on, :meth:`jobs` leaves out the jobs that cannot
+        backfill around ``head``, beyond ``annotate-depth`` (where a job's
+        ``reason_pending`` is not sent): a policy that holds every such job
+        for ``backfill`` and does nothing else with it sees the same starts,
+        and the walk costs a step per pending job instead of a visit (issue 21).
+
+        Left out are the jobs :meth:`fits_free` rejects and, when this queue's
+        last pass settled (:meth:`settle`) around ``head`` and its reservation and
+        nothing was freed since, the whole-node jobs that were waiting then
+        (see :meth:`settle`)."""
+        self._skip_unfit = True
+        s = self._settled
+        self._settled = None
+        if s is None or s[0] is not head or s[3] > self.now or not self._counted(head):
+            return
+        span = self.e.planner.span(head.id)
+        if span is None or span.running or span.start != s[1]:
+            return
+        queue = self.queue
+        assert queue is not None
+        # The queue is in order and new jobs joined it at its end (else the
+        # pass would compress): those waiting then are the ones up to there.
+        self._old = bisect.bisect_right(queue.jobs, s[2], lo=queue.head, key=_sortkey)
+
+    def settle(self, head: Job | None) -> None:
+        """The policy is done with this queue, and every whole-node job behind
+        ``head`` it did not start failed to backfill around ``head``'s
+        reservation.
+
+        For whole-node jobs placed by the matcher's whole-node fast path
+        (``head`` one of them), starting now is a matter of counts: a job of
+        ``n`` nodes for ``d`` seconds backfills iff ``n`` nodes are wholly
+        free and, if it would still run at the shadow time, ``n`` is at most
+        the nodes the head does not need then (rule 2's re-plan of the head
+        around it succeeds exactly then; rule 1 starts only such jobs).
+        Until something is freed, cancelled or re-prioritized, both counts
+        only fall and ``now + d`` only grows: the next pass, if the head
+        keeps its reservation, would find each of these jobs fails again,
+        and :meth:`skip_unfit` leaves them out.  Only with one queue, one
+        reservation and none of what can change the counts between passes
+        or place by anything else (run limits, advance reservations, lent
+        best-effort resources, affinity, EASY++ predictions)."""
+        queue = self.queue
+        assert queue is not None
+        if head is None or self.multi or self.depth or not queue.jobs or not self._counted(head):
+            return  # with queue-depth, jobs beyond it were never tried
+        span = self.e.planner.span(head.id)
+        if span is not None and not span.running:
+            queue.settled = (head, span.start, queue.jobs[-1].sortkey, self.now)
+
+    def _counted(self, head: Job) -> bool:
+        """Backfilling around ``head`` is a matter of node counts (see :meth:`settle`)."""
+        e = self.e
+        planner = e.planner
+        return (
+            e.limits is None
+            and not self.prefer
+            and not e.options.predict_runtimes
+            and planner.nreserved == 1
+            and not planner.nblocked
+            and not e.besteffort.lent.bits
+            and head.request.reservation is None
+            and planner.matcher.whole_fast(planner.codec, head.request, e.options.placement) > 0
+        )
 
     def free(self) -> Any:
         """What is free now, flat, minus what this pass started: the graph's
@@ -170,12 +292,16 @@ class Pass:
         n = planner.matcher.whole_fast(planner.codec, job.request, self.e.options.placement) if job.whole_nodes else 0
         if not n:
             return True
+        return n <= self._wholly_free()
+
+    def _wholly_free(self) -> int:
+        """How many nodes are wholly free now (once per free set)."""
         free = self.free()
         seq = getattr(free, "seq", None)
         known = self._whole_now
         if known is None or known[0] is not free or known[1] != seq:
-            known = self._whole_now = (free, seq, planner.codec.whole_count(as_int(free)))
-        return n <= known[2]
+            known = self._whole_now = (free, seq, self.e.planner.codec.whole_count(as_int(free)))
+        return known[2]
 
     def hold_rest(self, job: Job, rest: Iterator[Job], why: str) -> None:
         """Hold ``job`` and the jobs ``rest`` would yield, each as :meth:`hold`
@@ -183,10 +309,10 @@ class Pass:
         reads (within ``annotate-depth``) are looked at."""
         self.hold(job, why)
         depth = self.e.options.annotate_depth
-        if depth is not None and self.walked >= depth:
+        if depth is not None and self.ahead + 1 >= depth:
             return
         for other in rest:
-            if depth is not None and self.walked > depth:
+            if depth is not None and self.ahead >= depth:
                 return
             self.hold(other, why)
 
@@ -263,6 +389,14 @@ class Pass:
 
     def try_move(self, job: Job, blocker: Placement, blocker_end: float) -> bool:
         planner = self.e.planner
+        if self._counted(job) and (held := planner.span(job.id)) is not None and blocker_end > held.start:
+            # The head is placed by counts (see settle): it fits around the
+            # blocker iff enough of what its window has, its own place
+            # included, is wholly left.  A no is told without the re-plan.
+            window = self._window(job, held)
+            if self.e.planner.codec.whole_count(window ^ (window & as_int(blocker.bits))) < job.whole_nodes:
+                self.e.stats["matches"] += 1  # the match it stands for
+                return False
         kept = self.reservation(job)  # its placement as held: not decoded when it was not (issue 21)
         span = planner.remove(job.id)
         if span is None:
@@ -278,6 +412,18 @@ class Pass:
             return False
         planner.reserve(job.id, found.resources, span.start, span.end, found.bits)
         return True
+
+    def _window(self, job: Job, span: Any) -> int:
+        """What ``job`` could use over its reservation ``span``'s window, its
+        own place included (the planner keeps spans that overlap in time
+        disjoint): the same while nothing starts, wherever ``job`` is moved."""
+        free = self.free()
+        seq = getattr(free, "seq", None)
+        known = self._windows
+        if known is None or known[0] is not free or known[1] != (seq, job.id, span.start, span.end):
+            avail = self._avail(job, span.start, span.end) | as_int(span.bits)
+            known = self._windows = (free, (seq, job.id, span.start, span.end), avail)
+        return known[2]
 
     def start(self, job: Job, placement: Placement) -> None:
         e = self.e
@@ -485,3 +631,7 @@ class Pass:
             blocked = e.feasibility(job.request) is not None and e.feasibility(unconstrained) is None
         self._constraint_cache[key] = blocked
         return blocked
+
+
+def _sortkey(job: Job) -> tuple[int, float, int]:
+    return job.sortkey

@@ -109,6 +109,19 @@ class PassContext(Protocol):
         """False when ``job`` cannot start now on what is free, whatever the
         reservations (told without a match); True when it may."""
 
+    def skip_unfit(self, head: Any) -> None:
+        """From the next job on, :meth:`jobs` may leave out jobs that cannot
+        backfill around ``head`` (:meth:`fits_free` rejects them, or they
+        failed to at the last pass, which settled (:meth:`settle`) around the same
+        reservation, and nothing was freed since), where what :meth:`hold`
+        would record for them is read by nobody: for a policy that only
+        holds such a job for ``backfill`` (EASY behind its head)."""
+
+    def settle(self, head: Any) -> None:
+        """The policy is done with this queue: every job behind ``head`` it
+        did not start could not backfill around ``head``'s reservation
+        (see :meth:`skip_unfit`)."""
+
     def hold_rest(self, job: Any, rest: Iterator[Any], why: str) -> None:
         """:meth:`hold` ``job`` and every job ``rest`` would yield, without visiting them all."""
 
