@@ -71,7 +71,8 @@ def run(cmd: list[str], env: dict[str, str], timeout: float) -> tuple[float, flo
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     try:
-        out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True, timeout=timeout).stdout
+        # cwd="/": from a checkout, ``python -m`` would put its code ahead of PYTHONPATH (both sides the same)
+        out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True, timeout=timeout, cwd="/").stdout
         row = json.loads(out)
     except subprocess.TimeoutExpired:
         row = None
