@@ -133,7 +133,7 @@ def main() -> None:
                 if not trace.exists():
                     write_heavy_swf(trace, njobs=int(njobs), seed=int(seed))
             else:
-                trace = next(Path(p) for p in args.swf.split(",") if Path(p).name == key)
+                trace = next(Path(p).resolve() for p in args.swf.split(",") if Path(p).name == key)
             got: dict[str, list[tuple[float, float, dict | None]]] = {"branch": [], "base": []}
             for i in range(args.repeat):
                 for side in ("branch", "base"):
