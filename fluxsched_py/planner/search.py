@@ -80,12 +80,12 @@ class _Aside:
     resources taken out of each segment it covers (spans never overlap:
     there they are its alone), computed for the segments a search reads.
 
-    ``lent`` is ``(lo, hi, w)`` when the reservation holds ``w`` whole
+    ``whole`` is ``(lo, hi, w)`` when the reservation holds ``w`` whole
     nodes and nothing else (a whole-node job): the segments it covers, and
     how many more whole nodes are free there with it aside, for
     :meth:`Planner._enough_whole` to count without this view; else None."""
 
-    __slots__ = ("_used", "_lo", "_hi", "_bits", "lent")
+    __slots__ = ("_used", "_lo", "_hi", "_bits", "whole")
 
     def __init__(self, used: list[int], times: list[float], span: Span, codec: Any) -> None:
         self._used = used
@@ -93,8 +93,8 @@ class _Aside:
         self._hi = hi = len(times) if span.end == math.inf else bisect.bisect_right(times, span.end) - 1
         self._bits = bits = as_int(span.bits)
         nodes = codec.whole_nodes(bits) if codec.flat_nodes else 0
-        whole = nodes and not bits & ~codec.nodes_bits(nodes)
-        self.lent = (lo, hi, nodes.bit_count()) if whole else None
+        exact = nodes and not bits & ~codec.nodes_bits(nodes)
+        self.whole = (lo, hi, nodes.bit_count()) if exact else None
 
     def __len__(self) -> int:
         return len(self._used)
@@ -187,18 +187,18 @@ class Planner(Timeline):
 
         used: Sequence[int] = self._materialize(self._reach(cands, duration))
         counted = used
-        lent = None
+        aside_whole = None
         if aside:
             # The reservation's own resources read as free, segment by segment as read.
             view = _Aside(used, times, self._spans[own], self.codec)  # type: ignore[index]
-            used, lent = view, view.lent
-            if lent is None:
+            used, aside_whole = view, view.whole
+            if aside_whole is None:
                 counted = view
         n = request.whole_nodes
         tries: Iterable[float] = cands
         enough = None
         if n and self._whole_fit(policy):
-            enough = self._enough_whole(cands, n, duration, pool, counted, before, lent)
+            enough = self._enough_whole(cands, n, duration, pool, counted, before, aside_whole)
             first = next(enough, None)
             if first is None:
                 return None
@@ -360,7 +360,7 @@ class Planner(Timeline):
         pool: int,
         used: Sequence[int],
         before: float,
-        lent: tuple[int, int, int] | None = None,
+        aside: tuple[int, int, int] | None = None,
     ) -> Iterator[float]:
         """The candidates whose window has at least ``n`` whole nodes free in
         every segment it overlaps, in order, as they are asked for (the
@@ -381,14 +381,14 @@ class Planner(Timeline):
         so a candidate ruled out would fail the matcher too: the search
         that skips them finds the same start.
 
-        ``lent``: ``(lo, hi, w)``, a reservation set aside (:class:`_Aside`)
+        ``aside``: ``(lo, hi, w)``, a reservation set aside (:class:`_Aside`)
         over segments ``lo`` to ``hi - 1``, where it holds ``w`` whole nodes
         of the pool alone: there a segment has ``w`` more whole nodes free
         than ``used`` says, counted without building the set-aside union."""
         times = self._times
         nseg = len(times)
         by_id, count = self._whole_free(pool)
-        lo_a, hi_a, w = lent if lent is not None else (0, 0, 0)
+        lo_a, hi_a, w = aside if aside is not None else (0, 0, 0)
         if before != math.inf:
             k = bisect.bisect_left(times, before) - 1
             if k >= 0 and count(used[k]) + (w if lo_a <= k < hi_a else 0) < n:

@@ -619,13 +619,7 @@ class Timeline:
                 s = starts[j]
                 if s:
                     u ^= s
-                if used[j] == u:
-                    # Unchanged (a change moves the segments of its span
-                    # only): keep the int object, which the searches'
-                    # caches know by its id (Planner._whole_free).
-                    u = used[j]
-                else:
-                    used[j] = u
+                used[j] = u
             self._valid = upto
         return used
 
