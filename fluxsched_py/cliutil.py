@@ -103,24 +103,41 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM, raised where the main thread runs, like SIGINT's KeyboardInterrupt."""
 
 
-def _terminate(signum: int, frame: object) -> None:
+_received: list[int] = []  # the first SIGTERM or SIGINT taken, re-raised by SIGALRM
+
+
+def _raise(signum: int, frame: object) -> None:
     # Raised again every second (SIGALRM) until a boundary takes it: an
     # exception raised while a finalizer runs (``__del__``, a weakref or gc
     # callback) is reported and dropped by the interpreter, and the command
-    # would run on to its end (seen once under load: a replay ran past 120 s).
+    # would run on to its end (seen under load, for SIGTERM and for SIGINT:
+    # a replay ran past 120 s).
+    if signum != signal.SIGALRM and not _received:
+        _received.append(signum)
     signal.setitimer(signal.ITIMER_REAL, 1.0, 1.0)
-    raise Terminated
+    raise Terminated if _received and _received[0] == signal.SIGTERM else KeyboardInterrupt
 
 
 def handle_signals() -> None:
-    """Make SIGTERM raise :class:`Terminated` (SIGINT already raises KeyboardInterrupt)."""
-    signal.signal(signal.SIGTERM, _terminate)
-    signal.signal(signal.SIGALRM, _terminate)
+    """Make SIGTERM raise :class:`Terminated` and SIGINT KeyboardInterrupt,
+    again every second until :func:`interrupted` takes it."""
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGALRM):
+        signal.signal(signum, _raise)
+    sys.unraisablehook = _quiet_on_interruption
+
+
+def _quiet_on_interruption(unraisable: Any) -> None:
+    """An interruption dropped inside a finalizer (a generator closed by the
+    garbage collector, say) is raised again a second later: it is not also
+    reported as ``Exception ignored in ...`` on stderr."""
+    if not isinstance(unraisable.exc_value, KeyboardInterrupt):
+        sys.__unraisablehook__(unraisable)
 
 
 def interrupted(e: KeyboardInterrupt) -> tuple[str, int]:
     """The line and exit status of an interruption: 143 for SIGTERM, 130 for SIGINT."""
-    signal.setitimer(signal.ITIMER_REAL, 0)  # taken: SIGTERM is not raised again
+    signal.setitimer(signal.ITIMER_REAL, 0)  # taken: the signal is not raised again
+    _received.clear()
     return ("terminated", 143) if isinstance(e, Terminated) else ("interrupted", 130)
 
 

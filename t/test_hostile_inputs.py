@@ -215,26 +215,38 @@ def test_an_output_written_to_the_end_is_complete(tmp_path: Path) -> None:
     assert len([x for x in out.read_text().splitlines() if not x.startswith(";")]) == 50
 
 
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
-def test_a_sigterm_dropped_inside_a_finalizer_is_raised_again() -> None:
-    """The interpreter reports and drops an exception raised while a
-    finalizer runs: SIGTERM's must come again until a boundary takes it."""
+@pytest.mark.parametrize(
+    "sig,kind,taken",
+    [(signal.SIGTERM, "Terminated", ("terminated", 143)), (signal.SIGINT, "KeyboardInterrupt", ("interrupted", 130))],
+)
+def test_a_signal_dropped_inside_a_finalizer_is_raised_again_and_not_reported(
+    sig: int, kind: str, taken: tuple[str, int], capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The interpreter drops an exception raised while a finalizer runs (a
+    ``__del__``, a generator the collector closes): SIGTERM's and SIGINT's
+    must come again until a boundary takes them, and the dropped one is not
+    printed as ``Exception ignored in ...``."""
     from fluxsched_py.cliutil import Terminated, handle_signals, interrupted
 
     class Finalized:
         def __del__(self) -> None:
-            os.kill(os.getpid(), signal.SIGTERM)
-            time.sleep(0.3)  # the handler runs here, and its Terminated is dropped
+            os.kill(os.getpid(), sig)
+            time.sleep(0.3)  # the handler runs here, and its exception is dropped
 
-    saved = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGALRM)
+    saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGALRM)}
+    saved_hook = sys.unraisablehook
     handle_signals()
     try:
-        with pytest.raises(Terminated):
+        with pytest.raises(KeyboardInterrupt) as caught:
             Finalized()  # gone at once: its __del__ runs here
             time.sleep(10)  # without the repeat, nothing stops this
-        assert interrupted(Terminated()) == ("terminated", 143)
+        assert type(caught.value).__name__ == kind
+        assert interrupted(caught.value) == taken
         assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)  # taken: no repeat left
+        assert "Exception ignored" not in capfd.readouterr().err
+        assert issubclass(Terminated, KeyboardInterrupt)
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGTERM, saved[0])
-        signal.signal(signal.SIGALRM, saved[1])
+        for s, handler in saved.items():
+            signal.signal(s, handler)
+        sys.unraisablehook = saved_hook

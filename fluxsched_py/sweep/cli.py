@@ -88,11 +88,14 @@ def _on_sigterm(signum: int, frame: object) -> None:
 
 @boundary(PROG)
 def main(argv: list[str] | None = None) -> int:
-    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    # sweep takes its own interruptions (keeping the finished runs' rows), so
+    # they are raised once, not again every second as the command line's are
+    previous = signal.signal(signal.SIGTERM, _on_sigterm), signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         return _main(build_parser().parse_args(list(sys.argv[1:] if argv is None else argv)))
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGTERM, previous[0])
+        signal.signal(signal.SIGINT, previous[1])
 
 
 def _main(args: argparse.Namespace) -> int:
