@@ -73,6 +73,65 @@ class _WindowUnion:
             return self._front_aggs[-1] | self._back_agg
         return self._back_agg
 
+    def drop_failing(self, fails: Callable[[int], bool], known: bool = False) -> int:
+        """Drop the longest front of the window whose last item starts a
+        suffix that ``fails``, and return how many items were dropped (0
+        when no suffix fails).
+
+        ``fails`` must be monotone: a union that contains one that fails
+        fails too.  Every later window of a sliding search (its start and
+        end no earlier) that still holds the dropped items holds that
+        suffix, so it fails: the search goes on from the first item kept.
+        The suffixes are the two stacks' own aggregates: in the front, each
+        is one union with the back's; in the back, they are computed as a
+        pop would, and the items kept become the front.  So it costs a
+        binary search of ``fails`` calls, and no more unions than sliding.
+        ``known``: the whole window is known to fail (not asked again)."""
+        back, front, back_agg = self._back, self._front_aggs, self._back_agg
+        if back and fails(back_agg):
+            # The shortest failing suffix of the back, galloping from its
+            # end: the items before it are dropped without a union.
+            suffixes: list[int] = []  # suffixes[i]: the union of the last i + 1 items
+            agg, ok, probe, nback = 0, 0, 1, len(back)
+            for item in reversed(back):
+                agg = agg | item
+                suffixes.append(agg)
+                if len(suffixes) == probe:
+                    if probe == nback or fails(agg):
+                        break
+                    ok, probe = probe, min(2 * probe, nback)
+            lo, hi = ok, len(suffixes) - 1  # suffixes[ok - 1] does not fail, suffixes[hi] does
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if fails(suffixes[mid]):
+                    hi = mid
+                else:
+                    lo = mid + 1
+            dropped = len(front) + nback - lo
+            del suffixes[lo:]
+            self._front_aggs = suffixes
+            back.clear()
+            self._back_agg = 0
+            return dropped
+        nfront = len(front)
+        if not nfront or not (known or fails(front[-1] | back_agg)):
+            return 0
+        # The shortest failing suffix that starts in the front, galloping
+        # from the front's end: front[q] | back_agg is the suffix of its
+        # last q + 1 items, and front[-1] | back_agg (all of them) fails.
+        ok, probe = 0, 1
+        while probe < nfront and not fails(front[probe - 1] | back_agg):
+            ok, probe = probe, 2 * probe
+        lo, hi = ok, min(probe, nfront) - 1
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if fails(front[mid] | back_agg):
+                hi = mid
+            else:
+                lo = mid + 1
+        del front[lo:]
+        return nfront - lo
+
 
 class _Aside:
     """The segments' unions read with one reservation set aside, as
@@ -197,8 +256,9 @@ class Planner(Timeline):
         n = request.whole_nodes
         tries: Iterable[float] = cands
         enough = None
+        skip = [-math.inf]  # no start time before it fits (the window's failing suffixes)
         if n and self._whole_fit(policy):
-            enough = self._enough_whole(cands, n, duration, pool, counted, before, aside_whole)
+            enough = self._enough_whole(cands, n, duration, pool, counted, before, aside_whole, skip)
             first = next(enough, None)
             if first is None:
                 return None
@@ -207,6 +267,25 @@ class Planner(Timeline):
             first = cands[0]
         match = self.match_bits
         fit, codec = self.matcher.fit, self.codec
+        fails = None
+        if enough is not None:
+            need = request.whole_nodes
+            if codec.unit_shift is not None:
+                # Each node's vertex bit, then its units: a node is whole
+                # only if its vertex is free, so fewer free vertices than
+                # ``need`` is enough to fail (and the same count, for
+                # jobs that hold whole nodes), on half the bits.
+                vertices = pool & codec.node_vertex_mask
+
+                def fails(busy: int) -> bool:
+                    return (vertices ^ (vertices & busy)).bit_count() < need
+
+            else:
+                whole_count = codec.whole_count
+
+                def fails(busy: int) -> bool:
+                    return whole_count(pool ^ (pool & busy)) < need
+
         window = _WindowUnion()
         n = len(times)
         lo = self._index(first)  # first segment in the window
@@ -214,6 +293,8 @@ class Planner(Timeline):
         last_failed = -1
         try:
             for t in tries:
+                if t < skip[0]:
+                    continue
                 k = bisect.bisect_right(times, t, lo) - 1  # the segment t is in
                 if k >= hi:  # past the window (candidates with a gap between): start afresh
                     window = _WindowUnion()
@@ -228,19 +309,26 @@ class Planner(Timeline):
                     hi += 1
                 busy = window.value()
                 avail = pool ^ (pool & busy)  # and-not without a negative int
+                held = 0
                 if blocks and (held := self.blocked_during(t, end)):
                     if self.held_by is None and avail & held and self._fits(request, policy, avail):
                         self.held_by = self.held_names(t, end)  # a window, not the plan, holds it here
                     avail &= ~held
-                if not avail or avail == last_failed:
-                    continue
-                if fit(codec, request, policy, avail) is False:  # the matcher would say None
+                known = not held
+                if avail and avail != last_failed:
+                    if fit(codec, request, policy, avail) is not False:  # False: the matcher would say None
+                        known = False
+                        found = match(request, avail, policy)
+                        if found is not None:
+                            return Slot(t, found)
                     last_failed = avail
-                    continue
-                found = match(request, avail, policy)
-                if found is not None:
-                    return Slot(t, found)
-                last_failed = avail
+                if fails is not None and (dropped := window.drop_failing(fails, known)):
+                    # Short of whole nodes from segment lo - 1 on: so is
+                    # every window that starts in it or before.
+                    lo += dropped
+                    if lo >= n:
+                        return None
+                    skip[0] = times[lo]
             return None
         finally:
             if enough is not None:
@@ -361,6 +449,7 @@ class Planner(Timeline):
         used: Sequence[int],
         before: float,
         aside: tuple[int, int, int] | None = None,
+        skip: list[float] | None = None,
     ) -> Iterator[float]:
         """The candidates whose window has at least ``n`` whole nodes free in
         every segment it overlaps, in order, as they are asked for (the
@@ -395,8 +484,12 @@ class Planner(Timeline):
                 cands = cands[: bisect.bisect_right(cands, times[k] - duration)]
         good_lo, good_hi = 0, -1  # segments read and found with n or more
         i, ncand = 0, len(cands)
+        skip = skip or [-math.inf]
         while i < ncand:
             t = cands[i]
+            if t < skip[0]:  # ruled out by the caller since
+                i = bisect.bisect_left(cands, skip[0], i)
+                continue
             k = bisect.bisect_right(times, t) - 1  # the window's first segment
             m = bisect.bisect_left(times, t + duration) - 1  # and its last
             j = m
