@@ -16,11 +16,12 @@ first ``t_estimate`` (``estimate_kept`` of ``--json``: 100 % means no job
 started later than its first reservation).
 
     python bench/bench_conservative.py [--jobs 20000,100000] [--seeds 1] [--repeat 3]
-        [--swf ../shared/conformance/swf/SDSC-BLUE-2000-4.1-cln.swf.gz] [--timeout 900]
+        [--swf ../shared/conformance/swf/SDSC-BLUE-2000-4.1-cln.swf.gz] [--swf-window SKIP:N] [--timeout 900]
         [--base /tmp/base-s11] [--sides branch,base] [--keep DIR]
 
 ``--swf`` adds archive traces, replayed whole with ``--procs-per-node 1``
-(every processor a one-core node).  With ``--keep DIR`` each run's output
+(every processor a one-core node), or only jobs ``SKIP + 1`` to ``SKIP +
+N`` with ``--swf-window SKIP:N``.  With ``--keep DIR`` each run's output
 and figures stay in DIR and a run already there is not made again, so the
 two trees can be run at different times (``--sides base``, then
 ``--sides branch``); the table then reads both from DIR.
@@ -105,6 +106,7 @@ def main() -> None:
     ap.add_argument("--jobs", default="20000,100000")
     ap.add_argument("--seeds", default="1")
     ap.add_argument("--swf", default="", help="archive traces (comma-separated), whole, --procs-per-node 1")
+    ap.add_argument("--swf-window", default="", help="SKIP:N: replay jobs SKIP+1 to SKIP+N of each --swf trace")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--timeout", type=float, default=900.0)
     ap.add_argument("--base", default="/tmp/base-s11")
@@ -120,8 +122,14 @@ def main() -> None:
     for njobs in (int(x) for x in args.jobs.split(",") if x):
         for seed in (int(x) for x in args.seeds.split(",")):
             traces.append((f"{njobs:,} seed {seed}", f"heavy-{njobs}-{seed}", ["--nodes", "1024"]))
+    window: list[str] = []
+    part = "whole"
+    if args.swf_window:
+        skip, count = (int(x) for x in args.swf_window.split(":"))
+        window, part = ["--skip", str(skip), "--jobs", str(count)], f"jobs {skip + 1:,}-{skip + count:,}"
     for path in (x for x in args.swf.split(",") if x):
-        traces.append((Path(path).name.split("-")[0] + " whole", Path(path).name, ["--procs-per-node", "1"]))
+        key = Path(path).name + ("-" + args.swf_window.replace(":", "-") if window else "")
+        traces.append((f"{Path(path).name.split('-')[0]} {part}", key, ["--procs-per-node", "1", *window]))
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(args.keep) if args.keep else Path(tmp)
@@ -133,7 +141,7 @@ def main() -> None:
                 if not trace.exists():
                     write_heavy_swf(trace, njobs=int(njobs), seed=int(seed))
             else:
-                trace = next(Path(p).resolve() for p in args.swf.split(",") if Path(p).name == key)
+                trace = next(Path(p).resolve() for p in args.swf.split(",") if key.startswith(Path(p).name))
             got: dict[str, list[tuple[float, float, dict | None]]] = {"branch": [], "base": []}
             for i in range(args.repeat):
                 for side in ("branch", "base"):

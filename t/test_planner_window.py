@@ -91,7 +91,8 @@ def test_whole_node_searches_equal_a_scan_of_every_start(seed: int, policy: str,
     ends.  Each search's start is the first start time (now, or a span's
     start or end) at which the plan leaves enough whole nodes free for the
     whole duration, found by a scan of ``available_bits``; and its
-    placement is free over its window."""
+    placement is free over its window.  The same for a reservation's search
+    for an earlier place with it set aside (``aside``)."""
     rng = random.Random(seed)
     g = nodes_graph(8, cores)
     p = Planner(g)
@@ -124,3 +125,16 @@ def test_whole_node_searches_equal_a_scan_of_every_start(seed: int, policy: str,
         if found is not None:
             bits = found.placement.bits
             assert bits & p.available_bits(found.start, found.start + d) == bits
+        reserved = [s for s in p.reserved() if p.can_search_aside(s.jobid, s.end - s.start, now)]
+        if reserved:
+            # A reservation's search for an earlier place, with it set aside
+            # but left in the plan, against a scan with it taken out.
+            span = rng.choice(reserved)
+            d = span.end - span.start
+            req = node_request(p.codec.whole_nodes(span.bits).bit_count(), d)
+            aside = p.earliest_bits(req, now, d, policy, before=span.start, own=span.jobid, aside=True)
+            p.remove(span.jobid)
+            times = sorted({now, *(x for s in p.spans() for x in (s.start, s.end) if now < x < span.start)})
+            fits = (t for t in times if p.codec.whole_count(p.available_bits(t, t + d)) >= req.whole_nodes)
+            assert (aside and aside.start) == next(fits, None)
+            p.reserve(span.jobid, span.resources, span.start, span.end, span.bits)

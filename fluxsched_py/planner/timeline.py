@@ -184,6 +184,7 @@ class Timeline:
         # Planner._whole_free: (pool, {segment's union: whole nodes free in it},
         # {id of a segment's union: (that union, whole nodes free in it)})
         self._whole_free_cache: tuple[int, dict[int, int], dict[int, tuple[int, int]]] | None = None
+        self._vertex_cache: dict[int, tuple[int, int]] = {}  # a segment's vertex bits, by its int's id (search.py)
         # Set for good once two spans overlapped on a resource (sched.expiration
         # can do that): the step function no longer mirrors the spans exactly.
         self._overlapped = False
