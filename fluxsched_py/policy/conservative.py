@@ -39,7 +39,10 @@ that overlaps a gain.  Each pass's cost, per pending job in queue order:
   start times whose window overlaps a gain; for whole-node jobs each
   window is read from its last segment back, counting whole free nodes
   (remembered per segment), so a window short of nodes is ruled out for
-  one count and the next start time tried is after the short segment
+  one count and the next start time tried is after the short segment;
+  a window with enough free nodes in each segment but not the same ones
+  throughout (reservations pin nodes) rules out, with its shortest
+  failing suffix, every later start time whose window holds that suffix
   (:meth:`Planner.earliest_bits
   <fluxsched_py.planner.search.Planner.earliest_bits>`, ``since``).  A job
   that finds nothing earlier (most of them) costs that search and no
