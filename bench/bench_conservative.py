@@ -26,6 +26,18 @@ and figures stay in DIR and a run already there is not made again, so the
 two trees can be run at different times (``--sides base``, then
 ``--sides branch``); the table then reads both from DIR.
 
+Measured (issue 21) against main 473adb8, ``--jobs 20000 --swf
+CEA-Curie-2011-2.1-cln.swf.gz --swf-window 44000:4000 --repeat 1``, beside
+a whole Curie replay (load average 2-3); a whole-node window short of the
+same nodes throughout now rules out every later start time whose window
+holds its shortest failing suffix:
+
+    trace                   wall branch  wall base  ratio  CPU branch  CPU base  ratio  starts differ  by 1st est.
+    20,000 seed 1           67.1 s       72.5 s     0.92   46.0 s      44.8 s    1.03   0 / 20000      100.0%
+    CEA jobs 44,001-48,000  184.8 s      333.9 s    0.55   120.5 s     221.5 s   0.54   0 / 4000       100.0%
+
+(an earlier run, with the suffix rule alone: 0.96 and 0.67).
+
 Measured (issue 21, session 11) against main 8b1a215: the base runs one
 each, at 20:47-21:25 UTC (load average 1.5-5); the branch (45b3e84, the
 same code as the tip but for comments and closing a generator) median of 3

@@ -56,7 +56,10 @@ that overlaps a gain.  Each pass's cost, per pending job in queue order:
   not by its value, whose hash alone cost more than the search; the first
   8,000 Curie jobs take 0.56 of main 8733fa3's CPU (65.8 s against 117.6
   s, run at the same time), the heavy trace's first 20,000 jobs 1.02
-  (noise), with identical schedules;
+  (noise), with identical schedules.  Where Curie's biggest jobs queue up
+  (jobs 44,001-48,000), the failing-suffix rule and windows slid over
+  node vertex bits take 0.54 of main 473adb8's CPU (120.5 s against
+  221.5 s; ``bench/bench_conservative.py``), with identical schedules;
 * a job without a reservation: one full search, as when it arrived.
 
 So a pass costs, per reserved job after a change, a walk of the gains
