@@ -5,8 +5,8 @@ seeds, 1,024 nodes), runs in turn, ``--repeat`` times each, alternating::
 
     fluxsched-py replay FILE --nodes 1024 --queue-policy conservative --no-progress --json --output-dir D
 
-with this checkout and with a base checkout (``--base``, by default
-``/tmp/base-s11``: main 8b1a215) by ``PYTHONPATH=BASE python -m
+with this checkout and with a base checkout (``--base``, required: a
+worktree of the main to compare with) by ``PYTHONPATH=BASE python -m
 fluxsched_py``, each in its own process.  The table gives, per trace and
 side, the median wall time and CPU time (user + system of the child; a run
 cut off at ``--timeout`` shows ``> T s``), the ratios branch / base, and
@@ -17,7 +17,7 @@ started later than its first reservation).
 
     python bench/bench_conservative.py [--jobs 20000,100000] [--seeds 1] [--repeat 3]
         [--swf ../shared/conformance/swf/SDSC-BLUE-2000-4.1-cln.swf.gz] [--swf-window SKIP:N] [--timeout 900]
-        [--base /tmp/base-s11] [--sides branch,base] [--keep DIR]
+        --base DIR [--sides branch,base] [--keep DIR]
 
 ``--swf`` adds archive traces, replayed whole with ``--procs-per-node 1``
 (every processor a one-core node), or only jobs ``SKIP + 1`` to ``SKIP +
@@ -121,7 +121,7 @@ def main() -> None:
     ap.add_argument("--swf-window", default="", help="SKIP:N: replay jobs SKIP+1 to SKIP+N of each --swf trace")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--timeout", type=float, default=900.0)
-    ap.add_argument("--base", default="/tmp/base-s11")
+    ap.add_argument("--base", required=True, help="a checkout of the main to compare with")
     ap.add_argument("--sides", default="branch,base", help="the trees to run (the other's kept runs are read)")
     ap.add_argument("--keep", default="", help="directory keeping each run's output and figures, reused when present")
     args = ap.parse_args()

@@ -5,8 +5,8 @@ process each, so both trees see the same load)::
 
     fluxsched-py replay FILE ... --queue-policy POLICY --no-progress --json --output-dir D
 
-with this checkout and with a base checkout (``--base``, by default
-``/tmp/base-s12``: main 8733fa3), by ``PYTHONPATH=TREE python -m
+with this checkout and with a base checkout (``--base``, required: a
+worktree of the main to compare with), by ``PYTHONPATH=TREE python -m
 fluxsched_py``.  The traces: the heavy trace (``bench/heavy_trace.py``:
 ``--jobs`` counts, ``--seeds``, 1,024 nodes) and archive traces (``--swf``),
 replayed whole with ``--procs-per-node 1`` (every processor a one-core
@@ -17,7 +17,7 @@ base's of the same repeat (start times, nodes and all).
 
     python bench/bench_easy.py [--jobs 20000,100000] [--seeds 1,2] [--policies easy,fcfs]
         [--swf ../shared/conformance/swf/KTH-SP2-1996-2.swf.gz,...] [--repeat 3]
-        [--repeat-big 1] [--big 50000] [--base /tmp/base-s12]
+        [--repeat-big 1] [--big 50000] --base DIR
 
 ``--repeat-big`` is the repeat count for heavy traces of at least
 ``--big`` jobs and for archive traces (the long runs).  The figures of
@@ -77,7 +77,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--repeat-big", type=int, default=1)
     ap.add_argument("--big", type=int, default=50000)
-    ap.add_argument("--base", default="/tmp/base-s12")
+    ap.add_argument("--base", required=True, help="a checkout of the main to compare with")
     args = ap.parse_args()
     envs = {
         "branch": {**os.environ, "PYTHONPATH": str(HERE.parent)},

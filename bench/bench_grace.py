@@ -7,8 +7,8 @@ nodes) plus a 2,000-job campaign of one-node jobs of 5 to 60 minutes
 ``--checkpoint`` for the runs where every campaign job checkpoints on its
 notice).  Under fcfs, easy and conservative it replays:
 
-* ``main``: the main this branch started from (``--base``, default
-  ``/tmp/base-s12``, commit 8733fa3), with no option;
+* ``main``: the main this branch started from (``--base DIR``, a
+  worktree of it; made only when given), with no option;
 * ``default``: this code (``--code``, default this tree) with no option;
 * ``fit``: ``besteffort-fit=require`` and no grace time;
 * ``fit+grace``: ``fit`` with ``preempt-grace=60``, no job checkpointing;
@@ -32,7 +32,7 @@ of those that waited in the run alone (a planned start) are late.  Each
 replay runs in a process of its own (``--one``), with the given code on its
 ``PYTHONPATH``.  Simulated time: the figures do not depend on the machine's load.
 
-    python bench/bench_grace.py [--base /tmp/base-s12] [--code TREE]
+    python bench/bench_grace.py [--base DIR] [--code TREE]
         [--policies fcfs,easy,conservative] [--runs fit+grace,...] [-j 2]
 """
 
@@ -52,32 +52,18 @@ ROOT = Path(__file__).resolve().parents[1]
 REGULAR = ROOT / "t" / "data" / "batsim" / "example_workload_hpc_seed1_jobs250.json.gz"
 
 #: run name -> (code: "main" or "here", workload: "plain" or "checkpoint", extra replay flags)
+FIT = ["--besteffort-fit", "require"]
+GRACE = [*FIT, "--preempt-grace", "60"]
 RUNS = {
     "main": ("main", "plain", []),
     "default": ("here", "plain", []),
-    "fit": ("here", "plain", ["--besteffort-fit", "require"]),
-    "fit+grace": ("here", "plain", ["--besteffort-fit", "require", "--preempt-grace", "60"]),
-    "fit+ckpt": ("here", "checkpoint", ["--besteffort-fit", "require", "--preempt-grace", "60"]),
-    "fewest+ckpt": (
-        "here",
-        "checkpoint",
-        ["--besteffort-fit", "require", "--preempt-grace", "60", "--preempt-victims", "fewest"],
-    ),
-    "fit+grace+wait-ckpt": (
-        "here",
-        "plain",
-        ["--besteffort-fit", "require", "--preempt-grace", "60", "--preempt-wait", "checkpoint"],
-    ),
-    "fit+ckpt+wait-ckpt": (
-        "here",
-        "checkpoint",
-        ["--besteffort-fit", "require", "--preempt-grace", "60", "--preempt-wait", "checkpoint"],
-    ),
-    "fit+ckpt+wait-none": (
-        "here",
-        "checkpoint",
-        ["--besteffort-fit", "require", "--preempt-grace", "60", "--preempt-wait", "none"],
-    ),
+    "fit": ("here", "plain", FIT),
+    "fit+grace": ("here", "plain", GRACE),
+    "fit+ckpt": ("here", "checkpoint", GRACE),
+    "fewest+ckpt": ("here", "checkpoint", [*GRACE, "--preempt-victims", "fewest"]),
+    "fit+grace+wait-ckpt": ("here", "plain", [*GRACE, "--preempt-wait", "checkpoint"]),
+    "fit+ckpt+wait-ckpt": ("here", "checkpoint", [*GRACE, "--preempt-wait", "checkpoint"]),
+    "fit+ckpt+wait-none": ("here", "checkpoint", [*GRACE, "--preempt-wait", "none"]),
 }
 
 
@@ -161,16 +147,18 @@ def main() -> None:
         one(workload, policy, outdir, flags)
         return
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--base", type=Path, default=Path("/tmp/base-s12"))
+    ap.add_argument("--base", type=Path, help="a checkout of the main to compare with (the run 'main', else not made)")
     ap.add_argument("--code", type=Path, default=ROOT, help="the code of the runs but main (default: this tree)")
     ap.add_argument("--policies", default="fcfs,easy,conservative")
-    ap.add_argument("--runs", default=",".join(RUNS), help="the runs to make (default: all)")
+    ap.add_argument("--runs", default="", help="the runs to make (default: all, 'main' only with --base)")
     ap.add_argument("-j", type=int, default=2)
     args = ap.parse_args()
     policies = [p for p in args.policies.split(",") if p]
-    runs = [r for r in args.runs.split(",") if r]
+    runs = [r for r in args.runs.split(",") if r] or [r for r in RUNS if r != "main" or args.base]
     if unknown := sorted(set(runs) - set(RUNS)):
         ap.error(f"--runs: no run named {', '.join(unknown)} (runs: {', '.join(RUNS)})")
+    if "main" in runs and args.base is None:
+        ap.error("--runs main needs --base (a checkout of the main to compare with)")
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
         make(d / "plain.json", False)
