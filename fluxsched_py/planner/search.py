@@ -56,12 +56,14 @@ class _WindowUnion:
     of what is inside; every operation is amortized O(1) set unions.
     """
 
-    __slots__ = ("_back", "_back_agg", "_front_aggs")
+    __slots__ = ("_back", "_back_agg", "_front_aggs", "failing")
 
     def __init__(self) -> None:
         self._back: list[int] = []
         self._back_agg = 0
         self._front_aggs: list[int] = []  # suffix unions, front of the window last
+        #: the union of the shortest failing suffix :meth:`drop_failing` last found
+        self.failing = 0
 
     def push(self, item: int) -> None:
         self._back.append(item)
@@ -117,6 +119,7 @@ class _WindowUnion:
                 else:
                     lo = mid + 1
             dropped = len(front) + nback - lo
+            self.failing = suffixes[lo]
             del suffixes[lo:]
             self._front_aggs = suffixes
             back.clear()
@@ -138,6 +141,7 @@ class _WindowUnion:
                 hi = mid
             else:
                 lo = mid + 1
+        self.failing = front[lo] | back_agg
         del front[lo:]
         return nfront - lo
 
@@ -320,15 +324,21 @@ class Planner(Timeline):
                 vertices = pool & codec.node_vertex_mask
                 slid = _Vertices(segments, codec.node_vertex_mask, self._vertex_cache, view)
 
-                def fails(busy: int) -> bool:
-                    return (vertices ^ (vertices & busy)).bit_count() < need
+                def free(busy: int) -> int:
+                    return (vertices ^ (vertices & busy)).bit_count()
 
             else:
                 whole_count = codec.whole_count
 
-                def fails(busy: int) -> bool:
-                    return whole_count(pool ^ (pool & busy)) < need
+                def free(busy: int) -> int:
+                    return whole_count(pool ^ (pool & busy))
 
+            def fails(busy: int) -> bool:
+                return free(busy) < need
+
+        # Ranges other searches found short of whole nodes (self._short):
+        # (p, q), p descending, for the windows that hold them.
+        shorts = self._shorts_for(need, self._spans[own] if aside else None) if fails is not None else None
         window = _WindowUnion()
         n = len(times)
         lo = self._index(first)  # first segment in the window
@@ -338,6 +348,16 @@ class Planner(Timeline):
             for t in tries:
                 if t < skip[0]:
                     continue
+                if shorts:
+                    end = t + duration
+                    for p, q in shorts:
+                        if p <= t:
+                            break
+                        if q < end:  # the window holds a short range: so do the next ones up to p
+                            skip[0] = p
+                            break
+                    if t < skip[0]:
+                        continue
                 k = bisect.bisect_right(times, t, lo) - 1  # the segment t is in
                 if k >= hi:  # past the window (candidates with a gap between): start afresh
                     window = _WindowUnion()
@@ -354,6 +374,7 @@ class Planner(Timeline):
                 if slid is not used:
                     if fails(busy):
                         dropped = window.drop_failing(fails, True)
+                        self._remember_short(lo + dropped - 1, hi - 1, free(window.failing))
                         lo += dropped
                         if lo >= n:
                             return None
@@ -379,6 +400,7 @@ class Planner(Timeline):
                 if fails is not None and slid is used and (dropped := window.drop_failing(fails, known)):
                     # Short of whole nodes from segment lo - 1 on: so is
                     # every window that starts in it or before.
+                    self._remember_short(lo + dropped - 1, hi - 1, free(window.failing))
                     lo += dropped
                     if lo >= n:
                         return None
@@ -389,6 +411,44 @@ class Planner(Timeline):
                 # Closed here, not when collected: an interruption (SIGINT)
                 # that lands in a generator's finalization is only printed.
                 enough.close()
+
+    def _remember_short(self, first: int, last: int, free: int) -> None:
+        """Segments ``first`` to ``last`` leave ``free`` whole nodes at most
+        (a failing suffix just found): any window that holds them is short
+        of more than that, until a gain over them (:meth:`_log_gain`
+        drops the entry; spans added only take away).  Kept as times, so
+        boundaries added or removed since do not move it: ``(p, q, free,
+        t0, t1)``, held by a window ``[t, t + d)`` when ``t < p`` and
+        ``t + d > q``, over ``[t0, t1)``.  An entry found with a
+        reservation set aside counts that reservation's nodes as free: a
+        bound on the plan with it too."""
+        if self._overlapped:
+            return  # spans overlapped: a removal can free what another holds, unlogged
+        times = self._times
+        n = len(times)
+        shorts = self._short
+        if len(shorts) >= 256:
+            del shorts[:128]
+        shorts.append(
+            (
+                times[first + 1] if first + 1 < n else math.inf,
+                times[last],
+                free,
+                times[first],
+                times[last + 1] if last + 1 < n else math.inf,
+            )
+        )
+
+    def _shorts_for(self, need: int, aside: Span | None) -> list[tuple[float, float]]:
+        """The ranges known short of ``need`` whole nodes, as ``(p, q)`` by
+        ``p`` descending (see :meth:`_remember_short`); with a reservation
+        ``aside``, only those that do not overlap it (its nodes read free)."""
+        if not self._short or self._overlapped:
+            return []
+        a, b = (aside.start, aside.end) if aside is not None else (math.inf, -math.inf)
+        out = [(p, q) for p, q, c, t0, t1 in self._short if c < need and (t1 <= a or t0 >= b)]
+        out.sort(reverse=True)
+        return out
 
     def can_search_aside(self, jobid: int, duration: float, now: float) -> bool:
         """True when ``earliest_bits(..., before=span.start, own=jobid,

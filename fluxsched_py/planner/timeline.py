@@ -185,6 +185,10 @@ class Timeline:
         # {id of a segment's union: (that union, whole nodes free in it)})
         self._whole_free_cache: tuple[int, dict[int, int], dict[int, tuple[int, int]]] | None = None
         self._vertex_cache: dict[int, tuple[int, int]] = {}  # a segment's vertex bits, by its int's id (search.py)
+        # Planner's short ranges (search.py): (p, q, c, t0, t1), the segments
+        # over [t0, t1) leave at most c whole nodes free; dropped by any gain
+        # over [t0, t1) (_log_gain), the only way a range gets freer.
+        self._short: list[tuple[float, float, int, float, float]] = []
         # Set for good once two spans overlapped on a resource (sched.expiration
         # can do that): the step function no longer mirrors the spans exactly.
         self._overlapped = False
@@ -538,6 +542,8 @@ class Timeline:
 
     def _log_gain(self, start: float, end: float, bits: Any, jobid: int) -> None:
         if start < end and bits:
+            if self._short:
+                self._short = [r for r in self._short if r[4] <= start or r[3] >= end]
             gains = self._gains
             gains.append((start, end, bits, jobid))
             if len(gains) > self._gains_keep:
