@@ -9,7 +9,7 @@ requests :meth:`~.matchcache.MatchCache.fit` answers it exactly from counts
 (:mod:`.fastfit`), and the matcher runs once, at the time the search settles
 on (about 15 ms a match on 1000 nodes x 8 cores, against microseconds).
 
-Four cuts keep the answer and skip work.  A whole-node request cannot
+Five cuts keep the answer and skip work.  A whole-node request cannot
 fit a window that is short of whole free nodes in any one segment of it,
 so each candidate's window is first read from its last segment back
 against counts remembered per segment content, and a short segment rules
@@ -22,7 +22,11 @@ rules out every later candidate whose window holds it.  On CEA Curie
 (93,312 one-core nodes) under conservative backfilling, in the stretch
 where jobs of up to 38,016 nodes queue up, the 127,855 searches of jobs
 44,001-48,000 tried 5,261,901 windows that passed the counts, and now try
-249,926.
+249,926.  That suffix is also remembered, by its times and how many
+whole nodes it leaves (:meth:`Planner._remember_short`), until a gain over
+it: a later search for more nodes than that skips every window holding
+it without reading a segment, so the searches of a pass (one per
+reservation, most of them over the same segments) share what each found.
 A search that repairs a reservation (``since``: nothing fitted before it at
 that position of the log of gains, see :mod:`.timeline`) tries only the
 start times whose window overlaps a gain logged since

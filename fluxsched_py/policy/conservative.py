@@ -44,7 +44,11 @@ that overlaps a gain.  Each pass's cost, per pending job in queue order:
   throughout (reservations pin nodes) rules out, with its shortest
   failing suffix, every later start time whose window holds that suffix
   (:meth:`Planner.earliest_bits
-  <fluxsched_py.planner.search.Planner.earliest_bits>`, ``since``).  A job
+  <fluxsched_py.planner.search.Planner.earliest_bits>`, ``since``); that
+  suffix is remembered until a gain over it, and the later looks for
+  more nodes than it leaves skip every window that holds it without
+  reading a segment (jobs 44,001-48,000 of CEA Curie: 0.82 of main
+  66642e3's CPU, 100.8 s against 123.5 s run at the same time).  A job
   that finds nothing earlier (most of them) costs that search and no
   change to the plan; one that moves costs two boundary updates to take
   out its old place and put in the new one, found by the same search.
