@@ -261,6 +261,7 @@ class Planner(Timeline):
         does not move costs no removal and no putting back."""
         if not duration or duration <= 0:
             duration = math.inf
+        self._counted = None
         self.set_now(now)
         start = max(now, not_before)
         pool = self.pool_bits()
@@ -305,6 +306,13 @@ class Planner(Timeline):
         enough = None
         skip = [-math.inf]  # no start time before it fits (the window's failing suffixes)
         if n and self._whole_fit(policy):
+            if not blocks and not self._overlapped:
+                floor = self._nothing_fits_before(n, duration, self._spans[own] if aside else None)
+                if floor > cands[0]:
+                    cands = cands[bisect.bisect_left(cands, floor) :]
+                self._counted = (own, n, duration) if aside else None
+                if not cands:
+                    return None
             enough = self._enough_whole(cands, n, duration, pool, counted, before, aside_whole, skip)
             first = next(enough, None)
             if first is None:
@@ -473,8 +481,45 @@ class Planner(Timeline):
     def keep(self, jobid: int) -> None:
         """``jobid``'s reservation stays where it is after a search that
         found nothing earlier (:meth:`can_search_aside`): as taking it out
-        and putting it back would leave it."""
+        and putting it back would leave it.
+
+        When that search counted whole nodes (:meth:`_nothing_fits_before`),
+        its answer is remembered for the jobs of the same shape or bigger."""
+        counted = self._counted
+        if counted is not None and counted[0] == jobid:
+            start = self._spans[jobid].start
+            key = counted[1:]
+            if self._nothing_before.get(key, -math.inf) < start:
+                self._nothing_before[key] = start
         self._keep(jobid)
+
+    def _nothing_fits_before(self, n: int, duration: float, aside: Span | None) -> float:
+        """The earliest time a job of ``n`` whole nodes (and nothing else)
+        for ``duration`` can start, by what the searches that kept a
+        reservation found since the last gain: none before it.
+
+        Why: a job of ``m <= n`` nodes for ``d <= duration`` whose
+        reservation starts at ``s`` found no place in ``[now, s)``, with its
+        own reservation aside, and nothing became free since.  Were there
+        ``n`` whole nodes free over ``[t, t + duration)`` for some ``t <
+        s``, then its ``m`` would have been over ``[t, t + d)``: the plan
+        then differed only by its own reservation (which frees more) and
+        by ``aside``'s (held then, free now), so only where ``[t, t + d)``
+        meets ``aside`` could it differ, that is for ``t >= aside.start -
+        d``.  A count is exact for such requests (:meth:`_whole_fit`), so
+        the answer is the same as searching.  In a pass of conservative
+        backfilling, where many reservations are of jobs of the same size
+        and walltime (a campaign), the first one of a shape searches and
+        the others search only from there."""
+        facts = self._nothing_before
+        floor = -math.inf
+        if facts:
+            for (m, d), s in facts.items():
+                if m <= n and d <= duration:
+                    f = s if aside is None else min(s, aside.start - d)
+                    if f > floor:
+                        floor = f
+        return floor
 
     def _fits(self, request: Any, policy: str, avail: int) -> bool:
         ok = self.matcher.fit(self.codec, request, policy, avail)
@@ -498,6 +543,7 @@ class Planner(Timeline):
         block does not count.  None when it fits nowhere before ``before``."""
         if not duration or duration <= 0:
             duration = math.inf
+        self._counted = None
         self.set_now(now)
         w0, w1, bits = window
         start = max(now, not_before, w0)

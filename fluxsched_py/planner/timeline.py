@@ -189,6 +189,11 @@ class Timeline:
         # over [t0, t1) leave at most c whole nodes free; dropped by any gain
         # over [t0, t1) (_log_gain), the only way a range gets freer.
         self._short: list[tuple[float, float, int, float, float]] = []
+        # Planner's (whole nodes, duration) -> the latest reservation start
+        # before which nothing fitted a job of that shape (search.py); any
+        # gain drops them all (_log_gain).
+        self._nothing_before: dict[tuple[int, float], float] = {}
+        self._counted: tuple[int | None, int, float] | None = None  # the last search's (own, n, duration), if counted
         # Set for good once two spans overlapped on a resource (sched.expiration
         # can do that): the step function no longer mirrors the spans exactly.
         self._overlapped = False
@@ -544,6 +549,8 @@ class Timeline:
         if start < end and bits:
             if self._short:
                 self._short = [r for r in self._short if r[4] <= start or r[3] >= end]
+            if self._nothing_before:
+                self._nothing_before = {}
             gains = self._gains
             gains.append((start, end, bits, jobid))
             if len(gains) > self._gains_keep:
