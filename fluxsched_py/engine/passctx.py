@@ -537,6 +537,46 @@ class Pass:
         if job.first_estimate is None:
             job.first_estimate = t
 
+    def forecast_stamp(self) -> tuple[Any, ...]:
+        """What this queue's forecasts were made around, to tell at a later
+        pass (:meth:`forecasts_stand`) whether they still hold."""
+        planner = self.e.planner
+        return (planner, planner.log_end, planner.running_added, planner.pool_bits())
+
+    def forecasts_stand(self, stamp: tuple[Any, ...] | None, head_start: float) -> bool:
+        """True when, since ``stamp``, the plan changed only by resources
+        freed before ``head_start`` (jobs that ended early, before the
+        head's forecast start): no job started, nothing went down or came
+        up, no window is blocked and one queue is planned.  Forecasts made
+        in queue order from ``head_start`` on then read the same
+        availability; whether the head itself can now start earlier is
+        :meth:`fits_just_before`'s to tell.  Call it before this pass
+        changes the plan."""
+        planner = self.e.planner
+        if stamp is None or self.multi or planner.nblocked:
+            return False
+        owner, log_end, running, pool = stamp
+        if owner is not planner or planner.running_added != running or planner.pool_bits() != pool:
+            return False
+        gains = planner.gains_since(log_end)
+        return gains is not None and all(b <= head_start for _, b, _, _ in gains)
+
+    def fits_just_before(self, job: Job, t: float) -> bool:
+        """Whether ``job`` fits anywhere in ``[now, t)`` around the running
+        jobs alone (this queue's reservations cleared)."""
+        return self.e.planner.fits_just_before(job.request, t, self.e.options.placement)
+
+    def keep_forecast(self, job: Job, slot: Slot, not_before: float = -math.inf) -> None:
+        """Reserve ``slot`` for ``job``, the place :meth:`earliest` (with
+        ``not_before``) would find again (:meth:`forecasts_stand`), leaving
+        what that search and :meth:`reserve` would: counted as the search it
+        stands for."""
+        self.e.stats["matches"] += 1
+        self._unreserved = self._aside = None
+        if not_before <= self.now:
+            self._searched = (job, slot.start, self.e.planner.log_end)
+        self.reserve(job, slot)
+
     def still_free(self, job: Job, slot: Slot) -> bool:
         bits, t = slot.placement.bits, slot.start
         return self._avail(job, t, t + job.duration) & bits == bits

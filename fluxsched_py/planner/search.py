@@ -163,14 +163,12 @@ class _Aside:
 
     __slots__ = ("_used", "_lo", "_hi", "_bits", "whole")
 
-    def __init__(self, used: list[int], times: list[float], span: Span, codec: Any) -> None:
+    def __init__(self, used: list[int], times: list[float], span: Span, whole: int | None) -> None:
         self._used = used
         self._lo = lo = bisect.bisect_right(times, span.start) - 1
         self._hi = hi = len(times) if span.end == math.inf else bisect.bisect_right(times, span.end) - 1
-        self._bits = bits = as_int(span.bits)
-        nodes = codec.whole_nodes(bits) if codec.flat_nodes else 0
-        exact = nodes and not bits & ~codec.nodes_bits(nodes)
-        self.whole = (lo, hi, nodes.bit_count()) if exact else None
+        self._bits = as_int(span.bits)
+        self.whole = (lo, hi, whole) if whole is not None else None
 
     def __len__(self) -> int:
         return len(self._used)
@@ -297,7 +295,8 @@ class Planner(Timeline):
         view = None
         if aside:
             # The reservation's own resources read as free, segment by segment as read.
-            view = _Aside(used, times, self._spans[own], self.codec)  # type: ignore[index]
+            span = self._spans[own]  # type: ignore[index]
+            view = _Aside(used, times, span, self._whole_held(span))
             used, aside_whole = view, view.whole
             if aside_whole is None:
                 counted = view
@@ -424,6 +423,22 @@ class Planner(Timeline):
                 # that lands in a generator's finalization is only printed.
                 enough.close()
 
+    def _whole_held(self, span: Span) -> int | None:
+        """How many whole nodes ``span`` holds when it holds whole nodes and
+        nothing else, else None; remembered per span (a reservation is
+        looked at again at every pass that repairs it)."""
+        e = self._whole_spans.get(span.jobid)
+        if e is not None and e[0] is span:
+            return e[1]
+        codec = self.codec
+        bits = as_int(span.bits)
+        nodes = codec.whole_nodes(bits) if codec.flat_nodes else 0
+        whole = nodes.bit_count() if nodes and not bits ^ (bits & codec.nodes_bits(nodes)) else None
+        if len(self._whole_spans) > 4096:
+            self._whole_spans.clear()
+        self._whole_spans[span.jobid] = (span, whole)
+        return whole
+
     def _remember_short(self, first: int, last: int, free: int) -> None:
         """Segments ``first`` to ``last`` leave ``free`` whole nodes at most
         (a failing suffix just found): any window that holds them is short
@@ -520,6 +535,17 @@ class Planner(Timeline):
                     if f > floor:
                         floor = f
         return floor
+
+    def fits_just_before(self, request: Any, t: float, policy: str = "first") -> bool:
+        """Whether ``request`` fits in the last segment that starts before
+        ``t`` (from now on), when nothing but running jobs is planned
+        there: availability then only grows up to ``t``, so this tells
+        whether it fits anywhere in ``[now, t)``, as :meth:`earliest`'s
+        binary search would find."""
+        k = max(0, bisect.bisect_left(self._times, t) - 1)
+        used = self._materialize(k + 1)
+        pool = self.pool_bits()
+        return self._fits(request, policy, pool ^ (pool & used[k]))
 
     def _fits(self, request: Any, policy: str, avail: int) -> bool:
         ok = self.matcher.fit(self.codec, request, policy, avail)

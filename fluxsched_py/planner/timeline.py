@@ -193,6 +193,10 @@ class Timeline:
         # before which nothing fitted a job of that shape (search.py); any
         # gain drops them all (_log_gain).
         self._nothing_before: dict[tuple[int, float], float] = {}
+        self._whole_spans: dict[int, tuple[Span, int | None]] = {}  # Planner._whole_held, by job id
+        #: spans of running jobs added so far (a plan with the same count and
+        #: no gain since has lost nothing to a start)
+        self.running_added = 0
         self._counted: tuple[int | None, int, float] | None = None  # the last search's (own, n, duration), if counted
         # Set for good once two spans overlapped on a resource (sched.expiration
         # can do that): the step function no longer mirrors the spans exactly.
@@ -222,6 +226,7 @@ class Timeline:
         """Record that ``jobid`` holds ``rs`` from ``start`` until ``end``."""
         b = self.codec.encode(rs) if bits is None else bits
         self._add(Span(jobid, rs, float(start), float(end), True, b, self.codec))
+        self.running_added += 1
         self._pool_cache = None
         bisect.insort(self._running_ends, (float(end), jobid))
         self._running_union.or_(b)

@@ -72,6 +72,20 @@ class PassContext(Protocol):
     def still_free(self, job: Any, slot: Slot) -> bool:
         """True when ``slot``'s placement is still free for ``job`` from its start."""
 
+    def forecast_stamp(self) -> tuple[Any, ...]:
+        """What this queue's forecasts were made around (for :meth:`forecasts_stand`)."""
+
+    def forecasts_stand(self, stamp: tuple[Any, ...] | None, head_start: float) -> bool:
+        """True when, since ``stamp``, only resources freed before
+        ``head_start`` changed the plan: forecasts in queue order from
+        ``head_start`` on would be found again."""
+
+    def fits_just_before(self, job: Any, t: float) -> bool:
+        """Whether ``job`` fits anywhere in ``[now, t)`` around the running jobs alone."""
+
+    def keep_forecast(self, job: Any, slot: Slot, not_before: float = ...) -> None:
+        """Reserve ``slot``, which a search would find again, counted as that search."""
+
     def clear_reservations(self) -> None:
         """Drop every reservation of this queue (a policy that re-plans from
         scratch); other queues' reservations stay."""

@@ -39,10 +39,15 @@ scheduling system", JSSPP 1995, LNCS 949.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from typing import Any
 
-from .base import PassContext, QueuePolicy
+from ..planner import Slot
+from .base import POLICY_DEFAULT, PassContext, PolicyDefault, QueuePolicy
+
+#: forecasts in queue order: (job id, the job's duration then, its slot)
+_Forecasts = list[tuple[int, float, Slot]]
 
 
 class FCFSPolicy(QueuePolicy):
@@ -55,7 +60,31 @@ class FCFSPolicy(QueuePolicy):
 
     persistent_reservations = True
 
+    def __init__(self, reserve_depth: int | None | PolicyDefault = POLICY_DEFAULT) -> None:
+        super().__init__(reserve_depth)
+        # The forecasts of the last pass that ran to its end, in queue order
+        # (job id, its duration then, its slot), and what the plan was then
+        # (PassContext.forecast_stamp); void while a pass runs.
+        self._chain: _Forecasts = []
+        self._stamp: tuple[Any, ...] | None = None
+
     def run(self, ctx: PassContext) -> Iterator[None]:
+        chain, stamp = self._chain, self._stamp
+        self._chain, self._stamp = [], None
+        # Something was freed, cancelled or re-prioritized: the forecasts are
+        # made again, but where only jobs that ended before the head's
+        # forecast changed the plan, the same searches would find the same
+        # places, so those are taken as they were (see _again).
+        standing = ctx.compress and bool(chain) and ctx.forecasts_stand(stamp, chain[0][2].start)
+        made: _Forecasts = []
+        yield from self._plan(ctx, chain if standing else [], made)
+        self._chain = made
+        self._stamp = ctx.forecast_stamp() if ctx.compress else stamp
+
+    def _plan(self, ctx: PassContext, prior: _Forecasts, made: _Forecasts) -> Iterator[None]:
+        """One pass: start what fits in order, forecast the rest.  ``prior``:
+        the last pass's forecasts, still valid as far as the plan goes;
+        ``made`` gets this pass's."""
         if ctx.compress:
             # Something was freed, cancelled or re-prioritized: re-plan.
             ctx.clear_reservations()
@@ -67,12 +96,14 @@ class FCFSPolicy(QueuePolicy):
         for job in ctx.jobs():
             if getattr(job.request, "reservation", None) is not None:
                 self._in_window(ctx, job)
+                prior = []  # it may have started or moved: the plan changed
                 yield
                 continue
             if head is None:
                 rs = ctx.fits_now(job)
                 if rs is not None:
                     ctx.start(job, rs)
+                    prior = []  # the plan changed
                     yield
                     continue
                 head = job
@@ -83,13 +114,17 @@ class FCFSPolicy(QueuePolicy):
                     # Forecasts behind the head were made around its old one.
                     ctx.clear_reservations()
                     replan = True
-                    est = ctx.earliest(job)
-                    if est is None:
-                        # Cannot start on what is up: nothing behind it can either.
-                        ctx.hold(job, "down")
-                        return
-                    ctx.reserve(job, est)
-                    floor = est.start
+                    kept = self._again(ctx, prior, 0, job, -math.inf)
+                    if kept is None:
+                        prior = []
+                        kept = ctx.earliest(job)
+                        if kept is None:
+                            # Cannot start on what is up: nothing behind it can either.
+                            ctx.hold(job, "down")
+                            return
+                        ctx.reserve(job, kept)
+                    floor = kept.start
+                made.append((job.id, job.duration, kept))
                 n = 1
                 yield
                 continue
@@ -98,16 +133,41 @@ class FCFSPolicy(QueuePolicy):
                 return
             ctx.hold(job, "order")
             kept = ctx.reservation(job)
-            if kept is not None and not replan:
-                floor = kept.start
-            else:
-                est = ctx.earliest(job, not_before=floor)
-                if est is None:
-                    return  # no forecast for it, so none for the jobs behind it
-                ctx.reserve(job, est)
-                floor = est.start
+            if kept is None or replan:
+                kept = self._again(ctx, prior, n, job, floor)
+                if kept is None:
+                    prior = []
+                    kept = ctx.earliest(job, not_before=floor)
+                    if kept is None:
+                        return  # no forecast for it, so none for the jobs behind it
+                    ctx.reserve(job, kept)
+            floor = kept.start
+            made.append((job.id, job.duration, kept))
             n += 1
             yield
+
+    @staticmethod
+    def _again(ctx: PassContext, prior: _Forecasts, n: int, job: Any, not_before: float) -> Slot | None:
+        """The ``n``-th forecast of ``prior``, reserved again for ``job``, when
+        a search would find it again; else None (search).
+
+        Why it would: since ``prior`` was made, only jobs that ended before
+        the head's forecast start freed anything (``forecasts_stand``), and
+        the jobs ahead of ``job`` are ``prior``'s, with the same forecasts.
+        From the head's start on, the plan reads as it did then, so each
+        forecast behind the head (searched from the one ahead of it on) is
+        the same.  Before the head's start, only running jobs are planned
+        and what is free only grows up to it: the head starts no earlier
+        unless it fits just before it, which is asked."""
+        if n >= len(prior):
+            return None
+        jobid, duration, slot = prior[n]
+        if jobid != job.id or duration != job.duration or not slot.start > ctx.now:
+            return None
+        if n == 0 and ctx.fits_just_before(job, slot.start):
+            return None
+        ctx.keep_forecast(job, slot, not_before)
+        return slot
 
     @staticmethod
     def _in_window(ctx: PassContext, job: Any) -> None:
