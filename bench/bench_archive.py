@@ -162,6 +162,14 @@ run and the queue grows: py-spy puts 95 % in re-examining reservations,
 most of it in the union of the segments of windows that have enough whole
 free nodes in each segment but not the same nodes throughout (the
 reservations pin particular nodes).  Stopped there.
+
+Later runs, each alone but for a few short benchmarks beside it:
+main 66642e3 reached job 76,605 in 1,798 s of wall time and ea5deb5's
+planner (failing ranges remembered across searches, and a kept
+reservation's search ruling out earlier starts for jobs of its shape or
+bigger) in 1,459 s; both stall there, where hundreds of jobs of 1,536,
+4,096 and 6,144 nodes queue up (jobs 76,028-76,605: 472 s against 165 s).
+Stopped there.
 """
 
 from __future__ import annotations

@@ -16,9 +16,17 @@ sched-fifo forecasts with its default queue-depth; 1 forecasts the head
 only), or at a job that cannot be placed on what is up (no job behind it can
 start before it).  Each forecast behind the head costs about one match: every
 planned span has started by the time the job ahead starts, so availability
-only grows from there and the planner binary-searches it.  Forecasts are re-computed only when something was freed,
-cancelled or re-prioritized, or the head's forecast time has passed; when
-only new jobs arrived, the forecast is extended to them.
+only grows from there and the planner binary-searches it.  Forecasts are
+re-computed only when something was freed, cancelled or re-prioritized, or
+the head's forecast time has passed; when only new jobs arrived, the
+forecast is extended to them.  And when only jobs that ended before the
+head's forecast start freed anything, the head does not fit before that
+start, and the jobs are in the same order, each forecast is the one a
+search would find again, and is taken as it was (:meth:`FCFSPolicy._again`;
+``t/test_policy_fcfs_forecasts.py`` checks every span and estimate against
+searching them all).  On the heavy trace (``bench/heavy_trace.py``,
+100,000 jobs on 1,024 nodes), that is 0.83 of main 66642e3's CPU (53.9 s
+against 65.1 s, run at the same time), with the same jobs.csv and summary.
 
 A job of an advance reservation (``system.reservation``) is scheduled in
 its window apart from the order: it starts when it fits there, else keeps
