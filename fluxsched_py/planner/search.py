@@ -293,10 +293,10 @@ class Planner(Timeline):
         counted = used
         aside_whole = None
         view = None
-        if aside:
+        aside_span = self._spans[own] if aside else None  # type: ignore[index]
+        if aside_span is not None:
             # The reservation's own resources read as free, segment by segment as read.
-            span = self._spans[own]  # type: ignore[index]
-            view = _Aside(used, times, span, self._whole_held(span))
+            view = _Aside(used, times, aside_span, self._whole_held(aside_span))
             used, aside_whole = view, view.whole
             if aside_whole is None:
                 counted = view
@@ -306,7 +306,7 @@ class Planner(Timeline):
         skip = [-math.inf]  # no start time before it fits (the window's failing suffixes)
         if n and self._whole_fit(policy):
             if not blocks and not self._overlapped:
-                floor = self._nothing_fits_before(n, duration, self._spans[own] if aside else None)
+                floor = self._nothing_fits_before(n, duration, aside_span)
                 if floor > cands[0]:
                     cands = cands[bisect.bisect_left(cands, floor) :]
                 self._counted = (own, n, duration) if aside else None
@@ -349,7 +349,7 @@ class Planner(Timeline):
 
         # Ranges other searches found short of whole nodes (self._short):
         # (p, q), p descending, for the windows that hold them.
-        shorts = self._shorts_for(need, self._spans[own] if aside else None) if fails is not None else None
+        shorts = self._shorts_for(need, aside_span) if fails is not None else None
         window = _WindowUnion()
         n = len(times)
         lo = self._index(first)  # first segment in the window
@@ -385,7 +385,8 @@ class Planner(Timeline):
                 if slid is not used:
                     if fails(busy):
                         dropped = window.drop_failing(fails, True)
-                        self._remember_short(lo + dropped - 1, hi - 1, free(window.failing))
+                        if dropped:  # window.failing is the suffix just found
+                            self._remember_short(lo + dropped - 1, hi - 1, free(window.failing))
                         lo += dropped
                         if lo >= n:
                             return None
