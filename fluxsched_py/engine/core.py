@@ -152,7 +152,7 @@ class Engine:
         """
         #: The matcher, memoized, that the planner matches through.
         self.match = match
-        planner = Planner(self.besteffort.view, matcher=match)
+        planner = Planner(self.besteffort.view, matcher=match, counted=self.options.reservation_nodes == "counted")
         self.besteffort.encode_lent(planner.codec)
         self.reservations.encode(planner)
         return planner

@@ -120,7 +120,7 @@ class Forecast:
 def _copy_plan(e: Engine, now: float) -> tuple[Planner, dict[int, Any]]:
     """A planner with the engine's running spans and reservations; and the reservations by job id."""
     src = e.planner
-    plan = Planner(src.graph, matcher=MatchCache(src.matcher.matcher))
+    plan = Planner(src.graph, matcher=MatchCache(src.matcher.matcher), counted=src.counted)
     reserved = {}
     for span in src.spans():
         if span.running:

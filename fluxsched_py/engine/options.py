@@ -367,6 +367,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("backfill-order", "backfill_order", _choices("queue", "sjbf"), "queue",
            "easy: the order backfill candidates are tried in: queue, the queue's; sjbf, shortest planned "
            "duration first (the prediction under predict-runtimes, else the walltime), as EASY++ does"),
+    Option("reservation-nodes", "reservation_nodes", _choices("pinned", "counted"), "pinned",
+           "what a reservation of whole nodes holds: pinned, the nodes chosen when it was made; counted, "
+           "a number of nodes, named again when they are needed (Mu'alem and Feitelson's profile of "
+           "free nodes: jobs may start earlier, none later)"),
     Option("affinity", "affinity", Syntax(_affinity, "NAME:PROPERTY,...", toml=_PAIRS_TOML, report=_pairs_report), (),
            "a user's (name or uid) or a campaign's jobs start on nodes with that property when they fit "
            "there now, else on any free nodes"),
@@ -439,6 +443,7 @@ class EngineOptions:
     predict_history: int = _default("predict_history")
     predict_correction: str = _default("predict_correction")
     backfill_order: str = _default("backfill_order")
+    reservation_nodes: str = _default("reservation_nodes")
     affinity: tuple[tuple[str, str], ...] = _default("affinity")
     campaign_half_life: float = _default("campaign_half_life")
     campaign_predictor: bool = _default("campaign_predictor")

@@ -16,7 +16,7 @@ import math
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from ..planner import Placement, Slot
+from ..planner import UNPLACED, Placement, Slot
 from ..resource.flatfree import as_int
 from .jobs import Job, JobQueue
 from .runlimits import held_by, need_of
@@ -329,6 +329,13 @@ class Pass:
     def fits_now(self, job: Job) -> Placement | None:
         # Running jobs hold what is not free; only reservations can take more.
         planner = self.e.planner
+        if planner.counted and planner.nreserved and not planner.nblocked and job.request.whole_nodes:
+            # Reservations hold counts of whole nodes: ask the counts over
+            # [now, now + duration), as a search from now that ends there.
+            found = planner.earliest_bits(
+                job.request, self.now, job.duration, self.e.options.placement, before=math.nextafter(self.now, math.inf)
+            )
+            return None if found is None else found.placement
         avail = self.free()
         if planner.nreserved:
             reserved = planner.reserved_during(self.now, self.now + job.duration)
@@ -520,7 +527,8 @@ class Pass:
         if found is None:
             planner.keep(job.id)
             return True
-        self._aside = (job, span.start, found, planner.log_end)
+        if found.placement is not UNPLACED:
+            self._aside = (job, span.start, found, planner.log_end)
         return False
 
     def reserve(self, job: Job, slot: Slot) -> None:

@@ -44,7 +44,9 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..resource.flatfree import as_int
-from .placement import Placement, Slot
+from .matchcache import highest_bits, lowest_bits
+from .placement import UNPLACED, Placement, Slot
+from .repack import Held, repack
 from .timeline import Span, Timeline
 
 if TYPE_CHECKING:
@@ -316,6 +318,11 @@ class Planner(Timeline):
             first = next(enough, None)
             if first is None:
                 return None
+            if self.counted and not blocks and not self._overlapped:
+                placed = self._place_counted(request, first, duration, policy, pool, used, aside_span)
+                if placed is not None:
+                    enough.close()
+                    return placed
             tries = itertools.chain((first,), enough)
         else:
             first = cands[0]
@@ -423,6 +430,77 @@ class Planner(Timeline):
                 # Closed here, not when collected: an interruption (SIGINT)
                 # that lands in a generator's finalization is only printed.
                 enough.close()
+
+    def _place_counted(
+        self,
+        request: Any,
+        t: float,
+        duration: float,
+        policy: str,
+        pool: int,
+        used: Sequence[int],
+        aside: Span | None,
+    ) -> Slot | None:
+        """Counted reservations (:mod:`.repack`): the whole-node job fits at
+        ``t``, the first start whose window has enough whole nodes free in
+        every segment; name its nodes.  Those free throughout the window as
+        the plan is pinned now, else every reservation's nodes named again
+        (:meth:`_repack`).  With a reservation ``aside`` (left in the plan)
+        nothing is changed: :data:`UNPLACED` says a search without it will
+        name them.  None when a reservation holds more than whole nodes (the
+        plan stays pinned, and the caller searches as pinned)."""
+        end = t + duration
+        times = self._times
+        busy = 0
+        for k in range(self._index(t), bisect.bisect_left(times, end)):
+            busy |= used[k]
+        found = self.match_bits(request, pool ^ (pool & busy), policy)
+        if found is not None:
+            return Slot(t, found)
+        if aside is not None:
+            return Slot(t, UNPLACED)
+        placed = self._repack(request, t, end, policy, pool)
+        return None if placed is None else Slot(t, placed)
+
+    def _repack(self, request: Any, t: float, end: float, policy: str, pool: int) -> Placement | None:
+        """Place ``request`` at ``t`` and give the reservations in its way
+        other nodes, in order of start time (:func:`.repack.repack`), then
+        move them (:meth:`rebit`).  The request's placement, or None when
+        a reservation in the way holds more than whole nodes, or the count
+        was of node vertices and overstated the whole nodes."""
+        held = [
+            Held(span.jobid, span.start, span.end, self._whole_held(span), as_int(span.bits))
+            for span in self._reserved.values()
+            if span.start > t
+        ]
+        codec = self.codec
+        cut = highest_bits if self.matcher.FAST_ORDER[policy] else lowest_bits
+        placed: list[Placement] = []
+        times = self._times
+
+        def busy_at(x: float) -> int:
+            k = bisect.bisect_right(times, x) - 1
+            return self._materialize(k + 1)[k]
+
+        def take(free: int) -> int | None:
+            p = self.match_bits(request, free, policy)
+            if p is None:
+                return None
+            placed.append(p)
+            return as_int(p.bits)
+
+        def pick(free: int, n: int) -> int | None:
+            whole = codec.whole_nodes(free)
+            return None if whole.bit_count() < n else codec.nodes_bits(cut(whole, n))
+
+        out = repack(pool, busy_at, held, (t, end), take, pick)
+        if out is None:
+            return None
+        moved, _ = out
+        if moved:
+            self.repacks += 1
+            self.rebit(moved)
+        return placed[0]
 
     def _whole_held(self, span: Span) -> int | None:
         """How many whole nodes ``span`` holds when it holds whole nodes and

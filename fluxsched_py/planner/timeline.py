@@ -137,10 +137,16 @@ class Timeline:
     matcher:
         ``match(graph, request, *, policy, available)`` or a
         :class:`MatchCache`; defaults to :func:`fluxsched_py.match.match`.
+    counted:
+        whole-node reservations promise a count of nodes, named again when
+        needed (:mod:`.repack`), rather than the nodes first chosen.
     """
 
-    def __init__(self, graph: Any, *, matcher: Matcher | None = None) -> None:
+    def __init__(self, graph: Any, *, matcher: Matcher | None = None, counted: bool = False) -> None:
         self.graph = graph
+        self.counted = counted
+        #: times :meth:`rebit` moved reservations (counted reservations only)
+        self.repacks = 0
         m = matcher if matcher is not None else default_matcher()
         self.matcher = m if isinstance(m, MatchCache) else MatchCache(m)
         self.codec = FlatCodec(graph)
@@ -283,6 +289,23 @@ class Timeline:
         if span.start > floor:
             self._unref(lo)
         return span
+
+    def rebit(self, moves: dict[int, int]) -> None:
+        """Give reservations other resources over the same times (``{jobid:
+        bits}``, from :func:`.repack.repack`): all are taken out, then all
+        put back, so no two overlap on the way.  Each keeps its place in
+        :meth:`reserved` and its log position (:attr:`Span.seq`).  The
+        counts of whole nodes over time do not change, so the facts kept on
+        them (``_nothing_before``) stay; what was freed is logged as gains."""
+        spans, reserved, facts = list(self._spans), list(self._reserved), self._nothing_before
+        old = [self.remove(jobid) for jobid in moves]
+        for span in old:
+            assert span is not None and not span.running
+            self.reserve(span.jobid, None, span.start, span.end, moves[span.jobid])
+            self._spans[span.jobid].seq = span.seq
+        self._spans = {j: self._spans[j] for j in spans}
+        self._reserved = {j: self._reserved[j] for j in reserved}
+        self._nothing_before = facts
 
     def span(self, jobid: int) -> Span | None:
         return self._spans.get(jobid)
