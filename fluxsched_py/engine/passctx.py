@@ -16,7 +16,7 @@ import math
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from ..planner import UNPLACED, Placement, Slot
+from ..planner import Placement, Slot
 from ..resource.flatfree import as_int
 from .jobs import Job, JobQueue
 from .runlimits import held_by, need_of
@@ -329,13 +329,8 @@ class Pass:
     def fits_now(self, job: Job) -> Placement | None:
         # Running jobs hold what is not free; only reservations can take more.
         planner = self.e.planner
-        if planner.counted and planner.nreserved and not planner.nblocked and job.request.whole_nodes:
-            # Reservations hold counts of whole nodes: ask the counts over
-            # [now, now + duration), as a search from now that ends there.
-            found = planner.earliest_bits(
-                job.request, self.now, job.duration, self.e.options.placement, before=math.nextafter(self.now, math.inf)
-            )
-            return None if found is None else found.placement
+        if planner.ncounted:
+            return self._fits_counted(job)
         avail = self.free()
         if planner.nreserved:
             reserved = planner.reserved_during(self.now, self.now + job.duration)
@@ -348,8 +343,29 @@ class Pass:
             return self._match_windows(job, avail)
         return self._match(job, avail)
 
+    def _fits_counted(self, job: Job) -> Placement | None:
+        """:meth:`fits_now` around counted reservations (they hold no bits):
+        a whole-node job when its count is free over its window with their
+        counts kept, any other when what it takes leaves them their counts."""
+        planner = self.e.planner
+        end = self.now + job.duration
+        n = planner.matcher.whole_fast(planner.codec, job.request, self.e.options.placement)
+        if n and not planner.counts_allow(self.now, end, n):
+            return None
+        avail = self.free()
+        if planner.nreserved > planner.ncounted and (reserved := planner.reserved_during(self.now, end)):
+            avail = as_int(avail)
+            avail ^= avail & reserved
+        found = self._match_windows(job, avail) if planner.nblocked else self._match(job, avail)
+        if found is not None and not n and not planner.counts_hold(found.bits, self.now, end):
+            return None
+        return found
+
     def fits_now_ignoring(self, job: Job, reserved: Job) -> Placement | None:
         planner = self.e.planner
+        if planner.ncounted:
+            return None  # counts, not nodes, hold it back: no other placement frees any
+
         avail = self.free()
         if planner.nreserved > 1:
             others = planner.reserved_during(self.now, self.now + job.duration, exclude=reserved.id)
@@ -527,8 +543,7 @@ class Pass:
         if found is None:
             planner.keep(job.id)
             return True
-        if found.placement is not UNPLACED:
-            self._aside = (job, span.start, found, planner.log_end)
+        self._aside = (job, span.start, found, planner.log_end)
         return False
 
     def reserve(self, job: Job, slot: Slot) -> None:
@@ -587,6 +602,9 @@ class Pass:
 
     def still_free(self, job: Job, slot: Slot) -> bool:
         bits, t = slot.placement.bits, slot.start
+        planner = self.e.planner
+        if planner.counted and (n := planner.whole_of(bits)) is not None and not planner.nblocked:
+            return planner.counts_allow(t, t + job.duration, n)  # it promises a count
         return self._avail(job, t, t + job.duration) & bits == bits
 
     def clear_reservations(self) -> None:

@@ -9,7 +9,6 @@ request run, and *on what*?  One module per job:
                     (:meth:`Planner.earliest`)
 :mod:`.matchcache`  the matcher memoized on flat sets, with exact fast paths
 :mod:`.flat`        the flat (one big integer) encoding of resource sets
-:mod:`.repack`      counted reservations: nodes named again in order of start
 :mod:`.fastfit`     exact fit tests for whole nodes and ``slot[k] > core[c]``
 :mod:`.nodeindex`   free units per node, kept in place as a set changes
 
@@ -27,8 +26,8 @@ Example::
 """
 
 from .matchcache import MatchCache, lower_bounds
-from .placement import UNPLACED, Placement, Slot
+from .placement import Placement, Slot
 from .search import Planner
 from .timeline import PlannerError, Span
 
-__all__ = ["UNPLACED", "MatchCache", "Placement", "Planner", "PlannerError", "Slot", "Span", "lower_bounds"]
+__all__ = ["MatchCache", "Placement", "Planner", "PlannerError", "Slot", "Span", "lower_bounds"]

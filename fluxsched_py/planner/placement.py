@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from ..resource import ResourceSet
     from ..resource.flatfree import Bits
 
-__all__ = ["UNPLACED", "Placement", "Slot"]
+__all__ = ["Placement", "Slot"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,9 +41,3 @@ class Slot:
     start: float
     placement: Placement
 
-
-#: What a search with a reservation set aside hands out when, under counted
-#: reservations (:mod:`.repack`), the job fits earlier by the counts but the
-#: nodes are still pinned to others: a search without the reservation set
-#: aside names them.
-UNPLACED = Placement(None, 0)

@@ -44,9 +44,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..resource.flatfree import as_int
-from .matchcache import highest_bits, lowest_bits
-from .placement import UNPLACED, Placement, Slot
-from .repack import Held, repack
+from .placement import Placement, Slot
 from .timeline import Span, Timeline
 
 if TYPE_CHECKING:
@@ -167,8 +165,7 @@ class _Aside:
 
     def __init__(self, used: list[int], times: list[float], span: Span, whole: int | None) -> None:
         self._used = used
-        self._lo = lo = bisect.bisect_right(times, span.start) - 1
-        self._hi = hi = len(times) if span.end == math.inf else bisect.bisect_right(times, span.end) - 1
+        self._lo, self._hi = lo, hi = _span_segments(times, span)
         self._bits = as_int(span.bits)
         self.whole = (lo, hi, whole) if whole is not None else None
 
@@ -178,6 +175,13 @@ class _Aside:
     def __getitem__(self, k: int) -> int:
         x = self._used[k]
         return x ^ (x & self._bits) if self._lo <= k < self._hi else x
+
+
+def _span_segments(times: list[float], span: Span) -> tuple[int, int]:
+    """The segments ``span`` covers, ``(lo, hi)``, as :class:`_Aside` reads them."""
+    lo = bisect.bisect_right(times, span.start) - 1
+    hi = len(times) if span.end == math.inf else bisect.bisect_right(times, span.end) - 1
+    return lo, hi
 
 
 class _Vertices:
@@ -285,18 +289,29 @@ class Planner(Timeline):
         elif self._nreserved == 0 and self._max_running_start <= now:
             # Only running jobs: availability grows with t, binary search it.
             return self._earliest_monotone(request, cands, pool, policy)
-        if not blocks and start > now and self._max_running_start <= start and self._latest_reserved_start() <= start:
+        if (
+            not blocks
+            and not self._ncounted
+            and start > now
+            and self._max_running_start <= start
+            and self._latest_reserved_start() <= start
+        ):
             # Every span has started by ``start`` (a queue planned in order):
             # from there on, too, availability only grows.
             return self._earliest_monotone(request, cands, pool, policy)
 
-        used: Sequence[int] = self._materialize(self._reach(cands, duration))
+        reach = self._reach(cands, duration)
+        used: Sequence[int] = self._materialize(reach)
+        promised = self._reserved_counts(reach) if self._ncounted else None
         segments = used
         counted = used
         aside_whole = None
         view = None
         aside_span = self._spans[own] if aside else None  # type: ignore[index]
-        if aside_span is not None:
+        if aside_span is not None and aside_span.count is not None:
+            # A counted reservation holds no bits: only its count reads as free.
+            aside_whole = _span_segments(times, aside_span) + (aside_span.count,)
+        elif aside_span is not None:
             # The reservation's own resources read as free, segment by segment as read.
             view = _Aside(used, times, aside_span, self._whole_held(aside_span))
             used, aside_whole = view, view.whole
@@ -314,15 +329,10 @@ class Planner(Timeline):
                 self._counted = (own, n, duration) if aside else None
                 if not cands:
                     return None
-            enough = self._enough_whole(cands, n, duration, pool, counted, before, aside_whole, skip)
+            enough = self._enough_whole(cands, n, duration, pool, counted, before, aside_whole, skip, promised)
             first = next(enough, None)
             if first is None:
                 return None
-            if self.counted and not blocks and not self._overlapped:
-                placed = self._place_counted(request, first, duration, policy, pool, used, aside_span)
-                if placed is not None:
-                    enough.close()
-                    return placed
             tries = itertools.chain((first,), enough)
         else:
             first = cands[0]
@@ -413,7 +423,9 @@ class Planner(Timeline):
                     if fit(codec, request, policy, avail) is not False:  # False: the matcher would say None
                         known = False
                         found = match(request, avail, policy)
-                        if found is not None:
+                        if found is not None and (
+                            enough is not None or promised is None or self.counts_hold(found.bits, t, end)
+                        ):
                             return Slot(t, found)
                     last_failed = avail
                 if fails is not None and slid is used and (dropped := window.drop_failing(fails, known)):
@@ -431,88 +443,16 @@ class Planner(Timeline):
                 # that lands in a generator's finalization is only printed.
                 enough.close()
 
-    def _place_counted(
-        self,
-        request: Any,
-        t: float,
-        duration: float,
-        policy: str,
-        pool: int,
-        used: Sequence[int],
-        aside: Span | None,
-    ) -> Slot | None:
-        """Counted reservations (:mod:`.repack`): the whole-node job fits at
-        ``t``, the first start whose window has enough whole nodes free in
-        every segment; name its nodes.  Those free throughout the window as
-        the plan is pinned now, else every reservation's nodes named again
-        (:meth:`_repack`).  With a reservation ``aside`` (left in the plan)
-        nothing is changed: :data:`UNPLACED` says a search without it will
-        name them.  None when a reservation holds more than whole nodes (the
-        plan stays pinned, and the caller searches as pinned)."""
-        end = t + duration
-        times = self._times
-        busy = 0
-        for k in range(self._index(t), bisect.bisect_left(times, end)):
-            busy |= used[k]
-        found = self.match_bits(request, pool ^ (pool & busy), policy)
-        if found is not None:
-            return Slot(t, found)
-        if aside is not None:
-            return Slot(t, UNPLACED)
-        placed = self._repack(request, t, end, policy, pool)
-        return None if placed is None else Slot(t, placed)
-
-    def _repack(self, request: Any, t: float, end: float, policy: str, pool: int) -> Placement | None:
-        """Place ``request`` at ``t`` and give the reservations in its way
-        other nodes, in order of start time (:func:`.repack.repack`), then
-        move them (:meth:`rebit`).  The request's placement, or None when
-        a reservation in the way holds more than whole nodes, or the count
-        was of node vertices and overstated the whole nodes."""
-        held = [
-            Held(span.jobid, span.start, span.end, self._whole_held(span), as_int(span.bits))
-            for span in self._reserved.values()
-            if span.start > t
-        ]
-        codec = self.codec
-        cut = highest_bits if self.matcher.FAST_ORDER[policy] else lowest_bits
-        placed: list[Placement] = []
-        times = self._times
-
-        def busy_at(x: float) -> int:
-            k = bisect.bisect_right(times, x) - 1
-            return self._materialize(k + 1)[k]
-
-        def take(free: int) -> int | None:
-            p = self.match_bits(request, free, policy)
-            if p is None:
-                return None
-            placed.append(p)
-            return as_int(p.bits)
-
-        def pick(free: int, n: int) -> int | None:
-            whole = codec.whole_nodes(free)
-            return None if whole.bit_count() < n else codec.nodes_bits(cut(whole, n))
-
-        out = repack(pool, busy_at, held, (t, end), take, pick)
-        if out is None:
-            return None
-        moved, _ = out
-        if moved:
-            self.repacks += 1
-            self.rebit(moved)
-        return placed[0]
-
     def _whole_held(self, span: Span) -> int | None:
         """How many whole nodes ``span`` holds when it holds whole nodes and
         nothing else, else None; remembered per span (a reservation is
         looked at again at every pass that repairs it)."""
+        if span.count is not None:
+            return span.count
         e = self._whole_spans.get(span.jobid)
         if e is not None and e[0] is span:
             return e[1]
-        codec = self.codec
-        bits = as_int(span.bits)
-        nodes = codec.whole_nodes(bits) if codec.flat_nodes else 0
-        whole = nodes.bit_count() if nodes and not bits ^ (bits & codec.nodes_bits(nodes)) else None
+        whole = self.whole_of(span.bits)
         if len(self._whole_spans) > 4096:
             self._whole_spans.clear()
         self._whole_spans[span.jobid] = (span, whole)
@@ -624,7 +564,13 @@ class Planner(Timeline):
         k = max(0, bisect.bisect_left(self._times, t) - 1)
         used = self._materialize(k + 1)
         pool = self.pool_bits()
-        return self._fits(request, policy, pool ^ (pool & used[k]))
+        avail = pool ^ (pool & used[k])
+        if self._ncounted and (promised := self._reserved_counts(k + 1)[k]):
+            # Counted reservations there: whole nodes by the count; else
+            # say it may fit (the caller then searches).
+            n = request.whole_nodes
+            return not (n and self._whole_fit(policy)) or self.codec.whole_count(avail) - promised >= n
+        return self._fits(request, policy, avail)
 
     def _fits(self, request: Any, policy: str, avail: int) -> bool:
         ok = self.matcher.fit(self.codec, request, policy, avail)
@@ -662,7 +608,11 @@ class Planner(Timeline):
             if end > w1:
                 return None
             avail = self.available_bits(t, end) & bits
-            if avail and (found := self.match_bits(request, avail, policy)) is not None:
+            if (
+                avail
+                and (found := self.match_bits(request, avail, policy)) is not None
+                and self.counts_hold(found.bits, t, end)
+            ):
                 return Slot(t, found)
         return None
 
@@ -719,6 +669,7 @@ class Planner(Timeline):
         before: float,
         aside: tuple[int, int, int] | None = None,
         skip: list[float] | None = None,
+        promised: list[int] | None = None,
     ) -> Iterator[float]:
         """The candidates whose window has at least ``n`` whole nodes free in
         every segment it overlaps, in order, as they are asked for (the
@@ -742,14 +693,19 @@ class Planner(Timeline):
         ``aside``: ``(lo, hi, w)``, a reservation set aside (:class:`_Aside`)
         over segments ``lo`` to ``hi - 1``, where it holds ``w`` whole nodes
         of the pool alone: there a segment has ``w`` more whole nodes free
-        than ``used`` says, counted without building the set-aside union."""
+        than ``used`` says, counted without building the set-aside union.
+
+        ``promised``: what counted reservations promise over each segment,
+        taken off its count (they hold no bits)."""
         times = self._times
         nseg = len(times)
         by_id, count = self._whole_free(pool)
         lo_a, hi_a, w = aside if aside is not None else (0, 0, 0)
         if before != math.inf:
             k = bisect.bisect_left(times, before) - 1
-            if k >= 0 and count(used[k]) + (w if lo_a <= k < hi_a else 0) < n:
+            # (Past the segments read, no candidate's window reaches k: the cut is moot.)
+            p = promised[k] if promised and k < len(promised) else 0
+            if k >= 0 and count(used[k]) + (w if lo_a <= k < hi_a else 0) - p < n:
                 cands = cands[: bisect.bisect_right(cands, times[k] - duration)]
         good_lo, good_hi = 0, -1  # segments read and found with n or more
         i, ncand = 0, len(cands)
@@ -771,6 +727,8 @@ class Planner(Timeline):
                 c = e[1] if e is not None and e[0] is x else count(x)
                 if lo_a <= j < hi_a:
                     c += w
+                if promised is not None:
+                    c -= promised[j]
                 if c < n:
                     break
                 j -= 1
@@ -809,7 +767,7 @@ class Planner(Timeline):
         if cache is None or (cache[0] is not pool and cache[0] != pool) or len(cache[2]) > 4096:
             cache = self._whole_free_cache = (pool, {}, {})
         _, by_value, by_id = cache
-        if self.codec.unit_shift is not None:
+        if self.codec.unit_shift is not None and not self.counted:
             vertices = pool & self.codec.node_vertex_mask
 
             def count_vertices(x: int) -> int:

@@ -76,14 +76,20 @@ class Span:
     decoded from it on first use when the span was made from bits alone.
     ``seq``: for a reservation, the position in the log of gains at which
     nothing fitted its job from the present up to ``start`` (set by
-    :meth:`Timeline.searched`; -1: not known).
+    :meth:`Timeline.searched`; -1: not known).  ``count``: for a counted
+    reservation (``reservation-nodes=counted``), how many whole nodes it
+    promises; its ``bits`` are then only where it would run as planned, and
+    hold nothing (None: the span holds its bits).
     """
 
-    __slots__ = ("jobid", "start", "end", "running", "bits", "seq", "_rs", "_codec")
+    __slots__ = ("jobid", "start", "end", "running", "bits", "seq", "count", "_rs", "_codec")
 
-    def __init__(self, jobid: int, rs: Any, start: float, end: float, running: bool, bits: int, codec: Any) -> None:
+    def __init__(
+        self, jobid: int, rs: Any, start: float, end: float, running: bool, bits: int, codec: Any, count: int | None = None
+    ) -> None:
         self.jobid, self.start, self.end, self.running, self.bits = jobid, start, end, running, bits
         self.seq = -1
+        self.count = count
         self._rs = rs
         self._codec = codec
 
@@ -144,9 +150,18 @@ class Timeline:
 
     def __init__(self, graph: Any, *, matcher: Matcher | None = None, counted: bool = False) -> None:
         self.graph = graph
+        #: Whole-node reservations promise counts (see the module docstring).
         self.counted = counted
-        #: times :meth:`rebit` moved reservations (counted reservations only)
-        self.repacks = 0
+        # Counted reservations: how many whole nodes they promise, as a step
+        # function over the same boundaries: _count_at[t] is the change at
+        # boundary t (> _floor), _count_head the count over the first
+        # segment; _counts[k] the count over segment k, right for k <
+        # _counts_valid (see _reserved_counts).
+        self._count_at: dict[float, int] = {}
+        self._count_head = 0
+        self._counts: list[int] = []
+        self._counts_valid = 0
+        self._ncounted = 0
         m = matcher if matcher is not None else default_matcher()
         self.matcher = m if isinstance(m, MatchCache) else MatchCache(m)
         self.codec = FlatCodec(graph)
@@ -241,9 +256,20 @@ class Timeline:
     def reserve(self, jobid: int, rs: Any, start: float, end: float = math.inf, bits: int | None = None) -> None:
         """Promise ``rs`` to the pending job ``jobid`` over ``[start, end)``."""
         b = self.codec.encode(rs) if bits is None else bits
-        self._add(Span(jobid, rs, float(start), float(end), False, b, self.codec))
+        count = self.whole_of(b) if self.counted else None
+        self._add(Span(jobid, rs, float(start), float(end), False, b, self.codec, count))
         self._nreserved += 1
         self._dirty_reserved()
+
+    def whole_of(self, bits: Any) -> int | None:
+        """How many whole nodes ``bits`` is when it is whole nodes and
+        nothing else, else None."""
+        codec = self.codec
+        if not codec.flat_nodes:
+            return None
+        b = as_int(bits)
+        nodes = codec.whole_nodes(b)
+        return nodes.bit_count() if nodes and not b ^ (b & codec.nodes_bits(nodes)) else None
 
     def remove(self, jobid: int) -> Span | None:
         """Forget ``jobid``'s span (it ended, was cancelled or is re-planned)."""
@@ -264,7 +290,12 @@ class Timeline:
         lo = self._index(span.start)
         hi = self._index(span.end) if span.end != math.inf else len(self._times)
         floor = self._floor
-        if self._eager:
+        if span.count is not None:
+            self._ncounted -= 1
+            self._count_change(span.start, -span.count, lo)
+            if span.end != math.inf:
+                self._count_change(span.end, span.count, hi)
+        elif self._eager:
             bits = span.bits
             used = self._used
             for k in range(lo, hi):
@@ -290,22 +321,77 @@ class Timeline:
             self._unref(lo)
         return span
 
-    def rebit(self, moves: dict[int, int]) -> None:
-        """Give reservations other resources over the same times (``{jobid:
-        bits}``, from :func:`.repack.repack`): all are taken out, then all
-        put back, so no two overlap on the way.  Each keeps its place in
-        :meth:`reserved` and its log position (:attr:`Span.seq`).  The
-        counts of whole nodes over time do not change, so the facts kept on
-        them (``_nothing_before``) stay; what was freed is logged as gains."""
-        spans, reserved, facts = list(self._spans), list(self._reserved), self._nothing_before
-        old = [self.remove(jobid) for jobid in moves]
-        for span in old:
-            assert span is not None and not span.running
-            self.reserve(span.jobid, None, span.start, span.end, moves[span.jobid])
-            self._spans[span.jobid].seq = span.seq
-        self._spans = {j: self._spans[j] for j in spans}
-        self._reserved = {j: self._reserved[j] for j in reserved}
-        self._nothing_before = facts
+    def _count_change(self, t: float, delta: int, k: int) -> None:
+        """The counted reservations change by ``delta`` nodes at ``t``
+        (boundary ``k``, 0 when folded into the first segment)."""
+        if t <= self._floor:
+            self._count_head += delta
+        else:
+            c = self._count_at.get(t, 0) + delta
+            if c:
+                self._count_at[t] = c
+            else:
+                del self._count_at[t]
+        if k < self._counts_valid:
+            self._counts_valid = k
+
+    def _reserved_counts(self, upto: int | None = None) -> list[int]:
+        """How many whole nodes counted reservations promise over each
+        segment, right for every segment before ``upto`` (every one when
+        None), rebuilt from the first stale one."""
+        counts, times = self._counts, self._times
+        n = len(times)
+        if upto is None or upto > n:
+            upto = n
+        k = self._counts_valid
+        if k < upto:
+            del counts[k:]
+            if k == 0:
+                counts.append(self._count_head)
+                k = 1
+            c = counts[k - 1]
+            at = self._count_at
+            for j in range(k, upto):
+                c += at.get(times[j], 0)
+                counts.append(c)
+            self._counts_valid = upto
+        return counts
+
+    @property
+    def ncounted(self) -> int:
+        """How many counted reservations the plan holds."""
+        return self._ncounted
+
+    def counts_allow(self, t0: float, t1: float, n: int) -> bool:
+        """True when ``n`` more whole nodes are free over ``[t0, t1)`` with
+        every counted reservation's count kept (what is held by bits
+        counted as the segments' unions say)."""
+        if t1 <= t0:
+            t1 = t0 + 1e-9
+        lo = self._index(t0)
+        hi = bisect.bisect_left(self._times, t1)
+        used = self._materialize(hi)
+        counts = self._reserved_counts(hi)
+        pool = self.pool_bits()
+        whole = self.codec.whole_count
+        return all(whole(pool ^ (pool & used[k])) - counts[k] >= n for k in range(lo, hi))
+
+    def counts_hold(self, bits: Any, t0: float, t1: float) -> bool:
+        """True when taking ``bits`` over ``[t0, t1)`` leaves every counted
+        reservation its count (always, with none): for a placement that is
+        not whole nodes, which takes nodes from the counts' pool too."""
+        if not self._ncounted:
+            return True
+        if t1 <= t0:
+            t1 = t0 + 1e-9
+        lo = self._index(t0)
+        hi = bisect.bisect_left(self._times, t1)
+        used = self._materialize(hi)
+        counts = self._reserved_counts(hi)
+        pool = self.pool_bits()
+        b = as_int(bits)
+        whole = self.codec.whole_count
+        return all(not counts[k] or whole(pool ^ (pool & (used[k] | b))) >= counts[k] for k in range(lo, hi))
 
     def span(self, jobid: int) -> Span | None:
         return self._spans.get(jobid)
@@ -327,7 +413,8 @@ class Timeline:
         return self._nreserved
 
     def reserved_during(self, t0: float, t1: float, exclude: int | None = None) -> int:
-        """Flat union of the reservations that overlap ``[t0, t1)`` (but ``exclude``'s).
+        """Flat union of the reservations that overlap ``[t0, t1)`` (but
+        ``exclude``'s; counted ones hold no bits, see :meth:`counts_allow`).
 
         Remembered until a reservation changes: a pass asks it for every job
         beyond the reservation depth, with a few distinct walltimes."""
@@ -339,7 +426,7 @@ class Timeline:
         out = 0
         if self._nreserved:
             for s in self._reserved.values():
-                if s.start < t1 and s.end > t0 and s.jobid != exclude:
+                if s.start < t1 and s.end > t0 and s.jobid != exclude and s.count is None:
                     out |= s.bits
         if len(c) < 64:
             c[key] = out
@@ -417,7 +504,7 @@ class Timeline:
         dropped: list[int] = []
         if span.running and end > span.end:
             for r in list(self._reserved.values()):
-                if r.bits & span.bits and r.start < end and r.end > span.end:
+                if (r.count is not None or r.bits & span.bits) and r.start < end and r.end > span.end:
                     self.remove(r.jobid)
                     dropped.append(r.jobid)
         self.remove(jobid)
@@ -468,6 +555,11 @@ class Timeline:
             del starts[1 : k + 1], ends[1 : k + 1]
             st = self._start_times
             del st[: bisect.bisect_right(st, self.now)]
+        if self._count_at:
+            at = self._count_at
+            for j in range(1, k + 1):
+                self._count_head += at.pop(times[j], 0)
+        self._counts_valid = 0
         del times[1 : k + 1], used[1 : k + 1], refs[1 : k + 1]
         self._floor = self.now
 
@@ -718,6 +810,8 @@ class Timeline:
             k += 1
             self._times.insert(k, t)
             self._refs.insert(k, 0)
+            if k < self._counts_valid:
+                self._counts_valid = k
             if self._eager:
                 self._used.insert(k, self._used[k - 1])
             else:
@@ -747,6 +841,8 @@ class Timeline:
                 if k < self._valid:
                     self._valid -= 1
             del self._times[k], used[k], self._refs[k]
+            if k < self._counts_valid:
+                self._counts_valid = k
 
     def _add(self, span: Span) -> None:
         if span.jobid in self._spans:
@@ -756,6 +852,16 @@ class Timeline:
         lo = self._split(span.start)
         hi = self._split(span.end) if span.end != math.inf else len(self._times)
         b = span.bits
+        if span.count is not None:
+            # A count over the boundaries, no bits: see _reserved_counts.
+            self._ncounted += 1
+            self._count_change(span.start, span.count, lo)
+            if span.end != math.inf:
+                self._count_change(span.end, -span.count, hi)
+            self._spans[span.jobid] = span
+            self._reserved[span.jobid] = span
+            self._net_gain(span)
+            return
         if not self._eager and hi > lo and self._overlaps(lo, hi, b):
             self._go_eager()
         if self._eager:
