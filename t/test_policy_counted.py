@@ -7,8 +7,9 @@ names): a profile of free nodes over time, every pending job given the
 earliest start where enough nodes are free throughout its walltime, in queue
 order, and, when a job ended (compression), each reservation in queue order
 taken out and put back at the earliest start found (never later than it
-was: its old place is still there).  An arrival alone moves nothing.  With counted reservations the engine must start every job when
-the oracle does; pinned reservations may start some later, never earlier.
+was: its old place is still there).  An arrival alone moves nothing.
+With counted reservations the engine must start every job when the oracle
+does; pinned reservations may start some later.
 """
 
 from __future__ import annotations
@@ -17,12 +18,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from fluxsched_py.jobspec import parse_jobspec
 from fluxsched_py.planner import Planner
 from fluxsched_py.replay import replay
 from fluxsched_py.replay.platform import nodes_graph
 from fluxsched_py.replay.workload import Workload, WorkloadJob, node_request
 
 from .test_policy_conservative import assert_no_start_after_first_estimate, busy_workloads, workloads
+from .test_engine_rfc27 import jobspec
+from .test_policy_textbook import textbook
 
 
 def _earliest(spans, nodes: int, now: float, n: int, d: float) -> float:
@@ -90,6 +94,28 @@ def test_counted_conservative_equals_textbook_small(wl):
     assert _replay(nodes, jobs, "counted").starts() == textbook_conservative(jobs, nodes)
 
 
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(busy_workloads(), st.sampled_from(["fcfs", "easy"]))
+def test_counted_fcfs_and_easy_equal_textbook(wl, policy):
+    """fcfs forecasts and EASY's head reservation are counted too: the
+    starts are textbook FCFS and EASY's (extra nodes by count)."""
+    nodes, jobs = wl
+    w = Workload([WorkloadJob(i, str(i), s, node_request(r, wl), wl, run, r) for i, s, r, wl, run in jobs], nodes)
+    opts = {"queue-policy": policy, "reservation-nodes": "counted"}
+    r = replay(w, nodes_graph(nodes), opts, check=lambda e: e.check_invariants())
+    assert r.starts() == textbook(jobs, nodes, easy=policy == "easy")
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(busy_workloads(), st.integers(1, 4))
+def test_counted_hybrid_runs_every_job_and_keeps_the_invariants(wl, depth):
+    nodes, jobs = wl
+    w = Workload([WorkloadJob(i, str(i), s, node_request(r, wl), wl, run, r) for i, s, r, wl, run in jobs], nodes)
+    opts = {"queue-policy": "hybrid", "reserve-depth": depth, "reservation-nodes": "counted"}
+    r = replay(w, nodes_graph(nodes), opts, check=lambda e: e.check_invariants())
+    assert all(rec.start is not None for rec in r.records)
+
+
 def test_pinned_nodes_can_start_a_job_later_than_the_textbook():
     """Found by a random search: pinned reservations leave enough nodes
     free in each segment but not the same ones throughout, so job 2 starts
@@ -105,7 +131,13 @@ def test_pinned_nodes_can_start_a_job_later_than_the_textbook():
 # nodes, (id, submit, nodes, walltime, runtime)
 PINNED_EXAMPLE: tuple[int, list[tuple[int, float, int, float, float]]] = (
     5,
-    [(0, 1.0, 1, 12.0, 6.0), (1, 7.0, 3, 12.0, 1.0), (2, 10.0, 2, 10.0, 10.0), (3, 5.0, 3, 6.0, 6.0), (4, 9.0, 3, 6.0, 4.0)],
+    [
+        (0, 1.0, 1, 12.0, 6.0),
+        (1, 7.0, 3, 12.0, 1.0),
+        (2, 10.0, 2, 10.0, 10.0),
+        (3, 5.0, 3, 6.0, 6.0),
+        (4, 9.0, 3, 6.0, 4.0),
+    ],
 )
 
 
@@ -173,10 +205,44 @@ def test_counted_reservations_are_counted_over_time(nodes, ops):
 
 
 def test_options_reject_an_unknown_reservation_nodes_value():
-    from fluxsched_py.engine.states import EngineError
     from fluxsched_py.engine.options import EngineOptions
+    from fluxsched_py.engine.states import EngineError
 
     assert EngineOptions.parse({"reservation-nodes": "counted"}).reservation_nodes == "counted"
     assert EngineOptions.parse(None).reservation_nodes == "pinned"
     with pytest.raises(EngineError, match=r"reservation-nodes='floating': choose from pinned, counted"):
         EngineOptions.parse({"reservation-nodes": "floating"})
+
+
+@st.composite
+def mixed_workloads(draw):
+    """Whole-node jobs and jobs of a few cores on 4-core nodes."""
+    nodes = draw(st.integers(2, 6))
+    jobs = []
+    for i in range(draw(st.integers(5, 30))):
+        wall = draw(st.integers(5, 60))
+        whole = draw(st.booleans())
+        size = draw(st.integers(1, nodes)) if whole else draw(st.integers(1, 4))
+        jobs.append((i, float(draw(st.integers(0, 100))), whole, size, float(wall), float(draw(st.integers(1, wall)))))
+    return nodes, jobs
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(mixed_workloads(), st.sampled_from(["conservative", "easy", "fcfs"]))
+def test_counted_with_jobs_of_part_of_a_node_keeps_the_invariants(wl, policy):
+    """Jobs of a few cores hold pinned reservations and must leave counted
+    ones their counts: nothing is allocated twice (checked after every
+    pass) and every job runs."""
+    nodes, jobs = wl
+    wjobs = []
+    for i, submit, whole, size, wall, run in jobs:
+        spec = jobspec(nnodes=size, cores=4, duration=wall) if whole else jobspec(cores=size, duration=wall)
+        wjobs.append(WorkloadJob(i, str(i), submit, parse_jobspec(spec), wall, run, size if whole else 1))
+    w = Workload(wjobs, nodes)
+    r = replay(
+        w,
+        nodes_graph(nodes, cores=4),
+        {"queue-policy": policy, "reservation-nodes": "counted"},
+        check=lambda e: e.check_invariants(),
+    )
+    assert all(rec.start is not None for rec in r.records)

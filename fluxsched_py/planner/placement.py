@@ -40,4 +40,3 @@ class Slot:
 
     start: float
     placement: Placement
-

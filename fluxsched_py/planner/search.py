@@ -33,6 +33,11 @@ start times whose window overlaps a gain logged since
 (:meth:`Planner._gained_starts`).  And that search leaves the reservation
 in the plan, reading the segments it covers without it (``aside``), so a
 job that does not move costs no change to the plan.
+
+With counted reservations (:mod:`.timeline`), a segment's count of whole
+free nodes has what they promise there taken off, so a window that passes
+the counts fits, with nodes named among those the running jobs leave free;
+only reservations that hold bits can still pin a window.
 """
 
 from __future__ import annotations
@@ -424,7 +429,7 @@ class Planner(Timeline):
                         known = False
                         found = match(request, avail, policy)
                         if found is not None and (
-                            enough is not None or promised is None or self.counts_hold(found.bits, t, end)
+                            enough is not None or promised is None or self.counts_hold(found.bits, t, end, aside_span)
                         ):
                             return Slot(t, found)
                     last_failed = avail

@@ -35,6 +35,25 @@ in one walk of the new entries when there is nowhere to search.  A span
 keeps the position at which its place was last shown to be the earliest
 (:attr:`Span.seq`).
 
+Counted reservations (``reservation-nodes=counted``, :attr:`Timeline.counted`):
+a reservation of whole nodes and nothing else promises a *count* of whole
+nodes over its window, as the profile of free nodes of Mu'alem and
+Feitelson's conservative backfilling does, and holds no bits.  The counts
+are a second step function over the same boundaries (a change per boundary,
+summed per segment when asked: :meth:`Timeline._reserved_counts`), and a
+whole-node search takes them off each segment's count of whole free nodes;
+a placement of anything else must leave them (:meth:`Timeline.counts_hold`).
+The nodes are named when the job starts, among those free then.  Why that
+is enough when every reservation is counted: running jobs only end, so the
+whole nodes free at a reservation's start stay free of them; the counts say
+there are at least as many as the reservations over that instant promise;
+and each reservation that starts later takes its nodes, in turn, among
+those free at its own start (a greedy colouring in order of start, which
+interval graphs never make run short).  A reservation of less than whole
+nodes still holds its bits, and one that meets a counted window can make a
+counted job wait past its promise.  The span's ``bits`` are where it would
+run as planned (what the forecast and annotations show).
+
 What "up" means comes from the graph: a resource is in the pool at time
 ``t0`` if it is free in the graph now, or held by a running job that is
 expected to end after ``t0``.  A running job past its expected end (still
@@ -85,7 +104,15 @@ class Span:
     __slots__ = ("jobid", "start", "end", "running", "bits", "seq", "count", "_rs", "_codec")
 
     def __init__(
-        self, jobid: int, rs: Any, start: float, end: float, running: bool, bits: int, codec: Any, count: int | None = None
+        self,
+        jobid: int,
+        rs: Any,
+        start: float,
+        end: float,
+        running: bool,
+        bits: int,
+        codec: Any,
+        count: int | None = None,
     ) -> None:
         self.jobid, self.start, self.end, self.running, self.bits = jobid, start, end, running, bits
         self.seq = -1
@@ -144,8 +171,8 @@ class Timeline:
         ``match(graph, request, *, policy, available)`` or a
         :class:`MatchCache`; defaults to :func:`fluxsched_py.match.match`.
     counted:
-        whole-node reservations promise a count of nodes, named again when
-        needed (:mod:`.repack`), rather than the nodes first chosen.
+        whole-node reservations promise a count of nodes over their window
+        rather than the nodes first chosen (see the module docstring).
     """
 
     def __init__(self, graph: Any, *, matcher: Matcher | None = None, counted: bool = False) -> None:
@@ -376,11 +403,13 @@ class Timeline:
         whole = self.codec.whole_count
         return all(whole(pool ^ (pool & used[k])) - counts[k] >= n for k in range(lo, hi))
 
-    def counts_hold(self, bits: Any, t0: float, t1: float) -> bool:
+    def counts_hold(self, bits: Any, t0: float, t1: float, aside: Span | None = None) -> bool:
         """True when taking ``bits`` over ``[t0, t1)`` leaves every counted
         reservation its count (always, with none): for a placement that is
-        not whole nodes, which takes nodes from the counts' pool too."""
-        if not self._ncounted:
+        not whole nodes, which takes nodes from the counts' pool too.  A
+        counted reservation ``aside`` (in the plan, searched as if not)
+        does not count."""
+        if not self._ncounted or (aside is not None and aside.count is not None and self._ncounted == 1):
             return True
         if t1 <= t0:
             t1 = t0 + 1e-9
@@ -391,7 +420,14 @@ class Timeline:
         pool = self.pool_bits()
         b = as_int(bits)
         whole = self.codec.whole_count
-        return all(not counts[k] or whole(pool ^ (pool & (used[k] | b))) >= counts[k] for k in range(lo, hi))
+        a0, a1, own = (aside.start, aside.end, aside.count) if aside is not None and aside.count else (0.0, 0.0, 0)
+        times = self._times
+        for k in range(lo, hi):
+            at = times[k] if k else self._floor  # the first segment stands from the floor on
+            c = counts[k] - (own if a0 <= at < a1 else 0)
+            if c and whole(pool ^ (pool & (used[k] | b))) < c:
+                return False
+        return True
 
     def span(self, jobid: int) -> Span | None:
         return self._spans.get(jobid)

@@ -92,6 +92,24 @@ main.  The cost left is the looks themselves (hundreds of reservations
 looked at on each early end, most of which cannot move) and the jobs
 that do move (about one look in six in the worst stretch).
 
+With ``reservation-nodes=counted`` a reservation of whole nodes promises a
+number of nodes over its window, not the nodes chosen when it was made
+(:mod:`fluxsched_py.planner.timeline`, "Counted reservations"): the profile
+of free nodes of the paper itself.  A job then fits wherever enough whole
+nodes are free in every segment of its window, less what the counted
+reservations there promise, and its nodes are named when it starts.  So a
+job can start earlier than with pinned nodes, where the segments of a
+window may each have enough free nodes but not the same ones (never later
+than its first ``t_estimate``, as above), and a look at a reservation
+reads counts only: segments' unions change only when a job starts or ends.
+The start times equal an independent node-count simulation of the paper's
+algorithm (``t/test_policy_counted.py``).  On CEA Curie's jobs
+44,001-48,000 (93,312 one-core nodes): 53.6 s of CPU against 93.1 s
+pinned, in the same run, with a mean wait of 1,301 s against 1,688 s; on
+the heavy trace's first 20,000 jobs the mean wait was 8,459 s against
+8,181 s (starting one job earlier can delay others behind it).  The
+default stays ``pinned``: the same decisions as before.
+
 With ``reserve-depth=N`` only the first N jobs that cannot start get
 reservations; jobs behind them may still start at once if they fit without
 touching any reservation (this is the ``hybrid`` policy's behaviour, and what
@@ -103,7 +121,7 @@ reservations.  Other queues placed theirs around this queue's, so its old
 places stay free and the no-later-than-first-``t_estimate`` property holds
 across queues (``t/test_engine_queues.py`` checks it on random workloads).
 
-Load with ``queue-policy=conservative [reserve-depth=N]``.
+Load with ``queue-policy=conservative [reserve-depth=N] [reservation-nodes=counted]``.
 
 Reference:
     Ahuva W. Mu'alem and Dror G. Feitelson, "Utilization, Predictability,
