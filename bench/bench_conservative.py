@@ -17,7 +17,12 @@ started later than its first reservation).
 
     python bench/bench_conservative.py [--jobs 20000,100000] [--seeds 1] [--repeat 3]
         [--swf ../shared/conformance/swf/SDSC-BLUE-2000-4.1-cln.swf.gz] [--swf-window SKIP:N] [--timeout 900]
-        --base DIR [--sides branch,base] [--keep DIR]
+        --base DIR [--sides branch,base] [--keep DIR] [--branch-args '--reservation-nodes counted']
+
+``--branch-args`` adds replay options to this checkout's runs only: with
+``--base`` this same checkout, it measures one option against the default
+in the same run (the mean wait of each side is in the table, since the
+schedules then differ).
 
 ``--swf`` adds archive traces, replayed whole with ``--procs-per-node 1``
 (every processor a one-core node), or only jobs ``SKIP + 1`` to ``SKIP +
@@ -124,6 +129,12 @@ def main() -> None:
     ap.add_argument("--base", required=True, help="a checkout of the main to compare with")
     ap.add_argument("--sides", default="branch,base", help="the trees to run (the other's kept runs are read)")
     ap.add_argument("--keep", default="", help="directory keeping each run's output and figures, reused when present")
+    ap.add_argument(
+        "--branch-args",
+        default="",
+        help="replay options for this checkout's runs only, e.g. '--reservation-nodes counted' (with --base "
+        "this same checkout: one option against the default)",
+    )
     args = ap.parse_args()
     envs = {
         "branch": {**os.environ, "PYTHONPATH": str(HERE.parent)},
@@ -160,6 +171,8 @@ def main() -> None:
                     out = d / f"{side}-{key}-{i}"
                     cmd = [sys.executable, "-m", "fluxsched_py", "replay", str(trace), *extra]
                     cmd += ["--queue-policy", "conservative", "--no-progress", "--json", "--output-dir", str(out)]
+                    if side == "branch":
+                        cmd += args.branch_args.split()
                     kept_run = d / f"{side}-{key}-{i}.json"
                     if side in sides:
                         got[side].append(run_kept(cmd, envs[side], args.timeout, kept_run))
@@ -175,26 +188,28 @@ def main() -> None:
                     med[side] = None
             last = {s: max((i for i, r in enumerate(got[s]) if r[2] is not None), default=None) for s in got}
             differ = kept = "-"
+            waits = {s: (f"{got[s][i][2]['mean_wait']:,.0f} s" if i is not None else "-") for s, i in last.items()}
             if last["branch"] is not None:
                 kept = f"{got['branch'][last['branch']][2]['estimate_kept']:.1%}"
                 if last["base"] is not None:
                     a = starts(d / f"branch-{key}-{last['branch']}" / "jobs.csv")
                     b = starts(d / f"base-{key}-{last['base']}" / "jobs.csv")
                     differ = f"{sum(a[k] != b.get(k) for k in a)} / {len(a)}"
-            rows.append((name, med, differ, kept))
+            rows.append((name, med, differ, kept, waits))
     tmo = f"> {args.timeout:.0f} s"
-    print(f"\nconservative, median of {args.repeat} (branch, base {args.base})")
+    extra = f" {args.branch_args}" if args.branch_args else ""
+    print(f"\nconservative, median of {args.repeat} (branch{extra}, base {args.base})")
     head = ("trace", "wall branch", "wall base", "ratio", "CPU branch", "CPU base", "ratio")
-    head += ("starts differ", "by 1st est.")
+    head += ("starts differ", "by 1st est.", "mean wait branch", "mean wait base")
     print(" | ".join(head))
-    for name, med, differ, kept in rows:
+    for name, med, differ, kept, waits in rows:
         br, ba = med["branch"], med["base"]
         cells = [name]
         for k in (0, 1):
             cut = tmo if k == 0 else "cut off"
             cells += [f"{br[k]:.1f} s" if br else cut, f"{ba[k]:.1f} s" if ba else cut]
             cells.append(f"{br[k] / ba[k]:.2f}" if br and ba else "-")
-        print(" | ".join([*cells, differ, kept]))
+        print(" | ".join([*cells, differ, kept, waits["branch"], waits["base"]]))
 
 
 if __name__ == "__main__":

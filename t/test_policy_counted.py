@@ -24,8 +24,8 @@ from fluxsched_py.replay import replay
 from fluxsched_py.replay.platform import nodes_graph
 from fluxsched_py.replay.workload import Workload, WorkloadJob, node_request
 
-from .test_policy_conservative import assert_no_start_after_first_estimate, busy_workloads, workloads
 from .test_engine_rfc27 import jobspec
+from .test_policy_conservative import assert_no_start_after_first_estimate, busy_workloads, workloads
 from .test_policy_textbook import textbook
 
 
