@@ -31,6 +31,17 @@ and figures stay in DIR and a run already there is not made again, so the
 two trees can be run at different times (``--sides base``, then
 ``--sides branch``); the table then reads both from DIR.
 
+Measured (issue 21, session 15): counted reservations against pinned
+ones, both this checkout (``--base`` it, ``--branch-args
+'--reservation-nodes counted' --jobs 20000 --seeds 1,2 --swf CURIE
+--swf-window 44000:4000 --repeat 1``), beside a whole Curie replay (the
+other core busy):
+
+    trace                   CPU counted  CPU pinned  ratio  starts differ  by 1st est.  mean wait counted  pinned
+    20,000 seed 1           41.6 s       39.4 s      1.06   13198 / 20000  100.0%       10,940 s           11,185 s
+    20,000 seed 2           46.2 s       55.5 s      0.83   13562 / 20000  100.0%       15,424 s           14,987 s
+    CEA jobs 44,001-48,000  57.9 s       93.2 s      0.62   814 / 4000     100.0%       1,301 s            1,688 s
+
 Measured (issue 21) against main 473adb8, ``--jobs 20000 --swf
 CEA-Curie-2011-2.1-cln.swf.gz --swf-window 44000:4000 --repeat 1``, beside
 a whole Curie replay (load average 2-3); a whole-node window short of the

@@ -389,19 +389,21 @@ class Timeline:
         """How many counted reservations the plan holds."""
         return self._ncounted
 
+    def _window_counts(self, t0: float, t1: float) -> tuple[range, list[int], list[int], int]:
+        """The segments over ``[t0, t1)``, their unions, what counted
+        reservations promise over each, and the pool."""
+        if t1 <= t0:
+            t1 = t0 + 1e-9
+        hi = bisect.bisect_left(self._times, t1)
+        return range(self._index(t0), hi), self._materialize(hi), self._reserved_counts(hi), self.pool_bits()
+
     def counts_allow(self, t0: float, t1: float, n: int) -> bool:
         """True when ``n`` more whole nodes are free over ``[t0, t1)`` with
         every counted reservation's count kept (what is held by bits
         counted as the segments' unions say)."""
-        if t1 <= t0:
-            t1 = t0 + 1e-9
-        lo = self._index(t0)
-        hi = bisect.bisect_left(self._times, t1)
-        used = self._materialize(hi)
-        counts = self._reserved_counts(hi)
-        pool = self.pool_bits()
+        segments, used, counts, pool = self._window_counts(t0, t1)
         whole = self.codec.whole_count
-        return all(whole(pool ^ (pool & used[k])) - counts[k] >= n for k in range(lo, hi))
+        return all(whole(pool ^ (pool & used[k])) - counts[k] >= n for k in segments)
 
     def counts_hold(self, bits: Any, t0: float, t1: float, aside: Span | None = None) -> bool:
         """True when taking ``bits`` over ``[t0, t1)`` leaves every counted
@@ -411,18 +413,12 @@ class Timeline:
         does not count."""
         if not self._ncounted or (aside is not None and aside.count is not None and self._ncounted == 1):
             return True
-        if t1 <= t0:
-            t1 = t0 + 1e-9
-        lo = self._index(t0)
-        hi = bisect.bisect_left(self._times, t1)
-        used = self._materialize(hi)
-        counts = self._reserved_counts(hi)
-        pool = self.pool_bits()
+        segments, used, counts, pool = self._window_counts(t0, t1)
         b = as_int(bits)
         whole = self.codec.whole_count
         a0, a1, own = (aside.start, aside.end, aside.count) if aside is not None and aside.count else (0.0, 0.0, 0)
         times = self._times
-        for k in range(lo, hi):
+        for k in segments:
             at = times[k] if k else self._floor  # the first segment stands from the floor on
             c = counts[k] - (own if a0 <= at < a1 else 0)
             if c and whole(pool ^ (pool & (used[k] | b))) < c:

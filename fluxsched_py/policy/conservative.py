@@ -104,11 +104,18 @@ than its first ``t_estimate``, as above), and a look at a reservation
 reads counts only: segments' unions change only when a job starts or ends.
 The start times equal an independent node-count simulation of the paper's
 algorithm (``t/test_policy_counted.py``).  On CEA Curie's jobs
-44,001-48,000 (93,312 one-core nodes): 53.6 s of CPU against 93.1 s
-pinned, in the same run, with a mean wait of 1,301 s against 1,688 s; on
-the heavy trace's first 20,000 jobs the mean wait was 8,459 s against
-8,181 s (starting one job earlier can delay others behind it).  The
-default stays ``pinned``: the same decisions as before.
+44,001-48,000 (93,312 one-core nodes) it takes 0.62 of the CPU of pinned
+nodes (57.9 s against 93.2 s, ``bench/bench_conservative.py
+--branch-args``), with a mean wait of 1,301 s against 1,688 s; on the
+heavy trace's first 20,000 jobs, 1.06 and 0.83 (seeds 1 and 2), with mean
+waits of 10,940 s against 11,185 s and 15,424 s against 14,987 s:
+starting one job earlier can delay others behind it, as the paper notes
+for backfilling in general.  Whole traces: KTH-SP2 20.4 s against 22.7 s,
+SDSC Blue Horizon 365 s against about 370 s (mean bounded slowdown 35.6
+against 31.4), the heavy trace's 100,000 jobs 256 s (pinned was not run
+beside it; in earlier measures it had not finished after 300 s of wall
+time).  The default stays ``pinned``: the same decisions as
+before.
 
 With ``reserve-depth=N`` only the first N jobs that cannot start get
 reservations; jobs behind them may still start at once if they fit without

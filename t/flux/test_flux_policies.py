@@ -71,9 +71,14 @@ def start_order(inst: Instance, ids: dict[str, str]) -> str:
     return "".join(sorted(t_alloc, key=t_alloc.get))
 
 
-@pytest.mark.parametrize("policy", ["fcfs", "easy", "conservative"])
-def test_start_order(inst, policy):
-    inst.use_scheduler("sched-py", f"queue-policy={policy}", "policy=low")
+@pytest.mark.parametrize(
+    ("policy", "nodes"),
+    [("fcfs", "pinned"), ("easy", "pinned"), ("conservative", "pinned"), ("conservative", "counted")],
+)
+def test_start_order(inst, policy, nodes):
+    """With ``reservation-nodes=counted`` the order is the same: here no
+    job waits for nodes that pins, not counts, hold back."""
+    inst.use_scheduler("sched-py", f"queue-policy={policy}", "policy=low", f"reservation-nodes={nodes}")
     inst.run("queue", "stop")
     ids = {}
     for name, nodes, walltime, runs in JOBS:
