@@ -365,7 +365,6 @@ class Pass:
         planner = self.e.planner
         if planner.ncounted:
             return None  # counts, not nodes, hold it back: no other placement frees any
-
         avail = self.free()
         if planner.nreserved > 1:
             others = planner.reserved_during(self.now, self.now + job.duration, exclude=reserved.id)
