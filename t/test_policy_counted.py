@@ -246,3 +246,21 @@ def test_counted_with_jobs_of_part_of_a_node_keeps_the_invariants(wl, policy):
         check=lambda e: e.check_invariants(),
     )
     assert all(rec.start is not None for rec in r.records)
+
+
+def test_a_placement_refused_for_counts_is_not_taken_as_a_failing_set():
+    """Found by the test above: job 11 (two whole nodes) tried [8, 13), where
+    job 3's counted reservation is, then [13, 18) with the same free set; a
+    set refused for the counts at one start was taken as failing at every
+    start, and job 11 kept a reservation at 14, when no job ends."""
+    jobs = [(0, 1.0, False, 1, 5.0, 5.0), (1, 0.0, False, 1, 5.0, 1.0), (2, 2.0, False, 1, 5.0, 1.0)]
+    jobs += [(3, 2.0, True, 2, 5.0, 5.0), (4, 0.0, False, 1, 5.0, 1.0), (5, 0.0, False, 1, 5.0, 1.0)]
+    jobs += [(6, 0.0, False, 1, 5.0, 1.0), (7, 0.0, False, 1, 5.0, 2.0), (8, 0.0, True, 2, 7.0, 1.0)]
+    jobs += [(9, 0.0, False, 1, 5.0, 1.0), (10, 0.0, False, 1, 5.0, 1.0), (11, 1.0, True, 2, 5.0, 1.0)]
+    wjobs = []
+    for i, submit, whole, size, wall, run in jobs:
+        spec = jobspec(nnodes=size, cores=4, duration=wall) if whole else jobspec(cores=size, duration=wall)
+        wjobs.append(WorkloadJob(i, str(i), submit, parse_jobspec(spec), wall, run, size if whole else 1))
+    opts = {"queue-policy": "conservative", "reservation-nodes": "counted"}
+    r = replay(Workload(wjobs, 2), nodes_graph(2, cores=4), opts, check=lambda e: e.check_invariants())
+    assert {rec.job.id: rec.start for rec in r.records}[11] == 13.0

@@ -425,6 +425,7 @@ class Planner(Timeline):
                     avail &= ~held
                 known = not held
                 if avail and avail != last_failed:
+                    found = None
                     if fit(codec, request, policy, avail) is not False:  # False: the matcher would say None
                         known = False
                         found = match(request, avail, policy)
@@ -432,7 +433,10 @@ class Planner(Timeline):
                             enough is not None or promised is None or self.counts_hold(found.bits, t, end, aside_span)
                         ):
                             return Slot(t, found)
-                    last_failed = avail
+                    if found is None:
+                        # The same set fails again; one that matched but took
+                        # counted reservations' nodes here may not elsewhere.
+                        last_failed = avail
                 if fails is not None and slid is used and (dropped := window.drop_failing(fails, known)):
                     # Short of whole nodes from segment lo - 1 on: so is
                     # every window that starts in it or before.
