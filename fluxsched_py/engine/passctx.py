@@ -327,37 +327,25 @@ class Pass:
         return e.planner.match_bits(job.request, avail, e.options.placement)
 
     def fits_now(self, job: Job) -> Placement | None:
-        # Running jobs hold what is not free; only reservations can take more.
+        # Running jobs hold what is not free; only reservations can take more:
+        # those that hold bits take them, counted ones (they hold no bits)
+        # their counts: a whole-node job fits when its count is free over its
+        # window with theirs kept, any other when what it takes leaves them.
         planner = self.e.planner
-        if planner.ncounted:
-            return self._fits_counted(job)
+        end = self.now + job.duration
+        n = planner.matcher.whole_fast(planner.codec, job.request, self.e.options.placement) if planner.ncounted else 0
+        if n and not planner.counts_allow(self.now, end, n):
+            return None
         avail = self.free()
         if planner.nreserved:
-            reserved = planner.reserved_during(self.now, self.now + job.duration)
+            reserved = planner.reserved_during(self.now, end)
             if reserved:
                 # x ^ (x & y) is x & ~y without a negative int (each of which
                 # costs a full two's-complement copy of a set: issue 15)
                 avail = as_int(avail)
                 avail ^= avail & reserved
-        if planner.nblocked:
-            return self._match_windows(job, avail)
-        return self._match(job, avail)
-
-    def _fits_counted(self, job: Job) -> Placement | None:
-        """:meth:`fits_now` around counted reservations (they hold no bits):
-        a whole-node job when its count is free over its window with their
-        counts kept, any other when what it takes leaves them their counts."""
-        planner = self.e.planner
-        end = self.now + job.duration
-        n = planner.matcher.whole_fast(planner.codec, job.request, self.e.options.placement)
-        if n and not planner.counts_allow(self.now, end, n):
-            return None
-        avail = self.free()
-        if planner.nreserved > planner.ncounted and (reserved := planner.reserved_during(self.now, end)):
-            avail = as_int(avail)
-            avail ^= avail & reserved
         found = self._match_windows(job, avail) if planner.nblocked else self._match(job, avail)
-        if found is not None and not n and not planner.counts_hold(found.bits, self.now, end):
+        if found is not None and planner.ncounted and not n and not planner.counts_hold(found.bits, self.now, end):
             return None
         return found
 

@@ -883,17 +883,22 @@ class Timeline:
             raise PlannerError(f"job {span.jobid}: empty span [{span.start}, {span.end})")
         lo = self._split(span.start)
         hi = self._split(span.end) if span.end != math.inf else len(self._times)
-        b = span.bits
         if span.count is not None:
             # A count over the boundaries, no bits: see _reserved_counts.
             self._ncounted += 1
             self._count_change(span.start, span.count, lo)
             if span.end != math.inf:
                 self._count_change(span.end, -span.count, hi)
-            self._spans[span.jobid] = span
+        else:
+            self._add_bits(span, lo, hi)
+        self._spans[span.jobid] = span
+        if not span.running:
             self._reserved[span.jobid] = span
-            self._net_gain(span)
-            return
+        self._net_gain(span)
+
+    def _add_bits(self, span: Span, lo: int, hi: int) -> None:
+        """Put ``span``'s bits in the step function over segments ``lo`` to ``hi - 1``."""
+        b = span.bits
         if not self._eager and hi > lo and self._overlaps(lo, hi, b):
             self._go_eager()
         if self._eager:
@@ -913,10 +918,6 @@ class Timeline:
                     self._valid = lo
             if hi < len(self._times):
                 _put(self._ends, hi, b)
-        self._spans[span.jobid] = span
-        if not span.running:
-            self._reserved[span.jobid] = span
-        self._net_gain(span)
 
 
 def _put(sets: list[Any], k: int, b: Any) -> None:
