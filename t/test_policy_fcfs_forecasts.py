@@ -1,8 +1,8 @@
 """FCFS forecasts taken again where a search would find them again.
 
 After a pass where only jobs that ended before the head's forecast freed
-anything, :class:`~fluxsched_py.policy.fcfs.FCFSPolicy` reserves the
-forecasts of the last pass again instead of searching (``_again``).  The
+anything, :class:`~fluxsched_py.policy.fcfs.FCFSPolicy` leaves the
+forecasts of the last pass reserved instead of searching (``_stands``).  The
 oracle is the policy with that shortcut taken out: every forecast searched
 at every pass after a change.  Both must post the same ``t_estimate`` for
 every pending job after every pass, and start every job at the same time
@@ -29,8 +29,8 @@ class SearchEveryForecast(FCFSPolicy):
     """The oracle: fcfs searching every forecast after a change."""
 
     @staticmethod
-    def _again(ctx, prior, n, job, not_before):
-        return None
+    def _stands(ctx, chain, stamp):
+        return False
 
 
 def _searching(depth):

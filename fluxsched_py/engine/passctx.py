@@ -349,6 +349,13 @@ class Pass:
             return None
         return found
 
+    def fits_unplanned(self, job: Job) -> Placement | None:
+        """What :meth:`fits_now` answers once this queue's reservations are
+        cleared, asked while they are still in the plan; only when they are
+        all the plan holds beyond running jobs (one queue, no window)."""
+        assert not self.multi and not self.e.planner.nblocked
+        return self._match(job, self.free())
+
     def fits_now_ignoring(self, job: Job, reserved: Job) -> Placement | None:
         planner = self.e.planner
         if planner.ncounted:
@@ -576,16 +583,9 @@ class Pass:
         jobs alone (this queue's reservations cleared)."""
         return self.e.planner.fits_just_before(job.request, t, self.e.options.placement)
 
-    def keep_forecast(self, job: Job, slot: Slot, not_before: float = -math.inf) -> None:
-        """Reserve ``slot`` for ``job``, the place :meth:`earliest` (with
-        ``not_before``) would find again (:meth:`forecasts_stand`), leaving
-        what that search and :meth:`reserve` would: counted as the search it
-        stands for."""
+    def count_match(self) -> None:
+        """Count a search that a reservation kept as it is stands for."""
         self.e.stats["matches"] += 1
-        self._unreserved = self._aside = None
-        if not_before <= self.now:
-            self._searched = (job, slot.start, self.e.planner.log_end)
-        self.reserve(job, slot)
 
     def still_free(self, job: Job, slot: Slot) -> bool:
         bits, t = slot.placement.bits, slot.start
@@ -603,9 +603,19 @@ class Pass:
             job = jobs.get(span.jobid)
             if self.multi and (job is None or job.queue is not queue):
                 continue
-            planner.remove(span.jobid)
-            if job is not None:
-                self.e.table.unplan(job)
+            self._drop(span.jobid, job)
+
+    def drop_reservations(self, jobids: list[int]) -> None:
+        """Drop the reservations of ``jobids`` (those that have one)."""
+        jobs = self.e.table.jobs
+        for jobid in jobids:
+            if jobid in self.e.planner:
+                self._drop(jobid, jobs.get(jobid))
+
+    def _drop(self, jobid: int, job: Job | None) -> None:
+        self.e.planner.remove(jobid)
+        if job is not None:
+            self.e.table.unplan(job)
 
     # A placement's resources are None until decoded: see Planner.resolve.
 

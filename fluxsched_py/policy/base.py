@@ -83,12 +83,20 @@ class PassContext(Protocol):
     def fits_just_before(self, job: Any, t: float) -> bool:
         """Whether ``job`` fits anywhere in ``[now, t)`` around the running jobs alone."""
 
-    def keep_forecast(self, job: Any, slot: Slot, not_before: float = ...) -> None:
-        """Reserve ``slot``, which a search would find again, counted as that search."""
+    def count_match(self) -> None:
+        """Count a search that a reservation kept as it is stands for."""
 
     def clear_reservations(self) -> None:
         """Drop every reservation of this queue (a policy that re-plans from
         scratch); other queues' reservations stay."""
+
+    def drop_reservations(self, jobids: list[int]) -> None:
+        """Drop the reservations of ``jobids`` (those that have one)."""
+
+    def fits_unplanned(self, job: Any) -> Placement | None:
+        """What :meth:`fits_now` answers once this queue's reservations are
+        cleared, asked while they are still in the plan (one queue, no
+        advance reservation window)."""
 
     def reservation(self, job: Any) -> Slot | None:
         """``job``'s current reservation, or None."""

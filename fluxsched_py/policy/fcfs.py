@@ -22,11 +22,13 @@ the head's forecast time has passed; when only new jobs arrived, the
 forecast is extended to them.  And when only jobs that ended before the
 head's forecast start freed anything, the head does not fit before that
 start, and the jobs are in the same order, each forecast is the one a
-search would find again, and is taken as it was (:meth:`FCFSPolicy._again`;
-``t/test_policy_fcfs_forecasts.py`` checks every span and estimate against
-searching them all).  On the heavy trace (``bench/heavy_trace.py``,
-100,000 jobs on 1,024 nodes), that is 0.83 of main 66642e3's CPU (53.9 s
-against 65.1 s, run at the same time), with the same jobs.csv and summary.
+search would find again, and is left reserved where it is: the pass asks
+only whether the head fits now or just before its forecast
+(:meth:`FCFSPolicy._stands`; ``t/test_policy_fcfs_forecasts.py`` checks
+every span and estimate against searching them all).  On the heavy trace
+(``bench/heavy_trace.py``, 100,000 jobs on 1,024 nodes), taking them again
+was 0.83 of main 66642e3's CPU (53.9 s against 65.1 s, run at the same
+time), with the same jobs.csv and summary; TODO leaving them in place.
 
 A job of an advance reservation (``system.reservation``) is scheduled in
 its window apart from the order: it starts when it fits there, else keeps
@@ -47,7 +49,6 @@ scheduling system", JSSPP 1995, LNCS 949.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 from typing import Any
 
@@ -79,21 +80,36 @@ class FCFSPolicy(QueuePolicy):
     def run(self, ctx: PassContext) -> Iterator[None]:
         chain, stamp = self._chain, self._stamp
         self._chain, self._stamp = [], None
-        # Something was freed, cancelled or re-prioritized: the forecasts are
-        # made again, but where only jobs that ended before the head's
-        # forecast changed the plan, the same searches would find the same
-        # places, so those are taken as they were (see _again).
-        standing = ctx.compress and bool(chain) and ctx.forecasts_stand(stamp, chain[0][2].start)
         made: _Forecasts = []
-        yield from self._plan(ctx, chain if standing else [], made)
+        yield from self._plan(ctx, chain if self._stands(ctx, chain, stamp) else [], made)
         self._chain = made
         self._stamp = ctx.forecast_stamp() if ctx.compress else stamp
 
-    def _plan(self, ctx: PassContext, prior: _Forecasts, made: _Forecasts) -> Iterator[None]:
-        """One pass: start what fits in order, forecast the rest.  ``prior``:
-        the last pass's forecasts, still valid as far as the plan goes;
-        ``made`` gets this pass's."""
-        if ctx.compress:
+    @staticmethod
+    def _stands(ctx: PassContext, chain: _Forecasts, stamp: tuple[Any, ...] | None) -> bool:
+        """Whether the last pass's forecasts ``chain``, still reserved, are
+        the ones a search would find again as far as the queue still reads
+        the same (:meth:`_plan` checks that job by job): something was freed,
+        cancelled or re-prioritized, but only jobs that ended before the
+        head's forecast start freed anything (``forecasts_stand``).
+
+        Why they would: from the head's start on, the plan reads as it did
+        then, so each forecast behind the head (searched from the one ahead
+        of it on) is the same.  Before the head's start, only running jobs
+        are planned and what is free only grows up to it: the head starts no
+        earlier unless it fits now or just before its forecast, which
+        :meth:`_plan` asks.  ``t/test_policy_fcfs_forecasts.py`` checks every
+        span and estimate against searching them all."""
+        return ctx.compress and bool(chain) and ctx.forecasts_stand(stamp, chain[0][2].start)
+
+    def _plan(self, ctx: PassContext, standing: _Forecasts, made: _Forecasts) -> Iterator[None]:
+        """One pass: start what fits in order, forecast the rest.
+        ``standing``: the last pass's forecasts, still reserved, when
+        :meth:`_stands`; they are left in the plan for as long as the queue
+        reads as it did (the same jobs in the same order, the head not able
+        to start earlier), and the rest is searched.  ``made`` gets this
+        pass's forecasts."""
+        if ctx.compress and not standing:
             # Something was freed, cancelled or re-prioritized: re-plan.
             ctx.clear_reservations()
         depth = self.reserve_depth or None
@@ -102,19 +118,33 @@ class FCFSPolicy(QueuePolicy):
         floor = ctx.now  # no job starts before the one ahead of it
         n = 0
         for job in ctx.jobs():
+            if standing and not self._still(ctx, standing, n, job):
+                # The queue reads differently from here on: search the rest.
+                ctx.drop_reservations([jobid for jobid, _, _ in standing[n:]])
+                standing = []
             if getattr(job.request, "reservation", None) is not None:
                 self._in_window(ctx, job)
-                prior = []  # it may have started or moved: the plan changed
                 yield
                 continue
             if head is None:
-                rs = ctx.fits_now(job)
+                # With the standing forecasts still reserved, asked as if
+                # they were cleared (the queue's reservations are all there is).
+                rs = ctx.fits_unplanned(job) if standing else ctx.fits_now(job)
                 if rs is not None:
+                    if standing:
+                        ctx.clear_reservations()
+                        standing = []
                     ctx.start(job, rs)
-                    prior = []  # the plan changed
                     yield
                     continue
                 head = job
+                if standing:
+                    if ctx.fits_just_before(job, standing[0][2].start):
+                        ctx.clear_reservations()  # it starts earlier: re-plan
+                        standing = []
+                    else:
+                        replan = False  # the forecasts stand
+                        ctx.count_match()  # the search its forecast stands for
                 kept = ctx.reservation(job)
                 if kept is not None and not replan and kept.start > ctx.now:
                     floor = kept.start  # nothing was freed since the forecast was made
@@ -122,16 +152,13 @@ class FCFSPolicy(QueuePolicy):
                     # Forecasts behind the head were made around its old one.
                     ctx.clear_reservations()
                     replan = True
-                    kept = self._again(ctx, prior, 0, job, -math.inf)
+                    kept = ctx.earliest(job)
                     if kept is None:
-                        prior = []
-                        kept = ctx.earliest(job)
-                        if kept is None:
-                            # Cannot start on what is up: nothing behind it can either.
-                            ctx.hold(job, "down")
-                            return
-                        ctx.reserve(job, kept)
-                    floor = kept.start
+                        # Cannot start on what is up: nothing behind it can either.
+                        ctx.hold(job, "down")
+                        return
+                    ctx.reserve(job, kept)
+                floor = kept.start
                 made.append((job.id, job.duration, kept))
                 n = 1
                 yield
@@ -141,41 +168,29 @@ class FCFSPolicy(QueuePolicy):
                 return
             ctx.hold(job, "order")
             kept = ctx.reservation(job)
-            if kept is None or replan:
-                kept = self._again(ctx, prior, n, job, floor)
+            if standing:
+                ctx.count_match()  # the search its standing forecast stands for
+            elif kept is None or replan:
+                kept = ctx.earliest(job, not_before=floor)
                 if kept is None:
-                    prior = []
-                    kept = ctx.earliest(job, not_before=floor)
-                    if kept is None:
-                        return  # no forecast for it, so none for the jobs behind it
-                    ctx.reserve(job, kept)
+                    return  # no forecast for it, so none for the jobs behind it
+                ctx.reserve(job, kept)
             floor = kept.start
             made.append((job.id, job.duration, kept))
             n += 1
             yield
 
     @staticmethod
-    def _again(ctx: PassContext, prior: _Forecasts, n: int, job: Any, not_before: float) -> Slot | None:
-        """The ``n``-th forecast of ``prior``, reserved again for ``job``, when
-        a search would find it again; else None (search).
-
-        Why it would: since ``prior`` was made, only jobs that ended before
-        the head's forecast start freed anything (``forecasts_stand``), and
-        the jobs ahead of ``job`` are ``prior``'s, with the same forecasts.
-        From the head's start on, the plan reads as it did then, so each
-        forecast behind the head (searched from the one ahead of it on) is
-        the same.  Before the head's start, only running jobs are planned
-        and what is free only grows up to it: the head starts no earlier
-        unless it fits just before it, which is asked."""
-        if n >= len(prior):
-            return None
-        jobid, duration, slot = prior[n]
-        if jobid != job.id or duration != job.duration or not slot.start > ctx.now:
-            return None
-        if n == 0 and ctx.fits_just_before(job, slot.start):
-            return None
-        ctx.keep_forecast(job, slot, not_before)
-        return slot
+    def _still(ctx: PassContext, standing: _Forecasts, n: int, job: Any) -> bool:
+        """Whether ``job``, ``n``-th in the queue, is the ``n``-th of the
+        standing forecasts, as long as it was then and still reserved there."""
+        if n >= len(standing):
+            return False
+        jobid, duration, slot = standing[n]
+        kept = ctx.reservation(job)
+        if jobid != job.id or duration != job.duration or kept is None or kept.start != slot.start:
+            return False
+        return kept.start > ctx.now
 
     @staticmethod
     def _in_window(ctx: PassContext, job: Any) -> None:
