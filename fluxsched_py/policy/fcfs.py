@@ -28,7 +28,10 @@ only whether the head fits now or just before its forecast
 every span and estimate against searching them all).  On the heavy trace
 (``bench/heavy_trace.py``, 100,000 jobs on 1,024 nodes), taking them again
 was 0.83 of main 66642e3's CPU (53.9 s against 65.1 s, run at the same
-time), with the same jobs.csv and summary; TODO leaving them in place.
+time), with the same jobs.csv and summary; leaving them in place rather than
+reserving them again is 0.92-0.93 of main 5dbc8d9's CPU on seeds 1 and 2
+(51.7 s against 55.7 s, 49.0 s against 53.0 s, run at the same time), with
+the same jobs.csv.
 
 A job of an advance reservation (``system.reservation``) is scheduled in
 its window apart from the order: it starts when it fits there, else keeps
