@@ -148,7 +148,7 @@ class FCFSPolicy(QueuePolicy):
                     else:
                         replan = False  # the forecasts stand
                         ctx.count_match()  # the search its forecast stands for
-                kept = ctx.reservation(job)
+                kept = standing[0][2] if standing else ctx.reservation(job)
                 if kept is not None and not replan and kept.start > ctx.now:
                     floor = kept.start  # nothing was freed since the forecast was made
                 else:
@@ -170,10 +170,10 @@ class FCFSPolicy(QueuePolicy):
             if depth is not None and n >= depth:
                 return
             ctx.hold(job, "order")
-            kept = ctx.reservation(job)
             if standing:
                 ctx.count_match()  # the search its standing forecast stands for
-            elif kept is None or replan:
+                kept = standing[n][2]
+            elif (kept := ctx.reservation(job)) is None or replan:
                 kept = ctx.earliest(job, not_before=floor)
                 if kept is None:
                     return  # no forecast for it, so none for the jobs behind it
@@ -186,14 +186,15 @@ class FCFSPolicy(QueuePolicy):
     @staticmethod
     def _still(ctx: PassContext, standing: _Forecasts, n: int, job: Any) -> bool:
         """Whether ``job``, ``n``-th in the queue, is the ``n``-th of the
-        standing forecasts, as long as it was then and still reserved there."""
+        standing forecasts, as long as it was then and still reserved there
+        (nothing took it out, such as a shorter plan for a running job)."""
         if n >= len(standing):
             return False
         jobid, duration, slot = standing[n]
-        kept = ctx.reservation(job)
-        if jobid != job.id or duration != job.duration or kept is None or kept.start != slot.start:
+        if jobid != job.id or duration != job.duration or not slot.start > ctx.now:
             return False
-        return kept.start > ctx.now
+        kept = ctx.reservation(job)
+        return kept is not None and kept.start == slot.start
 
     @staticmethod
     def _in_window(ctx: PassContext, job: Any) -> None:
