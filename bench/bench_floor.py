@@ -1,6 +1,6 @@
 """Where a replay's time goes, and what any policy pays before it decides anything.
 
-Runs, in this process, one command per policy::
+Runs, in a fresh process for each policy (``--one``), the command::
 
     fluxsched-py replay HEAVY.swf --nodes 1024 --queue-policy POLICY --no-progress --json --output-dir D
 
@@ -28,6 +28,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import json
+import subprocess
 import sys
 import tempfile
 import time
@@ -120,20 +122,29 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=100_000)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--policies", default="fcfs,easy")
+    ap.add_argument("--one", nargs=2, metavar=("SWF", "POLICY"), help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.one:
+        with tempfile.TemporaryDirectory() as tmp:
+            sw, total = measure(Path(args.one[0]), args.one[1], Path(tmp))
+        print(json.dumps({"seconds": sw.seconds, "calls": sw.calls, "total": total}))
+        return
+    results = {}
     with tempfile.TemporaryDirectory() as tmp:
         swf = Path(tmp) / f"heavy-{args.jobs}-{args.seed}.swf"
         write_heavy_swf(swf, args.jobs, 1024, args.seed)
-        results = {p: measure(swf, p, Path(tmp) / p) for p in args.policies.split(",")}
+        for policy in args.policies.split(","):
+            cmd = [sys.executable, __file__, "--one", str(swf), policy]
+            results[policy] = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
     policies = list(results)
     print(f"heavy trace, {args.jobs:,} jobs, seed {args.seed}, 1,024 nodes: seconds (calls)")
     print("part | " + " | ".join(policies))
     for label, part in [*PARTS, ("policy decisions, forecasts, annotations", "decide")]:
-        cells = [f"{sw.seconds.get(part, 0.0):.1f} ({sw.calls.get(part, 0):,})" for sw, _ in results.values()]
+        cells = [f"{r['seconds'].get(part, 0.0):.1f} ({r['calls'].get(part, 0):,})" for r in results.values()]
         print(f"{label} | " + " | ".join(cells))
-    floors = [sum(v for k, v in sw.seconds.items() if k in FLOOR) for sw, _ in results.values()]
+    floors = [sum(v for k, v in r["seconds"].items() if k in FLOOR) for r in results.values()]
     print("floor: every part but the decisions | " + " | ".join(f"{f:.1f}" for f in floors))
-    print("total (with the stopwatches) | " + " | ".join(f"{total:.1f}" for _, total in results.values()))
+    print("total (with the stopwatches) | " + " | ".join(f"{r['total']:.1f}" for r in results.values()))
 
 
 if __name__ == "__main__":
