@@ -409,19 +409,27 @@ class Timeline:
         """True when taking ``bits`` over ``[t0, t1)`` leaves every counted
         reservation its count (always, with none): for a placement that is
         not whole nodes, which takes nodes from the counts' pool too.  A
-        counted reservation ``aside`` (in the plan, searched as if not)
-        does not count."""
+        reservation ``aside`` (in the plan, searched as if not) does not
+        count: a counted one promises nothing, a pinned one holds nothing."""
         if not self._ncounted or (aside is not None and aside.count is not None and self._ncounted == 1):
             return True
         segments, used, counts, pool = self._window_counts(t0, t1)
         b = as_int(bits)
         whole = self.codec.whole_count
-        a0, a1, own = (aside.start, aside.end, aside.count) if aside is not None and aside.count else (0.0, 0.0, 0)
+        a0, a1 = (aside.start, aside.end) if aside is not None else (0.0, 0.0)
+        own = aside.count or 0 if aside is not None else 0
+        pinned = as_int(aside.bits) if aside is not None and aside.count is None else 0
         times = self._times
         for k in segments:
             at = times[k] if k else self._floor  # the first segment stands from the floor on
-            c = counts[k] - (own if a0 <= at < a1 else 0)
-            if c and whole(pool ^ (pool & (used[k] | b))) < c:
+            within = a0 <= at < a1
+            c = counts[k] - (own if within else 0)
+            if not c:
+                continue
+            u = used[k]
+            if pinned and within:
+                u ^= u & pinned  # its bits are its own there (spans never overlap)
+            if whole(pool ^ (pool & (u | b))) < c:
                 return False
         return True
 
