@@ -54,6 +54,16 @@ nodes still holds its bits, and one that meets a counted window can make a
 counted job wait past its promise.  The span's ``bits`` are where it would
 run as planned (what the forecast and annotations show).
 
+Busy nodes: on a layout of one-unit nodes (``FlatCodec.unit_shift``), a
+third step function over the same boundaries counts the node vertices the
+spans hold (:attr:`Span.nodes`, :meth:`Timeline._busy_node_counts`).  While
+every span holds a node's unit only with its vertex and every node is up,
+the whole nodes free over a segment are the machine's less that count, so a
+search that only needs a yes or no for a whole-node request reads a number
+where it would read the segment's set (two sets of 186,625 bits on CEA
+Curie).  A count that says too much is caught: the placement is still
+matched on the set of the segment the search settles on.
+
 What "up" means comes from the graph: a resource is in the pool at time
 ``t0`` if it is free in the graph now, or held by a running job that is
 expected to end after ``t0``.  A running job past its expected end (still
@@ -98,10 +108,13 @@ class Span:
     :meth:`Timeline.searched`; -1: not known).  ``count``: for a counted
     reservation (``reservation-nodes=counted``), how many whole nodes it
     promises; its ``bits`` are then only where it would run as planned, and
-    hold nothing (None: the span holds its bits).
+    hold nothing (None: the span holds its bits).  ``nodes``: on a layout of
+    one-unit nodes, the node vertices its bits hold when each unit they hold
+    comes with its node's vertex, else -1 (None: not counted yet; see
+    :attr:`Timeline._busy_nodes`).
     """
 
-    __slots__ = ("jobid", "start", "end", "running", "bits", "seq", "count", "_rs", "_codec")
+    __slots__ = ("jobid", "start", "end", "running", "bits", "seq", "count", "nodes", "_rs", "_codec")
 
     def __init__(
         self,
@@ -117,6 +130,7 @@ class Span:
         self.jobid, self.start, self.end, self.running, self.bits = jobid, start, end, running, bits
         self.seq = -1
         self.count = count
+        self.nodes: int | None = None
         self._rs = rs
         self._codec = codec
 
@@ -158,6 +172,76 @@ def _unusable_ranks(g: Any) -> Any:
     return bad
 
 
+class _StepCounts:
+    """A count kept as a step function over the timeline's boundaries,
+    beside its step function of sets: ``at[t]`` is the change at boundary
+    ``t`` (after the floor), ``head`` the count over the first segment.  The
+    count over each segment is summed when asked (:meth:`values`), from the
+    first segment a change made stale on."""
+
+    __slots__ = ("at", "head", "_values", "_valid")
+
+    def __init__(self) -> None:
+        self.at: dict[float, int] = {}
+        self.head = 0
+        self._values: list[int] = []
+        self._valid = 0  # _values[k] is right for k < _valid
+
+    def change(self, t: float, delta: int, k: int, floor: float) -> None:
+        """The count changes by ``delta`` at ``t`` (boundary ``k``, 0 when
+        at or before ``floor``: folded into the first segment)."""
+        if t <= floor:
+            self.head += delta
+        else:
+            c = self.at.get(t, 0) + delta
+            if c:
+                self.at[t] = c
+            else:
+                del self.at[t]
+        self.stale_from(k)
+
+    def stale_from(self, k: int) -> None:
+        """Segments from ``k`` on changed or moved (a boundary came or went)."""
+        if k < self._valid:
+            self._valid = k
+
+    def values(self, times: list[float], upto: int | None = None) -> list[int]:
+        """The count over each segment, right for every segment before
+        ``upto`` (every one when None)."""
+        values = self._values
+        n = len(times)
+        if upto is None or upto > n:
+            upto = n
+        k = self._valid
+        if k < upto:
+            del values[k:]
+            if k == 0:
+                values.append(self.head)
+                k = 1
+            c = values[k - 1]
+            at = self.at
+            for j in range(k, upto):
+                c += at.get(times[j], 0)
+                values.append(c)
+            self._valid = upto
+        return values
+
+    def fold(self, times: list[float], k: int) -> None:
+        """Boundaries 1 to ``k`` of ``times`` are folded into the first
+        segment (the counts after them stand, one place on)."""
+        at = self.at
+        if at:
+            for j in range(1, k + 1):
+                self.head += at.pop(times[j], 0)
+        values = self._values
+        if self._valid > k:
+            values[0] = values[k]
+            del values[1 : k + 1]
+            self._valid -= k
+        else:
+            self._valid = 0
+
+
 class Timeline:
     """Spans of running and reserved jobs over a resource graph, and what is
     available when.  The searches are :class:`~fluxsched_py.planner.search.Planner`'s.
@@ -179,19 +263,22 @@ class Timeline:
         self.graph = graph
         #: Whole-node reservations promise counts (see the module docstring).
         self.counted = counted
-        # Counted reservations: how many whole nodes they promise, as a step
-        # function over the same boundaries: _count_at[t] is the change at
-        # boundary t (> _floor), _count_head the count over the first
-        # segment; _counts[k] the count over segment k, right for k <
-        # _counts_valid (see _reserved_counts).
-        self._count_at: dict[float, int] = {}
-        self._count_head = 0
-        self._counts: list[int] = []
-        self._counts_valid = 0
+        # Counted reservations: how many whole nodes they promise, over each
+        # segment (see _reserved_counts).
+        self._promised = _StepCounts()
         self._ncounted = 0
         m = matcher if matcher is not None else default_matcher()
         self.matcher = m if isinstance(m, MatchCache) else MatchCache(m)
         self.codec = FlatCodec(graph)
+        # On a layout of one-unit nodes, the node vertices the spans hold over
+        # each segment (Span.nodes), when each span holds a unit only with its
+        # node's vertex; _partial_spans counts those that do not.  With none
+        # of those and every node in the pool, the whole nodes free over a
+        # segment are the nodes less this count: a search that only needs a
+        # yes or no reads it instead of the segment's set (search.py).
+        self._busy_nodes = _StepCounts() if self.codec.unit_shift is not None else None
+        self._partial_spans = 0
+        self._pool_nodes: tuple[Any, int | None] | None = None  # (pool, its node count if every node is whole in it)
         self._spans: dict[int, Span] = {}
         self._reserved: dict[int, Span] = {}  # the reserved spans, in _spans' order
         # The step function: _used[k] is busy during [_times[k], _times[k+1]),
@@ -319,10 +406,22 @@ class Timeline:
         floor = self._floor
         if span.count is not None:
             self._ncounted -= 1
-            self._count_change(span.start, -span.count, lo)
+            self._promised.change(span.start, -span.count, lo, floor)
             if span.end != math.inf:
-                self._count_change(span.end, span.count, hi)
-        elif self._eager:
+                self._promised.change(span.end, span.count, hi, floor)
+        else:
+            if self._busy_nodes is not None:
+                self._count_nodes(span, lo, hi, -1)
+            self._remove_bits(span, lo, hi)
+        if span.end > floor:  # else its boundary was folded away
+            self._unref(hi)
+        if span.start > floor:
+            self._unref(lo)
+        return span
+
+    def _remove_bits(self, span: Span, lo: int, hi: int) -> None:
+        """Take ``span``'s bits out of the step function over segments ``lo`` to ``hi - 1``."""
+        if self._eager:
             bits = span.bits
             used = self._used
             for k in range(lo, hi):
@@ -342,47 +441,55 @@ class Timeline:
                 _clear(self._ends, hi, b)
                 if hi < self._valid:
                     self._valid = hi
-        if span.end > floor:  # else its boundary was folded away
-            self._unref(hi)
-        if span.start > floor:
-            self._unref(lo)
-        return span
-
-    def _count_change(self, t: float, delta: int, k: int) -> None:
-        """The counted reservations change by ``delta`` nodes at ``t``
-        (boundary ``k``, 0 when folded into the first segment)."""
-        if t <= self._floor:
-            self._count_head += delta
-        else:
-            c = self._count_at.get(t, 0) + delta
-            if c:
-                self._count_at[t] = c
-            else:
-                del self._count_at[t]
-        if k < self._counts_valid:
-            self._counts_valid = k
 
     def _reserved_counts(self, upto: int | None = None) -> list[int]:
         """How many whole nodes counted reservations promise over each
         segment, right for every segment before ``upto`` (every one when
-        None), rebuilt from the first stale one."""
-        counts, times = self._counts, self._times
-        n = len(times)
-        if upto is None or upto > n:
-            upto = n
-        k = self._counts_valid
-        if k < upto:
-            del counts[k:]
-            if k == 0:
-                counts.append(self._count_head)
-                k = 1
-            c = counts[k - 1]
-            at = self._count_at
-            for j in range(k, upto):
-                c += at.get(times[j], 0)
-                counts.append(c)
-            self._counts_valid = upto
-        return counts
+        None)."""
+        return self._promised.values(self._times, upto)
+
+    def _count_nodes(self, span: Span, lo: int, hi: int, sign: int) -> None:
+        """Keep :attr:`_busy_nodes` with ``span`` (over segments ``lo`` to
+        ``hi - 1``) added (``sign`` 1) or taken out (-1)."""
+        nodes = span.nodes
+        if nodes is None:
+            nodes = span.nodes = self._node_vertices(span.bits)
+        if nodes < 0:
+            self._partial_spans += sign
+            return
+        steps = self._busy_nodes
+        assert steps is not None
+        steps.change(span.start, sign * nodes, lo, self._floor)
+        if span.end != math.inf:
+            steps.change(span.end, -sign * nodes, hi, self._floor)
+
+    def _node_vertices(self, bits: Any) -> int:
+        """The node vertices in ``bits`` when each unit in it comes with its
+        node's vertex, else -1 (a layout of one-unit nodes)."""
+        codec = self.codec
+        b = as_int(bits)
+        vertices = codec.node_vertex_mask
+        held = b & vertices
+        units = (b >> codec.unit_shift) & vertices
+        return held.bit_count() if not units ^ (units & held) else -1
+
+    def _busy_node_counts(self, pool: int, upto: int) -> tuple[list[int], int] | None:
+        """The node vertices held over each segment before ``upto``, and the
+        nodes of the machine, when the whole nodes free over a segment are
+        the difference: one-unit nodes, every one of them whole in
+        ``pool``, and spans that hold a unit only with its vertex and never
+        overlap.  Else None."""
+        steps = self._busy_nodes
+        if steps is None or self._partial_spans or self._overlapped or self._eager:
+            return None
+        known = self._pool_nodes
+        if known is None or known[0] is not pool:
+            codec = self.codec
+            every = codec.nodes_bits(codec.node_vertex_mask)
+            known = self._pool_nodes = (pool, codec.node_vertex_mask.bit_count() if pool & every == every else None)
+        if known[1] is None:
+            return None
+        return steps.values(self._times, upto), known[1]
 
     @property
     def ncounted(self) -> int:
@@ -595,11 +702,9 @@ class Timeline:
             del starts[1 : k + 1], ends[1 : k + 1]
             st = self._start_times
             del st[: bisect.bisect_right(st, self.now)]
-        if self._count_at:
-            at = self._count_at
-            for j in range(1, k + 1):
-                self._count_head += at.pop(times[j], 0)
-        self._counts_valid = 0
+        self._promised.fold(times, k)
+        if self._busy_nodes is not None:
+            self._busy_nodes.fold(times, k)
         del times[1 : k + 1], used[1 : k + 1], refs[1 : k + 1]
         self._floor = self.now
 
@@ -850,8 +955,7 @@ class Timeline:
             k += 1
             self._times.insert(k, t)
             self._refs.insert(k, 0)
-            if k < self._counts_valid:
-                self._counts_valid = k
+            self._steps_stale_from(k)
             if self._eager:
                 self._used.insert(k, self._used[k - 1])
             else:
@@ -881,8 +985,13 @@ class Timeline:
                 if k < self._valid:
                     self._valid -= 1
             del self._times[k], used[k], self._refs[k]
-            if k < self._counts_valid:
-                self._counts_valid = k
+            self._steps_stale_from(k)
+
+    def _steps_stale_from(self, k: int) -> None:
+        """A boundary came or went at ``k``: the counts per segment move."""
+        self._promised.stale_from(k)
+        if self._busy_nodes is not None:
+            self._busy_nodes.stale_from(k)
 
     def _add(self, span: Span) -> None:
         if span.jobid in self._spans:
@@ -894,11 +1003,13 @@ class Timeline:
         if span.count is not None:
             # A count over the boundaries, no bits: see _reserved_counts.
             self._ncounted += 1
-            self._count_change(span.start, span.count, lo)
+            self._promised.change(span.start, span.count, lo, self._floor)
             if span.end != math.inf:
-                self._count_change(span.end, -span.count, hi)
+                self._promised.change(span.end, -span.count, hi, self._floor)
         else:
             self._add_bits(span, lo, hi)
+            if self._busy_nodes is not None:
+                self._count_nodes(span, lo, hi, 1)
         self._spans[span.jobid] = span
         if not span.running:
             self._reserved[span.jobid] = span
