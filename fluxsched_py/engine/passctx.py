@@ -623,6 +623,11 @@ class Pass:
         span = self.e.planner.span(job.id)
         return None if span is None or span.running else Slot(span.start, span.placement)
 
+    def reserved_start(self, job: Job) -> float | None:
+        """When ``job``'s reservation starts (its slot not built), or None."""
+        span = self.e.planner.span(job.id)
+        return None if span is None or span.running else span.start
+
     def unreserve(self, job: Job) -> Slot | None:
         span = self.e.planner.remove(job.id)
         self.e.table.unplan(job)

@@ -101,6 +101,9 @@ class PassContext(Protocol):
     def reservation(self, job: Any) -> Slot | None:
         """``job``'s current reservation, or None."""
 
+    def reserved_start(self, job: Any) -> float | None:
+        """When ``job``'s reservation starts, or None (:meth:`reservation` without its slot)."""
+
     def keeps_reservation(self, job: Any) -> bool:
         """Re-plan ``job``'s reservation when that provably keeps it as it is
         (its place is still free and there is no earlier one); True if so."""

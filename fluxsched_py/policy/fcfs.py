@@ -55,11 +55,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from ..planner import Slot
 from .base import POLICY_DEFAULT, PassContext, PolicyDefault, QueuePolicy
 
-#: forecasts in queue order: (job id, the job's duration then, its slot)
-_Forecasts = list[tuple[int, float, Slot]]
+#: forecasts in queue order: (job id, the job's duration then, its start)
+_Forecasts = list[tuple[int, float, float]]
 
 
 class FCFSPolicy(QueuePolicy):
@@ -103,7 +102,7 @@ class FCFSPolicy(QueuePolicy):
         earlier unless it fits now or just before its forecast, which
         :meth:`_plan` asks.  ``t/test_policy_fcfs_forecasts.py`` checks every
         span and estimate against searching them all."""
-        return ctx.compress and bool(chain) and ctx.forecasts_stand(stamp, chain[0][2].start)
+        return ctx.compress and bool(chain) and ctx.forecasts_stand(stamp, chain[0][2])
 
     def _plan(self, ctx: PassContext, standing: _Forecasts, made: _Forecasts) -> Iterator[None]:
         """One pass: start what fits in order, forecast the rest.
@@ -142,26 +141,25 @@ class FCFSPolicy(QueuePolicy):
                     continue
                 head = job
                 if standing:
-                    if ctx.fits_just_before(job, standing[0][2].start):
+                    if ctx.fits_just_before(job, standing[0][2]):
                         ctx.clear_reservations()  # it starts earlier: re-plan
                         standing = []
                     else:
                         replan = False  # the forecasts stand
                         ctx.count_match()  # the search its forecast stands for
-                kept = standing[0][2] if standing else ctx.reservation(job)
-                if kept is not None and not replan and kept.start > ctx.now:
-                    floor = kept.start  # nothing was freed since the forecast was made
-                else:
+                kept = standing[0][2] if standing else ctx.reserved_start(job)
+                if kept is None or replan or not kept > ctx.now:
                     # Forecasts behind the head were made around its old one.
                     ctx.clear_reservations()
                     replan = True
-                    kept = ctx.earliest(job)
-                    if kept is None:
+                    slot = ctx.earliest(job)
+                    if slot is None:
                         # Cannot start on what is up: nothing behind it can either.
                         ctx.hold(job, "down")
                         return
-                    ctx.reserve(job, kept)
-                floor = kept.start
+                    ctx.reserve(job, slot)
+                    kept = slot.start
+                floor = kept
                 made.append((job.id, job.duration, kept))
                 n = 1
                 yield
@@ -173,12 +171,13 @@ class FCFSPolicy(QueuePolicy):
             if standing:
                 ctx.count_match()  # the search its standing forecast stands for
                 kept = standing[n][2]
-            elif (kept := ctx.reservation(job)) is None or replan:
-                kept = ctx.earliest(job, not_before=floor)
-                if kept is None:
+            elif (kept := ctx.reserved_start(job)) is None or replan:
+                slot = ctx.earliest(job, not_before=floor)
+                if slot is None:
                     return  # no forecast for it, so none for the jobs behind it
-                ctx.reserve(job, kept)
-            floor = kept.start
+                ctx.reserve(job, slot)
+                kept = slot.start
+            floor = kept
             made.append((job.id, job.duration, kept))
             n += 1
             yield
@@ -190,11 +189,10 @@ class FCFSPolicy(QueuePolicy):
         (nothing took it out, such as a shorter plan for a running job)."""
         if n >= len(standing):
             return False
-        jobid, duration, slot = standing[n]
-        if jobid != job.id or duration != job.duration or not slot.start > ctx.now:
+        jobid, duration, start = standing[n]
+        if jobid != job.id or duration != job.duration or not start > ctx.now:
             return False
-        kept = ctx.reservation(job)
-        return kept is not None and kept.start == slot.start
+        return ctx.reserved_start(job) == start
 
     @staticmethod
     def _in_window(ctx: PassContext, job: Any) -> None:
