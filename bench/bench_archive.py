@@ -180,6 +180,14 @@ walltime, every one started by its first ``t_estimate``; 4,050 s of CPU
 48.8, utilization 61.7 %.  A search there reads counts only: a counted
 reservation holds no nodes, so the segments' unions change only when a
 job starts or ends, and no window is short for want of the same nodes.
+
+Session 16 (main a3a8970: busy-node counts per segment, read by the binary
+search of whole-node starts instead of the segments' sets; fcfs forecasts
+left in place when they stand), one run each, beside other replays:
+CEA Curie whole under fcfs in 375.5 s of CPU (0.89 GiB) and under easy in
+460.0 s (0.74 GiB), against 970 s and 1,097 s above, each with a jobs.csv
+identical to those runs' (every job started, 5,416 killed at their
+walltime; mean wait 15,849 s and 1,328 s as before).
 """
 
 from __future__ import annotations
