@@ -580,7 +580,8 @@ class Pass:
 
     def fits_just_before(self, job: Job, t: float) -> bool:
         """Whether ``job`` fits anywhere in ``[now, t)`` around the running
-        jobs alone (this queue's reservations cleared)."""
+        jobs alone: reservations that start at ``t`` or later (this queue's
+        forecasts behind a head forecast at ``t``) do not count."""
         return self.e.planner.fits_just_before(job.request, t, self.e.options.placement)
 
     def count_match(self) -> None:

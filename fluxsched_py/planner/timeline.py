@@ -200,6 +200,13 @@ class _StepCounts:
                 del self.at[t]
         self.stale_from(k)
 
+    def span(self, start: float, end: float, delta: int, lo: int, hi: int, floor: float) -> None:
+        """The count changes by ``delta`` over ``[start, end)`` (boundaries
+        ``lo`` and ``hi``): a span counted in (``delta`` > 0) or out."""
+        self.change(start, delta, lo, floor)
+        if end != math.inf:
+            self.change(end, -delta, hi, floor)
+
     def stale_from(self, k: int) -> None:
         """Segments from ``k`` on changed or moved (a boundary came or went)."""
         if k < self._valid:
@@ -406,9 +413,7 @@ class Timeline:
         floor = self._floor
         if span.count is not None:
             self._ncounted -= 1
-            self._promised.change(span.start, -span.count, lo, floor)
-            if span.end != math.inf:
-                self._promised.change(span.end, span.count, hi, floor)
+            self._promised.span(span.start, span.end, -span.count, lo, hi, floor)
         else:
             if self._busy_nodes is not None:
                 self._count_nodes(span, lo, hi, -1)
@@ -457,11 +462,8 @@ class Timeline:
         if nodes < 0:
             self._partial_spans += sign
             return
-        steps = self._busy_nodes
-        assert steps is not None
-        steps.change(span.start, sign * nodes, lo, self._floor)
-        if span.end != math.inf:
-            steps.change(span.end, -sign * nodes, hi, self._floor)
+        assert self._busy_nodes is not None
+        self._busy_nodes.span(span.start, span.end, sign * nodes, lo, hi, self._floor)
 
     def _node_vertices(self, bits: Any) -> int:
         """The node vertices in ``bits`` when each unit in it comes with its
@@ -1003,9 +1005,7 @@ class Timeline:
         if span.count is not None:
             # A count over the boundaries, no bits: see _reserved_counts.
             self._ncounted += 1
-            self._promised.change(span.start, span.count, lo, self._floor)
-            if span.end != math.inf:
-                self._promised.change(span.end, -span.count, hi, self._floor)
+            self._promised.span(span.start, span.end, span.count, lo, hi, self._floor)
         else:
             self._add_bits(span, lo, hi)
             if self._busy_nodes is not None:
