@@ -32,8 +32,8 @@ import logging
 import math
 import signal
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field, make_dataclass
+from typing import Any, get_type_hints
 
 from ..jobspec.fsd import parse_fsd
 from ..match.policy import POLICIES as MATCH_POLICIES
@@ -42,7 +42,17 @@ from ..policy.base import POLICY_DEFAULT, PolicyDefault
 from .bounds import Bound, parse_bounds
 from .states import EngineError
 
-__all__ = ["LOG_LEVELS", "OPTIONS", "EngineOptions", "Option", "PLACEMENTS", "Syntax", "add_flags", "from_flags"]
+__all__ = [
+    "LOG_LEVELS",
+    "OPTIONS",
+    "EngineOptions",
+    "Option",
+    "PLACEMENTS",
+    "Syntax",
+    "add_flags",
+    "from_flags",
+    "values_of",
+]
 
 #: ``log-level=`` values (syslog's names and Python's) -> logging levels.
 LOG_LEVELS = {
@@ -102,6 +112,11 @@ def _depth(key: str, value: Any) -> int | None:
     if n < 0:
         raise EngineError(f"{key}={value!r}: expected a positive integer or 'unlimited'")
     return n or None
+
+
+def _reserve_depth(key: str, value: Any) -> int | None | PolicyDefault:
+    """Like :func:`_depth`; left out, the option is :data:`POLICY_DEFAULT` (each queue policy's own)."""
+    return _depth(key, value)
 
 
 def _annotate_depth(key: str, value: Any) -> int | None:
@@ -341,7 +356,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("mode", "queue_depth", Syntax(_mode, "unlimited|limited=N"), None,
            "sched-simple's spelling of queue-depth: mode=unlimited or mode=limited=N",
            module_only="sched-simple's spelling; a command line has --queue-depth"),
-    Option("reserve-depth", "reserve_depth", Syntax(_depth, "N", report=_reserve_report), POLICY_DEFAULT,
+    Option("reserve-depth", "reserve_depth", Syntax(_reserve_depth, "N", report=_reserve_report), POLICY_DEFAULT,
            "jobs a queue policy reserves (fcfs: forecasts) per pass, N or unlimited; easy always reserves "
            "for the head only"),
     Option("annotate-depth", "annotate_depth", Syntax(_annotate_depth, "N"), 64,
@@ -423,40 +438,10 @@ _BY_NAME = {o.name: o for o in OPTIONS}
 _REPORTED = tuple(o for o in OPTIONS if next(x for x in OPTIONS if x.field == o.field) is o)
 
 
-def _default(field: str) -> Any:
-    return next(o.default for o in OPTIONS if o.field == field)
+class _Parsed:
+    """What :class:`EngineOptions` does besides holding the values."""
 
-
-@dataclass(frozen=True, slots=True)
-class EngineOptions:
-    """The engine's options, parsed (see :data:`OPTIONS` for what each means)."""
-
-    queue_policy: str = _default("queue_policy")
-    reserve_depth: int | None | PolicyDefault = _default("reserve_depth")
-    queue_depth: int | None = _default("queue_depth")
-    placement: str = _default("placement")
-    log_level: str = _default("log_level")
-    annotate_depth: int | None = _default("annotate_depth")
-    queue_policy_per_queue: tuple[tuple[str, str], ...] = _default("queue_policy_per_queue")
-    preempt_victims: str = _default("preempt_victims")
-    predict_runtimes: bool = _default("predict_runtimes")
-    predict_history: int = _default("predict_history")
-    predict_correction: str = _default("predict_correction")
-    backfill_order: str = _default("backfill_order")
-    reservation_nodes: str = _default("reservation_nodes")
-    affinity: tuple[tuple[str, str], ...] = _default("affinity")
-    campaign_half_life: float = _default("campaign_half_life")
-    campaign_predictor: bool = _default("campaign_predictor")
-    sink_jobs: int = _default("sink_jobs")
-    queue_parent: tuple[tuple[str, str], ...] = _default("queue_parent")
-    duplicates: int = _default("duplicates")
-    duplicates_running: int | None = _default("duplicates_running")
-    campaign_max_running: tuple[Bound, ...] = _default("campaign_max_running")
-    preempt_grace: float = _default("preempt_grace")
-    preempt_signal: int = _default("preempt_signal")
-    checkpoint_campaigns: tuple[str, ...] = _default("checkpoint_campaigns")
-    besteffort_fit: str = _default("besteffort_fit")
-    preempt_wait: str = _default("preempt_wait")
+    __slots__ = ()
 
     @classmethod
     def parse(cls, args: Iterable[str] | Mapping[str, Any] | None = None) -> EngineOptions:
@@ -488,6 +473,30 @@ class EngineOptions:
         (``reserve-depth`` left out is null, unlimited is ``"unlimited"``;
         an alias such as ``mode`` is reported under the option it spells)."""
         return {o.name: o.syntax.report(getattr(self, o.field)) for o in _REPORTED}
+
+
+def values_of(name: str, table: Iterable[Option], doc: str, module: str, bases: tuple[type, ...] = ()) -> type:
+    """A frozen dataclass with one field per option of ``table`` (an alias
+    shares the field of the first option that names it), made from the
+    table so that no field, type or default is written twice: a field's
+    type is what its option's parser returns, its default the option's.
+    ``module`` is where pickle finds the class."""
+    rows: dict[str, Option] = {}
+    for o in table:
+        rows.setdefault(o.field, o)
+    fields = [(o.field, get_type_hints(o.syntax.parse)["return"], field(default=o.default)) for o in rows.values()]
+    cls = make_dataclass(name, fields, bases=bases, frozen=True, slots=True)
+    cls.__module__, cls.__doc__ = module, doc
+    return cls
+
+
+EngineOptions = values_of(
+    "EngineOptions",
+    OPTIONS,
+    "The engine's options, parsed (see :data:`OPTIONS` for what each means).",
+    __name__,
+    (_Parsed,),
+)
 
 
 # -- the command lines' flags ---------------------------------------------------

@@ -8,10 +8,10 @@ import json
 import logging
 import math
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..engine import EngineError, EngineOptions
+from ..engine.options import Option, Syntax, values_of
 from ..policy.base import POLICY_DEFAULT
 
 if TYPE_CHECKING:
@@ -132,50 +132,61 @@ def parse_module_args(args: Iterable[str]) -> EngineOptions:
         raise ValueError(str(exc)) from None
 
 
-@dataclass(frozen=True)
-class BindingArgs:
-    """Module arguments the Flux binding takes itself (not engine options,
-    so not in the ``[<name>]`` config table either).
+def _nice(key: str, value: Any) -> int:
+    try:
+        n = int(value)
+    except (TypeError, ValueError):
+        n = -1
+    if not 0 <= n <= 19:
+        raise EngineError(f"{key}={value}: expected an integer from 0 to 19")
+    return n
 
-    ``nice``
-        the scheduler's process runs this many nice levels below the
-        broker's (0-19, default 0), so that on a machine short of cores the
-        broker's own work comes first (``os.nice``);
-    ``annotate-interval``
-        seconds (default 0: none) during which the pending jobs'
-        annotations of further passes are held and merged, after a batch was
-        sent; a job started, denied or cancelled meanwhile never gets them
-        (:mod:`~fluxsched_py.flux.annotbatch`).
-    """
 
-    nice: int = 0
-    annotate_interval: float = 0.0
+def _interval(key: str, value: Any) -> float:
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        x = -1.0
+    if not (math.isfinite(x) and 0.0 <= x <= 60.0):
+        raise EngineError(f"{key}={value}: expected seconds from 0 to 60")
+    return x
+
+
+#: Module arguments the Flux binding takes itself: not engine options, so
+#: not in the ``[<name>]`` config table either (the same rows as
+#: :data:`~fluxsched_py.engine.options.OPTIONS`).
+BINDING_OPTIONS: tuple[Option, ...] = (
+    Option("nice", "nice", Syntax(_nice, "N"), 0,
+           "the scheduler's process runs this many nice levels below the broker's (0-19), so that on a "
+           "machine short of cores the broker's own work comes first (os.nice)", module_only="the Flux binding's own: no other driver has a broker"),
+    Option("annotate-interval", "annotate_interval", Syntax(_interval, "SECONDS"), 0.0,
+           "seconds (0: none) during which the pending jobs' annotations of further passes are held and "
+           "merged, after a batch was sent; a job started, denied or cancelled meanwhile never gets them",
+           module_only="the Flux binding's own: no other driver has a broker"),
+)  # fmt: skip
+_BINDING = {o.name: o for o in BINDING_OPTIONS}
+
+BindingArgs = values_of(
+    "BindingArgs", BINDING_OPTIONS, "The binding's own module arguments, parsed (:data:`BINDING_OPTIONS`).", __name__
+)
 
 
 def split_binding_args(args: Iterable[str]) -> tuple[list[str], BindingArgs]:
-    """``args`` without the :class:`BindingArgs` ones, and those parsed;
+    """``args`` without the :data:`BINDING_OPTIONS` ones, and those parsed;
     ValueError with a one-line message for a bad value."""
-    rest, nice, interval = [], 0, 0.0
+    rest: list[str] = []
+    kw: dict[str, Any] = {}
     for arg in (str(a) for a in args):
         key, _, value = arg.partition("=")
-        key = key.strip()
-        if key == "nice":
-            try:
-                nice = int(value)
-            except ValueError:
-                nice = -1
-            if not 0 <= nice <= 19:
-                raise ValueError(f"nice={value}: expected an integer from 0 to 19")
-        elif key == "annotate-interval":
-            try:
-                interval = float(value)
-            except ValueError:
-                interval = -1.0
-            if not (math.isfinite(interval) and 0.0 <= interval <= 60.0):
-                raise ValueError(f"annotate-interval={value}: expected seconds from 0 to 60")
-        else:
+        option = _BINDING.get(key.strip())
+        if option is None:
             rest.append(arg)
-    return rest, BindingArgs(nice, interval)
+        else:
+            try:
+                kw[option.field] = option.parse(value)
+            except EngineError as e:
+                raise ValueError(str(e)) from None
+    return rest, BindingArgs(**kw)
 
 
 def options_text(o: EngineOptions) -> str:
