@@ -158,7 +158,8 @@ def _interval(key: str, value: Any) -> float:
 BINDING_OPTIONS: tuple[Option, ...] = (
     Option("nice", "nice", Syntax(_nice, "N"), 0,
            "the scheduler's process runs this many nice levels below the broker's (0-19), so that on a "
-           "machine short of cores the broker's own work comes first (os.nice)", module_only="the Flux binding's own: no other driver has a broker"),
+           "machine short of cores the broker's own work comes first (os.nice)",
+           module_only="the Flux binding's own: no other driver has a broker"),
     Option("annotate-interval", "annotate_interval", Syntax(_interval, "SECONDS"), 0.0,
            "seconds (0: none) during which the pending jobs' annotations of further passes are held and "
            "merged, after a batch was sent; a job started, denied or cancelled meanwhile never gets them",
