@@ -169,6 +169,23 @@ def test_free_releases_resources_and_forgets_the_job():
     assert e.graph.free() == e.graph.all() and e.job(1) is None
 
 
+def test_revoked_start_is_a_deny_never_counted_as_a_start():
+    # The driver could not commit R (flux-core never saw the start): the
+    # job leaves as denied, its nodes are free, and EASY++ takes no run time
+    # from it (the user's next job still plans with its walltime).
+    e = engine(nodes=2, options=["predict-runtimes=true"])
+    e.alloc(1, 16, 100, 1.0, jobspec(nnodes=2, duration=100))
+    assert by_type(e.schedule(1.0).responses, ResponseType.SUCCESS)
+    (deny,) = e.revoke(1, "scheduler could not commit R to the KVS: ENOSPC")
+    assert deny.type is ResponseType.DENY and deny.payload()["note"].endswith("ENOSPC")
+    assert e.job(1) is None and e.graph.free() == e.graph.all()
+    assert (e.stats["started"], e.stats["denied"]) == (0, 1)
+    e.schedule(50.0)  # where a run time of a freed job would be measured
+    e.alloc(2, 16, 100, 60.0, jobspec(nnodes=2, duration=100))
+    assert e.job(2).duration == 100
+    assert e.revoke(99, "x") == []  # an unknown job: ignored
+
+
 def test_free_for_unknown_job_is_ignored():
     e = engine()
     assert e.free(99) == []

@@ -180,6 +180,7 @@ def test_failed_commit_denies_and_frees():
     alloc(d, t, 2, FULL)  # the resources were given back
     assert replies(t, "alloc-2")[-1]["type"] == 2  # (the commit fails again)
     assert d.engine.job(2) is None and d.graph.free().count("core") == 8
+    assert (d.engine.stats["started"], d.engine.stats["denied"]) == (0, 2)  # never a start
 
 
 def test_infeasible_job_is_denied_with_a_note():

@@ -294,20 +294,21 @@ class BestEffort:
         while w and w[0][0] <= now:
             _, jobid = heapq.heappop(w)
             if self._protected(jobid):
-                self.e.planner.remove(jobid)
+                self.e.table.unplan(jobid)
                 self._lend(self.e.table.jobs[jobid])
                 changed = True
         if changed:
             self.e.changed()  # for regular jobs, resources were freed
 
-    def freed(self, job: Job) -> list[Response]:
-        """``sched.free`` (final) of a best-effort job."""
+    def freed(self, job: Job, event: str = "free-final") -> list[Response]:
+        """``sched.free`` (final) of a best-effort job, or (``event``
+        ``revoke``) its start undone (:meth:`Engine.revoke`)."""
         e = self.e
         jobid = job.id
-        released = e.graph.release(jobid)
-        span = e.planner.remove(jobid)
+        released = e.table.release(jobid)
+        span = e.table.unplan(jobid)
         killed = jobid in self._killed
-        e.table.apply(job, "free-final", preempted=killed)
+        e.table.apply(job, event, preempted=killed)
         if jobid in self.lent:
             self._unlend(jobid)
         self._spent.discard(jobid)
@@ -348,7 +349,7 @@ class BestEffort:
         """Give the job waiting in ``h`` what its placement needs of what a victim just released."""
         part = released & h.rs
         if part:  # held by nobody now, even if its rank went down meanwhile
-            self.e.graph.allocate(h.job.id, part, running=True)
+            self.e.table.allocate(h.job.id, part, running=True)
 
     def cancel_starting(self, job: Job) -> list[Response]:
         """``sched.cancel`` of a regular job waiting for its victims: what it
@@ -368,8 +369,8 @@ class BestEffort:
             self._ready.remove(job.id)
         e.table.apply(job, "cancel")
         if e.graph.jobs.get(job.id) is not None:
-            e.graph.release(job.id)
-        e.planner.remove(job.id)
+            e.table.release(job.id)
+        e.table.unplan(job.id)
         e.stats["canceled"] += 1
         e.changed()
         return [Response(job.id, ResponseType.CANCEL)]
@@ -382,7 +383,7 @@ class BestEffort:
         (re-sent after the restart) or another one takes its resources by
         waiting for its free rather than by preempting other jobs."""
         e = self.e
-        e.planner.remove(job.id)
+        e.table.unplan(job.id)
         if preempted:
             self._preempted[job.id] = None
             self._killed.add(job.id)
@@ -391,9 +392,7 @@ class BestEffort:
             return
         until = self._protected_until(job)
         if until > (job.t_start or 0.0):
-            e.planner.add_running(
-                job.id, job.resources, job.t_start or 0.0, max(self.span_end(job), job.t_start + 1e-9)
-            )
+            e.table.plan_run(job.id, job.resources, job.t_start or 0.0, max(self.span_end(job), job.t_start + 1e-9))
             heapq.heappush(self._windows, (until, job.id))
         else:
             self._lend(job)
@@ -459,8 +458,8 @@ class BestEffort:
         e.table.apply(job, "preempt", now=now, resources=rs, expiration=end)
         own = rs & e.graph.free()
         if own:
-            e.graph.allocate(job.id, own)
-        planner.add_running(job.id, rs, now, min(end, now + job.duration), placement.bits)
+            e.table.allocate(job.id, own)
+        e.table.plan_run(job.id, rs, now, min(end, now + job.duration), placement.bits)
         h = self._handoffs[job.id] = _Handoff(job, rs)
         name = e.job_name
         spent = [v for v in victims if v.id in self._spent]
@@ -818,13 +817,13 @@ class BestEffort:
         e = self.e
         planner = e.planner
         rs = planner.resolve(found)
-        e.graph.allocate(job.id, rs)
+        e.table.allocate(job.id, rs)
         if (first := requeued_from(job)) is not None:
             self._ran_on.pop(first, None)  # (it is noted again if preempted again)
         until = now + (job.preemptible_after or 0.0)
         e.succeed(job, rs, now, e.kill_time(job, now), {"besteffort": f"preemptible from {e.time_format(until)}"}, out)
         if until > now:  # planned as a job that ends then (or at its walltime)
-            planner.add_running(job.id, rs, now, now + window, found.bits)
+            e.table.plan_run(job.id, rs, now, now + window, found.bits)
             heapq.heappush(self._windows, (until, job.id))
         else:
             self._lend(job)

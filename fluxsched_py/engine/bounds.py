@@ -132,7 +132,7 @@ class CampaignBounds:
             name = campaign_of(job.request)[0]
             if name is not None:
                 self._fresh[job.id] = (job, name)
-        elif event == "free-final" or (event == "cancel" and old is JobState.STARTING):
+        elif event in ("free-final", "revoke") or (event == "cancel" and old is JobState.STARTING):
             self._fresh.pop(job.id, None)
             got = self._running.pop(job.id, None)
             if got is not None:

@@ -92,12 +92,12 @@ class Engine:
         self._parents = dict(self.options.queue_parent)
         #: Every job the engine knows, its state and its queue: changed only
         #: through :meth:`JobTable.apply` (:mod:`.jobtable`).
-        self.table = JobTable(self.policy_for, self.scheduled_as)
+        self.table = JobTable(graph, self.policy_for, self.scheduled_as)
         #: Best-effort jobs and preemption; the planner sees the graph through its view.
         self.besteffort = BestEffort(self)
         #: Advance reservations: windows the planner holds for their own jobs.
         self.reservations = Reservations(self)
-        self.planner = self.make_planner(MatchCache(matcher))
+        self.table.use_planner(self.make_planner(MatchCache(matcher)))
         self.build_R = build_R
         self.summaries = summaries
         self._stopwatch = stopwatch
@@ -156,6 +156,11 @@ class Engine:
         self.besteffort.encode_lent(planner.codec)
         self.reservations.encode(planner)
         return planner
+
+    @property
+    def planner(self) -> Planner:
+        """The planner (the job table's: only the table changes its spans)."""
+        return self.table.planner
 
     def job(self, jobid: int) -> Job | None:
         return self.table.jobs.get(jobid)
@@ -229,7 +234,7 @@ class Engine:
                 rs = self._rs_from_R(R)
                 if h.get("free"):
                     rs = self._drop_ranks(rs, IdSet.parse(str(h["free"])))
-                self.graph.allocate(jobid, rs, running=True)  # it runs: keeps what it holds on down ranks
+                self.table.allocate(jobid, rs, running=True)  # it runs: keeps what it holds on down ranks
             except Exception as exc:  # a bad R must not kill the scheduler
                 log.error("hello: job %d: cannot mark its resources allocated: %s", jobid, exc)
                 continue
@@ -238,7 +243,7 @@ class Engine:
             st = ((R or {}).get("execution") or {}).get("starttime") or 0
             job.reply.end()  # its alloc was answered before the restart
             self.table.apply(job, "hello", resources=rs, now=float(st), expiration=float(ex) if ex else math.inf)
-            self.planner.add_running(jobid, rs, job.t_start, max(job.expiration, job.t_start + 1e-9))
+            self.table.plan_run(jobid, rs, job.t_start, max(job.expiration, job.t_start + 1e-9))
             if h.get("preemptible_after") is not None:  # a best-effort job (the driver read its jobspec)
                 job.preemptible_after = float(h["preemptible_after"])
                 self.besteffort.adopt(job, bool(h.get("preempted")))
@@ -305,24 +310,45 @@ class Engine:
             if final and job.preemptible_after is not None:
                 return self.besteffort.freed(job)
             if final:
-                self.graph.release(jobid)
-                self.planner.remove(jobid)
+                self.table.release(jobid)
+                self.table.unplan(jobid)
                 self.table.apply(job, "free-final")
             else:
                 self.table.apply(job, "free")
                 part = self._rs_from_R(R) & job.resources if R is not None else None
                 if part:
-                    part = self.graph.release(jobid, part)  # with the node of a rank left with no core/GPU
-                    span = self.planner.remove(jobid)
+                    part = self.table.release(jobid, part)  # with the node of a rank left with no core/GPU
+                    span = self.table.unplan(jobid)
                     job.resources = job.resources - part
                     if job.resources and span is not None:
-                        self.planner.add_running(jobid, job.resources, span.start, span.end)
+                        self.table.plan_run(jobid, job.resources, span.start, span.end)
                     if job.preemptible_after is not None:
                         self.besteffort.resized(job, part)
         except Exception as exc:  # never crash on free: log it and carry on
             log.error("free: job %d: %s", jobid, exc)
         self.changed()
         return []
+
+    def revoke(self, jobid: int, reason: str) -> list[Response]:
+        """Undo the start of ``jobid``, which the driver could not complete
+        (flux-core's job-manager never learned of it: its R could not be
+        committed).  It gives back what it holds, and its request ends with
+        DENY (``reason``): it counts as denied, never as started, and no
+        feature takes it for a run (no run time, no usage)."""
+        job = self.table.jobs.get(jobid)
+        if job is None or job.state is not JobState.RUNNING:
+            log.warning("revoke: job %d holds no resources; ignored", jobid)
+            return []
+        if job.preemptible_after is not None:
+            self.besteffort.freed(job, "revoke")
+        else:
+            self.table.release(jobid)
+            self.table.unplan(jobid)
+            self.table.apply(job, "revoke")
+        self.stats["started"] -= 1
+        self.stats["denied"] += 1
+        self.changed()
+        return [Response(jobid, ResponseType.DENY, note=reason)]
 
     def prioritize(self, jobs: Iterable[tuple[int, int] | list[int]]) -> list[Response]:
         """``sched.prioritize``: new priorities for pending jobs; unknown ids ignored."""
@@ -371,10 +397,7 @@ class Engine:
         """Drop every pending job's reservation: the next pass plans them
         all anew (new options, or a reservation window added or removed)."""
         for span in list(self.planner.reserved()):
-            self.planner.remove(span.jobid)
-            job = self.table.jobs.get(span.jobid)
-            if job is not None:
-                self.table.unplan(job)
+            self.table.unplan(span.jobid)
         self.changed()
 
     def over_limit(self, job: Job) -> str | None:
@@ -447,12 +470,7 @@ class Engine:
         """Move the end of ``jobid``'s planner span to ``end``; the
         reservations in the way are dropped, for the next pass to re-plan.
         True when there were any."""
-        dropped = False
-        for other in self.planner.set_end(jobid, end):
-            if (pending := self.table.jobs.get(other)) is not None:
-                self.table.unplan(pending)
-                dropped = True
-        return dropped
+        return bool(self.table.set_plan_end(jobid, end))
 
     def kill_time(self, job: Job, now: float) -> float:
         """When ``job``, started at ``now``, is killed: at its walltime, or at
@@ -545,7 +563,7 @@ class Engine:
     def _forget_pending(self, job: Job, event: str) -> None:
         self.table.apply(job, event)
         if job.id in self.planner:
-            self.planner.remove(job.id)
+            self.table.unplan(job.id)
         self.changed()
 
     def _parse(self, jobspec: Any) -> Any:
@@ -637,12 +655,12 @@ class Engine:
         now = p.now
         end = self.kill_time(job, now)  # the plan ends at now + duration (EASY++ plans shorter)
         try:
-            self.graph.allocate(job.id, rs)
+            self.table.allocate(job.id, rs)
         except Exception as exc:  # a matcher bug must not crash the scheduler
             log.error("job %d: allocation of matched resources failed: %s", job.id, exc)
             p.held[job.id] = "error"
             return
-        self.planner.add_running(job.id, rs, now, min(end, now + job.duration), bits)
+        self.table.plan_run(job.id, rs, now, min(end, now + job.duration), bits)
         ann: dict[str, Any] = {}
         ahead = p.passed_over
         if ahead is not None and self.table.live(ahead):

@@ -118,7 +118,7 @@ class Duplicates:
             self.e.stats["duplicates_started"] += 1
         elif event == "free-final":
             self._ended(job.id, won=not preempted and job.id not in self._losers)
-        elif event in ("cancel", "deny") and old is JobState.PENDING:
+        elif event == "revoke" or (event in ("cancel", "deny") and old is JobState.PENDING):
             self._ended(job.id, won=False)
 
     def _arrived(self, job: Job) -> None:

@@ -15,7 +15,7 @@ or ``preempt``                                                          :mod:`.r
 ``free-final``              run times measured at the next ``tick``     all (a preempted job's
                                                                         is no campaign run time)
 ``cancel`` or ``deny`` of   a pending job left                          :mod:`.runtimes`
-a pending job
+a pending job, ``revoke``
 ==========================  ==========================================  ======================
 
 The engine also calls :meth:`checked` on a request before its alloc
@@ -88,7 +88,7 @@ class Hooks:
             self._job_started(job, now)
         elif event == "free-final":
             self._job_ended(job, preempted)
-        elif event in ("cancel", "deny") and old is JobState.PENDING:
+        elif event == "revoke" or (event in ("cancel", "deny") and old is JobState.PENDING):
             self._job_left(job)
 
     def checked(self, request: Any) -> Any:
@@ -120,7 +120,7 @@ class Hooks:
                 self.runtimes.started(info[0], job.id, now)
 
     def _job_left(self, job: Job) -> None:
-        """A pending job left without running (cancelled or denied)."""
+        """A job left without running (cancelled, denied, or its start revoked)."""
         info = self._info.pop(job.id, None)
         if info is not None:
             if info[0] is not None:

@@ -16,7 +16,9 @@ import math
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
+from ..planner import Planner, Span
 from ..policy import QueuePolicy
+from ..resource import ResourceGraph, ResourceSet
 from .jobs import Job, JobQueue
 from .sizes import PendingSizes, node_bound
 from .states import TRANSITIONS, JobState, Response, ResponseType, next_state
@@ -52,9 +54,13 @@ class JobTable:
 
     def __init__(
         self,
+        graph: ResourceGraph,
         policy_for: Callable[[str | None], QueuePolicy],
         scheduled_as: Callable[[str | None], str | None] = lambda name: name,
     ) -> None:
+        #: The graph whose allocations, and the planner whose spans, only this table changes.
+        self.graph = graph
+        self.planner: Planner
         self.jobs: dict[int, Job] = {}
         #: Queues of regular jobs that have (or had, until the next pass) pending jobs.
         self.queues: dict[str | None, JobQueue] = {}
@@ -182,9 +188,80 @@ class JobTable:
                 self.annotated.discard(job.id)
         return None if diff is None else Response(job.id, ResponseType.ANNOTATE, {"sched": diff})
 
-    def unplan(self, job: Job) -> None:
-        """``job`` has no reservation now: no estimate."""
-        job.estimate = None
+    # -- spans and allocations ---------------------------------------------------
+    #
+    # The only code that changes the graph's allocations and the planner's
+    # spans (``t/test_boundaries.py`` checks it): each method below is one
+    # such change.  A pending job's estimate is its reservation's start, set
+    # and cleared here with the span, never by hand elsewhere.
+
+    def use_planner(self, planner: Planner) -> None:
+        """Plan from now on in ``planner`` (a new one, empty but for what
+        it encodes itself: the lent resources, the windows)."""
+        self.planner = planner
+
+    def rebuild(self, planner: Planner) -> None:
+        """Move to ``planner``, a new one: the spans of the running jobs and
+        of the jobs waiting for their victims go with them; pending jobs'
+        reservations do not (the next pass plans them again)."""
+        old = self.planner
+        for span in old.spans():
+            job = self.jobs.get(span.jobid)
+            if not span.running or job is None:
+                continue
+            if job.state is JobState.RUNNING and job.resources is not None:
+                planner.add_running(span.jobid, job.resources, span.start, span.end)
+            elif job.state is JobState.STARTING:  # waiting for its victims: what is held for it
+                planner.add_running(span.jobid, span.resources, span.start, span.end)
+        for job in self.jobs.values():
+            if job.state is JobState.PENDING:
+                job.estimate = None
+        if old.now > -math.inf:
+            planner.set_now(old.now)
+        self.planner = planner
+
+    def allocate(self, jobid: int, rs: ResourceSet, *, running: bool = False) -> None:
+        """``jobid`` holds ``rs`` in the graph (``running``: it keeps what
+        it holds on down ranks, as a job learned at hello)."""
+        self.graph.allocate(jobid, rs, running=running)
+
+    def release(self, jobid: int, rs: ResourceSet | None = None) -> ResourceSet:
+        """``jobid`` gives back ``rs`` (all it holds when None); what was released."""
+        return self.graph.release(jobid, rs)
+
+    def plan_run(
+        self, jobid: int, rs: ResourceSet, start: float, end: float = math.inf, bits: int | None = None
+    ) -> None:
+        """The planner holds ``rs`` for ``jobid``, running from ``start`` to ``end``."""
+        self.planner.add_running(jobid, rs, start, end, bits)
+
+    def plan_reservation(self, jobid: int, rs: ResourceSet, start: float, end: float, bits: int | None) -> None:
+        """The planner holds ``rs`` for pending ``jobid`` from ``start`` to
+        ``end``: its estimate is ``start``."""
+        self.planner.reserve(jobid, rs, start, end, bits)
+        job = self.jobs.get(jobid)
+        if job is not None:
+            job.estimate = start
+
+    def unplan(self, jobid: int) -> Span | None:
+        """``jobid``'s span leaves the planner (the span, or None if it had
+        none); a pending job has no estimate any more."""
+        span = self.planner.remove(jobid)
+        job = self.jobs.get(jobid)
+        if job is not None and job.state is JobState.PENDING:
+            job.estimate = None
+        return span
+
+    def set_plan_end(self, jobid: int, end: float) -> list[int]:
+        """``jobid``'s span ends at ``end``; the pending jobs whose
+        reservations were in the way lose them (their ids)."""
+        dropped = []
+        for other in self.planner.set_end(jobid, end):
+            job = self.jobs.get(other)
+            if job is not None:
+                job.estimate = None
+                dropped.append(other)
+        return dropped
 
     # -- queues ------------------------------------------------------------------
 

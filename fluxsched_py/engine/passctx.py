@@ -415,19 +415,20 @@ class Pass:
                 self.e.stats["matches"] += 1  # the match it stands for
                 return False
         kept = self.reservation(job)  # its placement as held: not decoded when it was not (issue 21)
-        span = planner.remove(job.id)
+        table = self.e.table
+        span = table.unplan(job.id)
         if span is None:
             return True
-        planner.reserve(self._SENTINEL, blocker.resources, self.now, blocker_end, blocker.bits)
+        table.plan_reservation(self._SENTINEL, blocker.resources, self.now, blocker_end, blocker.bits)
         try:
             found = self._match(job, self._avail(job, span.start, span.end))
         finally:
-            planner.remove(self._SENTINEL)
+            table.unplan(self._SENTINEL)
         if found is None:
             rs = kept.placement.resources if kept is not None else span.resources
-            planner.reserve(job.id, rs, span.start, span.end, span.bits)
+            table.plan_reservation(job.id, rs, span.start, span.end, span.bits)
             return False
-        planner.reserve(job.id, found.resources, span.start, span.end, found.bits)
+        table.plan_reservation(job.id, found.resources, span.start, span.end, found.bits)
         return True
 
     def _window(self, job: Job, span: Any) -> int:
@@ -454,9 +455,7 @@ class Pass:
                 self.hold_limit(job, why)
                 return
             placement = Placement(rs, placement.bits)
-        if job.id in e.planner:
-            e.planner.remove(job.id)
-        e.table.unplan(job)
+        e.table.unplan(job.id)
         lent = e.besteffort.lent.bits
         if lent and placement.bits & lent:  # on resources best-effort jobs hold
             placement = e.besteffort.handoff(self, job, placement)
@@ -547,10 +546,9 @@ class Pass:
         self._searched = None
         # Nothing fits before t, as of now: the search just made says so.
         fresh = searched is not None and searched[0] is job and searched[1] == t and searched[2] == planner.log_end
-        planner.reserve(job.id, placement.resources, t, t + job.duration, placement.bits)
+        self.e.table.plan_reservation(job.id, placement.resources, t, t + job.duration, placement.bits)
         if fresh:
             planner.searched(job.id)
-        job.estimate = t
         if job.first_estimate is None:
             job.first_estimate = t
 
@@ -604,19 +602,13 @@ class Pass:
             job = jobs.get(span.jobid)
             if self.multi and (job is None or job.queue is not queue):
                 continue
-            self._drop(span.jobid, job)
+            self.e.table.unplan(span.jobid)
 
     def drop_reservations(self, jobids: list[int]) -> None:
         """Drop the reservations of ``jobids`` (those that have one)."""
-        jobs = self.e.table.jobs
         for jobid in jobids:
             if jobid in self.e.planner:
-                self._drop(jobid, jobs.get(jobid))
-
-    def _drop(self, jobid: int, job: Job | None) -> None:
-        self.e.planner.remove(jobid)
-        if job is not None:
-            self.e.table.unplan(job)
+                self.e.table.unplan(jobid)
 
     # A placement's resources are None until decoded: see Planner.resolve.
 
@@ -630,8 +622,7 @@ class Pass:
         return None if span is None or span.running else span.start
 
     def unreserve(self, job: Job) -> Slot | None:
-        span = self.e.planner.remove(job.id)
-        self.e.table.unplan(job)
+        span = self.e.table.unplan(job.id)
         if span is None:
             return None
         if not span.running and span.end == span.start + job.duration:
@@ -668,10 +659,7 @@ class Pass:
         self.held[job.id] = "limit"
         self.held_ok.add(job.id)
         self.limit_text[job.id] = why
-        if job.id in self.e.planner:
-            self.e.planner.remove(job.id)
-        if job.estimate is not None:
-            self.e.table.unplan(job)
+        self.e.table.unplan(job.id)
 
     def hold(self, job: Job, why: str) -> None:
         self.held[job.id] = why

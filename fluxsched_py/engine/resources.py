@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 from ..ids import IdSet
 from ..planner import MatchCache
-from .states import JobState
 
 if TYPE_CHECKING:
     from .core import Engine
@@ -55,17 +54,4 @@ def rebuild_planner(engine: Engine) -> None:
     """A new planner and match cache for the engine's graph, holding the spans
     of its running jobs and of the jobs waiting for their victims."""
     old = engine.planner
-    new = engine.make_planner(MatchCache(old.matcher.matcher, fast_paths=old.matcher.fast_paths))
-    for span in old.spans():
-        job = engine.job(span.jobid)
-        if not span.running or job is None:
-            continue
-        if job.state is JobState.RUNNING and job.resources is not None:
-            new.add_running(span.jobid, job.resources, span.start, span.end)
-        elif job.state is JobState.STARTING:  # waiting for its victims: what is held for it
-            new.add_running(span.jobid, span.resources, span.start, span.end)
-    for job in engine.pending():
-        engine.table.unplan(job)
-    if old.now > -float("inf"):
-        new.set_now(old.now)
-    engine.planner = new
+    engine.table.rebuild(engine.make_planner(MatchCache(old.matcher.matcher, fast_paths=old.matcher.fast_paths)))

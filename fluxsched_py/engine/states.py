@@ -14,6 +14,7 @@ RUNNING (SUCCESS sent, or learned at ``hello``: it holds resources).
                      PENDING --cancel--> (gone)                       CANCEL
                      PENDING --preempt--> STARTING --start--> RUNNING
                                           STARTING --cancel--> (gone) CANCEL
+                     RUNNING --revoke--> (gone)                       DENY
     (new) --hello--> RUNNING --free(partial)--> RUNNING
                      RUNNING --expiration--> RUNNING
 
@@ -23,7 +24,9 @@ is ignored (RFC 27 allows one in flight); an alloc for a job that holds
 resources is denied; cancel, prioritize and free for unknown jobs are
 ignored; expiration for an unknown job raises :class:`EngineError` (the
 driver answers it with an error).  An alloc after a CANCEL is a new request
-(the job-manager re-sends allocs it cancelled).  Alloc and free never raise:
+(the job-manager re-sends allocs it cancelled).  ``revoke`` undoes a start
+the driver could not complete (its R could not be committed): the job
+leaves as denied, and was never a start.  Alloc and free never raise:
 RFC 27 forbids error responses to them.
 
 :class:`EngineError` is the only exception the engine raises on purpose.
@@ -96,6 +99,7 @@ TRANSITIONS: dict[tuple[JobState | None, str], tuple[JobState | None, tuple[str,
     (JobState.STARTING, "cancel"): (None, ("end", "forget")),
     (JobState.RUNNING, "free"): (JobState.RUNNING, ()),
     (JobState.RUNNING, "free-final"): (None, ("forget",)),
+    (JobState.RUNNING, "revoke"): (None, ("forget",)),
     (JobState.RUNNING, "expiration"): (JobState.RUNNING, ()),
 }
 

@@ -727,9 +727,8 @@ class Driver(Startup):
         self.error(f"alloc: KVS commit of R failed for {len(batch)} jobs: {err}; denying them")
         assert self.engine is not None
         for r in batch:
-            self.engine.free(r.id, None, True)
-            msg = self._allocs.pop(r.id, None)
-            if msg is not None:
-                deny = Response(r.id, ResponseType.DENY, note=f"scheduler could not commit R to the KVS: {err}")
-                self.transport.respond(msg, deny.payload())
+            for deny in self.engine.revoke(r.id, f"scheduler could not commit R to the KVS: {err}"):
+                msg = self._allocs.pop(r.id, None)
+                if msg is not None:
+                    self.transport.respond(msg, deny.payload())
         self._changed()
