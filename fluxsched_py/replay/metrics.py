@@ -117,7 +117,7 @@ def summarize(result: ReplayResult, tau: float = TAU) -> Summary:
         [r.job.submit for r in recs],
         [r.start if r.finish is not None else None for r in recs],
         [r.finish if r.start is not None else None for r in recs],
-        [len(r.ranks) if r.ranks is not None else r.job.nodes for r in recs],
+        [r.nranks if r.runs is not None else r.job.nodes for r in recs],
         [r.state for r in recs],
         result.nb_nodes,
         tau,
@@ -160,17 +160,17 @@ def _besteffort(be: list, copies: list, t0: float, t1: float, span: float, used:
     done = [r for r in be if r.state == COMPLETED and r.start is not None and r.won_by is None]
     done += [r for r in copies if r.state == COMPLETED and r.start is not None]
     wasted = [r for r in be if r.wasted] + [r for r in copies if r.state != COMPLETED and r.start is not None]
-    completed = sum((r.finish - r.start) * len(r.ranks or ()) + r.recovered for r in done)
+    completed = sum((r.finish - r.start) * r.nranks + r.recovered for r in done)
     lost = sum(r.lost for r in be)
     # Every best-effort run in the window: the preempted ones (whole, what a
     # checkpoint kept included), the completing ones, and those no job kept
     # (a preempted copy's run is among these).
     busy = used
     for r in be:
-        for start, end, n in r.preempted_runs:
+        for start, end, n in r.preempted_runs or ():
             busy += max(0.0, min(end, t1) - max(start, t0)) * n
     for r in done + wasted:
-        busy += max(0.0, min(r.finish, t1) - max(r.start, t0)) * len(r.ranks or ())
+        busy += max(0.0, min(r.finish, t1) - max(r.start, t0)) * r.nranks
     waste = sum(r.wasted for r in be) + sum(r.wasted + r.lost for r in copies)
     campaigns: dict[str, list] = {}
     for r in be:

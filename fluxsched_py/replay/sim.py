@@ -51,10 +51,11 @@ class JobRecord:
     job: WorkloadJob
     start: float | None = None
     finish: float | None = None
-    #: the ranks it ran on, as (first, last) runs (:attr:`ranks`): an IdSet
+    #: the ranks it ran on, as runs of ranks ``(first, last, first, last,
+    #: ...)`` in one flat tuple (:attr:`ranks`, :attr:`nranks`): an IdSet
     #: is a bit mask as wide as its highest rank, 25 KB per job of a
     #: 200,000-node machine if kept for every job
-    runs: tuple[tuple[int, int], ...] | None = None
+    runs: tuple[int, ...] | None = None
     state: str = NOT_STARTED
     first_estimate: float | None = None
     #: The start the forecast (:mod:`fluxsched_py.engine.forecast`) gave the
@@ -74,22 +75,38 @@ class JobRecord:
     #: by checkpoints and not run again (a requeued checkpointing job).
     notices: int = 0
     recovered: float = 0.0
-    #: Each preempted run: (start, end, nodes), for the busy time of the machine.
-    preempted_runs: list[tuple[float, float, int]] = field(default_factory=list)
+    #: Each preempted run: (start, end, nodes), for the busy time of the
+    #: machine; None until the first (a list per job costs 56 bytes).
+    preempted_runs: list[tuple[float, float, int]] | None = None
 
     @property
     def ranks(self) -> IdSet | None:
         """The ranks it ran on (None: it never started)."""
-        if self.runs is None:
+        runs = self.runs
+        if runs is None:
             return None
         mask = 0
-        for lo, hi in self.runs:
+        for k in range(0, len(runs), 2):
+            lo, hi = runs[k], runs[k + 1]
             mask |= ((1 << (hi - lo + 1)) - 1) << lo
         return IdSet.from_mask(mask)
 
     @ranks.setter
     def ranks(self, value: IdSet | None) -> None:
-        self.runs = None if value is None else tuple(value.runs())
+        self.runs = None if value is None else tuple(x for run in value.runs() for x in run)
+
+    @property
+    def nranks(self) -> int:
+        """How many ranks it ran on (0: it never started), with no IdSet built."""
+        runs = self.runs
+        if runs is None:
+            return 0
+        return sum(runs[k + 1] - runs[k] + 1 for k in range(0, len(runs), 2))
+
+    def rank_runs(self) -> list[tuple[int, int]]:
+        """The ranks it ran on as ``(first, last)`` runs, in order."""
+        runs = self.runs or ()
+        return [(runs[k], runs[k + 1]) for k in range(0, len(runs), 2)]
 
 
 @dataclass(slots=True)
@@ -247,8 +264,10 @@ def _run(
                     rec.state, rec.finish, rec.note = PREEMPTED, t, a.note
                     rec.preemptions += 1
                     begun = t if rec.start is None else rec.start
-                    rec.lost += (t - checkpointed.pop(a.id, begun)) * len(rec.ranks or ())
-                    rec.preempted_runs.append((begun, t, len(rec.ranks or ())))
+                    rec.lost += (t - checkpointed.pop(a.id, begun)) * rec.nranks
+                    if rec.preempted_runs is None:
+                        rec.preempted_runs = []
+                    rec.preempted_runs.append((begun, t, rec.nranks))
                     runs[a.id] = runs.get(a.id, 0) + 1  # its end event is stale, even once it runs again
                     engine.free(a.id, final=True)
                     if a.id in copies.of:
@@ -338,7 +357,7 @@ class _Copies:
             elif job is not None:
                 engine.cancel(a.id)
             if ran and rec.start is not None:
-                rec.wasted += (t - rec.start) * len(rec.ranks or ())
+                rec.wasted += (t - rec.start) * rec.nranks
             if a.id in self.of:
                 rec.state, rec.finish, rec.note = CANCELLED, t, a.note
             elif job is not None:  # the original: its work is done, by the copy that won
@@ -421,7 +440,7 @@ def _answer(
             ran = kept.get(r.id, 0.0) if kept else 0.0  # kept by checkpoints
             if checkpointed is not None:
                 checkpointed.pop(r.id, None)
-            rec.recovered = ran * len(r.resources.ranks)
+            rec.recovered = ran * len(r.resources.ranks) if ran else 0.0
             run = min(j.runtime - ran, j.walltime)
             if j.request.reservation is not None:
                 run = min(run, r.expiration - t)  # killed when its reservation ends

@@ -126,7 +126,7 @@ def run_from_result(result: Any, label: str | None = None) -> RunData:
         rejected = r.state == REJECTED
         reject.append(float(r.rejected_at if r.rejected_at is not None else j.submit) if rejected else nan)
         states.append(r.state)
-        runs = list(r.ranks.runs()) if ran and r.ranks is not None else []
+        runs = r.rank_runs() if ran else []
         ranks.append(runs)
         sizes.append(sum(hi - lo + 1 for lo, hi in runs) or j.nodes or 1)
         for k in CATEGORY_FIELDS:
