@@ -126,10 +126,12 @@ def evaluate(example) -> None:
     got = proc.stdout.split(f"{_MARK}\n")[1:]
     for (cmd, want), out in zip(pairs, got + [""] * (len(pairs) - len(got)), strict=True):
         want_n = "\n".join(line.rstrip() for line in want.splitlines()).strip("\n") + "\n"
+        want_n = re.sub(r"(?m)^\.\.\.\n", "...", want_n)  # a "..." line: any lines, or none
         out_n = "\n".join(line.rstrip() for line in out.splitlines()).strip("\n") + "\n"
         if not _CHECKER.check_output(want_n, out_n, doctest.ELLIPSIS):
-            raise AssertionError(
-                f"{where}: $ {cmd}\n--- the page shows\n{want_n}--- the command printed\n{out_n}{proc.stderr}"
+            pytest.fail(
+                f"{where}: $ {cmd}\n--- the page shows\n{want_n}--- the command printed\n{out_n}{proc.stderr}",
+                pytrace=False,
             )
 
 

@@ -97,7 +97,8 @@ def _parser_nodes(parser: argparse.ArgumentParser) -> list[nodes.Node]:
                 continue
             if action.help == argparse.SUPPRESS:
                 continue
-            items += _item(formatter._format_action_invocation(action), formatter._expand_help(action) if action.help else "")
+            words = formatter._expand_help(action) if action.help else ""
+            items += _item(formatter._format_action_invocation(action), words)
         if len(items):
             out.append(nodes.rubric(group.title, group.title))
             if group.description:
