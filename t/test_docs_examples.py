@@ -14,7 +14,8 @@ What changes from run to run is matched by pattern, as doctest's ELLIPSIS
 does: ``...`` in an expected line stands for any text (a replay time, a
 path, a date), and a line that is only ``...`` for any lines.  Everything
 else must be printed exactly; trailing blanks are not compared.  Commands
-are run with ``COLUMNS=100``, the width the pages were written at.
+are run with ``COLUMNS=100``, the width the pages were written at, and
+unbuffered, so that stdout and stderr interleave as on a terminal.
 
 A block that runs ``flux`` is run only where the Flux tests run (``flux``
 on PATH, with this interpreter's Python), in the environment they give the
@@ -102,11 +103,19 @@ def _scratch(namespace: dict, tmp_root: Path) -> Path:
     return namespace["cwd"]
 
 
+def _first_difference(want: str, got: str) -> str:
+    """The first line of output that its line on the page does not match, to read first."""
+    for n, (w, g) in enumerate(zip(want.splitlines(), got.splitlines(), strict=False), 1):
+        if w != "..." and not _CHECKER.check_output(w + "\n", g + "\n", doctest.ELLIPSIS):
+            return f"first difference, output line {n}:\n  page:    {w}\n  printed: {g}"
+    return "the output has other lines than the page's"
+
+
 def evaluate(example) -> None:
     pairs = commands(example.parsed)
     text = "\n".join(cmd for cmd, _ in pairs)
     words = set().union(*(_words(cmd) for cmd, _ in pairs))
-    env = {**os.environ, "COLUMNS": "100", "PYTHONHASHSEED": "0"}
+    env = {**os.environ, "COLUMNS": "100", "PYTHONHASHSEED": "0", "PYTHONUNBUFFERED": "1"}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
     where = f"{Path(example.path).relative_to(REPO)} line {example.line}"
     if "flux" in words:
@@ -130,7 +139,8 @@ def evaluate(example) -> None:
         out_n = "\n".join(line.rstrip() for line in out.splitlines()).strip("\n") + "\n"
         if not _CHECKER.check_output(want_n, out_n, doctest.ELLIPSIS):
             pytest.fail(
-                f"{where}: $ {cmd}\n--- the page shows\n{want_n}--- the command printed\n{out_n}{proc.stderr}",
+                f"{where}: $ {cmd}\n{_first_difference(want_n, out_n)}\n"
+                f"--- the page shows\n{want_n}--- the command printed\n{out_n}{proc.stderr}",
                 pytrace=False,
             )
 
