@@ -128,3 +128,21 @@ def test_sched_py_5_lists_every_module_option():
 
 def test_the_readme_fits_a_few_screens():
     assert len((REPO / "README.md").read_text().splitlines()) < 250
+
+
+def test_the_wheel_installs_the_man_pages_under_share_man(tmp_path):
+    """``pip install .`` puts the committed pages in the environment's share/man (no Sphinx needed)."""
+    import zipfile
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(REPO)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (wheel,) = tmp_path.glob("*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    pages = {n.split(".data/data/", 1)[1] for n in names if ".data/data/share/man/" in n}
+    committed = {str(p.relative_to(REPO)).replace("man/", "share/man/", 1) for p in COMMITTED.glob("man[15]/*.[15]")}
+    assert pages == committed

@@ -117,7 +117,8 @@ def evaluate(example) -> None:
     words = set().union(*(_words(cmd) for cmd, _ in pairs))
     env = {**os.environ, "COLUMNS": "100", "PYTHONHASHSEED": "0", "PYTHONUNBUFFERED": "1"}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
-    where = f"{Path(example.path).relative_to(REPO)} line {example.line}"
+    path = Path(example.path)
+    where = f"{path.relative_to(REPO) if path.is_relative_to(REPO) else path} line {example.line}"
     if "flux" in words:
         flux = _flux_env()
         if isinstance(flux, str):
@@ -164,3 +165,33 @@ def tmp_root(tmp_path_factory) -> Path:
 def test_console_example(example, tmp_root):
     example.namespace.setdefault("tmp_root", tmp_root)
     example.evaluate()
+
+
+def _run_page(tmp_path, text: str) -> None:
+    """Run the console blocks of a page written here, as the pages of the repository are."""
+    page = tmp_path / "page.md"
+    page.write_text(text)
+    root = tmp_path / "scratch"
+    root.mkdir()
+    for example in _SYBIL.parse(page).examples():
+        example.namespace.setdefault("tmp_root", root)
+        example.evaluate()
+
+
+def test_a_changed_value_on_a_page_fails(tmp_path):
+    """The check itself: a page whose printed value is not the command's fails, naming both."""
+    (tmp_path / "a").mkdir()
+    _run_page(tmp_path / "a", "```console\n$ echo 42\n42\n```\n")
+    (tmp_path / "b").mkdir()
+    with pytest.raises(pytest.fail.Exception, match="page:    43\n  printed: 42"):
+        _run_page(tmp_path / "b", "```console\n$ echo 42\n43\n```\n")
+
+
+def test_dots_stand_for_what_changes_and_nothing_else(tmp_path):
+    """``...`` in a line matches a time, a ``...`` line the lines between; the rest is exact."""
+    page = "```console\n$ printf 'took 0.31 s\\nA\\nB\\nend\\n'\ntook ... s\n...\nend\n```\n"
+    (tmp_path / "a").mkdir()
+    _run_page(tmp_path / "a", page)
+    (tmp_path / "b").mkdir()
+    with pytest.raises(pytest.fail.Exception):
+        _run_page(tmp_path / "b", page.replace("\nend\n```", "\nfin\n```"))
