@@ -35,12 +35,16 @@ myst_heading_anchors = 4
 html_theme = "alabaster"
 html_title = f"fluxsched-py {__version__}"
 
+#: flux sched-py's NAME line: its parser's description, as a man page's NAME line is written.
+_ctl_line = ctl_parser().description.rstrip(".")
+_ctl_line = _ctl_line[0].lower() + _ctl_line[1:]
+
 #: (document, name, NAME line, authors, section); one page per subcommand.
 man_pages = [
     ("man/fluxsched-py", "fluxsched-py", "a Python resource-allocation scheduler for Flux, Batsim and replays", [], 1),
     ("man/fluxsched-py-validate", "fluxsched-py-validate", VALIDATE_HELP, [], 1),
     *[(f"man/fluxsched-py-{name}", f"fluxsched-py-{name}", what, [], 1) for name, (_, what) in DELEGATED.items()],
-    ("man/flux-sched-py", "flux-sched-py", ctl_parser().description.rstrip("."), [], 1),
+    ("man/flux-sched-py", "flux-sched-py", _ctl_line, [], 1),
     ("man/sched-py", "sched-py", "the sched-py Flux module's arguments and [sched-py] configuration table", [], 5),
 ]
 man_show_urls = False
