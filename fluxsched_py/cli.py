@@ -19,7 +19,10 @@ from .inputs import read_bytes
 from .jobspec import JobspecError, load_jobspec, parse_jobspec
 from .limits import MAX_JOBSPEC_BYTES
 
-__all__ = ["main"]
+__all__ = ["main", "usage", "validate_parser"]
+
+#: ``validate``'s one line in ``--help`` (and in its man page); it is implemented here.
+VALIDATE_HELP = "validate jobspecs (RFC 14 / RFC 25)"
 
 #: Subcommands implemented by other modules as ``main(argv) -> int``.
 DELEGATED = {
@@ -42,9 +45,9 @@ def bundled_jobspecs() -> list[Path]:
     return sorted((Path(__file__).parent / "jobspec" / "examples").glob("*.yaml"))
 
 
-@boundary("fluxsched-py validate")
-def validate(argv: Sequence[str]) -> int:
-    """``fluxsched-py validate [--v1] FILE|- ...``: one line per input on stdout."""
+def validate_parser() -> ArgumentParser:
+    """``validate``'s options: a function of its own, as every command's
+    parser is, so that its man page is written from it."""
     parser = ArgumentParser(
         prog="fluxsched-py validate",
         description="Validate jobspecs (RFC 14 canonical, or RFC 25 V1 with --v1). "
@@ -52,7 +55,13 @@ def validate(argv: Sequence[str]) -> int:
     )
     parser.add_argument("--v1", action="store_true", help="apply the stricter RFC 25 (jobspec V1) rules")
     parser.add_argument("files", nargs="*", metavar="FILE", help="jobspec files (YAML or JSON); '-' reads stdin")
-    args = parser.parse_args(argv)
+    return parser
+
+
+@boundary("fluxsched-py validate")
+def validate(argv: Sequence[str]) -> int:
+    """``fluxsched-py validate [--v1] FILE|- ...``: one line per input on stdout."""
+    args = validate_parser().parse_args(argv)
     files = args.files or [str(p) for p in bundled_jobspecs()]
     failed = 0
     for name in files:
@@ -73,9 +82,10 @@ def validate(argv: Sequence[str]) -> int:
     return 1 if failed else 0
 
 
-def _usage() -> str:
+def usage() -> str:
+    """``fluxsched-py --help``: the commands, each with its one line (also their man pages' NAME lines)."""
     lines = ["usage: fluxsched-py COMMAND [ARGS...]", "", "commands:"]
-    lines.append(f"  {'validate':<14} validate jobspecs (RFC 14 / RFC 25)")
+    lines.append(f"  {'validate':<14} {VALIDATE_HELP}")
     for name, (_, help_text) in DELEGATED.items():
         lines.append(f"  {name:<14} {help_text}")
     lines.append("")
@@ -103,10 +113,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(argv: Sequence[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv:  # a usage error: the usage goes to stderr
-        print(_usage(), file=sys.stderr)
+        print(usage(), file=sys.stderr)
         return 2
     if argv[0] in ("-h", "--help", "help"):
-        print(_usage())
+        print(usage())
         return 0
     if argv[0] in ("-V", "--version"):
         from . import __version__

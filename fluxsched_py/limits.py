@@ -1,7 +1,7 @@
 """The one table of input limits every reader, command and driver checks.
 
 Each limit is a module constant, documented once here and in
-``rfcs/limits.md``; readers check them as they read (a count before what it
+``docs/rfcs/limits.md``; readers check them as they read (a count before what it
 counts is built, a size before the bytes are held), so a hostile input is
 refused early and cheaply.  The helpers below give every reader the same
 rule for the same kind of number; they raise :class:`ValueError` with the

@@ -4,7 +4,7 @@ the files it reads, built in a scratch folder (nothing big is committed).
 ``t/test_hostile_inputs.py`` runs every case under a memory cap and checks
 its behaviour (a non-zero exit and one plain line naming the input and the
 reason); ``bench/bench_hostile.py`` runs the same cases and prints the wall
-time and peak memory of each, the figures ``rfcs/RELIABILITY.md`` quotes.
+time and peak memory of each, the figures ``docs/rfcs/RELIABILITY.md`` quotes.
 """
 
 from __future__ import annotations

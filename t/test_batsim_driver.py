@@ -338,7 +338,7 @@ def test_call_me_later_for_an_easypp_correction():
     assert not any(isinstance(d, CallMeLater) for d in plain.decide(20.0))  # b's completion explains c's start
 
 
-# -- best-effort jobs (rfcs/preemption.md) -----------------------------------
+# -- best-effort jobs (docs/rfcs/preemption.md) -----------------------------------
 
 
 def submit_be(t, jid, res, after=0, walltime=100.0):

@@ -10,7 +10,7 @@ conservative.
 * Every killed job is a best-effort one, killed once, and as many are killed
   as the offline replay preempts on the same workload.
 * Every reply kills in at most one KILL_JOB, before any EXECUTE_JOB: Batsim
-  charges simulated time per event of a reply (rfcs/preemption.md).
+  charges simulated time per event of a reply (docs/rfcs/preemption.md).
 * Every regular job starts, in Batsim's time, within 0.1 s of its start in a
   real Batsim run of the regular jobs alone (``regular_alone_starts``, from
   Batsim's out_jobs.csv), and within 0.1 s of the offline replay of the

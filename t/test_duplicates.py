@@ -5,7 +5,7 @@ then ``engine.duplicates.actions(now)``; a :class:`Duplicate` is carried
 out by allocating a copy (``attributes.system.duplicate-of``), a
 :class:`CancelCopy` by a free (running) or a cancel (pending).  Expected
 copies, winners and run times are worked out from the rules in
-rfcs/campaigns.md, not from a run.
+docs/rfcs/campaigns.md, not from a run.
 """
 
 from __future__ import annotations
@@ -260,7 +260,7 @@ def test_the_batsim_driver_refuses_duplicates_in_one_line():
     out = subprocess.run([str(exe), "batsim", "--duplicates", "1"], capture_output=True, text=True)
     assert out.returncode == 2
     assert out.stderr == (
-        "fluxsched-py batsim: --duplicates 1: the Batsim drivers do not register copies (rfcs/campaigns.md)\n"
+        "fluxsched-py batsim: --duplicates 1: the Batsim drivers do not register copies (docs/rfcs/campaigns.md)\n"
     )
 
 

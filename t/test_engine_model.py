@@ -38,7 +38,7 @@ test freed), which ranks are down, drained or shrunk.  After every step:
 :func:`test_ten_thousand_steps` runs the machines for every queue policy
 (and a per-queue mix) and checks that at least 10,000 steps ran.
 ``FLUXSCHED_MODEL_EXAMPLES=N`` runs N examples per configuration, with a
-random seed, for a long session (rfcs/RELIABILITY.md).
+random seed, for a long session (docs/rfcs/RELIABILITY.md).
 """
 
 from __future__ import annotations
@@ -434,7 +434,7 @@ class EngineModel(RuleBasedStateMachine):
             self.victim_items.setdefault(a.for_id, set()).update(job["items"])
             self.preempted[a.id] = a.for_id
             STEPS["preempted"] = STEPS.get("preempted", 0) + 1
-            # a job known from hello has no jobspec: its checkpoint is not known (rfcs/preemption.md)
+            # a job known from hello has no jobspec: its checkpoint is not known (docs/rfcs/preemption.md)
             assert a.requeue == (job["checkpoint"] and not job.get("adopted")), f"job {a.id}: requeue {a.requeue}"
             if a.requeue:  # as the Flux module does: the same job again, naming the one it continues
                 spec = {**job["spec"], "attributes": {**job["spec"]["attributes"]}}

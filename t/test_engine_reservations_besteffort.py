@@ -1,4 +1,4 @@
-"""Best-effort jobs are kept off advance reservation windows (rfcs/reservations.md).
+"""Best-effort jobs are kept off advance reservation windows (docs/rfcs/reservations.md).
 
 Hand-counted on 2 whole nodes, placement low (so best-effort jobs take the
 far end, high: node 1 first).  The window ``maint`` holds rank 1 over
@@ -126,7 +126,7 @@ def test_a_window_added_within_the_grace_time_notices_at_once():
 def test_a_job_that_ends_before_the_window_and_a_regular_job_are_left_alone():
     e = engine("60")
     e.alloc(100, 0, 0, 0.0, spec(1, 90, pa=0))  # its walltime ends it at 90
-    e.alloc(1, 0, 0, 0.0, spec(1, 1000))  # regular: runs on (rfcs/reservations.md, Running jobs)
+    e.alloc(1, 0, 0, 0.0, spec(1, 1000))  # regular: runs on (docs/rfcs/reservations.md, Running jobs)
     assert sorted(started(e.schedule(0.0))) == [1, 100]
     assert (ranks(e, 1), ranks(e, 100)) == ("0", "1")
     maint(e, 10.0, "0-1")  # over both

@@ -1,6 +1,6 @@
 """The RFC 27 driver without Flux, one test per requirement sentence.
 
-Each test name says the rule it proves; rfcs/rfc27-sched-protocol.md points
+Each test name says the rule it proves; docs/rfcs/rfc27-sched-protocol.md points
 here.  The driver runs on a RecordingTransport (lists instead of a broker).
 """
 
@@ -603,7 +603,7 @@ def test_easypp_arms_a_pass_for_the_prediction_and_corrects_there():
     assert t.kvs[kvs_key(2, "R")]["execution"]["expiration"] == start + 100  # the kill time never moved
 
 
-# -- best-effort jobs and preemption (rfcs/preemption.md) ------------------
+# -- best-effort jobs and preemption (docs/rfcs/preemption.md) ------------------
 
 
 def _besteffort(ncores, after=0):

@@ -1,6 +1,6 @@
 """Best-effort jobs and preemptions in flight across a scheduler restart:
-what the Flux driver reads at hello (rfcs/preemption.md, "Scheduler
-restart"; rfcs/rfc27-sched-protocol.md, hello).
+what the Flux driver reads at hello (docs/rfcs/preemption.md, "Scheduler
+restart"; docs/rfcs/rfc27-sched-protocol.md, hello).
 
 ``t/data/flux/getattr-hello.json`` holds ``job-manager.getattr`` answers
 (``attrs: ["jobspec", "eventlog"]``) recorded from flux-core 0.88 (see

@@ -1,6 +1,6 @@
 """flux-core job-manager behaviour since 2024 that a scheduler must meet,
 through the driver (RecordingTransport, see test_flux_driver.py); listed in
-rfcs/rfc27-sched-protocol.md, "Changes since 2024"."""
+docs/rfcs/rfc27-sched-protocol.md, "Changes since 2024"."""
 
 from __future__ import annotations
 

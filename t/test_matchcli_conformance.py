@@ -1,7 +1,7 @@
 """Fluxion's resource-query corpus, replayed by bench/conformance_fluxion.py.
 
 Requirement (issue 3): at least 90% of the 374 cases outcome-identical, and no
-regression below the level reached (rfcs/resource-query.md lists every
+regression below the level reached (docs/rfcs/resource-query.md lists every
 mismatch).  The score is the project matcher's (``fluxsched_py.match``), with
 reservations from ``fluxsched_py.planner``; the whole corpus takes ~20 s on
 two cores.
@@ -19,7 +19,7 @@ from .shared import CONFORMANCE, REPO
 ROOT = REPO
 CORPUS = CONFORMANCE / "fluxion-resource"
 
-# reached so far, of 374 (rfcs/resource-query.md lists every other case and why)
+# reached so far, of 374 (docs/rfcs/resource-query.md lists every other case and why)
 OUTCOME_FLOOR = 374
 BYTE_FLOOR = 329
 

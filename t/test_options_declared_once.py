@@ -281,9 +281,3 @@ def test_a_bad_value_is_one_line_naming_the_option(driver, args, text, tmp_path)
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.count("\n") == 1 and proc.stderr.startswith(f"fluxsched-py {driver}: ")
     assert text in proc.stderr, proc.stderr
-
-
-def test_the_readme_lists_every_module_option():
-    readme = (PKG.parent / "README.md").read_text()
-    missing = [o.name for o in OPTIONS if f"`{o.name}=" not in readme]
-    assert missing == []

@@ -1,4 +1,4 @@
-"""Preemption with notice, checkpoints and requeues (rfcs/preemption.md, issue 25).
+"""Preemption with notice, checkpoints and requeues (docs/rfcs/preemption.md, issue 25).
 
 Small cases worked by hand on one- and two-node machines: a victim gets its
 notice (the ``preempt-signal``) and is preempted ``preempt-grace`` later,

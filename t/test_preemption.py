@@ -1,4 +1,4 @@
-"""Best-effort jobs and preemption (rfcs/preemption.md).
+"""Best-effort jobs and preemption (docs/rfcs/preemption.md).
 
 The must-hold: Batsim's seed-1 HPC workload (250 jobs, 128 nodes) plus a
 campaign of 2,000 one-node best-effort jobs submitted at t=0 with

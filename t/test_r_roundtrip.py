@@ -189,7 +189,7 @@ def test_r_roundtrip_is_identical_for_generated_recipe_graphs(racks, per_rack, s
     assert g2.all().count("core") == g.all().count("core")
 
 
-# -- RFC 20 changes since 2024 (rfcs/rfc20-R.md, "Changes since 2024") --------
+# -- RFC 20 changes since 2024 (docs/rfcs/rfc20-R.md, "Changes since 2024") --------
 
 
 @pytest.mark.parametrize(

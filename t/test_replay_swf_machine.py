@@ -1,4 +1,4 @@
-"""The machine an SWF header makes (``rfcs/swf.md``), on the SDSC Blue
+"""The machine an SWF header makes (``docs/rfcs/swf.md``), on the SDSC Blue
 Horizon trace (``../shared/conformance/swf/``): 144 nodes of 8 processors,
 ``MaxNodes: 144``, ``MaxProcs: 1152``.  The header and job lines are read
 here with gzip and split, independently of the replay's reader."""

@@ -31,7 +31,7 @@ def test_expand_is_the_full_product_in_order():
 
 @pytest.mark.parametrize("nodes", [16, 12])
 def test_run_one_matches_a_direct_replay(tmp_path, nodes):
-    """On 12 nodes the 16-node jobs are rejected: the row has the metrics, and is failed (README)."""
+    """On 12 nodes the 16-node jobs are rejected: the row has the metrics, and is failed (docs/guide/sweeps.md)."""
     swf = tmp_path / "w.swf"
     write_synthetic_swf(swf, 80, 16, seed=3)
     row = run_one(RunSpec(str(swf), "conservative", "first", {"nodes": str(nodes)}), tmp_path / "out")

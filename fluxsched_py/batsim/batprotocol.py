@@ -344,7 +344,7 @@ class BatprotocolDriver(Driver):
             else:
                 log.warning(
                     "workload %s: cannot read its profiles from %s; without run times, jobs that end at the same "
-                    "instant may be decided one by one (see rfcs/batsim-batprotocol.md)",
+                    "instant may be decided one by one (see docs/rfcs/batsim-batprotocol.md)",
                     name,
                     filename,
                 )

@@ -370,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
         raise UsageError(str(exc)) from None
     if options.duplicates:
         raise UsageError(
-            f"--duplicates {options.duplicates}: the Batsim drivers do not register copies (rfcs/campaigns.md)"
+            f"--duplicates {options.duplicates}: the Batsim drivers do not register copies (docs/rfcs/campaigns.md)"
         )
     if (args.nodes or args.platform) and args.protocol != "legacy":
         raise UsageError("--nodes and --platform are only for --protocol legacy (the JSON protocols carry them)")

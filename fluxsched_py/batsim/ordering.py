@@ -13,7 +13,7 @@ simulated time (1.2 ms per event on ``cluster512.xml``; Batsim 4.2.1
 * then the rest in the engine's order (best-effort EXECUTE_JOBs and
   rejections), the CALL_ME_LATER last.
 
-See rfcs/preemption.md for the measurements.
+See docs/rfcs/preemption.md for the measurements.
 """
 
 from __future__ import annotations

@@ -355,7 +355,7 @@ class BestEffort:
         """``sched.cancel`` of a regular job waiting for its victims: what it
         holds goes back; victims whose preemption went out stay preempted,
         victims still in their grace time are spared: lent again, no
-        preemption (their notice was sent, and stays: rfcs/preemption.md)."""
+        preemption (their notice was sent, and stays: docs/rfcs/preemption.md)."""
         e = self.e
         h = self._handoffs.pop(job.id)
         for vid in h.waiting:
@@ -744,7 +744,7 @@ class BestEffort:
             window = min(job.walltime, job.preemptible_after or 0.0)
             held = e.hooks.held(job)  # (ranks it may not use, reason): a campaign bound, a copy being cancelled
             # Not where a reservation starts within its notice: it could not
-            # be given its notice in time (rfcs/preemption.md).
+            # be given its notice in time (docs/rfcs/preemption.md).
             guard = max(window, self.grace(job))
             key = (job.shape_id, guard, job.walltime if windows else 0.0)
             if free and key not in failed:

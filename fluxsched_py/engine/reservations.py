@@ -2,7 +2,7 @@
 
 The one owner of reservations (:class:`Reservations`, ``Engine.reservations``),
 as a site admin coming from Slurm's ``scontrol create reservation`` expects
-them (rfcs/reservations.md):
+them (docs/rfcs/reservations.md):
 
 - A :class:`Reservation` holds whole ranks over ``[start, end)``.  Named by
   ranks (``--ranks IDSET``), or by a count (``--nodes N``, optionally with an

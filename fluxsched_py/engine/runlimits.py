@@ -17,7 +17,7 @@ users together)::
     user = { nodes = 16 }
     total = { nodes = 96 }
 
-Precedence (``rfcs/queue-limits.md``): a job of user U in queue Q is held by
+Precedence (``docs/rfcs/queue-limits.md``): a job of user U in queue Q is held by
 the queue limit of each resource found first in ``queues.Q...users.U``,
 ``queues.Q...user``, ``policy.scheduler.limits.users.U``,
 ``policy.scheduler.limits.user`` (the queue's value wins, as RFC 33 says of

@@ -37,7 +37,7 @@ from ..cliutil import ArgumentParser, CLIError, boundary
 from ..inputs import read_bytes
 from ..limits import MAX_JOBSPEC_BYTES
 
-__all__ = ["main", "flux_main", "fmt_time", "fmt_delay"]
+__all__ = ["main", "flux_main", "build_parser", "fmt_time", "fmt_delay"]
 
 #: Set in the environment of the ``flux python`` this command re-runs under.
 _REEXEC = "FLUXSCHED_PY_CTL_REEXEC"
@@ -70,7 +70,8 @@ def _user(uid: int) -> str:
         return str(uid)
 
 
-def _parser(prog: str, with_uri: bool) -> ArgumentParser:
+def build_parser(prog: str = "flux sched-py", with_uri: bool = False) -> ArgumentParser:
+    """The options of ``flux sched-py`` (and, with ``--uri``, of ``fluxsched-py ctl``)."""
     p = ArgumentParser(prog=prog, description="Ask the sched-py module of a Flux instance.")
     if with_uri:
         p.add_argument("--uri", help="the instance's FLUX_URI (default: $FLUX_URI)")
@@ -311,7 +312,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "fluxsched-py ctl") -> i
 
     @boundary(prog)
     def run() -> int:
-        args = _parser(prog, with_uri=prog != "flux sched-py").parse_args(argv)
+        args = build_parser(prog, with_uri=prog != "flux sched-py").parse_args(argv)
         try:
             import flux  # noqa: F401
         except ImportError:

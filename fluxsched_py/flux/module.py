@@ -250,7 +250,7 @@ class FluxBinding:
         """Submit preempted checkpointing job ``jobid`` again: its jobspec
         (``job-manager.getattr``), with ``attributes.user.requeued-from`` the
         first job's id, through ``job-ingest.submit`` as the instance owner
-        (flux-core has no requeue; rfcs/preemption.md says what that limits)."""
+        (flux-core has no requeue; docs/rfcs/preemption.md says what that limits)."""
         f = self.h.rpc("job-manager.getattr", {"id": jobid, "attrs": ["jobspec"]})
 
         def submitted(future: Any, _arg: Any = None) -> None:

@@ -22,7 +22,7 @@ import sysconfig
 from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["module_dir", "modprobe_dir", "cmd_dir", "xdg_dir", "main"]
+__all__ = ["module_dir", "modprobe_dir", "cmd_dir", "xdg_dir", "main", "purpose"]
 
 _HERE = Path(__file__).resolve().parent
 
@@ -63,6 +63,11 @@ _COMMANDS = {
 }
 
 
+def purpose(name: str) -> str:
+    """What the path command ``name`` prints: its ``--help`` and its man page say it in these words."""
+    return f"Print the folder to add to {_COMMANDS[name][1]}."
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``argv[0]`` is the subcommand (``module-path``, ``modprobe-path``, ``cmd-path`` or ``xdg-path``)."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -71,9 +76,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         known = ", ".join(_COMMANDS)
         print(f"fluxsched-py: unknown command {name!r} ({known})", file=sys.stderr)
         return 2
-    fn, var = _COMMANDS[name]
+    fn, _ = _COMMANDS[name]
     if any(a in ("-h", "--help") for a in argv[1:]):
-        print(f"usage: fluxsched-py {name}\n\nPrint the folder to add to {var}.")
+        print(f"usage: fluxsched-py {name}\n\n{purpose(name)}")
         return 0
     if len(argv) > 1:
         print(f"fluxsched-py {name}: takes no arguments", file=sys.stderr)

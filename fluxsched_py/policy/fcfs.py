@@ -37,7 +37,7 @@ A job of an advance reservation (``system.reservation``) is scheduled in
 its window apart from the order: it starts when it fits there, else keeps
 its place in the window, and neither holds back the jobs behind it nor
 waits for those ahead, as in Slurm (the window's ranks are closed to the
-others anyway: rfcs/reservations.md).
+others anyway: docs/rfcs/reservations.md).
 
 With named queues, order is kept within each queue: a queue's blocked head
 holds back only that queue's jobs, and the forecasts are per queue (up to

@@ -171,7 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--reservations",
         metavar="FILE",
         help="advance reservations (YAML or JSON list of {name, ranks|nodes, start, end|duration, users}; "
-        "times in seconds of the replay's clock, or +FSD from its start): see rfcs/reservations.md",
+        "times in seconds of the replay's clock, or +FSD from its start): see docs/rfcs/reservations.md",
     )
     ap.add_argument("--output-dir", metavar="DIR", help="write DIR/jobs.csv (DIR/POLICY/jobs.csv with several)")
     ap.add_argument("--compare", metavar="P1,P2,...", help="replay under these queue policies, side by side")

@@ -5,13 +5,13 @@ Every reader returns a :class:`Workload`: jobs with a submit time, a request
 walltime and a run time.  The replay kills a job at its walltime, so a job
 whose run time exceeds its walltime runs for exactly the walltime.
 
-Batsim workload JSON (``rfcs/batsim-workload.md``)
+Batsim workload JSON (``docs/rfcs/batsim-workload.md``)
     ``{nb_res, jobs: [{id, subtime, walltime, res, profile}], profiles}``.
     A job becomes ``res`` nodes, exclusive; its run time is its profile's
     ``delay`` (``delay`` profiles only; other profile types need a platform
     model and are refused with a clear message).
 
-Standard Workload Format (``rfcs/swf.md``)
+Standard Workload Format (``docs/rfcs/swf.md``)
     18 whitespace-separated fields per line, ``;`` comments, read as a
     stream (gzip, bzip2 and xz files are decompressed on the fly); the
     header gives ``nb_res``: ``ceil(MaxProcs / procs_per_node)`` when
@@ -356,11 +356,11 @@ def read_batsim(text: str | dict, name: str = "workload", source: str = "<batsim
         extra = _besteffort_fields(j, where)
         if extra[0] is not None:
             request = dataclasses.replace(request, preemptible_after=extra[0])
-        if (resv := j.get("reservation")) is not None:  # an advance reservation's name (rfcs/reservations.md)
+        if (resv := j.get("reservation")) is not None:  # an advance reservation's name (docs/rfcs/reservations.md)
             if not isinstance(resv, str) or not resv:
                 raise WorkloadError(f"{where}: reservation must be a name, got {str(resv)[:40]!r}")
             request = dataclasses.replace(request, reservation=resv)
-        if "checkpoint" in j:  # checkpoints on its preemption notice (rfcs/preemption.md)
+        if "checkpoint" in j:  # checkpoints on its preemption notice (docs/rfcs/preemption.md)
             if j["checkpoint"] != "signal":
                 raise WorkloadError(f"{where}: checkpoint must be 'signal', got {str(j['checkpoint'])[:40]!r}")
             request = dataclasses.replace(request, attributes={"user": {"checkpoint": "signal"}})

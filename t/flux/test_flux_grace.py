@@ -1,4 +1,4 @@
-"""Preemption with notice and checkpoint requeues under a real flux-core (rfcs/preemption.md).
+"""Preemption with notice and checkpoint requeues under a real flux-core (docs/rfcs/preemption.md).
 
 One broker, one node (best-effort jobs take it whole), real execution, ``preempt-grace=5s``.
 Best-effort jobs trap SIGUSR1 and append the time they got it to a file.

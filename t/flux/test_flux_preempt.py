@@ -1,4 +1,4 @@
-"""Preemption under a real flux-core (rfcs/preemption.md).
+"""Preemption under a real flux-core (docs/rfcs/preemption.md).
 
 Four fake nodes, mock execution.  Best-effort jobs (``-S
 preemptible-after=N``) fill the instance; a regular two-node job then

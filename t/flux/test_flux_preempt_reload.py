@@ -9,7 +9,7 @@ no more jobs are preempted than before the reload, the regular job starts
 once its victims are freed, every job ends or keeps running, and ``flux
 resource list`` (the scheduler's view) agrees with the running jobs'
 ranks.  Without a preemption in flight, a reload keeps the best-effort jobs
-preemptible.  rfcs/preemption.md, "Scheduler restart".
+preemptible.  docs/rfcs/preemption.md, "Scheduler restart".
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """RFC 20/27 changes since 2024 that a real flux-core 0.88 can provoke
-(rfcs/rfc20-R.md and rfcs/rfc27-sched-protocol.md, "Changes since 2024").
+(docs/rfcs/rfc20-R.md and docs/rfcs/rfc27-sched-protocol.md, "Changes since 2024").
 
 One broker, 4 fake nodes of 2 cores; ranks 2-3 carry the instance-local
 property ``+batch`` (what RFC 33's ``queues.NAME.hosts`` makes for a queue,
