@@ -8,6 +8,8 @@ and ``--help`` use the same words and cannot drift apart:
 ``{engine-options}``
     every engine option as the Flux module takes it (``NAME=VALUE``, the
     ``[sched-py]`` key): its values, its default under Flux, its meaning.
+``{binding-options}``
+    the Flux binding's own module arguments (``nice``, ``annotate-interval``).
 ``{argparse} MODULE:FUNCTION``
     the usage, description and options of the parser ``FUNCTION()``
     returns (``:call:`` gives its arguments as a Python tuple), each
@@ -45,29 +47,44 @@ def _item(term: str, text: str) -> nodes.definition_list_item:
     )
 
 
+def _option_list(table, module_defaults) -> nodes.definition_list:
+    """One definition per row of an option table (``OPTIONS``, ``BINDING_OPTIONS``)."""
+    from fluxsched_py.engine.options import shown_default
+
+    items = nodes.definition_list()
+    for o in table:
+        if o.syntax.switch:
+            values = "true|false"
+        else:
+            values = "|".join(o.syntax.choices) or o.syntax.metavar or "VALUE"
+        default = module_defaults.get(o.name) or shown_default(o.default)
+        if o.syntax.switch:
+            default = str(o.default).lower()
+        text = f"{o.meaning}. Default: {default}."
+        if o.module_only:
+            text += f" No command-line flag: {o.module_only}."
+        items += _item(f"{o.name}={values}", text)
+    return items
+
+
 class EngineOptions(SphinxDirective):
     """The table of engine options, one definition per row of ``OPTIONS``."""
 
     def run(self) -> list[nodes.Node]:
-        from fluxsched_py.engine.options import OPTIONS, _shown
+        from fluxsched_py.engine.options import OPTIONS
         from fluxsched_py.flux.wire import FLUX_DEFAULT_POLICY
 
         # The module's own defaults, where they are not the engine's (wire.py).
-        module_defaults = {"policy": FLUX_DEFAULT_POLICY}
-        items = nodes.definition_list()
-        for o in OPTIONS:
-            if o.syntax.switch:
-                values = "true|false"
-            else:
-                values = "|".join(o.syntax.choices) or o.syntax.metavar or "VALUE"
-            default = module_defaults.get(o.name) or _shown(o.default)
-            if o.syntax.switch:
-                default = str(o.default).lower()
-            text = f"{o.meaning}. Default: {default}."
-            if o.module_only:
-                text += f" No command-line flag: {o.module_only}."
-            items += _item(f"{o.name}={values}", text)
-        return [items]
+        return [_option_list(OPTIONS, {"policy": FLUX_DEFAULT_POLICY})]
+
+
+class BindingOptions(SphinxDirective):
+    """The Flux binding's own module arguments, one definition per row of ``BINDING_OPTIONS``."""
+
+    def run(self) -> list[nodes.Node]:
+        from fluxsched_py.flux.wire import BINDING_OPTIONS
+
+        return [_option_list(BINDING_OPTIONS, {})]
 
 
 def _formatter(parser: argparse.ArgumentParser) -> argparse.HelpFormatter:
@@ -153,6 +170,7 @@ class PathCommand(SphinxDirective):
 
 def setup(app):
     app.add_directive("engine-options", EngineOptions)
+    app.add_directive("binding-options", BindingOptions)
     app.add_directive("argparse", Argparse)
     app.add_directive("command-list", CommandList)
     app.add_directive("path-command", PathCommand)

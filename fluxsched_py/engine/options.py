@@ -51,6 +51,7 @@ __all__ = [
     "Syntax",
     "add_flags",
     "from_flags",
+    "shown_default",
     "values_of",
 ]
 
@@ -502,7 +503,7 @@ EngineOptions = values_of(
 # -- the command lines' flags ---------------------------------------------------
 
 
-def _shown(value: Any) -> str:
+def shown_default(value: Any) -> str:
     """A default as ``--help`` shows it."""
     if value is POLICY_DEFAULT:
         own = ", ".join(f"{name} {cls.default_reserve_depth or 'unlimited'}" for name, cls in REGISTRY.items())
@@ -541,7 +542,7 @@ def add_flags(
             doc = f"{what} ({o.name}={text})".replace("%", "%%")
             group.add_argument(flag, dest=o.dest, action="store_const", const=text, help=doc)
             continue
-        default = shown.get(o.name) or _shown(defaults.get(o.name, o.default))
+        default = shown.get(o.name) or shown_default(defaults.get(o.name, o.default))
         group.add_argument(
             f"--{o.name}",
             dest=o.dest,

@@ -157,12 +157,14 @@ def _interval(key: str, value: Any) -> float:
 #: :data:`~fluxsched_py.engine.options.OPTIONS`).
 BINDING_OPTIONS: tuple[Option, ...] = (
     Option("nice", "nice", Syntax(_nice, "N"), 0,
-           "the scheduler's process runs this many nice levels below the broker's (0-19), so that on a "
-           "machine short of cores the broker's own work comes first (os.nice)",
+           "0-19: the module's process runs this many nice levels below the broker, so the broker gets "
+           "the cores first on a busy machine",
            module_only="the Flux binding's own: no other driver has a broker"),
     Option("annotate-interval", "annotate_interval", Syntax(_interval, "SECONDS"), 0.0,
-           "seconds (0: none) during which the pending jobs' annotations of further passes are held and "
-           "merged, after a batch was sent; a job started, denied or cancelled meanwhile never gets them",
+           "seconds (0-60): once a batch of pending jobs' annotations has gone to the job-manager, those of "
+           "the next passes are held and merged per job and sent when the interval ends; a job started, "
+           "denied or cancelled meanwhile never gets them (fewer messages to the broker during a burst; the "
+           "decisions do not change); 0: every pass's annotations at once",
            module_only="the Flux binding's own: no other driver has a broker"),
 )  # fmt: skip
 _BINDING = {o.name: o for o in BINDING_OPTIONS}
