@@ -203,3 +203,9 @@ def test_python_dash_m_entry_point():
     )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)[0]["policy"] == "easy"
+
+
+def test_a_bad_swf_time_names_its_place_once():
+    with pytest.raises(WorkloadError) as err:
+        read_swf("1 nan -1 10 1 -1 -1 1 100 -1 1 1 1 1 1 -1 -1 -1\n", source="bad.swf")
+    assert str(err.value) == "bad.swf:1: submit time (field 2) must be finite, got nan"

@@ -170,8 +170,9 @@ def _number(value: Any, where: str, what: str) -> float:
 
 def _time(value: Any, where: str, what: str) -> float:
     """A time in seconds: finite, 0 <= t <= MAX_SECONDS."""
+    x = _number(value, where, what)  # its WorkloadError names the place already
     try:
-        return check_seconds(_number(value, where, what), what)
+        return check_seconds(x, what)
     except ValueError as e:
         raise WorkloadError(f"{where}: {e}") from None
 
