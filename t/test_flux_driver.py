@@ -162,6 +162,23 @@ def test_R_is_committed_to_the_kvs_before_success():
     assert ok["type"] == 0 and t.kvs[kvs_key(1)] == ok["R"]
 
 
+def test_each_alloc_is_answered_once_through_its_own_request():
+    # The requests live with the engine's jobs (no map in the driver): one
+    # waiting for its commit, one pending, one denied at once, one cancelled.
+    d, t = make(defer_commits=True)
+    alloc(d, t, 1, FULL)
+    alloc(d, t, 2, FULL)
+    alloc(d, t, 3, jobspec(nnodes=3))  # more nodes than there are
+    assert d.stats_get()["alloc_requests"] == 2  # 1 (its commit in flight) and 2
+    d.handle("sched.cancel", "cancel-2", {"id": 2})
+    t.run_passes()
+    t.complete_commits()
+    assert [r["type"] for r in replies(t, "alloc-1")] == [0]
+    assert [r["type"] for r in replies(t, "alloc-2") if r["type"] != 1] == [3]
+    assert [r["type"] for r in replies(t, "alloc-3")] == [2]
+    assert d.stats_get()["alloc_requests"] == 0
+
+
 def test_success_responses_of_one_pass_share_one_commit():
     d, t = make(defer_commits=True)
     for j in range(1, 5):

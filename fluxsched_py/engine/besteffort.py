@@ -373,7 +373,7 @@ class BestEffort:
         e.table.unplan(job.id)
         e.stats["canceled"] += 1
         e.changed()
-        return [Response(job.id, ResponseType.CANCEL)]
+        return [Response(job.id, ResponseType.CANCEL, reply=job.reply)]
 
     def adopt(self, job: Job, preempted: bool) -> None:
         """A best-effort job learned at ``hello`` (a scheduler restart): its

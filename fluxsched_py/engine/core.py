@@ -251,29 +251,39 @@ class Engine:
         return []
 
     def alloc(
-        self, jobid: int, priority: int, userid: int, t_submit: float, jobspec: Mapping[str, Any] | Any
+        self,
+        jobid: int,
+        priority: int,
+        userid: int,
+        t_submit: float,
+        jobspec: Mapping[str, Any] | Any,
+        request: Any = None,
     ) -> list[Response]:
         """``sched.alloc``: queue the job, or deny it if it can never run.
 
         ``jobspec`` is the RFC 14 object, or an already parsed
-        :class:`~fluxsched_py.jobspec.Request`.
+        :class:`~fluxsched_py.jobspec.Request`.  ``request`` is what the
+        driver answers the alloc through, kept with the job
+        (``Job.reply.request``) and handed back on each of its responses
+        (``Response.reply``); a DENY returned here at once has no reply.
         """
         old = self.table.jobs.get(jobid)
         if old is not None:
             return self._duplicate_alloc(old)
         try:
-            request = self.hooks.checked(self._parse(jobspec))
+            parsed = self.hooks.checked(self._parse(jobspec))
         except Exception as exc:
             self.stats["denied"] += 1
             return [Response(jobid, ResponseType.DENY, note=f"invalid jobspec: {exc}")]
-        reason = self._feasible(request)
-        if reason is None and getattr(request, "reservation", None) is not None:
-            reason = self.reservations.check(request, userid)
+        reason = self._feasible(parsed)
+        if reason is None and getattr(parsed, "reservation", None) is not None:
+            reason = self.reservations.check(parsed, userid)
         if reason is not None:
             self.stats["denied"] += 1
             return [Response(jobid, ResponseType.DENY, note=reason)]
-        job = Job(jobid, priority, userid, t_submit, request)
-        if getattr(request, "reservation", None) is not None:
+        job = Job(jobid, priority, userid, t_submit, parsed)
+        job.reply.request = request
+        if getattr(parsed, "reservation", None) is not None:
             self.reservations.admit(job)
         queue = self.table.queue_for(job)
         was_sorted = queue.sorted
@@ -298,7 +308,7 @@ class Engine:
             return []
         self._forget_pending(job, "cancel")
         self.stats["canceled"] += 1
-        return [Response(jobid, ResponseType.CANCEL)]
+        return [Response(jobid, ResponseType.CANCEL, reply=job.reply)]
 
     def free(self, jobid: int, R: Mapping[str, Any] | None = None, final: bool = True) -> list[Response]:
         """``sched.free``: release all (``final``) or part (ranks in ``R``) of a job's resources."""
@@ -348,7 +358,7 @@ class Engine:
         self.stats["started"] -= 1
         self.stats["denied"] += 1
         self.changed()
-        return [Response(jobid, ResponseType.DENY, note=reason)]
+        return [Response(jobid, ResponseType.DENY, note=reason, reply=job.reply)]
 
     def prioritize(self, jobs: Iterable[tuple[int, int] | list[int]]) -> list[Response]:
         """``sched.prioritize``: new priorities for pending jobs; unknown ids ignored."""
@@ -551,7 +561,7 @@ class Engine:
         self._forget_pending(job, "deny")
         self.stats["denied"] += 1
         note = f"scheduler error: {type(exc).__name__}: {exc}"
-        return PassResult([*p.out, Response(job.id, ResponseType.DENY, note=note)], more=True)
+        return PassResult([*p.out, Response(job.id, ResponseType.DENY, note=note, reply=job.reply)], more=True)
 
     def _duplicate_alloc(self, job: Job) -> list[Response]:
         if job.state is JobState.PENDING:
@@ -684,5 +694,14 @@ class Engine:
         sched = job.reply.success(annotations)
         self.table.apply(job, "start", now=now, resources=rs, expiration=end)
         out.append(
-            Response(job.id, ResponseType.SUCCESS, {"sched": sched}, R=R, resources=rs, start=now, expiration=end)
+            Response(
+                job.id,
+                ResponseType.SUCCESS,
+                {"sched": sched},
+                R=R,
+                resources=rs,
+                start=now,
+                expiration=end,
+                reply=job.reply,
+            )
         )

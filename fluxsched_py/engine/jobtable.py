@@ -186,7 +186,7 @@ class JobTable:
                 self.annotated.add(job.id)
             else:
                 self.annotated.discard(job.id)
-        return None if diff is None else Response(job.id, ResponseType.ANNOTATE, {"sched": diff})
+        return None if diff is None else Response(job.id, ResponseType.ANNOTATE, {"sched": diff}, reply=job.reply)
 
     # -- spans and allocations ---------------------------------------------------
     #

@@ -20,13 +20,18 @@ _MISSING = object()
 class Reply:
     """The reply the engine owes one ``sched.alloc`` request."""
 
-    __slots__ = ("sent", "done")
+    __slots__ = ("sent", "done", "request")
 
-    def __init__(self) -> None:
+    def __init__(self, request: Any = None) -> None:
         #: The ``sched.*`` annotations the job-manager holds for the job.
         self.sent: dict[str, Any] = {}
         #: SUCCESS, DENY or CANCEL was sent (or decided): nothing more goes out.
         self.done = False
+        #: What the driver answers the request through (the Flux driver's
+        #: ``AllocRequest``), given to :meth:`Engine.alloc`; the engine
+        #: never reads it, and hands it back with every response of the
+        #: job (``Response.reply``).
+        self.request = request
 
     def annotate(self, want: dict[str, Any]) -> dict[str, Any] | None:
         """The job's annotations are now ``want``: the ``sched`` payload that

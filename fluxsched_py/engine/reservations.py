@@ -485,7 +485,8 @@ class Reservations:
                 name = getattr(job.request, "reservation", None)
                 if name is not None and name not in self._by_name and job.state is JobState.PENDING:
                     e.deny_pending(job)
-                    out.append(Response(job.id, ResponseType.DENY, note=f"reservation {name} ended or was removed"))
+                    note = f"reservation {name} ended or was removed"
+                    out.append(Response(job.id, ResponseType.DENY, note=note, reply=job.reply))
         if len(self._held) > 4096:
             self._held = {i: n for i, n in self._held.items() if (j := self.e.job(i)) and j.state is JobState.PENDING}
         return out, crossed or bool(out)

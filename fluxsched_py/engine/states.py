@@ -40,6 +40,7 @@ from typing import Any
 
 from ..errors import FluxschedError
 from .actions import Notice, Preempt
+from .reply import Reply
 
 __all__ = [
     "EngineError",
@@ -121,6 +122,9 @@ class Response:
     resources: Any = None
     start: float | None = None
     expiration: float | None = None
+    #: The job's reply (and through it the driver's request), for every
+    #: response of a job the engine admitted; None for an alloc it never did.
+    reply: Reply | None = None
 
     def payload(self) -> dict:
         p: dict[str, Any] = {"id": self.id, "type": int(self.type)}

@@ -58,6 +58,7 @@ from typing import Any
 from ..engine import Engine, EngineError, EngineOptions, JobState, Response, ResponseType
 from ..engine.options import LOG_LEVELS
 from ..engine.runlimits import RunLimits
+from .allocrequest import AllocRequest
 from .annotbatch import AnnotationBatcher
 from .control import Control
 from .startup import Startup
@@ -97,6 +98,14 @@ __all__ = [
     "LOG_INFO",
     "LOG_DEBUG",
 ]
+
+
+def _request_of(r: Response, admitted: AllocRequest | None = None) -> AllocRequest | None:
+    """The request ``r`` answers: its job's (``r.reply``), else ``admitted``
+    when ``r`` is for that alloc's job (a DENY before the engine admitted it)."""
+    if r.reply is not None:
+        return r.reply.request
+    return admitted if admitted is not None and admitted.jobid == r.id else None
 
 
 class Driver(Startup):
@@ -160,8 +169,9 @@ class Driver(Startup):
         self._job_name = job_name or f58
         self.engine: Engine | None = None
         self.graph: Any = None
-        self._allocs: dict[int, Any] = {}  # job id -> its pending sched.alloc message
         self._committing = 0
+        #: SUCCESS responses whose R is being committed (their requests not answered yet).
+        self._uncommitted = 0
         self._pass_armed = False
         self._wakeup_armed = False  # the armed pass is only the engine's wakeup (EASY++ correction)
         self._wake_at = math.inf  # when the armed wakeup is due
@@ -310,7 +320,7 @@ class Driver(Startup):
             problems.append("jobspec missing" if jobspec is None else "jobspec is not an object")
         elif (why := _v1_duration_problem(jobspec)) is not None:
             problems.append(why)
-        self._allocs[jobid] = msg
+        request = AllocRequest(jobid, msg, self.transport.respond)
         if problems:
             self.stats["bad_requests"] += 1
             self.error(f"sched.alloc: job {jobid}: malformed request ({', '.join(problems)}): denied")
@@ -318,14 +328,11 @@ class Driver(Startup):
                 note = problems[0]
             else:
                 note = "malformed sched.alloc: " + ", ".join(problems)
-            self._send([Response(jobid, ResponseType.DENY, note=note)])
+            self._send([Response(jobid, ResponseType.DENY, note=note)], request)
             return
-        out = self.engine.alloc(jobid, prio, userid, float(t_submit), jobspec)
+        out = self.engine.alloc(jobid, prio, userid, float(t_submit), jobspec, request)
         if out:
-            self._send(out)
-        if jobid in self._allocs and self.engine.job(jobid) is None:
-            # denied by the engine: nothing to wait for
-            self._allocs.pop(jobid, None)
+            self._send(out, request)  # a DENY at once: the engine never admitted it
         self._changed()
 
     def on_free(self, msg: Any, p: Any) -> None:
@@ -484,18 +491,30 @@ class Driver(Startup):
             self._changed()
         self.transport.respond(msg, None)
 
+    def _open_requests(self) -> int:
+        """The alloc requests not answered yet: those of pending jobs (and of
+        jobs waiting for their victims), and those whose SUCCESS waits for
+        its commit."""
+        e = self.engine
+        if e is None:
+            return 0
+        waiting = sum(
+            1 for j in e.table.jobs.values() if j.state is not JobState.RUNNING and j.reply.request is not None
+        )
+        return waiting + self._uncommitted
+
     def job_count(self) -> int:
         """Pending jobs, jobs holding resources and alloc messages held: what
         the module's memory grows with (:mod:`~fluxsched_py.flux.gcpace`)."""
         e = self.engine
-        return (len(e.table) if e is not None else 0) + len(self._allocs)
+        return (len(e.table) if e is not None else 0) + self._uncommitted
 
     def stats_get(self) -> dict:
         e = self.engine
         s = dict(self.stats)
         s["pending_jobs"] = e.pending_count if e else 0
         s["running_jobs"] = len(e.running) if e else 0
-        s["alloc_requests"] = len(self._allocs)
+        s["alloc_requests"] = self._open_requests()
         s["commits_in_flight"] = self._committing
         s["sched_delay"] = self._delay
         s["sched_duration_ewma"] = self._duration_ewma
@@ -670,7 +689,10 @@ class Driver(Startup):
         self.stats["requeued"] = self.stats.get("requeued", 0) + 1
         requeue(jobid)
 
-    def _send(self, responses: list[Response]) -> None:
+    def _send(self, responses: list[Response], admitted: AllocRequest | None = None) -> None:
+        """Answer each response through its job's request; ``admitted`` is
+        the request of an alloc being handled, for a DENY of a job the
+        engine never admitted."""
         success = []
         annotate = []
         for r in responses:
@@ -684,27 +706,26 @@ class Driver(Startup):
             if r.type is ResponseType.DENY and r.note and not r.note.startswith(_NOTE_PREFIXES):
                 # flux-core's wording for a request that can never be met
                 r.note = f"unsatisfiable request: {r.note}"
-            msg = self._allocs.get(r.id)
-            if msg is None:
+            request = _request_of(r, admitted)
+            if request is None or not request.answer(r.payload()):
                 self.log(LOG_DEBUG, f"no pending sched.alloc for job {r.id}: dropping {r.type.name}")
-                continue
-            if r.type in (ResponseType.DENY, ResponseType.CANCEL):
-                del self._allocs[r.id]
-                if r.type is ResponseType.DENY:
-                    self.log(LOG_DEBUG, f"alloc: job {r.id} denied: {r.note}")
-            self.transport.respond(msg, r.payload())
+            elif r.type is ResponseType.DENY:
+                self.log(LOG_DEBUG, f"alloc: job {r.id} denied: {r.note}")
         self.annotations.batch(annotate)
         if success:
             extra = self._job_scheduling
             puts = [(kvs_key(r.id, "R"), r.R if extra is None else {**r.R, "scheduling": extra}) for r in success]
             self._committing += 1
+            self._uncommitted += len(success)
             self.transport.commit(puts, lambda err, batch=success: self._committed(batch, err))
 
     def _annotate(self, jobid: int, annotations: dict[str, Any]) -> None:
-        if (msg := self._allocs.get(jobid)) is None:
-            return  # answered meanwhile (a SUCCESS after its commit)
+        job = self.engine.job(jobid) if self.engine is not None else None
+        request = job.reply.request if job is not None else None
+        payload = {"id": jobid, "type": int(ResponseType.ANNOTATE), "annotations": annotations}
+        if request is None or job.reply.done or not request.answer(payload):
+            return  # answered meanwhile (a SUCCESS decided, its commit in flight or done)
         self.stats["annotations"] += 1
-        self.transport.respond(msg, {"id": jobid, "type": int(ResponseType.ANNOTATE), "annotations": annotations})
 
     def flush_annotations(self) -> None:
         """The ``annotate-interval`` timer: send the held annotations."""
@@ -713,22 +734,20 @@ class Driver(Startup):
 
     def _committed(self, batch: list[Response], err: str | None) -> None:
         self._committing -= 1
+        self._uncommitted -= len(batch)
         self.last_work = ("commit", f"{len(batch)} jobs")
         if err is None:
             self.stats["commits"] += 1
             for r in batch:
-                msg = self._allocs.pop(r.id, None)
-                if msg is None:
+                request = _request_of(r)
+                if request is None or not request.answer(r.payload()):
                     self.error(f"alloc: job {r.id}: no pending sched.alloc to answer SUCCESS")
-                    continue
-                self.transport.respond(msg, r.payload())
             return
         self.stats["commit_errors"] += 1
         self.error(f"alloc: KVS commit of R failed for {len(batch)} jobs: {err}; denying them")
         assert self.engine is not None
         for r in batch:
             for deny in self.engine.revoke(r.id, f"scheduler could not commit R to the KVS: {err}"):
-                msg = self._allocs.pop(r.id, None)
-                if msg is not None:
-                    self.transport.respond(msg, deny.payload())
+                if (request := _request_of(deny)) is not None:
+                    request.answer(deny.payload())
         self._changed()
