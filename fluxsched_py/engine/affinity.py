@@ -24,7 +24,13 @@ from __future__ import annotations
 
 import pwd
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..jobspec import Request
+    from ..planner.flat import FlatCodec
+    from ..resource import ResourceGraph
+    from .jobs import Job
 
 __all__ = ["Affinity", "job_campaign", "user_name"]
 
@@ -37,7 +43,7 @@ def user_name(uid: int) -> str | None:
         return None
 
 
-def job_campaign(request: Any) -> str | None:
+def job_campaign(request: Request) -> str | None:
     """``attributes.user.campaign`` of a request, as a string, or None."""
     attrs = getattr(request, "attributes", None)
     user = attrs.get("user") if isinstance(attrs, Mapping) else None
@@ -60,7 +66,7 @@ class Affinity:
         self._masks: dict[str, int] = {}
         self._codec: Any = None
 
-    def preference(self, job: Any) -> str | None:
+    def preference(self, job: Job) -> str | None:
         """The property ``job`` prefers: its campaign's, else its user's."""
         m = self.map
         campaign = job_campaign(job.request)
@@ -74,7 +80,7 @@ class Affinity:
         name = self._uid_names[uid]
         return None if name is None else m.get(name)
 
-    def excluded(self, job: Any, graph: Any, codec: Any) -> int | None:
+    def excluded(self, job: Job, graph: ResourceGraph, codec: FlatCodec) -> int | None:
         prop = self.preference(job)
         if prop is None:
             return None

@@ -22,6 +22,7 @@ from .jobs import Job
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from ..resource import ResourceSet
     from .core import Engine
     from .passctx import Pass
 
@@ -42,7 +43,7 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
-def resource_summary(R: Mapping[str, Any] | None, rs: Any) -> str:
+def resource_summary(R: Mapping[str, Any] | None, rs: ResourceSet) -> str:
     """The ``resource_summary`` annotation of a started job: its R as rlist
     prints it, or its ranks when R was not built."""
     if R is not None:

@@ -61,6 +61,8 @@ from .regularview import RegularView
 from .states import JobState, PassResult, Response, ResponseType
 
 if TYPE_CHECKING:
+    from ..planner.flat import FlatCodec
+    from ..resource import ResourceSet
     from .core import Engine
     from .passctx import Pass
 
@@ -94,7 +96,7 @@ class _Handoff:
     """A regular job waiting for the jobs preempted for it to be freed."""
 
     job: Job
-    rs: Any
+    rs: ResourceSet
     waiting: set[int] = field(default_factory=set)
 
 
@@ -403,7 +405,7 @@ class BestEffort:
 
     # -- lending -------------------------------------------------------------------
 
-    def encode_lent(self, codec: Any) -> None:
+    def encode_lent(self, codec: FlatCodec) -> None:
         """Encode what is lent in ``codec``'s flat layout (a new planner's; a
         grow lays flat sets out anew, and bits of the old layout name other
         items)."""

@@ -32,6 +32,7 @@ from .campaigns import campaign_of
 from .states import JobState
 
 if TYPE_CHECKING:
+    from ..jobspec import Request
     from .core import Engine
     from .jobs import Job
 
@@ -82,7 +83,7 @@ def parse_bounds(value: Any) -> tuple[Bound, ...]:
     return tuple(out.values())
 
 
-def parse_job_bounds(request: Any) -> tuple[Bound, ...]:
+def parse_job_bounds(request: Request) -> tuple[Bound, ...]:
     """A request's ``attributes.user.campaign-max-running`` (``N`` or
     ``[@PROPERTY:]N,...``) as bounds on its campaign; ValueError if malformed."""
     attrs = getattr(request, "attributes", None)

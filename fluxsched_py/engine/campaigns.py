@@ -27,7 +27,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..jobspec import Request
 
 __all__ = ["CAMPAIGN_TYPES", "DecayedUsage", "campaign_key", "campaign_of", "campaign_order"]
 
@@ -35,7 +38,7 @@ __all__ = ["CAMPAIGN_TYPES", "DecayedUsage", "campaign_key", "campaign_of", "cam
 CAMPAIGN_TYPES = ("test", "default")
 
 
-def campaign_of(request: Any) -> tuple[str | None, str]:
+def campaign_of(request: Request) -> tuple[str | None, str]:
     """``(name, type)`` from ``attributes.user``; raises ValueError for a bad type."""
     attrs = getattr(request, "attributes", None)
     if attrs is None:  # most requests (a trace's): no ABC instance check

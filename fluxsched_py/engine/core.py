@@ -7,7 +7,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cachetools import LRUCache
 
@@ -27,6 +27,10 @@ from .reservations import Reservations
 from .resources import apply_resource_update
 from .runlimits import RunLimits, Usage, need_of
 from .states import EngineError, JobState, PassResult, Response, ResponseType
+
+if TYPE_CHECKING:
+    from ..jobspec import Request
+    from ..resource import ResourceGraph, ResourceSet
 
 __all__ = ["Engine"]
 
@@ -65,7 +69,7 @@ class Engine:
 
     def __init__(
         self,
-        graph: Any,
+        graph: ResourceGraph,
         options: EngineOptions | Iterable[str] | Mapping[str, Any] | None = None,
         *,
         matcher: Callable[..., Any] | None = None,
@@ -256,14 +260,14 @@ class Engine:
         priority: int,
         userid: int,
         t_submit: float,
-        jobspec: Mapping[str, Any] | Any,
-        request: Any = None,
+        jobspec: Mapping[str, Any] | Request,
+        alloc_request: object = None,
     ) -> list[Response]:
         """``sched.alloc``: queue the job, or deny it if it can never run.
 
         ``jobspec`` is the RFC 14 object, or an already parsed
-        :class:`~fluxsched_py.jobspec.Request`.  ``request`` is what the
-        driver answers the alloc through, kept with the job
+        :class:`~fluxsched_py.jobspec.Request`.  ``alloc_request`` is what
+        the driver answers the alloc through, kept with the job
         (``Job.reply.request``) and handed back on each of its responses
         (``Response.reply``); a DENY returned here at once has no reply.
         """
@@ -282,7 +286,7 @@ class Engine:
             self.stats["denied"] += 1
             return [Response(jobid, ResponseType.DENY, note=reason)]
         job = Job(jobid, priority, userid, t_submit, parsed)
-        job.reply.request = request
+        job.reply.request = alloc_request
         if getattr(parsed, "reservation", None) is not None:
             self.reservations.admit(job)
         queue = self.table.queue_for(job)
@@ -588,7 +592,7 @@ class Engine:
             self._parse_cache[key] = request
         return request
 
-    def _feasible(self, request: Any) -> str | None:
+    def _feasible(self, request: Request) -> str | None:
         key = request.key
         try:
             return self._feasible_cache[key]
@@ -620,7 +624,7 @@ class Engine:
 
         return ResourceSet.from_rv1(self.graph, R)
 
-    def _drop_ranks(self, rs: Any, ranks: IdSet) -> Any:
+    def _drop_ranks(self, rs: ResourceSet, ranks: IdSet) -> Any:
         return rs - rs.restrict(ranks)
 
     def _idle_pass(self, now: float) -> None:
@@ -679,7 +683,7 @@ class Engine:
         self.succeed(job, rs, now, end, ann, p.out)
 
     def succeed(
-        self, job: Job, rs: Any, now: float, end: float, annotations: dict[str, Any], out: list[Response]
+        self, job: Job, rs: ResourceSet, now: float, end: float, annotations: dict[str, Any], out: list[Response]
     ) -> None:
         """The one way a job starts running: ``job`` (pending, or waiting for
         its victims) holds ``rs`` in the graph and the planner; it runs from

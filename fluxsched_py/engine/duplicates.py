@@ -33,13 +33,14 @@ from __future__ import annotations
 import heapq
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .besteffort import far_end
 from .campaigns import campaign_of
 from .states import JobState
 
 if TYPE_CHECKING:
+    from ..jobspec import Request
     from .core import Engine
     from .jobs import Job
 
@@ -64,7 +65,7 @@ class CancelCopy:
     note: str
 
 
-def duplicate_of(request: Any) -> int | None:
+def duplicate_of(request: Request) -> int | None:
     """``attributes.system.duplicate-of`` of a request (an int job id), else None."""
     attrs = getattr(request, "attributes", None)
     system = attrs.get("system") if isinstance(attrs, Mapping) else None

@@ -52,7 +52,8 @@ from ..policy import order_key
 from .jobs import Job
 
 if TYPE_CHECKING:
-    from ..resource import ResourceSet
+    from ..jobspec import Request
+    from ..resource import ResourceGraph, ResourceSet
     from .core import Engine
 
 __all__ = [
@@ -110,7 +111,7 @@ class Forecast:
         """The ranks of :attr:`resources` as an idset string ("" when none)."""
         return "" if self.resources is None else str(self.resources.ranks)
 
-    def hosts(self, graph: Any) -> list[str]:
+    def hosts(self, graph: ResourceGraph) -> list[str]:
         """The hostnames of :attr:`resources` in ``graph``, rank order."""
         if self.resources is None:
             return []
@@ -141,7 +142,7 @@ def _copy_plan(e: Engine, now: float) -> tuple[Planner, dict[int, Any]]:
 def _place(
     plan: Planner,
     jobid: int,
-    request: Any,
+    request: Request,
     duration: float,
     now: float,
     not_before: float = -math.inf,

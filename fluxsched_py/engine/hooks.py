@@ -50,6 +50,7 @@ from .sink import Drain, SinkDetector
 from .states import JobState
 
 if TYPE_CHECKING:
+    from ..jobspec import Request
     from .core import Engine
     from .jobs import Job
 
@@ -91,7 +92,7 @@ class Hooks:
         elif event == "revoke" or (event in ("cancel", "deny") and old is JobState.PENDING):
             self._job_left(job)
 
-    def checked(self, request: Any) -> Any:
+    def checked(self, request: Request) -> Any:
         # raises ValueError for a bad campaign-type or campaign-max-running: the alloc is denied
         self._checked = (request, *campaign_of(request))
         parse_job_bounds(request)

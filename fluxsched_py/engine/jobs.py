@@ -6,11 +6,14 @@ import heapq
 import itertools
 import math
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..policy import QueuePolicy, order_key
 from .reply import Reply
 from .states import JobState
+
+if TYPE_CHECKING:
+    from ..jobspec import Request
 
 __all__ = ["Job", "JobQueue", "depth_limits", "run_queues"]
 
@@ -40,7 +43,7 @@ class Job:
         "preemptible_after",
     )
 
-    def __init__(self, jobid: int, priority: int, userid: int, t_submit: float, request: Any) -> None:
+    def __init__(self, jobid: int, priority: int, userid: int, t_submit: float, request: Request) -> None:
         self.id = jobid
         self.priority = priority
         self.userid = userid

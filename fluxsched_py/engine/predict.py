@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .core import Engine
+    from .jobs import Job
 
 __all__ = ["INCREMENTS", "RuntimePredictor", "corrected", "predict"]
 
@@ -92,12 +93,12 @@ class RuntimePredictor:
         #: of running jobs planned shorter than their walltime.
         self._watch: list[tuple[float, int, Any, float, int]] = []
 
-    def submitted(self, job: Any, min_history: int = 1) -> Any:
+    def submitted(self, job: Job, min_history: int = 1) -> Any:
         """Plan ``job`` with its prediction (``job.walltime`` stays the kill time)."""
         job.duration = predict(self._history.get(job.userid, ()), job.walltime, min_history)
         return job
 
-    def started(self, job: Any, now: float) -> None:
+    def started(self, job: Job, now: float) -> None:
         if job.duration < job.walltime:
             heapq.heappush(self._watch, (now + job.duration, job.id, job, job.duration, 0))
 

@@ -17,9 +17,12 @@ ends then.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .lent import Lent
+
+if TYPE_CHECKING:
+    from ..resource import ResourceGraph
 
 __all__ = ["RegularView"]
 
@@ -27,7 +30,7 @@ __all__ = ["RegularView"]
 class RegularView:
     """A read-only view of ``graph`` for the planner (see the module docstring)."""
 
-    def __init__(self, graph: Any, lent: Lent) -> None:
+    def __init__(self, graph: ResourceGraph, lent: Lent) -> None:
         self._g = graph
         self._lent = lent
         self._cache: tuple[Any, Any] | None = None

@@ -50,6 +50,7 @@ from ..jobspec.request import node_request
 from .states import JobState, Response, ResponseType
 
 if TYPE_CHECKING:
+    from ..jobspec import Request
     from ..planner import Planner
     from .core import Engine
     from .jobs import Job
@@ -427,7 +428,7 @@ class Reservations:
         name = getattr(job.request, "reservation", None)
         return None if name is None else self._by_name.get(name)
 
-    def check(self, request: Any, userid: int) -> str | None:
+    def check(self, request: Request, userid: int) -> str | None:
         """Why a job of ``request`` submitted by ``userid`` is denied, or None."""
         name = getattr(request, "reservation", None)
         if name is None:

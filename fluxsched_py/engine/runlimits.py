@@ -40,10 +40,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .jobs import Job
 from .states import TRANSITIONS, JobState
+
+if TYPE_CHECKING:
+    from ..resource import ResourceSet
 
 __all__ = ["RESOURCES", "RunLimits", "Scope", "Usage", "held_by", "need_of"]
 
@@ -354,7 +357,7 @@ def need_of(job: Job) -> Amounts:
     return (1, max(req.nnodes, 1), req.nslots * req.slot_size, req.nslots * req.slot_gpus)
 
 
-def held_by(rs: Any) -> Amounts:
+def held_by(rs: ResourceSet) -> Amounts:
     """What a running job holding ``rs`` counts: one job, its ranks (nodes), cores and GPUs."""
     return (1, len(rs.ranks), rs.count("core"), rs.count("gpu"))
 

@@ -21,12 +21,15 @@ never fires while one waits.
 from __future__ import annotations
 
 import heapq
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..jobspec import Request
 
 __all__ = ["PendingSizes", "node_bound"]
 
 
-def node_bound(request: Any) -> int:
+def node_bound(request: Request) -> int:
     """The node vertices any placement of ``request`` needs at least (0: no such bound)."""
     for rtype, n in request.lower_bounds:
         if rtype == "node":

@@ -8,6 +8,7 @@ import enum
 from collections.abc import Iterator
 from typing import Any, Protocol
 
+from ..jobspec import Request
 from ..planner import Placement, Slot
 
 __all__ = ["POLICY_DEFAULT", "PassContext", "PolicyDefault", "QueuePolicy", "order_key"]
@@ -31,6 +32,21 @@ def order_key(priority: int, t_submit: float, jobid: int) -> tuple[int, float, i
     return (-priority, t_submit, jobid)
 
 
+class PendingJob(Protocol):
+    """A pending job as a policy sees it (the engine's ``Job``)."""
+
+    @property
+    def id(self) -> int: ...
+
+    @property
+    def request(self) -> Request:
+        """What it asks for (the queue, a reservation it runs in, ...)."""
+
+    @property
+    def duration(self) -> float:
+        """How long it is planned for: its walltime, or a shorter prediction."""
+
+
 class PassContext(Protocol):
     """What a policy may do during a pass (implemented by the engine).
 
@@ -48,28 +64,28 @@ class PassContext(Protocol):
     #: ``queue``, or ``sjbf``, shortest planned duration first.
     backfill_order: str
 
-    def jobs(self) -> Iterator[Any]:
+    def jobs(self) -> Iterator[PendingJob]:
         """This queue's pending jobs in order (those among the first
         ``queue-depth`` pending jobs of all queues)."""
 
-    def fits_now(self, job: Any) -> Placement | None:
+    def fits_now(self, job: PendingJob) -> Placement | None:
         """Where ``job`` could start now without touching any reservation (of any queue), or None."""
 
-    def fits_now_ignoring(self, job: Any, reserved: Any) -> Placement | None:
+    def fits_now_ignoring(self, job: PendingJob, reserved: PendingJob) -> Placement | None:
         """Where ``job`` could start now if ``reserved``'s reservation moved, or None."""
 
-    def start(self, job: Any, placement: Placement) -> None:
+    def start(self, job: PendingJob, placement: Placement) -> None:
         """Allocate ``placement`` to ``job`` now."""
 
-    def earliest(self, job: Any, before: float = ..., not_before: float = ...) -> Slot | None:
+    def earliest(self, job: PendingJob, before: float = ..., not_before: float = ...) -> Slot | None:
         """The earliest slot for ``job`` around what is running and reserved
         (only times earlier than ``before`` and from ``not_before`` on, when given)."""
 
-    def reserve(self, job: Any, slot: Slot) -> None:
+    def reserve(self, job: PendingJob, slot: Slot) -> None:
         """Hold ``slot``'s placement for ``job`` from its start (until the next
         pass, or longer with :attr:`QueuePolicy.persistent_reservations`)."""
 
-    def still_free(self, job: Any, slot: Slot) -> bool:
+    def still_free(self, job: PendingJob, slot: Slot) -> bool:
         """True when ``slot``'s placement is still free for ``job`` from its start."""
 
     def forecast_stamp(self) -> tuple[Any, ...]:
@@ -80,7 +96,7 @@ class PassContext(Protocol):
         ``head_start`` changed the plan: forecasts in queue order from
         ``head_start`` on would be found again."""
 
-    def fits_just_before(self, job: Any, t: float) -> bool:
+    def fits_just_before(self, job: PendingJob, t: float) -> bool:
         """Whether ``job`` fits anywhere in ``[now, t)`` around the running jobs alone."""
 
     def count_match(self) -> None:
@@ -93,35 +109,35 @@ class PassContext(Protocol):
     def drop_reservations(self, jobids: list[int]) -> None:
         """Drop the reservations of ``jobids`` (those that have one)."""
 
-    def fits_unplanned(self, job: Any) -> Placement | None:
+    def fits_unplanned(self, job: PendingJob) -> Placement | None:
         """What :meth:`fits_now` answers once this queue's reservations are
         cleared, asked while they are still in the plan (one queue, no
         advance reservation window)."""
 
-    def reservation(self, job: Any) -> Slot | None:
+    def reservation(self, job: PendingJob) -> Slot | None:
         """``job``'s current reservation, or None."""
 
-    def reserved_start(self, job: Any) -> float | None:
+    def reserved_start(self, job: PendingJob) -> float | None:
         """When ``job``'s reservation starts, or None (:meth:`reservation` without its slot)."""
 
-    def keeps_reservation(self, job: Any) -> bool:
+    def keeps_reservation(self, job: PendingJob) -> bool:
         """Re-plan ``job``'s reservation when that provably keeps it as it is
         (its place is still free and there is no earlier one); True if so."""
 
-    def unreserve(self, job: Any) -> Slot | None:
+    def unreserve(self, job: PendingJob) -> Slot | None:
         """Take ``job``'s reservation out of the plan; return it."""
 
-    def try_move(self, job: Any, blocker: Placement, blocker_end: float) -> bool:
+    def try_move(self, job: PendingJob, blocker: Placement, blocker_end: float) -> bool:
         """Re-plan ``job``'s reservation at the same time around a new allocation."""
 
-    def hopeless(self, job: Any) -> bool:
+    def hopeless(self, job: PendingJob) -> bool:
         """True when a job of the same shape, or (whole nodes) one at least as
         big and as long, already failed to start now in this pass."""
 
-    def failed(self, job: Any) -> None:
+    def failed(self, job: PendingJob) -> None:
         """Record that ``job`` could not start now, for :meth:`hopeless`."""
 
-    def hold(self, job: Any, why: str) -> None:
+    def hold(self, job: PendingJob, why: str) -> None:
         """Record why ``job`` was passed over (for ``reason_pending``)."""
 
     def nothing_free(self) -> bool:
@@ -130,11 +146,11 @@ class PassContext(Protocol):
     def nothing_fits(self) -> bool:
         """True when no pending job could start now (each needs more nodes than are free)."""
 
-    def fits_free(self, job: Any) -> bool:
+    def fits_free(self, job: PendingJob) -> bool:
         """False when ``job`` cannot start now on what is free, whatever the
         reservations (told without a match); True when it may."""
 
-    def skip_unfit(self, head: Any) -> None:
+    def skip_unfit(self, head: PendingJob) -> None:
         """From the next job on, :meth:`jobs` may leave out jobs that cannot
         backfill around ``head`` (:meth:`fits_free` rejects them, or they
         failed to at the last pass, which settled (:meth:`settle`) around the same
@@ -142,12 +158,12 @@ class PassContext(Protocol):
         would record for them is read by nobody: for a policy that only
         holds such a job for ``backfill`` (EASY behind its head)."""
 
-    def settle(self, head: Any) -> None:
+    def settle(self, head: PendingJob) -> None:
         """The policy is done with this queue: every job behind ``head`` it
         did not start could not backfill around ``head``'s reservation
         (see :meth:`skip_unfit`)."""
 
-    def hold_rest(self, job: Any, rest: Iterator[Any], why: str) -> None:
+    def hold_rest(self, job: PendingJob, rest: Iterator[PendingJob], why: str) -> None:
         """:meth:`hold` ``job`` and every job ``rest`` would yield, without visiting them all."""
 
 

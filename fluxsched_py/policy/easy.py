@@ -96,7 +96,7 @@ from __future__ import annotations
 from collections.abc import Generator, Iterator
 from typing import Any
 
-from .base import PassContext, QueuePolicy
+from .base import PassContext, PendingJob, QueuePolicy
 
 
 class EasyPolicy(QueuePolicy):
@@ -183,7 +183,7 @@ class EasyPolicy(QueuePolicy):
         return head
 
     @staticmethod
-    def _backfill(ctx: PassContext, head: Any, job: Any) -> bool:
+    def _backfill(ctx: PassContext, head: PendingJob, job: PendingJob) -> bool:
         """Start ``job`` now by rule 1 or 2 if it can, else hold it; True if it started."""
         if ctx.hopeless(job) or not ctx.fits_free(job):
             ctx.hold(job, "backfill")
@@ -201,5 +201,5 @@ class EasyPolicy(QueuePolicy):
         return False
 
 
-def _planned(job: Any) -> float:
+def _planned(job: PendingJob) -> float:
     return job.duration

@@ -55,7 +55,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from .base import POLICY_DEFAULT, PassContext, PolicyDefault, QueuePolicy
+from .base import POLICY_DEFAULT, PassContext, PendingJob, PolicyDefault, QueuePolicy
 
 #: forecasts in queue order: (job id, the job's duration then, its start)
 _Forecasts = list[tuple[int, float, float]]
@@ -183,7 +183,7 @@ class FCFSPolicy(QueuePolicy):
             yield
 
     @staticmethod
-    def _still(ctx: PassContext, standing: _Forecasts, n: int, job: Any) -> bool:
+    def _still(ctx: PassContext, standing: _Forecasts, n: int, job: PendingJob) -> bool:
         """Whether ``job``, ``n``-th in the queue, is the ``n``-th of the
         standing forecasts, as long as it was then and still reserved there
         (nothing took it out, such as a shorter plan for a running job)."""
@@ -195,7 +195,7 @@ class FCFSPolicy(QueuePolicy):
         return ctx.reserved_start(job) == start
 
     @staticmethod
-    def _in_window(ctx: PassContext, job: Any) -> None:
+    def _in_window(ctx: PassContext, job: PendingJob) -> None:
         """A job of an advance reservation: it starts in its window when it
         fits there, else keeps its place in it; it neither holds back nor
         waits for the jobs outside it, as in Slurm."""

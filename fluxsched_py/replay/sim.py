@@ -29,6 +29,7 @@ from ..engine.forecast import forecast as plan_forecast
 from ..engine.reservations import add_entries
 from ..engine.runlimits import RunLimits
 from ..ids import IdSet
+from ..resource import ResourceGraph
 from .workload import Workload, WorkloadJob
 
 __all__ = ["JobRecord", "ReplayResult", "replay"]
@@ -134,7 +135,7 @@ class ReplayResult:
 
 def replay(
     workload: Workload,
-    graph: Any,
+    graph: ResourceGraph,
     options: EngineOptions | Iterable[str] | Mapping[str, Any] | None = None,
     *,
     progress: Callable[[int, int], None] | None = None,
@@ -208,7 +209,7 @@ def replay(
 
 def _run(
     workload: Workload,
-    graph: Any,
+    graph: ResourceGraph,
     engine: Engine,
     jobs: list[WorkloadJob],
     records: dict[int, JobRecord],
