@@ -15,8 +15,9 @@ from .test_engine_rfc27 import graph, jobspec
 
 ENGINE = Path(__file__).resolve().parent.parent / "fluxsched_py" / "engine"
 
-#: What only the job table may assign, on a job or a queue.
-TABLE_FIELDS = {"state", "npending", "shape_id"}
+#: What only the job table may assign, on a job or a queue: states, counts,
+#: what a job holds and until when, and its estimate (its reservation's start).
+TABLE_FIELDS = {"state", "npending", "shape_id", "resources", "t_start", "expiration", "estimate"}
 
 
 def _assignments(path: Path) -> list[str]:

@@ -328,12 +328,12 @@ class Engine:
                 self.table.unplan(jobid)
                 self.table.apply(job, "free-final")
             else:
-                self.table.apply(job, "free")
                 part = self._rs_from_R(R) & job.resources if R is not None else None
                 if part:
                     part = self.table.release(jobid, part)  # with the node of a rank left with no core/GPU
+                self.table.apply(job, "free", released=part)
+                if part:
                     span = self.table.unplan(jobid)
-                    job.resources = job.resources - part
                     if job.resources and span is not None:
                         self.table.plan_run(jobid, job.resources, span.start, span.end)
                     if job.preemptible_after is not None:
@@ -384,8 +384,7 @@ class Engine:
             raise EngineError(f"job {jobid} does not currently have an allocation")
         if expiration <= (job.t_start or 0):
             raise EngineError(f"expiration {expiration} is before job {jobid} started")
-        self.table.apply(job, "expiration")
-        job.expiration = float(expiration)
+        self.table.apply(job, "expiration", expiration=float(expiration))
         if jobid in self.planner:
             self.set_plan_end(jobid, self.besteffort.span_end(job))
         self.changed()

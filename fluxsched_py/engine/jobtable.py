@@ -26,7 +26,7 @@ from .states import TRANSITIONS, JobState, Response, ResponseType, next_state
 __all__ = ["JobObserver", "JobTable"]
 
 #: The effects :meth:`JobTable.apply` knows, in the order it applies them.
-EFFECTS = ("admit", "enqueue", "unqueue", "run", "end", "forget")
+EFFECTS = ("admit", "enqueue", "unqueue", "run", "shrink", "extend", "end", "forget")
 
 #: :data:`~.states.TRANSITIONS` with each effect as a flag, in :data:`EFFECTS` order.
 _FLAGS: dict[tuple[JobState | None, str], tuple[Any, ...]] = {
@@ -113,22 +113,24 @@ class JobTable:
         *,
         queue: JobQueue | None = None,
         now: float | None = None,
-        resources: Any = None,
+        resources: ResourceSet | None = None,
         expiration: float = math.inf,
+        released: ResourceSet | None = None,
         preempted: bool = False,
     ) -> None:
         """Apply ``event`` to ``job``: see :data:`~.states.TRANSITIONS`.
 
         ``queue`` is the queue an ``alloc`` joins (:meth:`queue_for`);
         ``resources``, ``now`` and ``expiration`` what a job that runs
-        holds, from when, and its kill time.  Raises EngineError for an
+        holds, from when, and its kill time (``expiration`` also a running
+        job's new one); ``released`` what a partial free gave back.  Raises EngineError for an
         event the table does not allow."""
         jobs = self.jobs
         old = job.state if job.id in jobs else None
         flags = _FLAGS.get((old, event))
         if flags is None:
             next_state(old, event, job.id)  # raises EngineError
-        new, admit, enqueue, unqueue, run, end, forget = flags  # type: ignore[misc]
+        new, admit, enqueue, unqueue, run, shrink, extend, end, forget = flags  # type: ignore[misc]
         for observer in self.observers:
             observer.job_event(job, event, old, now, preempted)
         if new is not None:
@@ -154,6 +156,10 @@ class JobTable:
         if run:
             job.resources = resources
             job.t_start = now
+            job.expiration = expiration
+        if shrink and released:
+            job.resources = job.resources - released
+        if extend:
             job.expiration = expiration
         if end:
             reply = job.reply

@@ -85,6 +85,9 @@ class ResponseType(enum.IntEnum):
 #: ``unqueue``  it leaves its queue and drops its shape (pending: -1)
 #: ``run``      it holds resources from ``now`` (``resources``, ``t_start``,
 #:              ``expiration`` given to ``apply``)
+#: ``shrink``   it holds less: ``released`` (given to ``apply``) is taken off
+#:              its resources (a partial free)
+#: ``extend``   its kill time is now ``expiration`` (given to ``apply``)
 #: ``end``      its reply has ended (SUCCESS, DENY or CANCEL): no annotation
 #:              of it is kept or sent any more
 #: ``forget``   the table drops it
@@ -98,10 +101,10 @@ TRANSITIONS: dict[tuple[JobState | None, str], tuple[JobState | None, tuple[str,
     (JobState.PENDING, "preempt"): (JobState.STARTING, ("unqueue", "run")),
     (JobState.STARTING, "start"): (JobState.RUNNING, ("run", "end")),
     (JobState.STARTING, "cancel"): (None, ("end", "forget")),
-    (JobState.RUNNING, "free"): (JobState.RUNNING, ()),
+    (JobState.RUNNING, "free"): (JobState.RUNNING, ("shrink",)),
     (JobState.RUNNING, "free-final"): (None, ("forget",)),
     (JobState.RUNNING, "revoke"): (None, ("forget",)),
-    (JobState.RUNNING, "expiration"): (JobState.RUNNING, ()),
+    (JobState.RUNNING, "expiration"): (JobState.RUNNING, ("extend",)),
 }
 
 
