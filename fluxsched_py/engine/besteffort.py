@@ -243,7 +243,7 @@ class BestEffort:
         self._ran_on: dict[int, Any] = {}
         #: When the next notice for a reservation window is due (:meth:`clear_windows`).
         self._window_notice: float | None = None
-        engine.stats.update({"preemptions": 0, "preempted_node_seconds": 0.0})
+        engine.counters.update({"preemptions": 0, "preempted_node_seconds": 0.0})
 
     # -- queries ---------------------------------------------------------------
 
@@ -373,7 +373,6 @@ class BestEffort:
         if e.graph.jobs.get(job.id) is not None:
             e.table.release(job.id)
         e.table.unplan(job.id)
-        e.stats["canceled"] += 1
         e.changed()
         return [Response(job.id, ResponseType.CANCEL, reply=job.reply)]
 
@@ -434,7 +433,7 @@ class BestEffort:
         cands = [(j, b & ~reserved) for j, b in self.lent.items() if b & ~reserved]
 
         def match(avail: int) -> Placement | None:
-            e.stats["matches"] += 1
+            e.counters["matches"] += 1
             return planner.match_bits(job.request, avail, policy)
 
         waits = {j.id for j, _ in cands if self._waits_for(j, now)} if e.options.preempt_grace > 0 else ()
@@ -538,7 +537,7 @@ class BestEffort:
     def _notice(self, v: Job, now: float, at: float, note: str) -> None:
         self._noticed[v.id] = now
         self._first_noticed.setdefault(v.id, now)
-        self.e.stats["notices"] = self.e.stats.get("notices", 0) + 1
+        self.e.counters["notices"] = self.e.counters.get("notices", 0) + 1
         self._notices.append(Notice(v.id, self.e.options.preempt_signal, at, note))
 
     def _kill(self, v: Job, for_id: int | None, now: float, why: str | None = None) -> None:
@@ -547,8 +546,8 @@ class BestEffort:
         e = self.e
         self._killed.add(v.id)
         ck = self.checkpoints(v)
-        e.stats["preemptions"] += 1
-        e.stats["preempted_node_seconds"] += lost_work(v, now, self._noticed.get(v.id) if ck else None)
+        e.counters["preemptions"] += 1
+        e.counters["preempted_node_seconds"] += lost_work(v, now, self._noticed.get(v.id) if ck else None)
         note = "preempted for a job since cancelled" if for_id is None else f"preempted for job {e.job_name(for_id)}"
         note = why or note
         self._actions.append(Preempt(v.id, -1 if for_id is None else for_id, note, requeue=ck))
@@ -724,7 +723,7 @@ class BestEffort:
     def _match(self, job: Job, avail: int, policy: str) -> Placement | None:
         """A placement in ``avail``: on ``job``'s preferred nodes (``affinity``) when it fits there."""
         e = self.e
-        e.stats["matches"] += 1
+        e.counters["matches"] += 1
         if e.options.affinity and (avoid := e.hooks.excluded(job)) is not None:
             found = e.planner.match_bits(job.request, avail ^ (avail & avoid), policy)
             if found is not None:

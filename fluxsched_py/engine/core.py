@@ -86,7 +86,9 @@ class Engine:
         matcher = matcher or _match_mod.match
         self.graph = graph
         self._feasibility = _match_mod.feasibility
-        self.stats = {"passes": 0, "matches": 0, "started": 0, "denied": 0, "canceled": 0}
+        #: What the engine counts as it works (passes, matches, and each
+        #: feature's own); :attr:`stats` adds the outcomes the job table counts.
+        self.counters: dict[str, int | float] = {"passes": 0, "matches": 0}
         #: The queue policy of every queue not named in ``queue-policy-per-queue``.
         self.queue_policy: QueuePolicy = make_policy(self.options.queue_policy, self.options.reserve_depth)
         self._policies: dict[str, QueuePolicy] = {
@@ -160,6 +162,12 @@ class Engine:
         self.besteffort.encode_lent(planner.codec)
         self.reservations.encode(planner)
         return planner
+
+    @property
+    def stats(self) -> dict[str, int | float]:
+        """The engine's counters, and the jobs started, denied and cancelled
+        (counted by the job table as it applies those events)."""
+        return {**self.counters, **self.table.outcomes()}
 
     @property
     def planner(self) -> Planner:
@@ -277,13 +285,13 @@ class Engine:
         try:
             parsed = self.hooks.checked(self._parse(jobspec))
         except Exception as exc:
-            self.stats["denied"] += 1
+            self.table.refuse()
             return [Response(jobid, ResponseType.DENY, note=f"invalid jobspec: {exc}")]
         reason = self._feasible(parsed)
         if reason is None and getattr(parsed, "reservation", None) is not None:
             reason = self.reservations.check(parsed, userid)
         if reason is not None:
-            self.stats["denied"] += 1
+            self.table.refuse()
             return [Response(jobid, ResponseType.DENY, note=reason)]
         job = Job(jobid, priority, userid, t_submit, parsed)
         job.reply.request = alloc_request
@@ -311,7 +319,6 @@ class Engine:
             log.debug("cancel: job %d has no pending alloc; ignored", jobid)
             return []
         self._forget_pending(job, "cancel")
-        self.stats["canceled"] += 1
         return [Response(jobid, ResponseType.CANCEL, reply=job.reply)]
 
     def free(self, jobid: int, R: Mapping[str, Any] | None = None, final: bool = True) -> list[Response]:
@@ -359,8 +366,6 @@ class Engine:
             self.table.release(jobid)
             self.table.unplan(jobid)
             self.table.apply(job, "revoke")
-        self.stats["started"] -= 1
-        self.stats["denied"] += 1
         self.changed()
         return [Response(jobid, ResponseType.DENY, note=reason, reply=job.reply)]
 
@@ -439,7 +444,6 @@ class Engine:
     def deny_pending(self, job: Job) -> None:
         """Deny pending ``job`` (the caller sends the DENY response)."""
         self._forget_pending(job, "deny")
-        self.stats["denied"] += 1
 
     def resource_update(
         self,
@@ -562,7 +566,6 @@ class Engine:
         if job is None or not self.table.live(job):
             return PassResult(p.out)
         self._forget_pending(job, "deny")
-        self.stats["denied"] += 1
         note = f"scheduler error: {type(exc).__name__}: {exc}"
         return PassResult([*p.out, Response(job.id, ResponseType.DENY, note=note, reply=job.reply)], more=True)
 
@@ -632,7 +635,7 @@ class Engine:
         queues, clear the dirty flags, count the pass, move the planner's clock)."""
         self.table.drop_idle_queues()
         self._dirty = self._restart = self._compress = False
-        self.stats["passes"] += 1
+        self.counters["passes"] += 1
         self.planner.set_now(now)
 
     def _begin_pass(self, now: float) -> None:
@@ -644,7 +647,7 @@ class Engine:
         queues.sort(key=lambda q: q.jobs[q.head].sortkey)
         self._dirty = False
         self._restart = False
-        self.stats["passes"] += 1
+        self.counters["passes"] += 1
         self.planner.set_now(now)
         p = self._pass = Pass(self, now, self._compress, multi=len(queues) > 1)
         self._compress = False
@@ -688,7 +691,6 @@ class Engine:
         its victims) holds ``rs`` in the graph and the planner; it runs from
         ``now`` until its kill time ``end``.  Its reply ends with SUCCESS
         (R, ``resource_summary``, ``annotations``), appended to ``out``."""
-        self.stats["started"] += 1
         R = None
         if self.build_R:
             R = rs.to_rv1(self.graph, now, 0.0 if end == math.inf else end, job.request.nslots or 1)

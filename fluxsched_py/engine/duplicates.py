@@ -94,8 +94,8 @@ class Duplicates:
         self._copy_of: dict[int, int] = {}  # live copy -> original
         self._losers: set[int] = set()  # cancelled, not yet freed or gone
         self._actions: list[Duplicate | CancelCopy] = []
-        engine.stats.update({"duplicates_requested": 0, "duplicates_started": 0, "duplicates_cancelled": 0})
-        engine.stats["duplicates_won"] = 0  # groups a copy won
+        engine.counters.update({"duplicates_requested": 0, "duplicates_started": 0, "duplicates_cancelled": 0})
+        engine.counters["duplicates_won"] = 0  # groups a copy won
 
     # -- queries -----------------------------------------------------------------
 
@@ -116,7 +116,7 @@ class Duplicates:
         if event == "alloc":
             self._arrived(job)
         elif event == "start" and old is JobState.PENDING and job.id in self._copy_of:
-            self.e.stats["duplicates_started"] += 1
+            self.e.counters["duplicates_started"] += 1
         elif event == "free-final":
             self._ended(job.id, won=not preempted and job.id not in self._losers)
         elif event == "revoke" or (event in ("cancel", "deny") and old is JobState.PENDING):
@@ -146,7 +146,7 @@ class Duplicates:
         if won and g.winner is None:
             g.winner = jobid
             if jobid != original:
-                self.e.stats["duplicates_won"] += 1
+                self.e.counters["duplicates_won"] += 1
             for other in sorted(g.members):
                 self._cancel(other, g)
         if not g.members and not g.requested:  # else a copy asked for is still to come (and be cancelled)
@@ -157,7 +157,7 @@ class Duplicates:
             return
         self._losers.add(jobid)
         if jobid in self._copy_of:
-            self.e.stats["duplicates_cancelled"] += 1
+            self.e.counters["duplicates_cancelled"] += 1
         name = self.e.job_name
         what = "copy of" if jobid != g.original else "original of"
         self._actions.append(
@@ -216,7 +216,7 @@ class Duplicates:
             n, left, elapsed, jid = heapq.heappop(cands)
             job = e.table.jobs[jid]
             held = e.hooks.held(job)  # a copy counts against its campaign's bounds (engine/bounds.py)
-            e.stats["matches"] += 1
+            e.counters["matches"] += 1
             found = planner.match_bits(job.request, free if held is None else free & ~held[0], policy)
             if found is None:
                 continue
@@ -226,7 +226,7 @@ class Duplicates:
                 g = self._groups[jid] = _Group(jid, {jid})
             g.requested += 1
             live += 1
-            e.stats["duplicates_requested"] += 1
+            e.counters["duplicates_requested"] += 1
             self._actions.append(Duplicate(jid, f"copy {n + 1} of job {e.job_name(jid)}: its campaign's last jobs run"))
             if n + 1 < per_job:
                 heapq.heappush(cands, (n + 1, left, elapsed, jid))

@@ -13,6 +13,7 @@ pending jobs is the sum of the queues' counts.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
@@ -77,6 +78,8 @@ class JobTable:
         self._next_shape = 0
         #: The node bounds of the pending jobs, kept with their shapes (see :mod:`.sizes`).
         self.pending_sizes = PendingSizes()
+        #: How many times each event was applied, and (``refuse``) allocs denied before admission.
+        self.tally: Counter[str] = Counter()
 
     def __len__(self) -> int:
         return len(self.jobs)
@@ -131,6 +134,7 @@ class JobTable:
         if flags is None:
             next_state(old, event, job.id)  # raises EngineError
         new, admit, enqueue, unqueue, run, shrink, extend, end, forget = flags  # type: ignore[misc]
+        self.tally[event] += 1
         for observer in self.observers:
             observer.job_event(job, event, old, now, preempted)
         if new is not None:
@@ -168,6 +172,21 @@ class JobTable:
             self.annotated.discard(job.id)
         if forget:
             del jobs[job.id]
+
+    def refuse(self) -> None:
+        """An alloc denied before it was admitted (a bad jobspec, a request
+        that can never run): no job of the table, but a denial."""
+        self.tally["refuse"] += 1
+
+    def outcomes(self) -> dict[str, int]:
+        """Jobs started (a revoked start never was one), denied (before or
+        after admission, a revoked start included) and cancelled."""
+        t = self.tally
+        return {
+            "started": t["start"] - t["revoke"],
+            "denied": t["refuse"] + t["deny"] + t["revoke"],
+            "canceled": t["cancel"],
+        }
 
     def reprioritize(self, job: Job, priority: int) -> bool:
         """A pending job's new priority (``prioritize``); True when it changed

@@ -318,7 +318,7 @@ class Pass:
 
     def _match(self, job: Job, avail: int) -> Placement | None:
         e = self.e
-        e.stats["matches"] += 1
+        e.counters["matches"] += 1
         if self.prefer and (avoid := e.hooks.excluded(job)) is not None:
             # affinity: on the preferred nodes alone when it fits there, else anywhere
             found = e.planner.match_bits(job.request, avail ^ (avail & avoid), e.options.placement)
@@ -412,7 +412,7 @@ class Pass:
             # included, is wholly left.  A no is told without the re-plan.
             window = self._window(job, held)
             if self.e.planner.codec.whole_count(window ^ (window & as_int(blocker.bits))) < job.whole_nodes:
-                self.e.stats["matches"] += 1  # the match it stands for
+                self.e.counters["matches"] += 1  # the match it stands for
                 return False
         kept = self.reservation(job)  # its placement as held: not decoded when it was not (issue 21)
         table = self.e.table
@@ -476,7 +476,7 @@ class Pass:
         ``since``): the same answer, at the cost of the windows the gains
         touch."""
         e = self.e
-        e.stats["matches"] += 1
+        e.counters["matches"] += 1
         planner = e.planner
         since = -1
         u = self._unreserved
@@ -488,7 +488,7 @@ class Pass:
             if gains is not None and all(g[3] == job.id for g in gains):
                 # Found with its reservation set aside; taking it out since
                 # changed nothing else.
-                e.stats["matches"] -= 1  # counted when it was found
+                e.counters["matches"] -= 1  # counted when it was found
                 self._searched = (job, a[2].start, planner.log_end)
                 return a[2]
         if u is not None and u[0] is job and u[1] == before:
@@ -516,11 +516,11 @@ class Pass:
         e = self.e
         planner = e.planner
         if planner.unchanged_for(job.id, job.duration, self.now):
-            e.stats["matches"] += 1  # the search it stands for
+            e.counters["matches"] += 1  # the search it stands for
             return True
         if not planner.can_search_aside(job.id, job.duration, self.now):
             return False
-        e.stats["matches"] += 1
+        e.counters["matches"] += 1
         span = planner.span(job.id)
         assert span is not None
         found = planner.earliest_bits(
@@ -584,7 +584,7 @@ class Pass:
 
     def count_match(self) -> None:
         """Count a search that a reservation kept as it is stands for."""
-        self.e.stats["matches"] += 1
+        self.e.counters["matches"] += 1
 
     def still_free(self, job: Job, slot: Slot) -> bool:
         bits, t = slot.placement.bits, slot.start
