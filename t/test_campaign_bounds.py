@@ -146,9 +146,9 @@ def test_no_copy_is_asked_for_past_a_bound():
     e.alloc(1, 0, 0, 0.0, be())
     e.alloc(2, 0, 0, 0.0, be())
     assert run(e)[0] == {1: [0], 2: [1]}
-    assert [a.of for a in e.duplicates.actions(0.0)] == [1, 2]  # on Grenoble: 3 nodes idle there
+    assert [a.of for a in e.copies(0.0)] == [1, 2]  # on Grenoble: 3 nodes idle there
     e = Engine(graph(6, SITES), {"policy": "high", "campaign-max-running": "c:2", "duplicates": "1"})
     e.alloc(1, 0, 0, 0.0, be())
     e.alloc(2, 0, 0, 0.0, be())
     run(e)
-    assert e.duplicates.actions(0.0) == []  # the campaign is at its bound: a copy could not start
+    assert e.copies(0.0) == []  # the campaign is at its bound: a copy could not start

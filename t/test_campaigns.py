@@ -215,13 +215,13 @@ def _sink_run(sink_jobs: str):
     t = 200.0
     for jobid in (11, 12, 13, 14):
         e.alloc(jobid, 0, 1, t, jobspec(campaign="s"))
-        got = started(e, t)
+        result = e.schedule(t)
+        got = [(r.id, list(r.resources.ranks)) for r in result.responses if r.type is ResponseType.SUCCESS]
         assert got[-1] == (jobid, [1])
-        drains.append(e.hooks.drains())
+        drains.append(result.drains)
         e.free(jobid)
         t += 1.0
-    e.schedule(t)
-    drains.append(e.hooks.drains())
+    drains.append(e.schedule(t).drains)
     return drains
 
 

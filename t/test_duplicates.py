@@ -1,7 +1,7 @@
 """End-of-campaign duplication (``duplicates=``, engine/duplicates.py), worked by hand.
 
 The engine is driven as a driver would: ``alloc``, ``schedule``, ``free``,
-then ``engine.duplicates.actions(now)``; a :class:`Duplicate` is carried
+then ``engine.copies(now)``; a :class:`Duplicate` is carried
 out by allocating a copy (``attributes.system.duplicate-of``), a
 :class:`CancelCopy` by a free (running) or a cancel (pending).  Expected
 copies, winners and run times are worked out from the rules in
@@ -51,21 +51,21 @@ def test_a_copy_of_the_last_running_job_wins_and_its_original_is_cancelled():
     e.alloc(1, 0, 0, 0.0, be())
     e.alloc(2, 0, 0, 0.0, be())
     assert set(started(e, 0.0)) == {1, 2}
-    assert e.duplicates.actions(0.0) == []  # no node idle
+    assert e.copies(0.0) == []  # no node idle
     e.free(1)  # job 1 ran 100 s: the campaign's history is [100]
     started(e, 100.0)
-    (d,) = e.duplicates.actions(100.0)
+    (d,) = e.copies(100.0)
     assert isinstance(d, Duplicate) and d.of == 2
     e.alloc(10, 0, 0, 100.0, be(copy_of=2))
     assert started(e, 100.0) == {10: [e.job(1) is None and 0]}  # job 1's node, rank 0 (job 1 is gone)
-    assert e.duplicates.actions(100.0) == []  # one copy per job (duplicates=1)
+    assert e.copies(100.0) == []  # one copy per job (duplicates=1)
     e.free(10)  # the copy ends first, after 50 s
     started(e, 150.0)
-    (c,) = e.duplicates.actions(150.0)
+    (c,) = e.copies(150.0)
     assert c == CancelCopy(2, 10, c.note) and "finished first" in c.note
     e.free(2)
     started(e, 150.0)
-    assert e.duplicates.actions(150.0) == []
+    assert e.copies(150.0) == []
     assert e.stats["duplicates_requested"] == e.stats["duplicates_started"] == e.stats["duplicates_won"] == 1
     assert e.stats["duplicates_cancelled"] == 0  # the loser was the original, not a copy
     row = e.hooks.stats(150.0)["c"]
@@ -77,7 +77,7 @@ def test_the_original_wins_and_the_copy_is_cancelled_running_or_pending():
     e = engine(3, **{"duplicates": "2"})
     e.alloc(1, 0, 0, 0.0, be())
     started(e, 0.0)
-    acts = e.duplicates.actions(0.0)  # two idle nodes, at most two copies of job 1
+    acts = e.copies(0.0)  # two idle nodes, at most two copies of job 1
     assert [a.of for a in acts] == [1, 1]
     e.alloc(10, 0, 0, 0.0, be(copy_of=1))
     started(e, 0.0)
@@ -86,7 +86,7 @@ def test_the_original_wins_and_the_copy_is_cancelled_running_or_pending():
     assert started(e, 5.0) == {12: [2]}
     e.free(1)
     assert started(e, 30.0) == {}  # copy 11 is being cancelled: it does not start on job 1's node
-    cancels = e.duplicates.actions(30.0)
+    cancels = e.copies(30.0)
     assert sorted((c.id, c.winner) for c in cancels) == [(10, 1), (11, 1)]
     assert e.job(10).state is JobState.RUNNING and e.job(11).state is JobState.PENDING
     e.free(10)
@@ -107,14 +107,14 @@ def test_copies_go_to_the_longest_predicted_remaining_run_time():
     for j in (101, 102, 103, 104):
         e.alloc(j, 0, 0, 0.0, be(duration=1e4))
     started(e, 0.0)
-    e.duplicates.actions(0.0)  # one idle node, no history: a copy of job 101 (never submitted here)
+    e.copies(0.0)  # one idle node, no history: a copy of job 101 (never submitted here)
     for j, freed, t in ((1, 101, 100.0), (2, 102, 200.0), (3, 103, 400.0)):
         e.alloc(j, 0, 0, t, be(duration=1e4))
         e.free(freed)
         assert j in started(e, t)
     e.free(104)
     started(e, 800.0)
-    acts = e.duplicates.actions(1000.0)
+    acts = e.copies(1000.0)
     assert [a.of for a in acts] == [1, 2]
     c = e.hooks.runtimes.get("c")
     assert [c.residual(x) for x in (900.0, 800.0, 600.0, 50.0)] == [900.0, 800.0, 200.0, 375.0 - 50.0]
@@ -129,16 +129,16 @@ def test_no_copy_while_the_campaign_has_pending_jobs_or_best_effort_work_of_no_c
     started(e, 0.0)
     e.free(1)
     assert set(started(e, 10.0)) == {4}  # campaign c's last pending job
-    assert e.duplicates.actions(10.0) == []  # no idle node
+    assert e.copies(10.0) == []  # no idle node
     e.free(2)
     started(e, 20.0)
-    assert [type(a) for a in e.duplicates.actions(20.0)] == [Duplicate]  # one idle node, c all running
+    assert [type(a) for a in e.copies(20.0)] == [Duplicate]  # one idle node, c all running
     e = engine(2)
     e.alloc(1, 0, 0, 0.0, be())
     e.alloc(2, 0, 0, 0.0, be(campaign="d"))
     e.alloc(3, 0, 0, 0.0, be(campaign="d"))  # campaign d waits: no copy of d's jobs
     started(e, 0.0)
-    assert e.duplicates.actions(0.0) == []  # and no idle node for c's
+    assert e.copies(0.0) == []  # and no idle node for c's
     e.free(1)
     assert set(started(e, 5.0)) == {3}
     e.alloc(4, 0, 0, 5.0, be(campaign=None))  # best-effort work of no campaign waits
@@ -146,7 +146,7 @@ def test_no_copy_while_the_campaign_has_pending_jobs_or_best_effort_work_of_no_c
     assert set(started(e, 6.0)) == {4}
     e.alloc(5, 0, 0, 6.0, be(campaign=None))
     started(e, 6.0)
-    assert e.duplicates.actions(6.0) == []
+    assert e.copies(6.0) == []
 
 
 def test_duplicates_running_bounds_live_copies_and_zero_is_off():
@@ -155,7 +155,7 @@ def test_duplicates_running_bounds_live_copies_and_zero_is_off():
         e.alloc(1, 0, 0, 0.0, be())
         e.alloc(2, 0, 0, 0.0, be())
         started(e, 0.0)
-        return [a.of for a in e.duplicates.actions(0.0)]
+        return [a.of for a in e.copies(0.0)]
 
     assert run({}) == []
     assert run({"duplicates": "1"}) == [1, 2]  # no history: walltime left, equal; lower id first
@@ -173,7 +173,7 @@ def test_a_copy_is_preempted_before_other_best_effort_jobs_with_fewest():
     e = Engine(nodes_graph(3), {"duplicates": "1", "preempt-victims": "fewest"})
     e.alloc(1, 0, 0, 0.0, be())
     started(e, 0.0)
-    (d,) = [a for a in e.duplicates.actions(0.0) if a.of == 1][:1] or [None]
+    (d,) = [a for a in e.copies(0.0) if a.of == 1][:1] or [None]
     assert d is not None
     e.alloc(10, 0, 0, 100.0, be(copy_of=1))
     started(e, 100.0)
@@ -188,12 +188,12 @@ def test_a_copy_that_arrives_after_its_group_was_won_is_cancelled_at_once():
     e = engine(2)
     e.alloc(1, 0, 0, 0.0, be())
     started(e, 0.0)
-    (d,) = e.duplicates.actions(0.0)
+    (d,) = e.copies(0.0)
     e.free(1)  # the original ends before the copy is submitted
     started(e, 10.0)
-    assert e.duplicates.actions(10.0) == []
+    assert e.copies(10.0) == []
     e.alloc(10, 0, 0, 10.0, be(copy_of=1))
-    (c,) = e.duplicates.actions(10.0)
+    (c,) = e.copies(10.0)
     assert (c.id, c.winner) == (10, 1)
 
 

@@ -447,7 +447,7 @@ class EngineModel(RuleBasedStateMachine):
                 self.send_alloc(jobid, again)
                 STEPS["requeued"] = STEPS.get("requeued", 0) + 1
         if not res.more:
-            self.carry_out(self.engine.duplicates.actions(self.now))
+            self.carry_out(self.engine.copies(self.now))
         return res.more
 
     # -- rules: the job-manager ------------------------------------------------

@@ -114,7 +114,7 @@ class DuplicatesModel(RuleBasedStateMachine):
                     e.free(p.id)
                 res = e.schedule(self.now)
                 continue
-            acts = e.duplicates.actions(self.now)
+            acts = e.copies(self.now)
             if not acts:
                 break
             for a in acts:

@@ -80,7 +80,7 @@ def test_a_reservation_job_starts_at_the_window_start_on_its_ranks(e):
     e.alloc(5, 16, 7, 0.0, spec(2, 50.0, "maint"))
     assert started(e.schedule(0.0).responses) == {}
     assert e.job(5).reply.sent["reason_pending"].startswith("reservation maint: opens at ")
-    assert e.hooks.wakeup() == 100.0
+    assert e.wakeup() == 100.0
     assert started(e.schedule(100.0).responses) == {5: (100.0, 150.0, "2-3")}
 
 
@@ -211,7 +211,7 @@ def test_no_reservation_changes_nothing():
     e = make_engine()
     e.alloc(1, 16, 1, 0.0, spec(3, 150.0))
     e.schedule(0.0)
-    assert e.hooks.wakeup() == math.inf and e.planner.nblocked == 0
+    assert e.wakeup() == math.inf and e.planner.nblocked == 0
 
 
 def test_under_fcfs_a_job_waiting_for_its_window_holds_back_no_one():

@@ -71,7 +71,7 @@ def test_a_job_on_the_window_when_it_opens_is_preempted_then_though_the_window_h
     maint(e, 10.0)  # added while it runs there
     r = e.schedule(20.0)
     assert not r.preempt and not r.notice
-    assert e.hooks.wakeup() == 100.0  # the window opens
+    assert e.wakeup() == 100.0  # the window opens
     r = e.schedule(100.0)
     assert [(a.id, a.note) for a in r.preempt] == [(100, "preempted: reservation maint opens at t=100")]
     assert not e.schedule(110.0).preempt  # once
@@ -104,7 +104,7 @@ def test_with_a_grace_time_the_notice_comes_ahead_of_the_window():
     maint(e, 10.0)
     r = e.schedule(10.0)
     assert not r.notice and not r.preempt
-    assert e.hooks.wakeup() == 40.0  # 60 s before the window opens
+    assert e.wakeup() == 40.0  # 60 s before the window opens
     assert not e.schedule(39.0).notice
     r = e.schedule(40.0)
     assert [(n.id, n.at, n.note) for n in r.notice] == [(100, 100.0, "reservation maint opens at t=100")]

@@ -602,18 +602,18 @@ def test_easypp_arms_a_pass_for_the_prediction_and_corrects_there():
     clock.t += 10
     d.handle("sched.free", "f", {"id": 1, "R": R, "final": True})
     t.run_passes()
-    assert t.pass_requests and d.engine.hooks.wakeup() == math.inf
+    assert t.pass_requests and d.engine.wakeup() == math.inf
     alloc(d, t, 2, spec)  # predicted 10 s (job 1's run time), walltime 100
     start = clock.t
     assert d.engine.planner.span(2).end == start + 10
-    assert d.engine.hooks.wakeup() == start + 10
+    assert d.engine.wakeup() == start + 10
     n = t.pass_requests
     d.run_pass()  # nothing to do: the pass (re-)arms the wakeup
     assert t.pass_requests == n + 1
     clock.t = start + 10
     d.run_pass()  # the timer fires: job 2 outlived its prediction, which grows by the first increment, 1 min
     assert d.engine.planner.span(2).end == start + 10 + 60
-    assert d.engine.hooks.wakeup() == start + 70  # the next correction
+    assert d.engine.wakeup() == start + 70  # the next correction
     clock.t = start + 70
     d.run_pass()  # then by 5 min from the first prediction: past the walltime, so the walltime
     assert d.engine.planner.span(2).end == start + 100
@@ -665,7 +665,7 @@ def test_a_pass_is_armed_for_the_end_of_a_protected_window():
         alloc(d, t, i, _besteffort(1, after=60))
     alloc(d, t, 20, jobspec(ncores=4, nnodes=1))
     assert not [p for k, _, p in t.sent if k == "exception"]
-    assert d.engine.hooks.wakeup() == start + 60
+    assert d.engine.wakeup() == start + 60
     n = t.pass_requests
     d.run_pass()  # nothing to do: the pass (re-)arms the wakeup
     assert t.pass_requests == n + 1
@@ -695,7 +695,7 @@ def test_a_refused_notice_is_sent_again_until_the_job_runs():
     start = d.clock.t
     alloc(d, t, 1, _checkpointing(1))
     assert "R" in replies(t, "alloc-1")[-1] and kills(t) == []
-    assert d.engine.hooks.wakeup() == start + 2
+    assert d.engine.wakeup() == start + 2
     t.not_running.add(1)
     d.clock.t = start + 2
     d.run_pass()

@@ -81,7 +81,7 @@ def test_a_regular_job_that_can_start_now_waits_the_grace_time():
     assert sorted((n.id, n.signal, n.at) for n in r.notice) == [(100, 10, 70.0), (101, 10, 70.0)]
     reason = e.job(1).reply.sent.get("reason_pending", "")
     assert "preempting 2 best-effort jobs" in reason and "waiting at most until t=70s" in reason
-    assert e.hooks.wakeup() == 70.0  # the driver passes again then
+    assert e.wakeup() == 70.0  # the driver passes again then
     r = e.schedule(69.0)
     assert not r.preempt and not r.notice and not started(r)
     r = e.schedule(70.0)
@@ -118,7 +118,7 @@ def test_victims_of_a_job_cancelled_in_their_grace_are_spared():
     assert [r.type for r in e.cancel(1)] == [ResponseType.CANCEL]
     r = e.schedule(70.0)
     assert not r.preempt and not r.notice
-    assert e.stats["preemptions"] == 0 and e.hooks.wakeup() == math.inf
+    assert e.stats["preemptions"] == 0 and e.wakeup() == math.inf
     e.alloc(2, 0, 0, 80.0, spec(2, 100))
     r = e.schedule(80.0)
     assert sorted(a.id for a in r.preempt) == [100, 101] and all(a.for_id == 2 for a in r.preempt)
@@ -190,7 +190,7 @@ def test_a_reservations_victims_are_noticed_ahead_and_its_job_starts_on_time(wai
     e.alloc(2, 0, 0, 5.0, spec(2, 100))
     r = e.schedule(5.0)
     assert not r.notice and not r.preempt
-    assert e.job(2).estimate == 100.0 and e.hooks.wakeup() == 40.0
+    assert e.job(2).estimate == 100.0 and e.wakeup() == 40.0
     assert not e.schedule(39.0).notice
     r = e.schedule(40.0)
     assert [(n.id, n.at) for n in r.notice] == [(100, 100.0)] and not r.preempt

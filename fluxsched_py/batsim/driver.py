@@ -483,7 +483,7 @@ class BatsimScheduler:
         """The earliest of: the next EASY++ correction (a running job reaching
         its predicted end, :meth:`Hooks.wakeup`), and the earliest reservation
         (workload time) that no running job's end explains; None if neither."""
-        pred = self._engine().hooks.wakeup()
+        pred = self._engine().wakeup()
         if not (v < pred < math.inf) or any(c <= pred for c in self._calls):
             return self._reservation_wakeup(v)
         t = self._reservation_wakeup(v)

@@ -17,7 +17,7 @@ from ..policy import QueuePolicy, make_policy
 from .annotations import end_pass, fmt_clock, resource_summary
 from .besteffort import BestEffort
 from .bounds import CampaignBounds
-from .duplicates import Duplicates
+from .duplicates import CancelCopy, Duplicate, Duplicates
 from .hooks import Hooks
 from .jobs import Job, depth_limits, run_queues
 from .jobtable import JobTable
@@ -508,8 +508,25 @@ class Engine:
         where it stopped unless something changed that invalidates it (a free,
         cancel, re-prioritization or resource change), in which case it
         restarts.  Without changes since the last complete pass, it does
-        nothing.
+        nothing.  The result carries the nodes to drain found meanwhile
+        (``PassResult.drains``).
         """
+        result = self._schedule(now, budget)
+        result.drains = self.hooks.drains()
+        return result
+
+    def wakeup(self) -> float:
+        """When the engine next needs a pass though no message comes (an
+        EASY++ correction, the end of a best-effort job's protected window,
+        a reservation window that opens or closes); inf when never."""
+        return self.hooks.wakeup()
+
+    def copies(self, now: float) -> list[Duplicate | CancelCopy]:
+        """End-of-campaign copies to submit and copies to cancel, decided now
+        (``duplicates``): call it after a complete pass (``more`` False)."""
+        return self.duplicates.actions(now)
+
+    def _schedule(self, now: float, budget: float | None) -> PassResult:
         self.hooks.tick(now)  # before the plan is read: EASY++ corrections, campaign bookkeeping
         out = self.besteffort.start_ready(now)
         denied, due = self.reservations.tick(now)

@@ -41,6 +41,7 @@ from typing import Any
 from ..errors import FluxschedError
 from .actions import Notice, Preempt
 from .reply import Reply
+from .sink import Drain
 
 __all__ = [
     "EngineError",
@@ -145,13 +146,15 @@ class PassResult:
     """What :meth:`Engine.schedule` did: responses to send, and whether the
     pass stopped early because its budget ran out (call again soon), and
     the best-effort jobs to preempt (:class:`~.actions.Preempt`) or to give
-    notice to first (:class:`~.actions.Notice`)."""
+    notice to first (:class:`~.actions.Notice`), and the nodes to drain."""
 
     responses: list[Response]
     more: bool = False
     preempt: list[Preempt] = field(default_factory=list)
     #: Notices to best-effort jobs that will be preempted (``preempt-grace``).
     notice: list[Notice] = field(default_factory=list)
+    #: Ranks to drain, with a reason (the sink effect, ``sink-jobs``).
+    drains: list[Drain] = field(default_factory=list)
 
 
 def next_state(state: JobState | None, event: str, jobid: int) -> tuple[JobState | None, tuple[str, ...]]:

@@ -575,7 +575,7 @@ class Driver(Startup):
         else:
             self.stats["sched_passes"] += 1
         self._send(res.responses)
-        for d in self.engine.hooks.drains():  # the sink effect: no further job is placed there
+        for d in res.drains:  # the sink effect: no further job is placed there
             self.log(LOG_INFO, f"draining ranks {d.ranks}: {d.reason}")
             self.transport.drain(str(d.ranks), d.reason)
         self.last_work = (
@@ -610,7 +610,7 @@ class Driver(Startup):
         """When a pass is due with no message: the engine's wakeup, or the
         next try of a refused notice."""
         assert self.engine is not None
-        wake = self.engine.hooks.wakeup()
+        wake = self.engine.wakeup()
         return min(wake, min(r[0] for r in self._resignal)) if self._resignal else wake
 
     def _arm_wakeup(self, at: float) -> None:

@@ -230,7 +230,7 @@ def _run(
     done = 0
     reported = 0
     drains: list[tuple[float, IdSet, str]] = []
-    wake = engine.hooks.wakeup  # EASY++ corrections, ends of protected windows
+    wake = engine.wakeup  # EASY++ corrections, ends of protected windows, reservation windows
     submitted: set[int] = set()  # jobs submitted since the last pass (with_forecast)
     while i < total or ends or (engine.pending_count and wake() < math.inf):  # a window still to open
         t = min(jobs[i].submit if i < total else math.inf, ends[0][0] if ends else math.inf, wake())
@@ -256,6 +256,7 @@ def _run(
         if submitted:
             _first_forecasts(engine, t, submitted, records)
         result = engine.schedule(t)
+        found = result.drains  # the sink effect's drains, from every pass at t
         while True:
             while result.preempt:  # kill at once, then pass again: the regular jobs start now
                 done += _answer(engine, result.responses, records, ends, runs, t, kept, checkpointed)
@@ -282,14 +283,16 @@ def _run(
                     else:
                         done += 1
                 result = engine.schedule(t)
+                found += result.drains
             done += _answer(engine, result.responses, records, ends, runs, t, kept, checkpointed)
             _notices(engine, result.notice, records, kept, checkpointed, t)
-            acts = engine.duplicates.actions(t)  # after a complete pass: copies to submit, losers to cancel
+            acts = engine.copies(t)  # after a complete pass: copies to submit, losers to cancel
             if not acts:
                 break
             done += copies.carry_out(engine, acts, runs, t)
             result = engine.schedule(t)
-        for d in engine.hooks.drains():
+            found += result.drains
+        for d in found:
             engine.resource_update(down=d.ranks)
             drains.append((t, d.ranks, d.reason))
         if check is not None:
