@@ -41,6 +41,8 @@ class Pass:
 
     def __init__(self, engine: Engine, now: float, compress: bool = True, multi: bool = False) -> None:
         self.e = engine
+        #: The engine's planner for this pass (a rebuild restarts the pass).
+        self.planner = engine.planner
         self.now = now
         self.compress = compress
         #: More than one queue has pending jobs: reservations are not all the current queue's.
@@ -123,7 +125,7 @@ class Pass:
         # policy takes every job before it starts any.
         adepth = e.options.annotate_depth
         skip_from = math.inf if adepth is None or limits is not None or self.backfill_order != "queue" else adepth
-        planner = e.planner
+        planner = self.planner
         whole_fast = planner.matcher.whole_fast
         codec = planner.codec
         placement = e.options.placement
@@ -194,7 +196,7 @@ class Pass:
         self._settled = None
         if s is None or s[0] is not head or s[3] > self.now or not self._counted(head):
             return
-        span = self.e.planner.span(head.id)
+        span = self.planner.span(head.id)
         if span is None or span.running or span.start != s[1]:
             return
         queue = self.queue
@@ -225,14 +227,14 @@ class Pass:
         assert queue is not None
         if head is None or self.multi or self.depth or not queue.jobs or not self._counted(head):
             return  # with queue-depth, jobs beyond it were never tried
-        span = self.e.planner.span(head.id)
+        span = self.planner.span(head.id)
         if span is not None and not span.running:
             queue.settled = (head, span.start, queue.jobs[-1].sortkey, self.now)
 
     def _counted(self, head: Job) -> bool:
         """Backfilling around ``head`` is a matter of node counts (see :meth:`settle`)."""
         e = self.e
-        planner = e.planner
+        planner = self.planner
         return (
             e.limits is None
             and not self.prefer
@@ -249,7 +251,7 @@ class Pass:
         live flat free set (allocating a job takes it out there), or an int
         when best-effort resources are lent (see :meth:`start`)."""
         if self._free is None:
-            self._free = self.e.planner.free_bits()
+            self._free = self.planner.free_bits()
         return self._free
 
     def withhold(self, bits: int) -> None:
@@ -265,7 +267,7 @@ class Pass:
         seq = getattr(free, "seq", None)
         known = self._none_free
         if known is None or known[0] is not free or known[1] != seq:
-            codec = self.e.planner.codec
+            codec = self.planner.codec
             known = self._none_free = (free, seq, not (free & (codec.leaf_mask or codec.ranked_mask)))
         return known[2]
 
@@ -280,7 +282,7 @@ class Pass:
         need = self.e.table.pending_sizes.smallest()
         if not need:
             return False
-        return self.e.planner.codec.count(as_int(self.free()), "node") < need
+        return self.planner.codec.count(as_int(self.free()), "node") < need
 
     def fits_free(self, job: Job) -> bool:
         """False when ``job`` cannot start now whatever the reservations: a
@@ -288,7 +290,7 @@ class Pass:
         for more nodes than are wholly free.  Every set a backfill tries is
         a subset of what is free, so each of its matches would fail; the
         count is made once per free set, not once per job.  True otherwise."""
-        planner = self.e.planner
+        planner = self.planner
         n = planner.matcher.whole_fast(planner.codec, job.request, self.e.options.placement) if job.whole_nodes else 0
         if not n:
             return True
@@ -300,7 +302,7 @@ class Pass:
         seq = getattr(free, "seq", None)
         known = self._whole_now
         if known is None or known[0] is not free or known[1] != seq:
-            known = self._whole_now = (free, seq, self.e.planner.codec.whole_count(as_int(free)))
+            known = self._whole_now = (free, seq, self.planner.codec.whole_count(as_int(free)))
         return known[2]
 
     def hold_rest(self, job: Job, rest: Iterator[Job], why: str) -> None:
@@ -321,17 +323,17 @@ class Pass:
         e.counters["matches"] += 1
         if self.prefer and (avoid := e.hooks.excluded(job)) is not None:
             # affinity: on the preferred nodes alone when it fits there, else anywhere
-            found = e.planner.match_bits(job.request, avail ^ (avail & avoid), e.options.placement)
+            found = self.planner.match_bits(job.request, avail ^ (avail & avoid), e.options.placement)
             if found is not None:
                 return found
-        return e.planner.match_bits(job.request, avail, e.options.placement)
+        return self.planner.match_bits(job.request, avail, e.options.placement)
 
     def fits_now(self, job: Job) -> Placement | None:
         # Running jobs hold what is not free; only reservations can take more:
         # those that hold bits take them, counted ones (they hold no bits)
         # their counts: a whole-node job fits when its count is free over its
         # window with theirs kept, any other when what it takes leaves them.
-        planner = self.e.planner
+        planner = self.planner
         end = self.now + job.duration
         n = planner.matcher.whole_fast(planner.codec, job.request, self.e.options.placement) if planner.ncounted else 0
         if n and not planner.counts_allow(self.now, end, n):
@@ -353,11 +355,11 @@ class Pass:
         """What :meth:`fits_now` answers once this queue's reservations are
         cleared, asked while they are still in the plan; only when they are
         all the plan holds beyond running jobs (one queue, no window)."""
-        assert not self.multi and not self.e.planner.nblocked
+        assert not self.multi and not self.planner.nblocked
         return self._match(job, self.free())
 
     def fits_now_ignoring(self, job: Job, reserved: Job) -> Placement | None:
-        planner = self.e.planner
+        planner = self.planner
         if planner.ncounted:
             return None  # counts, not nodes, hold it back: no other placement frees any
         avail = self.free()
@@ -381,7 +383,7 @@ class Pass:
             if now < start or (job.walltime != math.inf and now + job.walltime > end):
                 return None
             return self._match(job, as_int(avail) & bits)
-        held = self.e.planner.blocked_during(now, now + job.duration)
+        held = self.planner.blocked_during(now, now + job.duration)
         if not held:
             return self._match(job, avail)
         avail = as_int(avail)
@@ -389,13 +391,13 @@ class Pass:
         if found is None and avail & held:
             # Would it fit but for the windows?  Then they hold it back (reason_pending).
             if self._match(job, avail) is not None:
-                self.e.reservations.note_held(job, self.e.planner.held_names(now, now + job.duration))
+                self.e.reservations.note_held(job, self.planner.held_names(now, now + job.duration))
         return found
 
     def _avail(self, job: Job, t0: float, t1: float) -> int:
         """What ``job`` may use over ``[t0, t1)`` in the plan: the planner's
         availability, less the windows it is not in (or only its own window)."""
-        planner = self.e.planner
+        planner = self.planner
         avail = planner.available_bits(t0, t1)
         if planner.nblocked:
             w = self.e.reservations.window(job)
@@ -405,13 +407,13 @@ class Pass:
         return avail
 
     def try_move(self, job: Job, blocker: Placement, blocker_end: float) -> bool:
-        planner = self.e.planner
+        planner = self.planner
         if self._counted(job) and (held := planner.span(job.id)) is not None and blocker_end > held.start:
             # The head is placed by counts (see settle): it fits around the
             # blocker iff enough of what its window has, its own place
             # included, is wholly left.  A no is told without the re-plan.
             window = self._window(job, held)
-            if self.e.planner.codec.whole_count(window ^ (window & as_int(blocker.bits))) < job.whole_nodes:
+            if self.planner.codec.whole_count(window ^ (window & as_int(blocker.bits))) < job.whole_nodes:
                 self.e.counters["matches"] += 1  # the match it stands for
                 return False
         kept = self.reservation(job)  # its placement as held: not decoded when it was not (issue 21)
@@ -449,7 +451,7 @@ class Pass:
             # Checked again on what it would hold: a whole-node job holds
             # every core of its nodes, and a start earlier in this pass may
             # have used what :meth:`jobs` saw (sjbf sorts before it starts).
-            rs = e.planner.resolve(placement)
+            rs = self.planner.resolve(placement)
             why = e.limits.check(e.usage, job, held_by(rs))  # type: ignore[arg-type]
             if why is not None:
                 self.hold_limit(job, why)
@@ -477,7 +479,7 @@ class Pass:
         touch."""
         e = self.e
         e.counters["matches"] += 1
-        planner = e.planner
+        planner = self.planner
         since = -1
         u = self._unreserved
         self._unreserved = None
@@ -514,7 +516,7 @@ class Pass:
         that search finds an earlier place, :meth:`earliest` hands it out
         after :meth:`unreserve` rather than search again."""
         e = self.e
-        planner = e.planner
+        planner = self.planner
         if planner.unchanged_for(job.id, job.duration, self.now):
             e.counters["matches"] += 1  # the search it stands for
             return True
@@ -540,7 +542,7 @@ class Pass:
         return False
 
     def reserve(self, job: Job, slot: Slot) -> None:
-        planner = self.e.planner
+        planner = self.planner
         t, placement = slot.start, slot.placement
         searched = self._searched
         self._searched = None
@@ -555,7 +557,7 @@ class Pass:
     def forecast_stamp(self) -> tuple[Any, ...]:
         """What this queue's forecasts were made around, to tell at a later
         pass (:meth:`forecasts_stand`) whether they still hold."""
-        planner = self.e.planner
+        planner = self.planner
         return (planner, planner.log_end, planner.running_added, planner.pool_bits())
 
     def forecasts_stand(self, stamp: tuple[Any, ...] | None, head_start: float) -> bool:
@@ -567,7 +569,7 @@ class Pass:
         availability; whether the head itself can now start earlier is
         :meth:`fits_just_before`'s to tell.  Call it before this pass
         changes the plan."""
-        planner = self.e.planner
+        planner = self.planner
         if stamp is None or self.multi or planner.nblocked:
             return False
         owner, log_end, running, pool = stamp
@@ -580,7 +582,7 @@ class Pass:
         """Whether ``job`` fits anywhere in ``[now, t)`` around the running
         jobs alone: reservations that start at ``t`` or later (this queue's
         forecasts behind a head forecast at ``t``) do not count."""
-        return self.e.planner.fits_just_before(job.request, t, self.e.options.placement)
+        return self.planner.fits_just_before(job.request, t, self.e.options.placement)
 
     def count_match(self) -> None:
         """Count a search that a reservation kept as it is stands for."""
@@ -588,14 +590,14 @@ class Pass:
 
     def still_free(self, job: Job, slot: Slot) -> bool:
         bits, t = slot.placement.bits, slot.start
-        planner = self.e.planner
+        planner = self.planner
         if planner.counted and (n := planner.whole_of(bits)) is not None and not planner.nblocked:
             return planner.counts_allow(t, t + job.duration, n)  # it promises a count
         return self._avail(job, t, t + job.duration) & bits == bits
 
     def clear_reservations(self) -> None:
         """Drop the current queue's reservations (another queue's stay)."""
-        planner = self.e.planner
+        planner = self.planner
         jobs = self.e.table.jobs
         queue = self.queue
         for span in planner.reserved():
@@ -607,18 +609,18 @@ class Pass:
     def drop_reservations(self, jobids: list[int]) -> None:
         """Drop the reservations of ``jobids`` (those that have one)."""
         for jobid in jobids:
-            if jobid in self.e.planner:
+            if jobid in self.planner:
                 self.e.table.unplan(jobid)
 
     # A placement's resources are None until decoded: see Planner.resolve.
 
     def reservation(self, job: Job) -> Slot | None:
-        span = self.e.planner.span(job.id)
+        span = self.planner.span(job.id)
         return None if span is None or span.running else Slot(span.start, span.placement)
 
     def reserved_start(self, job: Job) -> float | None:
         """When ``job``'s reservation starts (its slot not built), or None."""
-        span = self.e.planner.span(job.id)
+        span = self.planner.span(job.id)
         return None if span is None or span.running else span.start
 
     def unreserve(self, job: Job) -> Slot | None:
