@@ -238,15 +238,12 @@ class _Planner:
         return list(self._spans)
 
 
-class _Hooks:
-    def wakeup(self):
-        return math.inf  # no EASY++ correction to wait for
-
-
 class _Engine:
     def __init__(self, spans):
         self.planner = _Planner(spans)
-        self.hooks = _Hooks()
+
+    def wakeup(self):
+        return math.inf  # no EASY++ correction to wait for
 
     def schedule(self, now):
         class R:
