@@ -19,6 +19,7 @@ import random
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Any
 
 from ..engine import Engine, EngineOptions, JobState, ResponseType
@@ -94,7 +95,7 @@ class JobRecord:
 
     @ranks.setter
     def ranks(self, value: IdSet | None) -> None:
-        self.runs = None if value is None else tuple(x for run in value.runs() for x in run)
+        self.runs = None if value is None else tuple(chain.from_iterable(value.runs()))
 
     @property
     def nranks(self) -> int:
