@@ -2,14 +2,13 @@
 
 - Only ``engine/jobtable.py`` calls the span mutators of the engine's
   planner (``add_running``, ``reserve``, ``remove``, ``set_end``,
-  ``clear_reservations``) and the allocation mutators of its graph
+  ``clear_reservations``, and ``block`` / ``unblock`` for the windows of
+  advance reservations) and the allocation mutators of its graph
   (``allocate``, ``release``), on a receiver named ``planner`` or ``graph``
   (a name, or an attribute such as ``e.planner``).  Not counted: the
   planner package itself (its own internals), the resource-query command
   (``matchcli/``: a planner of its own, with no engine and no job table),
-  and the planner's clock (``set_now``) and advance-reservation windows
-  (``block``, ``unblock``, owned by ``engine/reservations.py``), which
-  are not jobs' spans.
+  and the planner's clock (``set_now``), which changes no span.
 - Which modules keep a reference to the engine (``self.e`` or
   ``self.engine``): the drivers may; each other module that still does is
   listed in :data:`HOLDS_ENGINE`, which may only shrink.
@@ -21,7 +20,7 @@ import ast
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parents[1] / "fluxsched_py"
-SPAN_MUTATORS = {"add_running", "reserve", "remove", "set_end", "clear_reservations"}
+SPAN_MUTATORS = {"add_running", "reserve", "remove", "set_end", "clear_reservations", "block", "unblock"}
 ALLOCATION_MUTATORS = {"allocate", "release"}
 DOOR = "engine/jobtable.py"
 NOT_THE_ENGINES = ("planner/", "matchcli/")
@@ -92,7 +91,8 @@ def test_the_job_table_is_where_they_change():
     # the check above would pass on a tree where nothing is found at all
     tree = ast.parse((PKG / DOOR).read_text())
     calls = {call for _, call in mutator_calls(tree)}
-    assert calls == {"planner.add_running", "planner.reserve", "planner.remove", "planner.set_end"} | {
+    spans = {"planner.add_running", "planner.reserve", "planner.remove", "planner.set_end"}
+    assert calls == spans | {"planner.block", "planner.unblock"} | {
         "graph.allocate",
         "graph.release",
     }

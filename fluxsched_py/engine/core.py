@@ -104,6 +104,7 @@ class Engine:
         #: Advance reservations: windows the planner holds for their own jobs.
         self.reservations = Reservations(self)
         self.table.use_planner(self.make_planner(MatchCache(matcher)))
+        self.reservations.encode()
         self.build_R = build_R
         self.summaries = summaries
         self._stopwatch = stopwatch
@@ -160,7 +161,6 @@ class Engine:
         self.match = match
         planner = Planner(self.besteffort.view, matcher=match, counted=self.options.reservation_nodes == "counted")
         self.besteffort.encode_lent(planner.codec)
-        self.reservations.encode(planner)
         return planner
 
     @property

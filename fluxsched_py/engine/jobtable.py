@@ -277,6 +277,17 @@ class JobTable:
             job.estimate = None
         return span
 
+    def hold_windows(self, windows: list[tuple[str, int, float, float]]) -> None:
+        """The planner holds exactly these advance-reservation windows
+        (name, the bits of their ranks, start, end), and no other."""
+        planner = self.planner
+        keep = {name for name, _, _, _ in windows}
+        for name in list(planner.blocks()):
+            if name not in keep:
+                planner.unblock(name)
+        for name, bits, start, end in windows:
+            planner.block(name, bits, start, end)
+
     def set_plan_end(self, jobid: int, end: float) -> list[int]:
         """``jobid``'s span ends at ``end``; the pending jobs whose
         reservations were in the way lose them (their ids)."""

@@ -51,7 +51,6 @@ from .states import JobState, Response, ResponseType
 
 if TYPE_CHECKING:
     from ..jobspec import Request
-    from ..planner import Planner
     from .core import Engine
     from .jobs import Job
 
@@ -343,7 +342,7 @@ class Reservations:
             if r is not None:
                 del self._by_name[spec["name"]]
             todo.append((i, spec, "updated" if r is not None else "added"))
-        self.encode(self.e.planner)  # pick nodes around the windows that stay
+        self.encode()  # pick nodes around the windows that stay
         try:
             for i, spec, _ in todo:
                 args = {k: v for k, v in spec.items() if k not in ("name", "start", "end")}
@@ -355,7 +354,7 @@ class Reservations:
                 self._by_name[r.name] = r
         except ReservationError:
             self._by_name = old
-            self.encode(self.e.planner)
+            self.encode()
             raise
         changes += [f"{verb} {spec['name']}" for _, spec, verb in todo]
         self.declared = wanted
@@ -396,7 +395,7 @@ class Reservations:
 
     def _changed(self, store: bool = True) -> None:
         """Every pending job is planned anew around the new windows."""
-        self.encode(self.e.planner)
+        self.encode()
         self._held.clear()
         self.e.replan()
         if store and self.on_change is not None:
@@ -404,15 +403,12 @@ class Reservations:
 
     # -- the plan ------------------------------------------------------------
 
-    def encode(self, planner: Planner) -> None:
-        """Hold every window in ``planner`` (a new one, or after a change)."""
-        for name in list(planner.blocks()):
-            if name not in self._by_name:
-                planner.unblock(name)
-        codec = planner.codec
+    def encode(self) -> None:
+        """Have the job table hold every window in the engine's planner (a
+        new one, or after a change), its ranks in the planner's layout."""
+        codec = self.e.planner.codec
         self._bits = {r.name: codec.ranks_mask(r.ranks) for r in self._by_name.values()}
-        for r in self._by_name.values():
-            planner.block(r.name, self._bits[r.name], r.start, r.end)
+        self.e.table.hold_windows([(r.name, self._bits[r.name], r.start, r.end) for r in self._by_name.values()])
 
     def window(self, job: Job) -> tuple[float, float, int] | None:
         """``(start, end, bits)`` of the reservation ``job`` runs in, or None."""

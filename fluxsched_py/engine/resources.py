@@ -55,3 +55,4 @@ def rebuild_planner(engine: Engine) -> None:
     of its running jobs and of the jobs waiting for their victims."""
     old = engine.planner
     engine.table.rebuild(engine.make_planner(MatchCache(old.matcher.matcher, fast_paths=old.matcher.fast_paths)))
+    engine.reservations.encode()  # the windows, in the new planner's layout
