@@ -595,8 +595,7 @@ class Engine:
 
     def _forget_pending(self, job: Job, event: str) -> None:
         self.table.apply(job, event)
-        if job.id in self.planner:
-            self.table.unplan(job.id)
+        self.table.unplan(job.id)
         self.changed()
 
     def _parse(self, jobspec: Any) -> Any:
@@ -643,7 +642,7 @@ class Engine:
 
         return ResourceSet.from_rv1(self.graph, R)
 
-    def _drop_ranks(self, rs: ResourceSet, ranks: IdSet) -> Any:
+    def _drop_ranks(self, rs: ResourceSet, ranks: IdSet) -> ResourceSet:
         return rs - rs.restrict(ranks)
 
     def _idle_pass(self, now: float) -> None:

@@ -38,7 +38,9 @@ class AllocRequest:
         sent, when it was finalized already."""
         if self.finalized:
             return False
+        msg = self._msg
         if payload["type"] != ResponseType.ANNOTATE:
-            self.finalized = True
-        self._respond(self._msg, payload)
+            # the job keeps its request while it runs: not the message
+            self.finalized, self._msg = True, None
+        self._respond(msg, payload)
         return True
