@@ -26,6 +26,7 @@ LAYER = {
     "errors": 0,  # FluxschedError, the base of every project error
     "limits": 0,  # the one table of input limits
     "inputs": 0,  # capped reads, for every reader
+    "power": 0,  # a node's power model (watts per state, switch times)
     "cliutil": 0,  # the commands' error boundary
     "report": 1,  # figures and index.html from replay results; imports nothing of ours
     "": 0,  # fluxsched_py/__init__.py: the version

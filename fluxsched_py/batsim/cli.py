@@ -104,7 +104,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="legacy protocol only: number of machines (default nb_res)",
     )
-    ap.add_argument("--platform", metavar="XML", help="legacy protocol only: SimGrid platform giving the machines")
+    ap.add_argument(
+        "--platform",
+        metavar="XML",
+        help="the SimGrid platform Batsim runs: the machines (legacy protocol), and each host's power model "
+        "(--power-save: the switch times come from its pstates' speeds, which Batsim does not send)",
+    )
     ap.add_argument(
         "--interval-separator",
         choices=("comma", "space"),
@@ -132,7 +137,12 @@ def make_driver(
     if protocol == "v4":
         from .v4driver import V4Driver
 
-        return V4Driver(options)
+        power = None
+        if platform and options.power_save != "off":
+            from .platform import batsim_power
+
+            power = batsim_power(platform)
+        return V4Driver(options, power)
     if protocol == "batprotocol":
         from .batprotocol import BatprotocolDriver
 
@@ -372,8 +382,12 @@ def main(argv: list[str] | None = None) -> int:
         raise UsageError(
             f"--duplicates {options.duplicates}: the Batsim drivers do not register copies (docs/rfcs/campaigns.md)"
         )
-    if (args.nodes or args.platform) and args.protocol != "legacy":
-        raise UsageError("--nodes and --platform are only for --protocol legacy (the JSON protocols carry them)")
+    if args.nodes and args.protocol != "legacy":
+        raise UsageError("--nodes is only for --protocol legacy (the JSON protocols carry the machines)")
+    if options.power_save != "off" and not args.platform:
+        raise UsageError(f"--power-save {options.power_save} needs --platform XML, the energy platform Batsim runs")
+    if options.power_save != "off" and args.protocol != "v4":
+        raise UsageError(f"--power-save {options.power_save}: only --protocol v4 switches nodes so far")
     if args.workload and args.protocol == "v4":
         raise UsageError("--workload is only for --protocol legacy and batprotocol (v4 carries the jobs)")
     # Outputs are opened now, so a bad path fails before the simulation, not after it.

@@ -42,11 +42,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..engine import Engine, EngineOptions, ResponseType
+from ..engine.power import PowerOff, PowerOn
 from ..ids import Hostlist, IdSet
 from ..jobspec.request import node_request as _node_request
+from ..power import PowerModel
 from .errors import ProtocolError
 
 __all__ = [
+    "SetPower",
     "BatsimScheduler",
     "Driver",
     "CallMeLater",
@@ -101,7 +104,17 @@ class Kill:
     note: str = ""
 
 
-Decision = Execute | Reject | CallMeLater | Kill
+@dataclass(frozen=True, slots=True)
+class SetPower:
+    """Put ``ranks`` in ``pstate`` (SET_RESOURCE_STATE): the engine's
+    :class:`~fluxsched_py.engine.power.PowerOff` (the sleep pstate) or
+    :class:`~fluxsched_py.engine.power.PowerOn` (the computing pstate)."""
+
+    ranks: IdSet
+    pstate: int
+
+
+Decision = Execute | Reject | CallMeLater | Kill | SetPower
 
 
 def property_names(props: Mapping[str, Any]) -> list[str]:
@@ -236,8 +249,14 @@ class BatsimScheduler:
     on them rather than guess.
     """
 
-    def __init__(self, options: EngineOptions | Iterable[str] | Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        options: EngineOptions | Iterable[str] | Mapping[str, Any] | None = None,
+        power: Sequence[PowerModel] | None = None,
+    ) -> None:
         self.options = options if isinstance(options, EngineOptions) else EngineOptions.parse(options)
+        #: Each host's power model (``--platform``), for ``power-save``.
+        self.power = power
         self.engine: Engine | None = None
         self.hosts: list[Host] = []
         self.jobs: dict[str, _Job] = {}
@@ -270,7 +289,13 @@ class BatsimScheduler:
         except Exception as exc:
             raise ProtocolError(f"cannot build a resource graph from the compute resources: {exc}") from None
         self.hosts = sorted(hosts, key=lambda h: h.id)
-        self.engine = Engine(graph, self.options, build_R=False, time_format=lambda t: f"t={t:.3f}")
+        extra = {}
+        if self.options.power_save != "off":
+            if self.power is None or len(self.power) != len(hosts):
+                have = 0 if self.power is None else len(self.power)
+                raise ProtocolError(f"the platform has {have} compute hosts with a power model, Batsim {len(hosts)}")
+            extra["power"] = self.power
+        self.engine = Engine(graph, self.options, build_R=False, time_format=lambda t: f"t={t:.3f}", **extra)
         log.info(
             "simulation begins: %d compute hosts, queue-policy=%s policy=%s",
             len(hosts),
@@ -379,6 +404,19 @@ class BatsimScheduler:
         self._known(ids, "machine available event")
         self._push(self.vnow, 1, "up", arg=ids)
 
+    def power_changed(self, ids: IdSet, pstate: int, t: float) -> None:
+        """RESOURCE_STATE_CHANGED at Batsim time ``t``: ``ids`` are in
+        ``pstate`` (asleep in their sleep pstate, else on)."""
+        self._known(ids, "RESOURCE_STATE_CHANGED")
+        if self.power is None:
+            return
+        on = [r for r in ids if self.power[r].sleep_pstate != pstate]
+        off = [r for r in ids if self.power[r].sleep_pstate == pstate]
+        lag = self.lag
+        for ranks, up in ((on, True), (off, False)):
+            if ranks:
+                self._push(max(self.vnow, t - lag), 1, "power", arg=(IdSet(ranks), up))
+
     def requested_call(self, t: float) -> None:
         """REQUESTED_CALL at Batsim time ``t``: the timers due have fired; a pass runs at their workload time."""
         due = [v for v, bt in self._calls.items() if bt <= t + SAME_INSTANT]
@@ -437,6 +475,7 @@ class BatsimScheduler:
                     self.stats["killed"] += 1
                     engine.free(victim.engine_id, final=True)
                     out.append(Kill(victim.batsim_id, a.note))
+                self._switch(result.power, out)
                 if result.preempt:
                     continue
                 if not result.more:
@@ -468,7 +507,22 @@ class BatsimScheduler:
             engine.resource_update(down=ev.arg)
         elif ev.kind == "up":
             engine.resource_update(up=ev.arg)
+        elif ev.kind == "power":
+            ranks, on = ev.arg
+            self._switch(engine.power_changed(ranks, on, ev.vtime), out)
         # "tick": nothing to give; the pass runs at its time.
+
+    def _switch(self, actions: Sequence[PowerOff | PowerOn], out: list[Decision]) -> None:
+        """The engine's switches as SET_RESOURCE_STATE decisions, one per target pstate."""
+        models = self.power
+        for a in actions:
+            assert models is not None
+            by_pstate: dict[int, list[int]] = {}
+            for r in a.ranks:
+                m = models[r]
+                by_pstate.setdefault(m.compute_pstate if isinstance(a, PowerOn) else m.sleep_pstate, []).append(r)
+            for pstate, ranks in sorted(by_pstate.items()):
+                out.append(SetPower(IdSet(ranks), pstate))
 
     def _started(self, job: _Job, ranks: IdSet, v: float, now: float) -> None:
         if len(ranks) != job.res:  # pragma: no cover - a matcher bug

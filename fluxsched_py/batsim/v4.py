@@ -155,6 +155,10 @@ def execute_job(ts: float, job_id: str, alloc: IdSet) -> dict[str, Any]:
     return _event(ts, "EXECUTE_JOB", {"job_id": job_id, "alloc": format_intervals(alloc)})
 
 
+def set_resource_state(ts: float, ranks: IdSet, pstate: int) -> dict[str, Any]:
+    return _event(ts, "SET_RESOURCE_STATE", {"resources": format_intervals(ranks), "state": str(pstate)})
+
+
 def kill_job(ts: float, job_ids: list[str]) -> dict[str, Any]:
     return _event(ts, "KILL_JOB", {"job_ids": job_ids})
 

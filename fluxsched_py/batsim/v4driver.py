@@ -4,12 +4,14 @@ through the shared :class:`~.driver.BatsimScheduler`."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..engine import EngineOptions
-from .driver import BatsimScheduler, Decision, Driver, Execute, Host, Kill, Reject, profile_runtime
+from ..power import PowerModel
+from .driver import BatsimScheduler, Decision, Driver, Execute, Host, Kill, Reject, SetPower, profile_runtime
 from .errors import ProtocolError
+from .intervals import parse_intervals
 from .ordering import order_decisions
 
 __all__ = ["V4Driver"]
@@ -20,12 +22,16 @@ log = logging.getLogger("fluxsched_py.batsim")
 class V4Driver(Driver):
     """Batsim 3/4 JSON protocol (``seeds/000``) on :class:`BatsimScheduler`."""
 
-    def __init__(self, options: EngineOptions | Iterable[str] | Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        options: EngineOptions | Iterable[str] | Mapping[str, Any] | None = None,
+        power: Sequence[PowerModel] | None = None,
+    ) -> None:
         from . import v4
 
         self._v4 = v4
         self.decoder = v4.MessageDecoder()
-        self.scheduler = BatsimScheduler(options)
+        self.scheduler = BatsimScheduler(options, power)
         self.finished = False
         self.config: dict[str, Any] = {}
         self.workloads: dict[str, Any] = {}
@@ -75,6 +81,8 @@ class V4Driver(Driver):
                 out.append(v4.kill_job(now, [d.job_id]))
             elif isinstance(d, Reject):
                 out.append(v4.reject_job(now, d.job_id))
+            elif isinstance(d, SetPower):
+                out.append(v4.set_resource_state(now, d.ranks, d.pstate))
             else:
                 out.append(v4.call_me_later(now, d.when))
         return out
@@ -128,7 +136,13 @@ class V4Driver(Driver):
         return []
 
     def _on_resource_state_changed(self, ev: Any, now: float) -> list[dict[str, Any]]:
-        log.info("resources %s changed to state %s (ignored)", ev.data.get("resources"), ev.data.get("state"))
+        resources, state = ev.data.get("resources"), ev.data.get("state")
+        try:
+            ids = parse_intervals(resources)
+            pstate = int(state)
+        except (TypeError, ValueError):
+            raise ProtocolError(f"RESOURCE_STATE_CHANGED: bad resources {resources!r} or state {state!r}") from None
+        self.scheduler.power_changed(ids, pstate, ev.timestamp)
         return []
 
     def _on_requested_call(self, ev: Any, now: float) -> list[dict[str, Any]]:

@@ -23,13 +23,17 @@ from .jobs import Job, depth_limits, run_queues
 from .jobtable import JobTable
 from .options import EngineOptions
 from .passctx import Pass
+from .power import PowerOn, PowerSaving
 from .reservations import Reservations
 from .resources import apply_resource_update
 from .runlimits import RunLimits, Usage, need_of
 from .states import EngineError, JobState, PassResult, Response, ResponseType
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from ..jobspec import Request
+    from ..power import PowerModel
     from ..resource import ResourceGraph, ResourceSet
 
 __all__ = ["Engine"]
@@ -65,6 +69,9 @@ class Engine:
     limits:
         what users and queues may hold running at once (:mod:`.runlimits`);
         None: no limit.  Changed by :meth:`set_limits`.
+    power:
+        each rank's :class:`~fluxsched_py.power.PowerModel` (index: rank),
+        which ``power-save`` needs (:mod:`.power`).
     """
 
     def __init__(
@@ -79,6 +86,7 @@ class Engine:
         time_format: Callable[[float], str] = fmt_clock,
         job_name: Callable[[int], str] = str,
         limits: RunLimits | None = None,
+        power: Sequence[PowerModel] | None = None,
     ) -> None:
         self.options = options if isinstance(options, EngineOptions) else EngineOptions.parse(options)
         from .. import match as _match_mod
@@ -143,6 +151,17 @@ class Engine:
         #: Running jobs per campaign and node property (``campaign-max-running``).
         self.bounds = CampaignBounds(self)
         self.table.observers.append(self.bounds)
+        #: Power saving (``power-save``), only when it is on.
+        self.power: PowerSaving | None = None
+        if self.options.power_save != "off":
+            need = max(graph.ranks, default=-1) + 1
+            if power is None or len(power) < need:
+                have = 0 if power is None else len(power)
+                raise EngineError(
+                    f"power-save={self.options.power_save}: no power model for rank {have} "
+                    "(give the platform's or the [sched-py.power] table)"
+                )
+            self.power = PowerSaving(power, self.options)
 
     # ------------------------------------------------------------------
     # Queries
@@ -166,8 +185,12 @@ class Engine:
     @property
     def stats(self) -> dict[str, int | float]:
         """The engine's counters, and the jobs started, denied and cancelled
-        (counted by the job table as it applies those events)."""
-        return {**self.counters, **self.table.outcomes()}
+        (counted by the job table as it applies those events), and with
+        power saving the switches made."""
+        out = {**self.counters, **self.table.outcomes()}
+        if self.power is not None:
+            out.update(self.power.counters)
+        return out
 
     @property
     def planner(self) -> Planner:
@@ -513,13 +536,33 @@ class Engine:
         """
         result = self._schedule(now, budget)
         result.drains = self.hooks.drains()
+        if self.power is not None and not result.more:
+            regular = [j for j in self.pending() if j.preemptible_after is None]
+            result.power = self.power.decide(now, self.table, self.graph, self.planner, regular, self.options.placement)
+            if result.power:
+                self.changed()  # holds changed: the next pass plans again
         return result
+
+    def power_changed(self, ranks: IdSet | Iterable[int], on: bool, now: float) -> list[PowerOn]:
+        """The driver says the switches of ``ranks`` ended at ``now``: they
+        are on (``on``) or asleep.  Returns the nodes to switch on at once
+        (planned for a job while they switched off).  EngineError when
+        power saving is off."""
+        if self.power is None:
+            raise EngineError("power_changed: power-save is off")
+        again = self.power.changed(IdSet.of(ranks) if not isinstance(ranks, IdSet) else ranks, on, now, self.table)
+        self.changed()
+        return again
 
     def wakeup(self) -> float:
         """When the engine next needs a pass though no message comes (an
         EASY++ correction, the end of a best-effort job's protected window,
-        a reservation window that opens or closes); inf when never."""
-        return self.hooks.wakeup()
+        a reservation window that opens or closes, a power-save decision
+        that falls due); inf when never."""
+        t = self.hooks.wakeup()
+        if self.power is not None:
+            t = min(t, self.power.wakeup(self.planner))
+        return t
 
     def copies(self, now: float) -> list[Duplicate | CancelCopy]:
         """End-of-campaign copies to submit and copies to cancel, decided now
@@ -528,6 +571,8 @@ class Engine:
 
     def _schedule(self, now: float, budget: float | None) -> PassResult:
         self.hooks.tick(now)  # before the plan is read: EASY++ corrections, campaign bookkeeping
+        if self.power is not None and self.power.advance(now, self.table):
+            self.changed()  # sleeping nodes are a boot from now: plan again
         out = self.besteffort.start_ready(now)
         denied, due = self.reservations.tick(now)
         if denied:

@@ -21,6 +21,7 @@ from ..planner import Planner, Span
 from ..policy import QueuePolicy
 from ..resource import ResourceGraph, ResourceSet
 from .jobs import Job, JobQueue
+from .power import is_hold
 from .sizes import PendingSizes, node_bound
 from .states import TRANSITIONS, JobState, Response, ResponseType, next_state
 
@@ -232,6 +233,9 @@ class JobTable:
         old = self.planner
         for span in old.spans():
             job = self.jobs.get(span.jobid)
+            if span.running and is_hold(span.jobid):  # a power hold (engine/power.py)
+                planner.add_running(span.jobid, span.resources, span.start, span.end)
+                continue
             if not span.running or job is None:
                 continue
             if job.state is JobState.RUNNING and job.resources is not None:

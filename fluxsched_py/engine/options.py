@@ -271,6 +271,25 @@ def _names(key: str, value: Any) -> tuple[str, ...]:
     return names
 
 
+def _ranks(key: str, value: Any) -> frozenset[int]:
+    """An RFC 22 idset of ranks (``0-3,7``), or empty."""
+    from ..ids import IdSet
+
+    text = ",".join(str(x) for x in value) if isinstance(value, list | tuple) else str(value).strip()
+    if not text:
+        return frozenset()
+    try:
+        return frozenset(IdSet.of(text))
+    except (TypeError, ValueError) as exc:
+        raise EngineError(f"{key}={value!r}: expected an idset of ranks such as 0-3,7 ({exc})") from None
+
+
+def _ranks_report(value: frozenset[int]) -> str:
+    from ..ids import IdSet
+
+    return str(IdSet(sorted(value)))
+
+
 def _same(value: Any) -> Any:
     return value
 
@@ -432,6 +451,19 @@ OPTIONS: tuple[Option, ...] = (
            "which victims a regular job that can start now waits for when their notice (preempt-grace) is "
            "not over: grace, every victim; checkpoint, only victims that checkpoint on the notice (the "
            "others are preempted at once, so regular jobs start as with no grace time); none, no victim"),
+    Option("power-save", "power_save", _choices("off", "idle", "planned"), "off",
+           "switch idle nodes off (needs a power model per node): idle, a node idle for power-idle-time "
+           "(Slurm's SuspendTime), a job that needs it waits for its boot; planned, only a node the plan "
+           "leaves idle longer than its break-even time, woken a boot time before the start the plan "
+           "holds for a job on it; off, never"),
+    Option("power-idle-time", "power_idle_time", Syntax(_duration, "FSD", toml=(int, float)), 60.0,
+           "how long a node is idle before power-save may switch it off (a Flux Standard Duration)"),
+    Option("power-keep-on", "power_keep_on", Syntax(_count, "N"), 0,
+           "power-save keeps at least N idle nodes on, so short jobs do not wait for a boot"),
+    Option("power-exclude", "power_exclude", Syntax(_ranks, "IDSET", report=_ranks_report), frozenset(),
+           "ranks power-save never switches off (Slurm's SuspendExcNodes)"),
+    Option("power-rate", "power_rate", Syntax(_depth, "N"), None,
+           "power-save switches at most N nodes off a minute (Slurm's SuspendRate), or unlimited"),
 )  # fmt: skip
 
 _BY_NAME = {o.name: o for o in OPTIONS}

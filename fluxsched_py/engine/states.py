@@ -40,6 +40,7 @@ from typing import Any
 
 from ..errors import FluxschedError
 from .actions import Notice, Preempt
+from .power import PowerOff, PowerOn
 from .reply import Reply
 from .sink import Drain
 
@@ -155,6 +156,8 @@ class PassResult:
     notice: list[Notice] = field(default_factory=list)
     #: Ranks to drain, with a reason (the sink effect, ``sink-jobs``).
     drains: list[Drain] = field(default_factory=list)
+    #: Nodes to switch off or on (``power-save``: :mod:`.power`), after a complete pass.
+    power: list[PowerOff | PowerOn] = field(default_factory=list)
 
 
 def next_state(state: JobState | None, event: str, jobid: int) -> tuple[JobState | None, tuple[str, ...]]:

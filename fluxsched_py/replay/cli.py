@@ -31,9 +31,9 @@ from ..limits import MAX_JOBS, MAX_NODES, MAX_PER_NODE
 from ..policy import POLICIES
 from ..resource import ResourceError
 from .metrics import summarize
-from .platform import PlatformError, load_platform, nodes_graph
+from .platform import PlatformError, load_platform, load_power, nodes_graph
 from .provenance import REPLAY_ENGINE_DEFAULTS, describe, file_sha256
-from .report import never_started_line, print_summary, rejected_line, stdout_console, write_jobs_csv
+from .report import never_started_line, print_summary, rejected_line, stdout_console, write_energy_files, write_jobs_csv
 from .sim import DUPLICATE_RUNTIMES, replay
 from .synthetic import EXAMPLE_NAME, example_path, generate
 from .window import parse_load_factor, scale_load, take_window
@@ -358,6 +358,13 @@ def main(argv: list[str] | None = None) -> int:
     for note in workload.notes:
         print(f"{PROG}: note: {note}", file=sys.stderr)
     reservations = _reservations(args.reservations, make_graph) if args.reservations else []
+    saving = next((o.power_save for o in opts if o.power_save != "off"), None)
+    if saving and not args.platform:
+        raise UsageError(f"--power-save {saving} needs a power model per node: give --platform with an energy platform")
+    try:
+        power = load_power(args.platform, f"--power-save {saving}" if saving else None) if args.platform else None
+    except PlatformError as exc:
+        raise CLIError(str(exc)) from None
 
     if args.report:
         from ..report import ReportError, require_matplotlib
@@ -400,6 +407,7 @@ def main(argv: list[str] | None = None) -> int:
                     forecast=args.forecast,
                     duplicate_runtime=args.duplicate_runtime,
                     reservations=reservations,
+                    power=power,
                 )
         else:
             result = replay(
@@ -412,6 +420,7 @@ def main(argv: list[str] | None = None) -> int:
                 forecast=args.forecast,
                 duplicate_runtime=args.duplicate_runtime,
                 reservations=reservations,
+                power=power,
             )
         results.append(result)
         summaries.append(summarize(result))
@@ -425,6 +434,9 @@ def main(argv: list[str] | None = None) -> int:
                 result, outdir / o.queue_policy / "jobs.csv" if len(opts) > 1 else outdir / "jobs.csv"
             )
             print(f"wrote {path}", file=sys.stderr)
+            if result.energy is not None:
+                for written in write_energy_files(result, path.parent):
+                    print(f"wrote {written}", file=sys.stderr)
     nodes = results[0].nb_nodes if results else 0
     title = f"{workload.name}: {len(workload.jobs)} jobs on {nodes} nodes"
     if workload.walltime_filled:

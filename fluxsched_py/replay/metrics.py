@@ -57,6 +57,7 @@ _BESTEFFORT_FIELDS = (
 )
 
 _FORECAST_FIELDS = ("forecasted", "forecast_mae")
+_ENERGY_FIELDS = ("energy_joules", "energy_idle_joules", "energy_switching_joules", "power_off", "power_on")
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +92,14 @@ class Summary:
     duplicates_wasted_nh: float = 0.0
     besteffort_recovered_nh: float = 0.0
     notices: int = 0
+    #: With a power model (an energy platform): joules from the first
+    #: submission to the last completion (Batsim's ``consumed_joules``), of
+    #: them idle and switching, and the switches off and on made.
+    energy_joules: float | None = None
+    energy_idle_joules: float | None = None
+    energy_switching_joules: float | None = None
+    power_off: int | None = None
+    power_on: int | None = None
 
     def as_dict(self) -> dict:
         """The fields by name; the best-effort ones only when the workload had
@@ -98,6 +107,9 @@ class Summary:
         d = asdict(self)
         if not self.besteffort:
             for k in _BESTEFFORT_FIELDS:
+                del d[k]
+        if self.energy_joules is None:
+            for k in _ENERGY_FIELDS:
                 del d[k]
         fc = {k: d.pop(k) for k in _FORECAST_FIELDS}
         if self.forecasted is None:
@@ -128,6 +140,15 @@ def summarize(result: ReplayResult, tau: float = TAU) -> Summary:
     mae = statistics.fmean(abs(r.start - r.first_estimate) for r in est) if est else None
     kept = sum(1 for r in est if r.start <= r.first_estimate + 1e-6) / len(est) if est else None
     extra = _besteffort(be, result.copies, first_submit, m.makespan, m.span, m.used) if be else {}
+    if result.energy is not None:
+        e = result.energy
+        extra.update(
+            energy_joules=e.total,
+            energy_idle_joules=e.idle,
+            energy_switching_joules=e.switching,
+            power_off=result.stats.get("power_off", 0),
+            power_on=result.stats.get("power_on", 0),
+        )
     if result.forecast:
         fc = [r for r in started if r.first_forecast is not None]
         extra["forecasted"] = len(fc)

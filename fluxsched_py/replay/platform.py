@@ -19,12 +19,13 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..batsim.platform import PlatformError, batsim_hosts
+from ..batsim.platform import PlatformError, batsim_hosts, batsim_power
 from ..ids import Hostlist, IdSet
 from ..inputs import read_bytes
 from ..limits import MAX_NODES, MAX_PER_NODE
+from ..power import PowerModel
 
-__all__ = ["PlatformError", "load_platform", "nodes_graph", "nodes_R", "batsim_hosts"]
+__all__ = ["PlatformError", "batsim_hosts", "load_platform", "load_power", "nodes_R", "nodes_graph"]
 
 
 def _graph_cls() -> Any:
@@ -107,3 +108,21 @@ def load_platform(path: str | os.PathLike[str]) -> Any:
     if suffix in (".yaml", ".yml"):
         return G.from_recipe(p)
     return G.load(p)
+
+
+def load_power(path: str | os.PathLike[str], required: str | None = None) -> list[PowerModel] | None:
+    """Each node's power model from a platform file: a SimGrid platform
+    that gives ``wattage_per_state`` (an energy platform, as ``batsim -E``
+    reads it).  None for a platform without one, unless ``required``
+    (what needs it: the error says so)."""
+    p = Path(path)
+    if p.suffix.lower() == ".xml" or _xml_root(p) == "platform":
+        try:
+            return batsim_power(p)
+        except PlatformError as exc:
+            if required or "wattage_per_state is missing" not in str(exc):
+                raise
+            return None
+    if required:
+        raise PlatformError(f"{p}: {required} needs a power model per node: give a Batsim energy platform (XML)")
+    return None

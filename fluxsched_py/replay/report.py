@@ -63,6 +63,28 @@ def _num(x: float | None) -> str:
     return f"{x:.6f}".rstrip("0").rstrip(".") if x != int(x) else str(int(x))
 
 
+def write_energy_files(result: ReplayResult, outdir: Path) -> list[Path]:
+    """``machine_states.csv`` and ``pstate_changes.csv`` beside ``jobs.csv``,
+    in the columns of Batsim's ``out_*`` files of the same names."""
+    from .energy import PowerLog, write_machine_states, write_pstate_changes
+
+    log = result.power_log or PowerLog()
+    runs = [
+        (r.start, r.finish, r.ranks, r.job.computes)
+        for r in result.records
+        if r.start is not None and r.finish is not None
+    ]
+    out = []
+    path = outdir / "machine_states.csv"
+    write_machine_states(path, result.nb_nodes, runs, log)
+    out.append(path)
+    if result.models is not None:
+        path = outdir / "pstate_changes.csv"
+        write_pstate_changes(path, result.nb_nodes, result.models, log)
+        out.append(path)
+    return out
+
+
 def write_jobs_csv(result: ReplayResult, path: str | os.PathLike[str]) -> Path:
     """Write one row per job, in submission order; returns the path."""
     p = Path(path)
@@ -129,6 +151,18 @@ def summary_table(summaries: Sequence[Summary], title: str = "replay") -> Table:
         ("started by first t_estimate", lambda s: _fmt(s.estimate_kept, "%")),
         ("replay time", lambda s: f"{s.elapsed:.2f} s"),
     ]
+    if any(s.energy_joules is not None for s in summaries):
+        rows[-1:-1] = [
+            ("energy (first submit to last end)", lambda s: _joules(s.energy_joules)),
+            (
+                "  of it idle / switching",
+                lambda s: f"{_joules(s.energy_idle_joules)} / {_joules(s.energy_switching_joules)}",
+            ),
+            (
+                "nodes switched off / on",
+                lambda s: formats.MISSING if s.power_off is None else f"{s.power_off} / {s.power_on}",
+            ),
+        ]
     if any(s.forecasted is not None for s in summaries):
         rows[-1:-1] = [
             ("jobs given a forecast", lambda s: formats.MISSING if s.forecasted is None else str(s.forecasted)),
@@ -163,6 +197,10 @@ def summary_table(summaries: Sequence[Summary], title: str = "replay") -> Table:
     for name, fn in rows:
         t.add_row(name, *(fn(s) for s in summaries))
     return t
+
+
+def _joules(j: float | None) -> str:
+    return formats.MISSING if j is None else f"{j / 1e6:,.2f} MJ"
 
 
 def stdout_console(width: int | None = None) -> Console:

@@ -27,10 +27,13 @@ from ..engine.campaigns import campaign_of
 from ..engine.duplicates import CancelCopy, Duplicate
 from ..engine.forecast import FORECAST_LIMIT
 from ..engine.forecast import forecast as plan_forecast
+from ..engine.power import PowerOff, PowerOn
 from ..engine.reservations import add_entries
 from ..engine.runlimits import RunLimits
 from ..ids import IdSet
+from ..power import PowerModel
 from ..resource import ResourceGraph
+from .energy import Energy, PowerLog, account
 from .workload import Workload, WorkloadJob
 
 __all__ = ["JobRecord", "ReplayResult", "replay"]
@@ -125,6 +128,10 @@ class ReplayResult:
     forecast: bool = False
     #: End-of-campaign copies (``duplicates``): one record each, ``job.name`` is ``ORIGINAL+copy``.
     copies: list[JobRecord] = field(default_factory=list)
+    #: With a power model: the node power state changes, and the energy drawn.
+    power_log: PowerLog | None = None
+    energy: Energy | None = None
+    models: Sequence[PowerModel] | None = None
 
     @property
     def policy(self) -> str:
@@ -147,6 +154,7 @@ def replay(
     forecast: bool = False,
     duplicate_runtime: str = "same",
     reservations: Sequence[Mapping[str, Any]] = (),
+    power: Sequence[PowerModel] | None = None,
 ) -> ReplayResult:
     """Replay ``workload`` on ``graph`` (which it allocates from) and return the records.
 
@@ -186,8 +194,9 @@ def replay(
         raise ValueError(f"duplicate_runtime={duplicate_runtime!r}: choose from {', '.join(DUPLICATE_RUNTIMES)}")
     t_wall = time.perf_counter()
     # no R and no resource_summary text: the replay sends no message (issue 15: 4 % of its CPU)
+    extra = {} if power is None else {"power": power}
     engine = engine_factory(
-        graph, options, build_R=False, summaries=False, time_format=lambda t: f"t={t:.0f}s", limits=limits
+        graph, options, build_R=False, summaries=False, time_format=lambda t: f"t={t:.0f}s", limits=limits, **extra
     )
     add_entries(engine.reservations, reservations, 0.0)
     jobs = sorted(workload.jobs, key=lambda j: (j.submit, j.id))
@@ -201,9 +210,13 @@ def replay(
     gc.freeze()
     try:
         copies = _Copies(jobs, records, duplicate_runtime)
-        return _run(
+        result = _run(
             workload, graph, engine, jobs, records, total, progress, check, resubmit_preempted, forecast, t_wall, copies
         )
+        if power is not None:
+            result.energy = _energy(power, result)
+            result.models = power
+        return result
     finally:
         gc.unfreeze()
 
@@ -233,8 +246,11 @@ def _run(
     drains: list[tuple[float, IdSet, str]] = []
     wake = engine.wakeup  # EASY++ corrections, ends of protected windows, reservation windows
     submitted: set[int] = set()  # jobs submitted since the last pass (with_forecast)
-    while i < total or ends or (engine.pending_count and wake() < math.inf):  # a window still to open
+    switches = _Switches(engine) if engine.power is not None else None
+    while i < total or ends or (engine.pending_count and (wake() < math.inf or (switches and switches.heap))):
         t = min(jobs[i].submit if i < total else math.inf, ends[0][0] if ends else math.inf, wake())
+        if switches is not None:
+            t = switches.until(t)
         while ends and ends[0][0] <= t:
             _, jobid, run = heapq.heappop(ends)
             if runs.get(jobid) != run:
@@ -258,6 +274,7 @@ def _run(
             _first_forecasts(engine, t, submitted, records)
         result = engine.schedule(t)
         found = result.drains  # the sink effect's drains, from every pass at t
+        turned = result.power  # power-save's switches, from every pass at t
         while True:
             while result.preempt:  # kill at once, then pass again: the regular jobs start now
                 done += _answer(engine, result.responses, records, ends, runs, t, kept, checkpointed)
@@ -285,6 +302,7 @@ def _run(
                         done += 1
                 result = engine.schedule(t)
                 found += result.drains
+                turned += result.power
             done += _answer(engine, result.responses, records, ends, runs, t, kept, checkpointed)
             _notices(engine, result.notice, records, kept, checkpointed, t)
             acts = engine.copies(t)  # after a complete pass: copies to submit, losers to cancel
@@ -293,6 +311,9 @@ def _run(
             done += copies.carry_out(engine, acts, runs, t)
             result = engine.schedule(t)
             found += result.drains
+            turned += result.power
+        if switches is not None and turned:
+            switches.start(turned, t)
         for d in found:
             engine.resource_update(down=d.ranks)
             drains.append((t, d.ranks, d.reason))
@@ -318,7 +339,60 @@ def _run(
         drains,
         with_forecast,
         [records[c] for c in copies.of],
+        power_log=None if switches is None else switches.log,
     )
+
+
+class _Switches:
+    """The replay's power switches in flight (``power-save``): a switch off
+    or on ends its model's time after the engine asked for it, and the
+    engine is told at that time, as Batsim's ``RESOURCE_STATE_CHANGED``."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        assert engine.power is not None
+        self.models = engine.power.models
+        self.heap: list[tuple[float, int, IdSet, bool]] = []  # (end, seq, ranks, on)
+        self.log = PowerLog()
+        self._seq = 0
+
+    def start(self, actions: Sequence[PowerOff | PowerOn], t: float) -> None:
+        for a in actions:
+            on = isinstance(a, PowerOn)
+            self.log.add(t, a.ranks, "switching_on" if on else "switching_off")
+            by_end: dict[float, list[int]] = {}
+            for r in a.ranks:
+                m = self.models[r]
+                by_end.setdefault(t + (m.on_time if on else m.off_time), []).append(r)
+            for end, ranks in sorted(by_end.items()):
+                self._seq += 1
+                heapq.heappush(self.heap, (end, self._seq, IdSet(ranks), on))
+
+    def until(self, t: float) -> float:
+        """Tell the engine of the switches that end by ``t`` (and start those
+        it asks for then); the time of the next event, ``t`` or earlier."""
+        heap = self.heap
+        if heap and heap[0][0] < t:
+            t = heap[0][0]
+        while heap and heap[0][0] <= t:
+            _, _, ranks, on = heapq.heappop(heap)
+            self.log.add(t, ranks, "idle" if on else "sleeping")
+            again = self.engine.power_changed(ranks, on, t)
+            if again:
+                self.start(again, t)
+        return t
+
+
+def _energy(models: Sequence[PowerModel], result: ReplayResult) -> Energy:
+    """The replay's energy over Batsim's interval: from the first
+    submission to the last completion."""
+    started = [r for r in result.records if r.start is not None and r.finish is not None]
+    if not started:
+        return Energy(0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+    first = min(r.job.submit for r in result.records)
+    last = max(r.finish for r in started)  # type: ignore[type-var]
+    runs = [(r.start, r.finish, r.ranks, r.job.computes) for r in started]
+    return account(models, runs, result.power_log or PowerLog(), first, last)  # type: ignore[arg-type]
 
 
 def _first_forecasts(engine: Engine, t: float, submitted: set[int], records: dict[int, JobRecord]) -> None:

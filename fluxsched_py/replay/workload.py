@@ -105,6 +105,9 @@ class WorkloadJob:
     #: CiGri campaign name and type (``test`` or ``default``), "" when none.
     campaign: str = ""
     campaign_type: str = ""
+    #: It loads its nodes' processors (an archive trace's job); a Batsim
+    #: ``delay`` profile only waits, and its nodes draw idle watts.
+    computes: bool = True
 
     @property
     def preemptible_after(self) -> float | None:
@@ -371,6 +374,8 @@ def read_batsim(text: str | dict, name: str = "workload", source: str = "<batsim
         seen.add(number)
         top = max(top, number)
         job = WorkloadJob(number, str(raw_id), subtime, request, walltime_s, runtime, res, prof_name, *extra[1:])
+        if prof.get("type") == "delay":
+            job.computes = False
         jobs.append(job)
     return Workload(jobs, nb_res, name)
 

@@ -1,0 +1,359 @@
+"""Power saving: idle nodes switched off, and woken in time for their jobs.
+
+``power-save=idle`` is Slurm's power saving (``SuspendTime``): a node idle
+for ``power-idle-time`` is switched off, and a job that needs it waits for
+its boot.  ``power-save=planned`` uses the plan: an idle node is switched
+off only when the plan holds nothing on it for longer than its break-even
+time (:attr:`~fluxsched_py.power.PowerModel.break_even`: the shortest gap
+whose sleep saves more than the switch costs), and never before
+``power-idle-time``; a sleeping node is woken a boot time before the start
+the plan holds for a job on it, so that job does not wait for the boot.
+
+How the plan sees a node that is not on: its items are held, in the graph
+and in the planner, by a *power hold* (id :func:`hold_id`, made and changed
+only through the job table).  A sleeping node's hold ends a boot time from
+now, and moves with the clock before every pass (:meth:`PowerSaving.advance`);
+a node switching on is held until its boot ends; one switching off, until
+the switch ends and a boot after it.  So every policy, reservation and
+``t_estimate`` plans a job on sleeping nodes at the earliest time they can
+be on, and nothing starts on a node that is not on.
+
+Decisions are made after each complete pass (:meth:`PowerSaving.decide`),
+in this order:
+
+1. *wake*: for each reservation that holds sleeping nodes, under
+   ``planned`` when its start is a boot time away or less, under ``idle``
+   when the rest of what it holds is free now (the job would start but for
+   the boot); and for each pending job without a reservation (a backfill
+   candidate), when the earliest start the plan gives it is a boot away and
+   lands on sleeping nodes (the job waits for their boot, and nothing else);
+2. *switch off*: each node idle for ``power-idle-time`` that no job is
+   planned on before a switch off and back on could end (under
+   ``planned``, before its break-even time), keeping
+   ``power-keep-on`` idle nodes on, at most ``power-rate`` switches a
+   minute, never a node of ``power-exclude``.
+
+The driver carries the actions out (:class:`PowerOff`, :class:`PowerOn` in
+``PassResult.power``) and reports each switch's end with
+:meth:`Engine.power_changed <fluxsched_py.engine.core.Engine.power_changed>`:
+a node is used only once its driver says it is on.  With
+``power-save=off`` (the default) none of this exists: the engine makes no
+:class:`PowerSaving` and decides exactly as without this module.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from ..ids import IdSet
+from ..power import PowerModel
+
+if TYPE_CHECKING:
+    from ..planner import Planner
+    from ..resource import ResourceGraph, ResourceSet
+    from .jobs import Job
+    from .options import EngineOptions
+
+__all__ = ["PowerOff", "PowerOn", "PowerSaving", "hold_id", "is_hold"]
+
+#: How much sooner than a boot away a start may be and still wake its nodes (float noise).
+_EPS = 1e-6
+#: Backfill candidates examined for wakes after each pass (the rest wait for the next).
+_DEMAND_DEPTH = 32
+
+
+#: Power holds' ids start here, below every job id and the pass's own scratch ids.
+_HOLD_BASE = -(1 << 40)
+
+
+def hold_id(rank: int) -> int:
+    """The id of ``rank``'s power hold in the graph and the planner."""
+    return _HOLD_BASE - rank
+
+
+def is_hold(jobid: int) -> bool:
+    """``jobid`` is a power hold's."""
+    return jobid <= _HOLD_BASE
+
+
+@dataclass(frozen=True, slots=True)
+class PowerOff:
+    """Switch ``ranks`` off (Batsim: their sleep pstate; Flux: the suspend program)."""
+
+    ranks: IdSet
+
+
+@dataclass(frozen=True, slots=True)
+class PowerOn:
+    """Switch ``ranks`` on; ``reason`` says for whom."""
+
+    ranks: IdSet
+    reason: str
+
+
+class PowerDoor(Protocol):
+    """What power saving may change: the job table's holds (its one door)."""
+
+    def allocate(self, jobid: int, rs: ResourceSet) -> None: ...
+    def release(self, jobid: int, rs: ResourceSet | None = None) -> ResourceSet: ...
+    def plan_run(self, jobid: int, rs: ResourceSet, start: float, end: float = math.inf) -> None: ...
+    def unplan(self, jobid: int) -> object: ...
+    def set_plan_end(self, jobid: int, end: float) -> list[int]: ...
+
+
+class PowerSaving:
+    """The power state of every managed node and the decisions about it
+    (see the module docstring).  ``models[rank]`` is rank's power model."""
+
+    def __init__(self, models: Sequence[PowerModel], options: EngineOptions) -> None:
+        self.models = list(models)
+        self.options = options
+        #: rank -> "switching_off" | "sleeping" | "switching_on" (absent: on)
+        self.state: dict[int, str] = {}
+        #: rank -> when its current switch is expected to end
+        self.switch_end: dict[int, float] = {}
+        #: ranks to wake as soon as their switch off ends
+        self.wake_after_off: set[int] = set()
+        #: rank -> since when it has been on and idle
+        self.idle_since: dict[int, float] = {}
+        #: the times of the recent switches off (``power-rate``)
+        self._recent: list[float] = []
+        #: when the last decisions were made (the wakeups are after it)
+        self._decided = -math.inf
+        self.counters = {"power_off": 0, "power_on": 0}
+
+    # -- what the plan sees ------------------------------------------------------
+
+    def advance(self, now: float, door: PowerDoor) -> bool:
+        """Before a pass: each sleeping node's hold ends a boot from ``now``.
+        True when that moved a hold (the pass must plan again)."""
+        moved = False
+        for rank, state in self.state.items():
+            if state == "sleeping":
+                door.set_plan_end(hold_id(rank), now + self.models[rank].on_time)
+                moved = True
+        return moved
+
+    def usable_at(self, rank: int, now: float) -> float:
+        """When ``rank`` can be on at the earliest, woken now."""
+        state = self.state.get(rank)
+        model = self.models[rank]
+        if state is None:
+            return now
+        if state == "sleeping":
+            return now + model.on_time
+        end = max(self.switch_end.get(rank, now), now)
+        return end + model.on_time if state == "switching_off" else end
+
+    # -- decisions ----------------------------------------------------------------
+
+    def decide(
+        self,
+        now: float,
+        door: PowerDoor,
+        graph: ResourceGraph,
+        planner: Planner,
+        pending: Iterable[Job],
+        placement: str,
+    ) -> list[PowerOff | PowerOn]:
+        """The switches to make after a complete pass at ``now``."""
+        self._decided = now
+        opts = self.options
+        actions: list[PowerOff | PowerOn] = []
+        sleeping = {r for r, s in self.state.items() if s == "sleeping"}
+        wake: dict[int, str] = {}
+        next_use: dict[int, float] = {}
+        free = graph.free()
+        free_ranks = _whole_ranks(graph, free)
+        for span in planner.reserved():
+            ranks = span.resources.ranks
+            for r in ranks:
+                if span.start < next_use.get(r, math.inf):
+                    next_use[r] = span.start
+            asleep = [r for r in ranks if r in sleeping]
+            if not asleep:
+                continue
+            if opts.power_save == "planned":
+                due = span.start - max(self.models[r].on_time for r in asleep) <= now + _EPS
+            else:
+                due = all(r in free_ranks or r in sleeping for r in ranks)
+            if due:
+                for r in asleep:
+                    wake.setdefault(r, f"job {span.jobid}")
+        if sleeping - set(wake):
+            self._demand(now, planner, pending, placement, sleeping, wake)
+        keep = opts.power_keep_on
+        if keep:
+            # keep-on counts nodes on and idle or on their way: wake sleeping ones to make it up
+            ready = sum(1 for r in free_ranks if r not in self.state and r not in next_use)
+            ready += sum(1 for s in self.state.values() if s == "switching_on")
+            ready += len(wake)
+            for r in sorted(sleeping - set(wake) - set(next_use) - opts.power_exclude):
+                if ready >= keep:
+                    break
+                wake[r] = "power-keep-on"
+                ready += 1
+        if wake:
+            for r in wake:
+                self.wake_after_off.discard(r)
+            actions += self._switch_on(now, door, graph, wake)
+        # the switching-off nodes a job was planned on: woken once they are off
+        for span in planner.reserved():
+            for r in span.resources.ranks:
+                if self.state.get(r) == "switching_off":
+                    self.wake_after_off.add(r)
+        # idle nodes
+        excluded = opts.power_exclude
+        idle = [r for r in free_ranks if r not in self.state and r not in excluded]
+        for r in list(self.idle_since):
+            if r not in free_ranks or r in self.state:
+                del self.idle_since[r]
+        for r in idle:
+            self.idle_since.setdefault(r, now)
+        candidates = []
+        for r in idle:
+            if now - self.idle_since[r] + _EPS < opts.power_idle_time:
+                continue
+            model = self.models[r]
+            gap = next_use.get(r, math.inf) - now
+            if gap <= model.off_time + model.on_time:
+                continue  # a job waits for it (it could not be back in time)
+            if opts.power_save == "planned" and gap <= model.break_even:
+                continue
+            if not self.models[r].on_time < math.inf:
+                continue
+            candidates.append(r)
+        if keep:
+            # keep the idle nodes that would be left on last: those idle the shortest
+            spare = len(idle) - len(candidates)
+            drop = max(0, keep - spare)
+            candidates.sort(key=lambda r: (-self.idle_since[r], r))
+            candidates = candidates[drop:]
+        if opts.power_rate is not None:
+            self._recent = [t for t in self._recent if t > now - 60.0]
+            room = max(0, opts.power_rate - len(self._recent))
+            candidates.sort(key=lambda r: (self.idle_since[r], r))
+            candidates = candidates[:room]
+        if candidates:
+            off = sorted(candidates)
+            for r in off:
+                rs = graph.all().restrict(IdSet.of(r))
+                door.allocate(hold_id(r), rs)
+                model = self.models[r]
+                door.plan_run(hold_id(r), rs, now, now + model.off_time + model.on_time)
+                self.state[r] = "switching_off"
+                self.switch_end[r] = now + model.off_time
+                del self.idle_since[r]
+                self._recent.append(now)
+            self.counters["power_off"] += len(off)
+            actions.append(PowerOff(IdSet(off)))
+        return actions
+
+    def _demand(
+        self,
+        now: float,
+        planner: Planner,
+        pending: Iterable[Job],
+        placement: str,
+        sleeping: set[int],
+        wake: dict[int, str],
+    ) -> None:
+        """Backfill candidates whose earliest start is a boot away, on
+        sleeping nodes: those nodes are woken for them."""
+        seen = 0
+        for job in pending:
+            if planner.span(job.id) is not None:
+                continue  # a reservation: decided above
+            seen += 1
+            if seen > _DEMAND_DEPTH or not sleeping - set(wake):
+                return
+            slot = planner.earliest_bits(job.request, now, job.duration, placement)
+            if slot is None:
+                continue
+            ranks = planner.resolve(slot.placement).ranks
+            asleep = [r for r in ranks if r in sleeping]
+            if not asleep or any(r in wake for r in asleep):
+                continue
+            if slot.start - max(self.models[r].on_time for r in asleep) <= now + _EPS:
+                for r in asleep:
+                    wake[r] = f"job {job.id}"
+
+    def _switch_on(self, now: float, door: PowerDoor, graph: ResourceGraph, wake: dict[int, str]) -> list[PowerOn]:
+        ranks = sorted(wake)
+        for r in ranks:
+            end = now + self.models[r].on_time
+            door.set_plan_end(hold_id(r), end)
+            self.state[r] = "switching_on"
+            self.switch_end[r] = end
+        self.counters["power_on"] += len(ranks)
+        reasons = sorted(set(wake.values()))
+        return [PowerOn(IdSet(ranks), ", ".join(reasons[:4]) + (" ..." if len(reasons) > 4 else ""))]
+
+    # -- what the driver reports ------------------------------------------------------
+
+    def changed(self, ranks: Iterable[int], on: bool, now: float, door: PowerDoor) -> list[PowerOn]:
+        """Switches that ended at ``now``: ``ranks`` are on (``on``) or
+        asleep.  A node a job was planned on while it switched off is
+        woken at once (the actions to send)."""
+        again = []
+        for r in ranks:
+            state = self.state.get(r)
+            if on:
+                if state is None:
+                    continue
+                door.unplan(hold_id(r))
+                door.release(hold_id(r))
+                del self.state[r]
+                self.switch_end.pop(r, None)
+                self.idle_since[r] = now
+            else:
+                if state != "switching_off":
+                    continue
+                self.state[r] = "sleeping"
+                self.switch_end.pop(r, None)
+                if r in self.wake_after_off:
+                    self.wake_after_off.discard(r)
+                    again.append(r)
+        if not again:
+            return []
+        for r in again:
+            end = now + self.models[r].on_time
+            door.set_plan_end(hold_id(r), end)
+            self.state[r] = "switching_on"
+            self.switch_end[r] = end
+        self.counters["power_on"] += len(again)
+        return [PowerOn(IdSet(again), "planned while it switched off")]
+
+    def wakeup(self, planner: Planner) -> float:
+        """When the next decision falls due with no message: an idle node's
+        ``power-idle-time`` ending, a planned start a boot away (after the
+        last decisions)."""
+        now = self._decided
+        t = math.inf
+        idle_time = self.options.power_idle_time
+        for since in self.idle_since.values():
+            due = since + idle_time
+            if due > now:
+                t = min(t, due)
+        if self.options.power_save == "planned" and "sleeping" in self.state.values():
+            for span in planner.reserved():
+                for r in span.resources.ranks:
+                    if self.state.get(r) == "sleeping":
+                        due = span.start - self.models[r].on_time
+                        if due > now:
+                            t = min(t, due)
+        return t
+
+    def off_ranks(self) -> IdSet:
+        """The nodes not on (switching either way, or asleep)."""
+        return IdSet(sorted(self.state))
+
+
+def _whole_ranks(graph: ResourceGraph, free: ResourceSet) -> set[int]:
+    """The up ranks all of whose items are in ``free``."""
+    busy = graph.allocated().ranks
+    down = set(graph.down_ranks()) | set(graph.drained_ranks())
+    return {r for r in free.ranks if r not in busy and r not in down}
