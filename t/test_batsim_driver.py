@@ -16,6 +16,7 @@ import pytest
 from fluxsched_py.batsim.driver import BatsimScheduler, CallMeLater, Host, hosts_R, property_names
 from fluxsched_py.batsim.errors import ProtocolError
 from fluxsched_py.batsim.v4driver import V4Driver
+from fluxsched_py.engine.states import PassResult
 from fluxsched_py.ids import IdSet
 
 
@@ -246,12 +247,7 @@ class _Engine:
         return math.inf  # no EASY++ correction to wait for
 
     def schedule(self, now):
-        class R:
-            responses: list = []
-            more = False
-            preempt: list = []
-
-        return R()
+        return PassResult([])
 
 
 def test_call_me_later_only_for_a_reservation_no_running_job_explains():

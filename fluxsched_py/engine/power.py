@@ -100,6 +100,7 @@ class PowerDoor(Protocol):
     def allocate(self, jobid: int, rs: ResourceSet) -> None: ...
     def release(self, jobid: int, rs: ResourceSet | None = None) -> ResourceSet: ...
     def plan_run(self, jobid: int, rs: ResourceSet, start: float, end: float = math.inf) -> None: ...
+    def plan_reservation(self, jobid: int, rs: ResourceSet, start: float, end: float, bits: int | None) -> None: ...
     def unplan(self, jobid: int) -> object: ...
     def set_plan_end(self, jobid: int, end: float) -> list[int]: ...
 
@@ -184,7 +185,7 @@ class PowerSaving:
                 for r in asleep:
                     wake.setdefault(r, f"job {span.jobid}")
         if sleeping - set(wake):
-            self._demand(now, planner, pending, placement, sleeping, wake)
+            self._demand(now, door, planner, pending, placement, sleeping, wake)
         keep = opts.power_keep_on
         if keep:
             # keep-on counts nodes on and idle or on their way: wake sleeping ones to make it up
@@ -255,31 +256,56 @@ class PowerSaving:
     def _demand(
         self,
         now: float,
+        door: PowerDoor,
         planner: Planner,
         pending: Iterable[Job],
         placement: str,
         sleeping: set[int],
         wake: dict[int, str],
     ) -> None:
-        """Backfill candidates whose earliest start is a boot away, on
-        sleeping nodes: those nodes are woken for them."""
+        """Backfill candidates (pending jobs with no reservation, of a
+        queue whose policy backfills) whose earliest start is a boot away,
+        on sleeping nodes: those nodes are woken for them.  While the
+        candidates are examined, each one woken for holds its place (a
+        reservation, dropped at the end), so the next is placed around it:
+        every candidate the plan can serve now is served by this one
+        decision, whenever the next pass comes."""
+        claimed: list[int] = []
+        try:
+            self._claim(now, door, planner, pending, placement, sleeping, wake, claimed)
+        finally:
+            for jobid in claimed:
+                door.unplan(jobid)
+
+    def _claim(
+        self,
+        now: float,
+        door: PowerDoor,
+        planner: Planner,
+        pending: Iterable[Job],
+        placement: str,
+        sleeping: set[int],
+        wake: dict[int, str],
+        claimed: list[int],
+    ) -> None:
         seen = 0
         for job in pending:
-            if planner.span(job.id) is not None:
-                continue  # a reservation: decided above
+            if not job.queue.policy.backfills or planner.span(job.id) is not None:
+                continue  # its order or its reservation decides: above
             seen += 1
             if seen > _DEMAND_DEPTH or not sleeping - set(wake):
                 return
             slot = planner.earliest_bits(job.request, now, job.duration, placement)
             if slot is None:
                 continue
-            ranks = planner.resolve(slot.placement).ranks
-            asleep = [r for r in ranks if r in sleeping]
-            if not asleep or any(r in wake for r in asleep):
+            rs = planner.resolve(slot.placement)
+            asleep = [r for r in rs.ranks if r in sleeping and r not in wake]
+            if not asleep or slot.start - max(self.models[r].on_time for r in asleep) > now + _EPS:
                 continue
-            if slot.start - max(self.models[r].on_time for r in asleep) <= now + _EPS:
-                for r in asleep:
-                    wake[r] = f"job {job.id}"
+            for r in asleep:
+                wake[r] = f"job {job.id}"
+            door.plan_reservation(job.id, rs, slot.start, slot.start + job.duration, slot.placement.bits)
+            claimed.append(job.id)
 
     def _switch_on(self, now: float, door: PowerDoor, graph: ResourceGraph, wake: dict[int, str]) -> list[PowerOn]:
         ranks = sorted(wake)

@@ -175,6 +175,9 @@ class QueuePolicy:
     default_reserve_depth: int | None = None
     #: Keep reservations from one pass to the next (else each pass re-plans).
     persistent_reservations = False
+    #: A job may start ahead of a job that waits (so a job with no
+    #: reservation may start whenever it fits: power saving wakes nodes for it).
+    backfills = True
 
     def __init__(self, reserve_depth: int | None | PolicyDefault = POLICY_DEFAULT) -> None:
         #: None is unlimited.

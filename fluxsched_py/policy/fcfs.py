@@ -70,6 +70,7 @@ class FCFSPolicy(QueuePolicy):
     default_reserve_depth = 8
 
     persistent_reservations = True
+    backfills = False
 
     def __init__(self, reserve_depth: int | None | PolicyDefault = POLICY_DEFAULT) -> None:
         super().__init__(reserve_depth)
