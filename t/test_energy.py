@@ -155,6 +155,9 @@ def test_a_job_on_sleeping_nodes_waits_for_their_boot_and_starts_on_nodes_that_a
     assert [len(a.ranks) for a in r.power] == [2]  # two nodes woken, for job 1
     (ann,) = r.responses
     assert ann.annotations["sched"]["t_estimate"] == pytest.approx(10.0 + MODEL.on_time)
+    assert ann.annotations["sched"]["reason_pending"].startswith(
+        "waiting for 2 nodes to power on — reserved to start at"
+    )
     woken = r.power[0].ranks
     assert e.schedule(100.0).responses == []  # still booting: nothing starts
     e.power_changed(woken, True, 10.0 + MODEL.on_time)

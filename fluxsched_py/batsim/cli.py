@@ -138,10 +138,14 @@ def make_driver(
         from .v4driver import V4Driver
 
         power = None
-        if platform and options.power_save != "off":
-            from .platform import batsim_power
+        if platform:
+            from .platform import PlatformError, batsim_power
 
-            power = batsim_power(platform)
+            try:
+                power = batsim_power(platform)
+            except PlatformError as exc:
+                if options.power_save != "off" or "wattage_per_state is missing" not in str(exc):
+                    raise
         return V4Driver(options, power)
     if protocol == "batprotocol":
         from .batprotocol import BatprotocolDriver

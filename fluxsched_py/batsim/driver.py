@@ -581,10 +581,16 @@ class BatsimScheduler:
 
     def summary(self) -> str:
         s = self.stats
-        return (
+        text = (
             f"{s['submitted']} submitted, {s['started']} started, {s['rejected']} rejected, "
             f"{s['completed']} completed, {s['killed']} killed, {s['calls']} CALL_ME_LATER"
         )
+        if self.engine is not None and self.engine.power is not None:
+            p = self.engine.power.counters
+            text += f", {p['power_off']} nodes switched off, {p['power_on']} on"
+        if "consumed_joules" in s:
+            text += f", {s['consumed_joules']:.3f} J consumed (Batsim, from t=0)"
+        return text
 
 
 class Driver:

@@ -175,6 +175,10 @@ def notify(ts: float, kind: str) -> dict[str, Any]:
     return _event(ts, "NOTIFY", {"type": kind})
 
 
+def query(ts: float, requests: dict[str, Any]) -> dict[str, Any]:
+    return _event(ts, "QUERY", {"requests": requests})
+
+
 def answer(ts: float, data: dict[str, Any]) -> dict[str, Any]:
     return _event(ts, "ANSWER", data)
 

@@ -36,6 +36,8 @@ class V4Driver(Driver):
         self.config: dict[str, Any] = {}
         self.workloads: dict[str, Any] = {}
         self.profiles: dict[str, dict[str, Any]] = {}
+        #: Whether Batsim was asked for the energy it counted (at the end, with a power model).
+        self.asked_energy = False
 
     def handle(self, raw: bytes) -> bytes:
         v4 = self._v4
@@ -66,6 +68,15 @@ class V4Driver(Driver):
             return v4.encode_message(now, [])
         if sched.started:
             out.extend(self._encode(now, sched.decide(now)))
+            if (
+                sched.power is not None
+                and not self.asked_energy
+                and sched.no_more_static_jobs
+                and not sched.unfinished()
+            ):
+                # every job has ended: what did the machine draw? (batsim -E answers)
+                self.asked_energy = True
+                out.append(v4.query(now, {"consumed_energy": {}}))
         return v4.encode_message(now, out)
 
     def _encode(self, now: float, decisions: list[Decision]) -> list[dict[str, Any]]:
@@ -167,7 +178,12 @@ class V4Driver(Driver):
         return [self._v4.answer(now, answers)]
 
     def _on_answer(self, ev: Any, now: float) -> list[dict[str, Any]]:
-        log.info("ANSWER from Batsim (no QUERY was sent): %s", ev.data)
+        joules = ev.data.get("consumed_energy") if self.asked_energy else None
+        if isinstance(joules, int | float) and not isinstance(joules, bool):
+            self.scheduler.stats["consumed_joules"] = float(joules)
+            log.info("Batsim counted %.3f J consumed from t=0 to t=%.6f", joules, ev.timestamp)
+        else:
+            log.info("ANSWER from Batsim (not one this scheduler asked for): %s", ev.data)
         return []
 
     def _on_notify(self, ev: Any, now: float) -> list[dict[str, Any]]:

@@ -113,6 +113,14 @@ def reason_pending(e: Engine, p: Pass, job: Job, head: Job | None) -> str:
         if job.estimate is not None:
             return f"{held} — reserved to start at {e.time_format(job.estimate)}"
         return held
+    if e.power is not None and job.estimate is not None and (span := e.planner.span(job.id)) is not None:
+        booting = e.power.not_on(span.resources.ranks)
+        if booting:
+            # it waits for nodes power-save switched off (engine/power.py)
+            return (
+                f"waiting for {booting} node{'s' if booting > 1 else ''} to power on "
+                f"— reserved to start at {e.time_format(job.estimate)}"
+            )
     why = p.held.get(job.id)
     if why == "limit":
         return p.limit_text[job.id]

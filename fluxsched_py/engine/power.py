@@ -373,6 +373,11 @@ class PowerSaving:
                             t = min(t, due)
         return t
 
+    def not_on(self, ranks: Iterable[int]) -> int:
+        """How many of ``ranks`` are not on (asleep or switching)."""
+        state = self.state
+        return sum(1 for r in ranks if r in state)
+
     def off_ranks(self) -> IdSet:
         """The nodes not on (switching either way, or asleep)."""
         return IdSet(sorted(self.state))
