@@ -261,3 +261,58 @@ def test_the_replay_of_a_power_saving_run_never_starts_a_job_on_a_node_that_is_n
 
     replay(workload, graph, rec["options"], power=load_power(PLATFORM), check=check)
     assert max(seen) > 64  # the check saw the machine mostly asleep
+
+
+# -- energy outputs and figures ------------------------------------------------------
+
+
+def _integral(times: list[float], watts: list[float], t0: float, t1: float) -> float:
+    edges = [*times[1:], math.inf]
+    return sum(w * max(0.0, min(b, t1) - max(a, t0)) for a, b, w in zip(times, edges, watts, strict=True))
+
+
+@needs_shared
+def test_the_power_over_time_adds_up_to_the_energy_and_batsims_files_read_back(tmp_path: Path):
+    from fluxsched_py.replay.report import write_energy_files, write_jobs_csv
+    from fluxsched_py.report.data import run_from_jobs_csv, run_from_result
+
+    rec = next(r for r in RECORDINGS if r["file"] == "s1-planned.jsonl.gz")
+    result = replay(
+        load_workload(WORKLOADS / rec["workload"]), load_platform(PLATFORM), rec["options"], power=load_power(PLATFORM)
+    )
+    e = result.energy
+    run = run_from_result(result)
+    # the step function of watts (summed over the machine) against account()'s per-node integral
+    assert _integral(*run.power, e.start, e.end) == pytest.approx(e.total, rel=1e-9)
+    assert run.node_states[0] == (0.0, 0, 0, 0, 128, 0)
+    assert all(sum(row[1:]) == 128 for row in run.node_states)
+    assert max(row[1] for row in run.node_states) > 64  # most of the machine asleep at some point
+    jobs = write_jobs_csv(result, tmp_path / "jobs.csv")
+    names = sorted(p.name for p in write_energy_files(result, tmp_path))
+    assert names == ["consumed_energy.csv", "machine_states.csv", "pstate_changes.csv"]
+    back = run_from_jobs_csv(jobs, "back")
+    assert back.node_states == [tuple(float(x) if i == 0 else x for i, x in enumerate(r)) for r in run.node_states]
+    assert _integral(*back.power, e.start, e.end) == pytest.approx(e.total, rel=1e-6)
+    # Batsim's own consumed_energy.csv has the same columns: its last completion row is consumed_joules + start's
+    last = [line.split(",") for line in (tmp_path / "consumed_energy.csv").read_text().splitlines()[1:]]
+    ends = [row for row in last if row[2] == "e"]
+    first = next(row for row in last if row[2] == "s")
+    assert float(ends[-1][1]) - float(first[1]) == pytest.approx(rec["batsim_consumed_joules"], rel=1e-6)
+
+
+def test_a_run_without_a_power_model_draws_no_power_figure(tmp_path: Path):
+    pytest.importorskip("matplotlib")
+    from fluxsched_py.replay.workload import read_batsim
+    from fluxsched_py.report.data import run_from_result
+    from fluxsched_py.report.figures import power, power_states
+
+    w = read_batsim(
+        {
+            "nb_res": 2,
+            "jobs": [{"id": 1, "subtime": 0, "res": 1, "profile": "p"}],
+            "profiles": {"p": {"type": "delay", "delay": 5}},
+        }
+    )
+    result = replay(w, ResourceGraph.from_nodes(["a", "b"], 1), ["queue-policy=easy"])
+    run = run_from_result(result)
+    assert run.power is None and power(run) is None and power_states(run) is None

@@ -24,7 +24,16 @@ from pathlib import Path
 from ..ids import IdSet
 from ..power import PowerModel
 
-__all__ = ["Energy", "PowerLog", "account", "write_machine_states", "write_pstate_changes"]
+__all__ = [
+    "Energy",
+    "PowerLog",
+    "account",
+    "node_states",
+    "power_series",
+    "write_consumed_energy",
+    "write_machine_states",
+    "write_pstate_changes",
+]
 
 
 @dataclass(slots=True)
@@ -104,11 +113,12 @@ def account(
     return Energy(start, end, idle, computing, switching, sleeping)
 
 
-def write_machine_states(
-    path: Path, nodes: int, runs: Sequence[tuple[float, float, IdSet, bool]], log: PowerLog
-) -> None:
-    """``machine_states.csv`` in the columns of Batsim's ``out_machine_states.csv``:
-    at each time something changed, how many nodes were in each state."""
+def node_states(
+    nodes: int, runs: Sequence[tuple[float, float, IdSet, bool]], log: PowerLog
+) -> list[tuple[float, int, int, int, int, int]]:
+    """How many nodes were in each state from each time something changed:
+    rows of (time, sleeping, switching on, switching off, idle, computing),
+    Batsim's ``out_machine_states.csv``."""
     deltas: dict[float, dict[str, int]] = {}
 
     def bump(t: float, state: str, n: int) -> None:
@@ -121,29 +131,68 @@ def write_machine_states(
         bump(a, "idle", -n)
         bump(b, "computing", -n)
         bump(b, "idle", n)
-    for rank, seq in log.per_rank().items():
-        del rank
+    for seq in log.per_rank().values():
         state = "idle"
         for t, new in seq:
             bump(t, state, -1)
             bump(t, new, 1)
             state = new
     counts = {"sleeping": 0, "switching_on": 0, "switching_off": 0, "idle": nodes, "computing": 0}
+    rows = [(0.0, *counts.values())]
+    for t in sorted(deltas):
+        for state, n in deltas[t].items():
+            counts[state] += n
+        if math.isfinite(t):
+            rows.append((t, *counts.values()))
+    return rows  # type: ignore[return-value]
+
+
+def power_series(
+    models: Sequence[PowerModel], runs: Sequence[tuple[float, float, IdSet, bool]], log: PowerLog
+) -> tuple[list[float], list[float]]:
+    """The machine's watts over time, a step function: (the times it
+    changed, the watts from each on), from time 0."""
+    steps: list[tuple[float, float]] = [(0.0, sum(m.idle_watts for m in models))]
+    for a, b, ranks, computes in runs:
+        if computes:
+            extra = sum(models[r].computing_watts - models[r].idle_watts for r in ranks)
+            steps += [(a, extra), (b, -extra)]
+    for rank, seq in log.per_rank().items():
+        m = models[rank]
+        state = "idle"
+        for t, new in seq:
+            steps.append((t, m.watts(new) - m.watts(state)))
+            state = new
+    steps.sort(key=lambda x: x[0])
+    times: list[float] = []
+    watts: list[float] = []
+    level = 0.0
+    for t, dw in steps:
+        level += dw
+        if times and times[-1] == t:
+            watts[-1] = level
+        else:
+            times.append(t)
+            watts.append(level)
+    return times, watts
+
+
+def write_machine_states(
+    path: Path, nodes: int, runs: Sequence[tuple[float, float, IdSet, bool]], log: PowerLog
+) -> None:
+    """``machine_states.csv`` in the columns of Batsim's ``out_machine_states.csv``."""
     with path.open("w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["time", "nb_sleeping", "nb_switching_on", "nb_switching_off", "nb_idle", "nb_computing"])
-        w.writerow([0, *counts.values()])
-        for t in sorted(deltas):
-            for state, n in deltas[t].items():
-                counts[state] += n
-            if math.isfinite(t):
-                w.writerow([f"{t:g}", *counts.values()])
+        for t, *counts in node_states(nodes, runs, log):
+            w.writerow([repr(t), *counts])
 
 
 def write_pstate_changes(path: Path, nodes: int, models: Sequence[PowerModel], log: PowerLog) -> None:
     """``pstate_changes.csv`` in the columns of Batsim's ``out_pstate_changes.csv``:
-    each node's pstate from time 0, then each switch's end (its sleep pstate
-    when it went to sleep, its computing pstate when it came back on)."""
+    each node's pstate from time 0; a switch's start as Batsim marks it
+    (-2 on the way to a sleep pstate, -1 on the way to a computing one);
+    its end, the pstate it reached."""
     with path.open("w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["time", "machine_id", "new_pstate"])
@@ -153,14 +202,69 @@ def write_pstate_changes(path: Path, nodes: int, models: Sequence[PowerModel], l
         for ps, ranks in sorted(by_pstate.items()):
             w.writerow([0, _intervals(ranks), ps])
         for t, ranks, state in log.changes:
-            if state not in ("sleeping", "idle"):
-                continue
             groups: dict[int, list[int]] = {}
             for r in ranks:
                 m = models[r]
-                groups.setdefault(m.sleep_pstate if state == "sleeping" else m.compute_pstate, []).append(r)
+                ps = {"switching_off": -2, "switching_on": -1, "sleeping": m.sleep_pstate}.get(state, m.compute_pstate)
+                groups.setdefault(ps, []).append(r)
             for ps, rs in sorted(groups.items()):
-                w.writerow([f"{t:g}", _intervals(rs), ps])
+                w.writerow([repr(t), _intervals(rs), ps])
+
+
+def write_consumed_energy(
+    path: Path, models: Sequence[PowerModel], runs: Sequence[tuple[float, float, IdSet, bool]], log: PowerLog
+) -> None:
+    """``consumed_energy.csv`` in the columns of Batsim's ``out_consumed_energy.csv``:
+    a row at each job start (``s``), job end (``e``) and switch start or
+    end (``p``): the joules drawn since time 0, the sum of the nodes'
+    least watts in their present states (``wattmin``), and the mean watts
+    since the row before (``epower``, ``NA`` when no time passed)."""
+    steps: list[tuple[float, float, float]] = []  # (time, change of watts, change of wattmin)
+    rows: list[tuple[float, int, str]] = []  # (time, order, event type)
+    for r, m in enumerate(models):
+        del r
+        steps.append((0.0, m.idle_watts, m.idle_watts))
+    for a, b, ranks, computes in runs:
+        extra = sum((models[r].computing_watts - models[r].idle_watts) for r in ranks) if computes else 0.0
+        steps += [(a, extra, 0.0), (b, -extra, 0.0)]
+        rows += [(a, len(rows), "s"), (b, len(rows) + 1, "e")]
+    for rank, seq in log.per_rank().items():
+        m = models[rank]
+        state = "idle"
+        for t, new in seq:
+            delta = m.watts(new) - m.watts(state)
+            least = m.watts(new if new != "computing" else "idle") - m.watts(state if state != "computing" else "idle")
+            steps.append((t, delta, least))
+            state = new
+    for t, _, _ in log.changes:
+        rows.append((t, len(rows), "p"))
+    steps.sort(key=lambda x: x[0])
+    rows.sort()
+    with path.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["time", "energy", "event_type", "wattmin", "epower"])
+        k = 0
+        t_now = energy = watts = wattmin = 0.0
+        last_t, last_e = 0.0, 0.0
+        for t, _, kind in rows:
+            while k < len(steps) and steps[k][0] <= t:
+                st, dw, dm = steps[k]
+                energy += watts * (st - t_now)
+                t_now = st
+                watts += dw
+                wattmin += dm
+                k += 1
+            energy += watts * (t - t_now)
+            t_now = t
+            epower = (
+                "NA"
+                if t <= last_t and rows[0][0] != t
+                else f"{(energy - last_e) / (t - last_t):f}"
+                if t > last_t
+                else "NA"
+            )
+            w.writerow([f"{t:f}", f"{energy:f}", kind, f"{wattmin:f}", epower])
+            last_t, last_e = t, energy
 
 
 def _intervals(ranks: list[int]) -> str:

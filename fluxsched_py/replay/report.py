@@ -64,16 +64,13 @@ def _num(x: float | None) -> str:
 
 
 def write_energy_files(result: ReplayResult, outdir: Path) -> list[Path]:
-    """``machine_states.csv`` and ``pstate_changes.csv`` beside ``jobs.csv``,
-    in the columns of Batsim's ``out_*`` files of the same names."""
-    from .energy import PowerLog, write_machine_states, write_pstate_changes
+    """``machine_states.csv``, ``pstate_changes.csv`` and
+    ``consumed_energy.csv`` beside ``jobs.csv``, in the columns of Batsim's
+    ``out_*`` files of the same names."""
+    from .energy import PowerLog, write_consumed_energy, write_machine_states, write_pstate_changes
 
     log = result.power_log or PowerLog()
-    runs = [
-        (r.start, r.finish, r.ranks, r.job.computes)
-        for r in result.records
-        if r.start is not None and r.finish is not None
-    ]
+    runs = result.job_runs()
     out = []
     path = outdir / "machine_states.csv"
     write_machine_states(path, result.nb_nodes, runs, log)
@@ -81,6 +78,9 @@ def write_energy_files(result: ReplayResult, outdir: Path) -> list[Path]:
     if result.models is not None:
         path = outdir / "pstate_changes.csv"
         write_pstate_changes(path, result.nb_nodes, result.models, log)
+        out.append(path)
+        path = outdir / "consumed_energy.csv"
+        write_consumed_energy(path, result.models, runs, log)
         out.append(path)
     return out
 

@@ -33,7 +33,7 @@ from ..engine.runlimits import RunLimits
 from ..ids import IdSet
 from ..power import PowerModel
 from ..resource import ResourceGraph
-from .energy import Energy, PowerLog, account
+from .energy import Energy, PowerLog, account, node_states, power_series
 from .workload import Workload, WorkloadJob
 
 __all__ = ["JobRecord", "ReplayResult", "replay"]
@@ -136,6 +136,26 @@ class ReplayResult:
     @property
     def policy(self) -> str:
         return self.options.queue_policy
+
+    def job_runs(self) -> list[tuple[float, float, IdSet, bool]]:
+        """Each job's last run: (start, finish, ranks, whether it computes)."""
+        return [
+            (r.start, r.finish, r.ranks, r.job.computes)  # type: ignore[misc]
+            for r in self.records
+            if r.start is not None and r.finish is not None
+        ]
+
+    def power_series(self) -> tuple[list[float], list[float]] | None:
+        """The machine's watts over time (None without a power model)."""
+        if self.models is None:
+            return None
+        return power_series(self.models, self.job_runs(), self.power_log or PowerLog())
+
+    def node_states(self) -> list[tuple[float, int, int, int, int, int]] | None:
+        """Nodes per power state over time (None without a power model)."""
+        if self.models is None:
+            return None
+        return node_states(self.nb_nodes, self.job_runs(), self.power_log or PowerLog())
 
     def starts(self) -> dict[int, float | None]:
         return {r.job.id: r.start for r in self.records}
@@ -391,8 +411,7 @@ def _energy(models: Sequence[PowerModel], result: ReplayResult) -> Energy:
         return Energy(0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
     first = min(r.job.submit for r in result.records)
     last = max(r.finish for r in started)  # type: ignore[type-var]
-    runs = [(r.start, r.finish, r.ranks, r.job.computes) for r in started]
-    return account(models, runs, result.power_log or PowerLog(), first, last)  # type: ignore[arg-type]
+    return account(models, result.job_runs(), result.power_log or PowerLog(), first, last)
 
 
 def _first_forecasts(engine: Engine, t: float, submitted: set[int], records: dict[int, JobRecord]) -> None:

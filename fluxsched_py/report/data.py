@@ -67,6 +67,12 @@ class RunData:
     state: list[str] = field(default_factory=list)
     #: the workload's name, when known: a sweep draws each workload on its own axes
     workload: str = ""
+    #: With a power model: the machine's watts over time, a step function
+    #: (the times it changed, the watts from each on); and the nodes per
+    #: power state over time, rows of (time, sleeping, switching on,
+    #: switching off, idle, computing) as Batsim's ``out_machine_states.csv``.
+    power: tuple[list[float], list[float]] | None = None
+    node_states: list[tuple[float, int, int, int, int, int]] | None = None
 
     def __post_init__(self) -> None:
         n = len(self.submit)
@@ -146,6 +152,8 @@ def run_from_result(result: Any, label: str | None = None) -> RunData:
         user=attrs["user"],
         state=states,
         workload=result.workload.name,
+        power=result.power_series() if hasattr(result, "power_series") else None,
+        node_states=result.node_states() if hasattr(result, "node_states") else None,
     )
 
 
@@ -214,6 +222,7 @@ def run_from_jobs_csv(
     if nb_nodes is None:
         nb_nodes = 1 + max((hi for runs in ranks for _, hi in runs), default=0)
     cats, kind = _pick(attrs, sizes)
+    power, node_rows = _power_files(Path(path))
     return RunData(
         label,
         nb_nodes,
@@ -228,4 +237,45 @@ def run_from_jobs_csv(
         user=attrs["user"],
         state=states,
         workload=workload,
+        power=power,
+        node_states=node_rows,
     )
+
+
+def _sibling(jobs_csv: Path, name: str) -> Path:
+    """``consumed_energy.csv`` beside ``jobs.csv`` (the replay's), or
+    ``PREFIX_consumed_energy.csv`` beside ``PREFIX_jobs.csv`` (Batsim's)."""
+    stem = jobs_csv.name
+    if stem.endswith("_jobs.csv"):
+        return jobs_csv.with_name(stem[: -len("jobs.csv")] + name)
+    return jobs_csv.with_name(name)
+
+
+def _power_files(jobs_csv: Path) -> tuple[tuple[list[float], list[float]] | None, list | None]:
+    """The power over time (from ``consumed_energy.csv``: the mean watts
+    between two rows) and the nodes per state (``machine_states.csv``) of
+    the run whose ``jobs.csv`` this is, when those files are beside it;
+    None for a file that is missing or unreadable."""
+    power = None
+    path = _sibling(jobs_csv, "consumed_energy.csv")
+    try:
+        with path.open(newline="") as f:
+            rows = [(float(r["time"]), float(r["energy"])) for r in csv.DictReader(f)]
+        times, watts = [], []
+        for (t0, e0), (t1, e1) in zip(rows, rows[1:], strict=False):
+            if t1 > t0:
+                times.append(t0)
+                watts.append((e1 - e0) / (t1 - t0))
+        power = (times, watts) if times else None
+    except (OSError, KeyError, ValueError):
+        power = None
+    states = None
+    path = _sibling(jobs_csv, "machine_states.csv")
+    try:
+        with path.open(newline="") as f:
+            reader = csv.reader(f)
+            next(reader)
+            states = [(float(r[0]), *(int(float(x)) for x in r[1:6])) for r in reader if r]
+    except (OSError, ValueError, IndexError, StopIteration):
+        states = None
+    return power, states

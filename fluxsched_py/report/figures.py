@@ -200,6 +200,52 @@ def free(run: RunData, lim: dict[str, float] | None = None) -> Any:
     return fig
 
 
+def power(run: RunData, lim: dict[str, float] | None = None) -> Any:
+    """The machine's watts over time (None without a power model)."""
+    if run.power is None:
+        return None
+    np = series._np()
+    lim = lim or shared_limits([run])
+    t0 = series.time_span(run)[0]
+    scale, unit = time_unit(lim["span"])
+    times, watts = run.power
+    edges = np.append(np.asarray(times, dtype=float), max(times[-1], t0 + lim["span"]))
+    fig, ax = _figure(f"{run.label}: power (peak {max(watts) / 1e3:,.1f} kW)")
+    _step_plot(ax, edges, np.asarray(watts) / 1e3, t0, scale, fill=True, alpha=0.6, color="tab:olive")
+    ax.set_ylim(0, max(watts) / 1e3 * 1.05)
+    ax.set_ylabel("power (kW)")
+    _time_axis(ax, lim["span"], unit, scale)
+    return fig
+
+
+#: The power states of ``RunData.node_states``, in its column order, with their colours.
+_STATES = (("asleep", "tab:blue"), ("switching on", "tab:orange"), ("switching off", "tab:purple"),
+           ("idle", "tab:gray"), ("computing", "tab:green"))  # fmt: skip
+
+
+def power_states(run: RunData, lim: dict[str, float] | None = None) -> Any:
+    """Nodes per power state over time, stacked (None without a power model)."""
+    if run.node_states is None:
+        return None
+    np = series._np()
+    lim = lim or shared_limits([run])
+    t0 = series.time_span(run)[0]
+    scale, unit = time_unit(lim["span"])
+    rows = np.asarray(run.node_states, dtype=float)
+    edges = np.append(rows[:, 0], max(rows[-1, 0], t0 + lim["span"]))
+    fig, ax = _figure(f"{run.label}: nodes by power state")
+    base = np.zeros(len(rows))
+    for k, (name, colour) in enumerate(_STATES):
+        top = base + rows[:, k + 1]
+        ax.stairs(top, (edges - t0) / scale, baseline=base, fill=True, color=colour, label=name, alpha=0.8)
+        base = top
+    ax.set_ylim(0, lim["nodes"] * 1.05)
+    ax.set_ylabel("nodes")
+    _time_axis(ax, lim["span"], unit, scale)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
+    return fig
+
+
 def _mean(a: Any) -> float:
     return float(a.mean()) if len(a) else 0.0
 

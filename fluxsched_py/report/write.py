@@ -38,6 +38,9 @@ PER_RUN: tuple[tuple[str, str, Callable[[RunData, Limits], Any]], ...] = (
     ("free", "Free nodes over time (red: free while jobs wait)", figures.free),
     ("wait", "Wait time", lambda r, lim: figures.distribution(r, "wait", lim)),
     ("bsld", "Bounded slowdown", lambda r, lim: figures.distribution(r, "bsld", lim)),
+    # drawn only for a run with a power model (an energy platform), else skipped
+    ("power", "Power over time", figures.power),
+    ("power-states", "Nodes by power state over time", figures.power_states),
 )
 
 #: Figures that overlay all runs of a group (drawn when it has two or more).
@@ -76,9 +79,15 @@ def _save(fig: Any, outdir: Path, stem: str) -> tuple[str, str]:
 
 
 def _draw_run(run: RunData, outdir: str, stem: str, lim: Limits) -> list[tuple[str, str, str]]:
-    """Every per-run figure of one run: [(kind, png, svg)] (runs in a worker process too)."""
+    """Every per-run figure of one run: [(kind, png, svg)] (runs in a worker
+    process too); a figure whose data the run lacks (power) is left out."""
     out = Path(outdir)
-    return [(kind, *_save(draw(run, lim), out, f"{kind}-{stem}")) for kind, _, draw in PER_RUN]
+    drawn = []
+    for kind, _, draw in PER_RUN:
+        fig = draw(run, lim)
+        if fig is not None:
+            drawn.append((kind, *_save(fig, out, f"{kind}-{stem}")))
+    return drawn
 
 
 def _worker_signals() -> None:
@@ -172,7 +181,7 @@ def write_report(
             bar.advance(len(drawn), note=r.label)
     headings = {kind: heading for kind, heading, _ in PER_RUN}
     for sec, figs in zip(sections, per_run, strict=True):
-        sec.per_run.extend((headings[k], v) for k, v in figs.items())
+        sec.per_run.extend((headings[k], v) for k, v in figs.items() if v)
     return write_index(
         out / "index.html",
         title,
