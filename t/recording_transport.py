@@ -33,6 +33,8 @@ class RecordingTransport:
         self.not_running: set[int] = set()
         self.flush_requests: list[float] = []
         self.forecast_requested = False
+        #: Programs the driver ran (power-save): [argv, timeout, done], in order; a test calls ``done``.
+        self.programs: list[tuple[list[str], float, Callable[[str | None], None]]] = []
         self.driver: Driver | None = None
 
     def respond(self, msg: Any, payload: Any) -> None:
@@ -93,6 +95,9 @@ class RecordingTransport:
             self.driver.run_forecast_slice()
             n += 1
         return n
+
+    def run_program(self, argv: list[str], timeout: float, done: Callable[[str | None], None]) -> None:
+        self.programs.append((argv, timeout, done))
 
     def drain(self, ranks: str, reason: str) -> None:
         self.sent.append(("drain", None, {"targets": ranks, "reason": reason}))

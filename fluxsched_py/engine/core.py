@@ -432,6 +432,8 @@ class Engine:
         self._parents = dict(new.queue_parent)
         for name, queue in self.table.queues.items():
             queue.policy = self.policy_for(name)
+        if self.power is not None:  # its idle time, keep-on, exclusions and rate (power-save itself stays)
+            self.power.options = new
         self.replan()
 
     def replan(self) -> None:
@@ -553,6 +555,17 @@ class Engine:
         again = self.power.changed(IdSet.of(ranks) if not isinstance(ranks, IdSet) else ranks, on, now, self.table)
         self.changed()
         return again
+
+    def power_adopt(self, ranks: IdSet | Iterable[int], now: float) -> IdSet:
+        """``ranks`` were switched off before this engine started (a module
+        reload): they are asleep from ``now``.  The ranks adopted (free ones);
+        EngineError when power saving is off."""
+        if self.power is None:
+            raise EngineError("power_adopt: power-save is off")
+        taken = self.power.adopt(ranks, now, self.table, self.graph)
+        if taken:
+            self.changed()
+        return taken
 
     def wakeup(self) -> float:
         """When the engine next needs a pass though no message comes (an

@@ -378,6 +378,30 @@ class PowerSaving:
         state = self.state
         return sum(1 for r in ranks if r in state)
 
+    def adopt(self, ranks: Iterable[int], now: float, door: PowerDoor, graph: ResourceGraph) -> IdSet:
+        """``ranks`` are asleep already (switched off before a restart):
+        held as sleeping nodes from ``now``.  Those not free (a running
+        job's, down) are left alone.  Returns the ranks adopted."""
+        free = _whole_ranks(graph, graph.free())
+        taken = []
+        for r in sorted(set(ranks)):
+            if r in self.state or r not in free or r >= len(self.models):
+                continue
+            rs = graph.all().restrict(IdSet.of(r))
+            door.allocate(hold_id(r), rs)
+            door.plan_run(hold_id(r), rs, now, now + self.models[r].on_time)
+            self.state[r] = "sleeping"
+            self.idle_since.pop(r, None)
+            taken.append(r)
+        return IdSet(taken)
+
+    def states(self) -> dict[str, str]:
+        """The nodes in each state that is not on, as idsets (``flux module stats``)."""
+        out: dict[str, list[int]] = {"switching_off": [], "sleeping": [], "switching_on": []}
+        for r, state in sorted(self.state.items()):
+            out[state].append(r)
+        return {k: str(IdSet(v)) for k, v in out.items()}
+
     def off_ranks(self) -> IdSet:
         """The nodes not on (switching either way, or asleep)."""
         return IdSet(sorted(self.state))

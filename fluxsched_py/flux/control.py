@@ -167,6 +167,8 @@ def _status(c: Control, f: _Fields, now: float) -> Any:
         "forecast_age": None if c.latest is None else round(now - c.latest[0], 3),
         "forecast_slices": c.slices,
         "forecast_restarts": c.restarts,
+        # power-save: the nodes it switched off or is switching (ranks), when it is on
+        **({f"nodes_{k}": v for k, v in e.power.states().items()} if e.power is not None else {}),
     }
 
 

@@ -57,10 +57,13 @@ from typing import Any
 
 from ..engine import Engine, EngineError, EngineOptions, JobState, Response, ResponseType
 from ..engine.options import LOG_LEVELS
+from ..engine.power import PowerOff, PowerOn
 from ..engine.runlimits import RunLimits
+from ..ids import Hostlist
 from .allocrequest import AllocRequest
 from .annotbatch import AnnotationBatcher
 from .control import Control
+from .powerctl import PowerConfig
 from .startup import Startup
 from .wire import (
     _NOTE_PREFIXES,
@@ -152,9 +155,13 @@ class Driver(Startup):
         module_args: Iterable[str] | None = None,
         annotate_interval: float = 0.0,
         limits: RunLimits | None = None,
+        power: PowerConfig | None = None,
     ) -> None:
         self.transport = transport
         self.limits = limits
+        #: ``[sched-py.power]``: the nodes' power model and the programs that switch them.
+        self.power = power
+        self._power_changed = False  # since the power states were last kept in the KVS
         if options is not None and not isinstance(options, EngineOptions):
             options, bargs = split_binding_args(options)
             annotate_interval = annotate_interval or bargs.annotate_interval
@@ -461,6 +468,11 @@ class Driver(Startup):
                 f"reloaded; keeping queue-depth={old.queue_depth or 'unlimited'}",
             )
             new = dataclasses.replace(new, queue_depth=old.queue_depth)
+        if new.power_save != old.power_save:
+            self.log(
+                LOG_WARNING, f"config reload: power-save={new.power_save} takes effect when the module is reloaded"
+            )
+            new = dataclasses.replace(new, power_save=old.power_save)
         if new.queue_parent != old.queue_parent:
             # Pending jobs wait in the queue they joined: a parent changes with the module.
             self.log(LOG_WARNING, "config reload: queue-parent (virtual queues) changes when the module is reloaded")
@@ -528,6 +540,8 @@ class Driver(Startup):
             s["campaigns"] = e.hooks.stats(self.clock())
             if e.usage is not None:
                 s["limits"] = {"set": e.limits.describe() if e.limits else [], **e.usage.as_dict()}
+            if e.power is not None:
+                s["power"] = e.power.states()
         return s
 
     # ------------------------------------------------------------------
@@ -578,6 +592,9 @@ class Driver(Startup):
         for d in res.drains:  # the sink effect: no further job is placed there
             self.log(LOG_INFO, f"draining ranks {d.ranks}: {d.reason}")
             self.transport.drain(str(d.ranks), d.reason)
+        for a in res.power:  # power-save: the site's suspend and resume programs
+            self._switch(a)
+        self.save_power()
         self.last_work = (
             "pass",
             f"schedule {1e3 * dt:.1f} ms, send {1e3 * (time.monotonic() - t1):.1f} ms",
@@ -605,6 +622,83 @@ class Driver(Startup):
         if not res.more:
             self._request_forecast(FORECAST_QUIET)
         return res.more
+
+    def _switch(self, action: PowerOff | PowerOn) -> None:
+        """Run the suspend or resume program for ``action``'s nodes; tell the
+        engine when it is done (a failed resume leaves them drained)."""
+        cfg = self.power
+        run = getattr(self.transport, "run_program", None)
+        on = isinstance(action, PowerOn)
+        ranks = action.ranks
+        assert self.engine is not None and cfg is not None  # power-save needs both
+        hosts = Hostlist([self.engine.graph.hostname(r) or str(r) for r in ranks]).encode()
+        argv = [*(cfg.resume if on else cfg.suspend), hosts]
+        timeout = cfg.resume_timeout if on else cfg.suspend_timeout
+        self.stats["power_on" if on else "power_off"] = self.stats.get("power_on" if on else "power_off", 0) + 1
+        self.log(LOG_INFO, f"power: {'resuming' if on else 'suspending'} {hosts} (ranks {ranks})")
+
+        def done(err: str | None) -> None:
+            engine = self.engine
+            if engine is None or engine.power is None:
+                return
+            self._power_changed = True
+            now = self.clock()
+            if err is None:
+                self._switch_all(engine.power_changed(ranks, on, now))
+            elif not on:  # the nodes stay on: usable again
+                self.error(f"power: suspend of {hosts} failed: {err}; they stay on")
+                engine.power_changed(ranks, True, now)
+            else:
+                reason = f"sched-py: {hosts} did not power on: {err}"
+                self.error(f"power: {reason}")
+                engine.power_changed(ranks, True, now)
+                engine.resource_update(down=ranks)
+                self.transport.drain(str(ranks), reason)
+            self._changed()
+
+        self._power_changed = True
+        if run is None:
+            done("this transport runs no program")
+            return
+        run(argv, timeout, done)
+
+    def _switch_all(self, actions: list[PowerOn]) -> None:
+        for a in actions:
+            self._switch(a)
+
+    def save_power(self) -> None:
+        """Keep the nodes' power states in the KVS (``<name>.power``) when
+        they changed, for the next load of the module (:meth:`adopt_power`)."""
+        if not self._power_changed or self.engine is None or self.engine.power is None:
+            return
+        self._power_changed = False
+        key = f"{self.name}.power"
+
+        def done(err: str | None) -> None:
+            if err is not None:
+                self.error(f"power: KVS commit of {key} failed: {err}")
+
+        self.transport.commit([(key, self.engine.power.states())], done)
+
+    def adopt_power(self, stored: Any) -> None:
+        """The power states the module kept at its last load (``<name>.power``):
+        nodes it had switched off, or was switching, are asleep now (a resume
+        in flight when it unloaded is run again when a job needs them)."""
+        engine = self.engine
+        if engine is None or engine.power is None or not isinstance(stored, Mapping):
+            return
+        from ..ids import IdSet
+
+        ranks: set[int] = set()
+        for state in ("sleeping", "switching_off", "switching_on"):
+            try:
+                ranks |= set(IdSet.of(stored.get(state) or ""))
+            except (TypeError, ValueError):
+                self.error(f"power: ignoring the unreadable {self.name}.power {state}: {stored.get(state)!r}")
+        taken = engine.power_adopt(ranks, self.clock())
+        if taken:
+            self.log(LOG_INFO, f"power: ranks {taken} were switched off before this load: asleep")
+        self._power_changed = True
 
     def _next_wakeup(self) -> float:
         """When a pass is due with no message: the engine's wakeup, or the

@@ -47,6 +47,7 @@ from . import reservestore
 from .cbtime import CallbackClock
 from .driver import LOG_ERR, LOG_INFO, Driver, bad_payload, kvs_key
 from .gcpace import GcPacer
+from .powerctl import config_power
 from .siteconf import config_limits, config_options
 from .wire import split_binding_args
 
@@ -68,6 +69,8 @@ __all__ = ["mod_main", "FluxBinding"]
 #: How long a pass that has more to do waits for the requests queued on the
 #: handle before it resumes anyway (seconds); see FluxBinding._on_timer.
 DEFER_MAX = 0.1
+#: seconds between looks at a running suspend or resume program (power-save)
+PROGRAM_POLL = 0.2
 
 #: Running jobs whose R lookup and ``job-manager.getattr`` are in flight at once at hello.
 HELLO_WINDOW = 256
@@ -132,6 +135,7 @@ class FluxBinding:
         args, bargs = split_binding_args(args)  # nice=, annotate-interval=: ValueError -> the load fails
         options = config_options(conf, self.name, args)  # ValueError -> the load fails
         limits = config_limits(conf, self.name)  # likewise
+        power = config_power(conf, self.name)  # likewise
         self._conf = conf  # its [[sched-py.reservation]] entries are read once the engine exists
         _warm_imports()
         self.driver = Driver(
@@ -142,6 +146,7 @@ class FluxBinding:
             module_args=args,
             annotate_interval=bargs.annotate_interval,
             limits=limits,
+            power=power,
         )
         if bargs.nice:
             # Below the broker (whose niceness this process inherited): with
@@ -284,6 +289,49 @@ class FluxBinding:
                 self.log(LOG_ERR, f"draining ranks {ranks} failed: {exc}")
 
         f.then(cont)
+
+    def run_program(self, argv: list[str], timeout: float, done: Callable[[str | None], None]) -> None:
+        """Run ``argv`` without blocking the reactor: a timer looks at it
+        every :data:`PROGRAM_POLL` seconds; ``done(None)`` when it exits 0,
+        ``done(reason)`` when it fails, cannot start or outlives ``timeout``
+        (then it is killed)."""
+        import subprocess
+        import tempfile
+
+        err = tempfile.TemporaryFile()
+        try:
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
+        except OSError as exc:
+            err.close()
+            done(f"cannot run {argv[0]}: {exc.strerror or exc}")
+            return
+        deadline = time.monotonic() + timeout
+
+        def finish(reason: str | None) -> None:
+            watcher.stop()
+            self._watchers.remove(watcher)
+            err.close()
+            done(reason)
+
+        def poll(*_: Any) -> None:
+            rc = proc.poll()
+            if rc is None:
+                if time.monotonic() < deadline:
+                    return
+                proc.kill()
+                proc.wait()
+                finish(f"{argv[0]} still running after {timeout:g}s (killed)")
+                return
+            if rc == 0:
+                finish(None)
+                return
+            err.seek(0)
+            tail = err.read()[-400:].decode("utf-8", "replace").strip().replace("\n", " ")
+            finish(f"{argv[0]} exited {rc}" + (f": {tail}" if tail else ""))
+
+        watcher = self.h.timer_watcher_create(PROGRAM_POLL, self._timed(poll, "power-program"), repeat=PROGRAM_POLL)
+        self._watchers.append(watcher)
+        watcher.start()
 
     def request_pass(self, delay: float) -> None:
         self._timer.stop()
@@ -488,6 +536,15 @@ class FluxBinding:
                 self.log(LOG_ERR, f"reservations: cannot read {key}: {exc.strerror or exc}")
             stored = None
         reservestore.load(self.driver, stored, self._conf, os.getuid())
+        if self.driver.engine is not None and self.driver.engine.power is not None:
+            key = f"{self.name}.power"
+            try:
+                kept = flux.kvs.get(self.h, key)
+            except OSError as exc:
+                if exc.errno != errno.ENOENT:
+                    self.log(LOG_ERR, f"power: cannot read {key}: {exc.strerror or exc}")
+                kept = None
+            self.driver.adopt_power(kept)
 
     def _ready(self) -> None:
         f = self.h.rpc("job-manager.sched-ready", self.driver.ready_payload())

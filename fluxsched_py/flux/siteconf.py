@@ -70,8 +70,9 @@ def config_args(conf: Any, name: str) -> list[str]:
 
 
 #: Keys of the table that are no option: ``[[sched-py.reservation]]``
-#: entries (advance reservations, :mod:`fluxsched_py.flux.reservestore`).
-NOT_OPTIONS = frozenset({"reservation"})
+#: entries (advance reservations, :mod:`fluxsched_py.flux.reservestore`) and
+#: ``[sched-py.power]`` (the power model and programs, :mod:`fluxsched_py.flux.powerctl`).
+NOT_OPTIONS = frozenset({"reservation", "power"})
 
 #: TOML value types, as an error names them.
 _TYPE_NAMES = {int: "an integer", float: "a number", bool: "a boolean", Mapping: "a table"}

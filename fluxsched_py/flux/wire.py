@@ -78,6 +78,9 @@ class Transport(Protocol):
     # after ``delay`` seconds; without it ``annotate-interval`` holds nothing.
     # Optional: ``request_forecast(delay)`` calls :meth:`Driver.run_forecast_slice`
     # after ``delay`` seconds; without it ``forecast`` is planned on demand only.
+    # Optional (``power-save``): ``run_program(argv, timeout, done)`` runs a
+    # suspend or resume program without blocking and calls ``done(None)``
+    # when it exits 0, else ``done(reason)``; without it every switch fails.
 
 
 #: The largest instance ``R.scheduling`` copied into every job's R.

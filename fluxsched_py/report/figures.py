@@ -204,7 +204,7 @@ def power(run: RunData, lim: dict[str, float] | None = None) -> Any:
     """The machine's watts over time (None without a power model)."""
     if run.power is None:
         return None
-    np = series._np()
+    import numpy as np  # with matplotlib, when a figure is drawn
     lim = lim or shared_limits([run])
     t0 = series.time_span(run)[0]
     scale, unit = time_unit(lim["span"])
@@ -227,7 +227,7 @@ def power_states(run: RunData, lim: dict[str, float] | None = None) -> Any:
     """Nodes per power state over time, stacked (None without a power model)."""
     if run.node_states is None:
         return None
-    np = series._np()
+    import numpy as np  # with matplotlib, when a figure is drawn
     lim = lim or shared_limits([run])
     t0 = series.time_span(run)[0]
     scale, unit = time_unit(lim["span"])

@@ -1,0 +1,97 @@
+"""Power saving under Flux: the site's suspend and resume programs.
+
+``[sched-py.power]`` in the instance config gives each node's power model
+(the keys of :meth:`~fluxsched_py.power.PowerModel.from_table`) and the
+programs the module runs, as Slurm's ``SuspendProgram`` and
+``ResumeProgram``::
+
+    [sched-py]
+    power-save = "planned"
+    [sched-py.power]
+    suspend-program = "/usr/local/sbin/node-suspend"   # or a list: argv
+    resume-program = "/usr/local/sbin/node-resume"
+    suspend-timeout = "2m"        # default 60s
+    resume-timeout = "15m"        # default 600s
+    idle-watts = 95.0             # ... and the other model keys
+
+Each program gets the hostlist of the nodes as its last argument and runs
+from the reactor without blocking it (:meth:`Transport.run_program
+<fluxsched_py.flux.wire.Transport>`).  A suspend that fails leaves its
+nodes on.  A resume that fails or outlives ``resume-timeout`` leaves its
+nodes down: the module drains them with the reason, as a site would see a
+node that did not come back.  Only the instance config sets any of it: no
+RPC changes it, so a guest cannot.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..jobspec.fsd import parse_fsd
+from ..power import PowerError, PowerModel
+
+__all__ = ["POWER_KEY", "PowerConfig", "config_power"]
+
+#: The sub-table of ``[sched-py]`` that holds the power model and programs.
+POWER_KEY = "power"
+_PROGRAM_KEYS = ("suspend-program", "resume-program", "suspend-timeout", "resume-timeout")
+
+
+@dataclass(frozen=True, slots=True)
+class PowerConfig:
+    """The power model every node shares, and the programs that switch nodes."""
+
+    model: PowerModel
+    suspend: tuple[str, ...]
+    resume: tuple[str, ...]
+    suspend_timeout: float = 60.0
+    resume_timeout: float = 600.0
+
+
+def _argv(value: Any, where: str) -> tuple[str, ...]:
+    if isinstance(value, str):
+        argv = tuple(shlex.split(value))
+    elif isinstance(value, list) and all(isinstance(x, str) for x in value):
+        argv = tuple(value)
+    else:
+        raise ValueError(f"{where}: expected a command (a string or a list of strings)")
+    if not argv:
+        raise ValueError(f"{where}: empty command")
+    return argv
+
+
+def config_power(conf: Any, name: str) -> PowerConfig | None:
+    """``[name.power]`` of the instance config, None when there is none.
+    ValueError with one line naming the table and the key."""
+    table = conf.get(name) if isinstance(conf, Mapping) else None
+    power = table.get(POWER_KEY) if isinstance(table, Mapping) else None
+    if power is None:
+        return None
+    where = f"bad config: [{name}.{POWER_KEY}]"
+    if not isinstance(power, Mapping):
+        raise ValueError(f"{where} must be a table")
+    for key in ("suspend-program", "resume-program"):
+        if key not in power:
+            raise ValueError(f"{where} {key} is missing")
+    timeouts = {}
+    for key, default in (("suspend-timeout", 60.0), ("resume-timeout", 600.0)):
+        try:
+            timeouts[key] = parse_fsd(power[key]) if key in power else default
+        except ValueError as exc:
+            raise ValueError(f"{where} {key}: {exc}") from None
+        if not timeouts[key] > 0:
+            raise ValueError(f"{where} {key}: must be more than 0")
+    try:
+        model = PowerModel.from_table({k: v for k, v in power.items() if k not in _PROGRAM_KEYS}, where)
+    except PowerError as exc:
+        raise ValueError(str(exc)) from None
+    return PowerConfig(
+        model,
+        _argv(power["suspend-program"], f"{where} suspend-program"),
+        _argv(power["resume-program"], f"{where} resume-program"),
+        timeouts["suspend-timeout"],
+        timeouts["resume-timeout"],
+    )

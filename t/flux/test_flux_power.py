@@ -1,0 +1,101 @@
+"""Power saving under a real flux-core (``power-save``, ``[sched-py.power]``).
+
+Four fake nodes, mock execution.  The site's suspend and resume programs
+are shell scripts that append their arguments to a file, so the test sees
+every call the module makes; the resume program of the second instance
+outlives its ``resume-timeout``.  Each instance is started with ``flux
+start -c DIR`` and sched-py loaded with no arguments: the file decides.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from .instance import Instance
+from .test_flux_module import runs, wait_until
+
+MODEL = """idle-watts = 95.0
+computing-watts = 190.0
+sleeping-watts = 9.75
+off-time = 1.0
+off-watts = 101.0
+on-time = 2.0
+on-watts = 125.0
+"""
+
+
+def _script(path: Path, log: Path, extra: str = "") -> None:
+    path.write_text(f'#!/bin/sh\necho "$(basename $0) $*" >> {log}\n{extra}')
+    path.chmod(0o755)
+
+
+@pytest.fixture
+def site(request):
+    resume_extra, timeout = request.param
+    d = Path(tempfile.mkdtemp(prefix="fluxsched-power-"))
+    log = d / "calls.log"
+    log.touch()
+    _script(d / "suspend", log)
+    _script(d / "resume", log, resume_extra)
+    (d / "sched.toml").write_text(
+        '[policy.jobspec.defaults.system]\nduration = "1m"\n'
+        '[sched-py]\nqueue-policy = "easy"\npower-save = "idle"\npower-idle-time = "1s"\n'
+        f'[sched-py.power]\nsuspend-program = "{d}/suspend"\nresume-program = "{d}/resume"\n'
+        f'resume-timeout = "{timeout}"\n{MODEL}'
+    )
+    inst = Instance(4, broker_opts=["-c", str(d)])
+    try:
+        inst.use_scheduler(None)
+        inst.set_resources(4, 2)
+        inst.use_scheduler("sched-py")
+        yield inst, log
+    finally:
+        inst.stop()
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def power(inst: Instance) -> dict:
+    return inst.json("module", "stats", "sched-py").get("power") or {}
+
+
+@pytest.mark.parametrize("site", [("", "30s")], indirect=True)
+def test_idle_nodes_are_suspended_and_a_job_resumes_what_it_needs(site):
+    inst, log = site
+    wait_until(lambda: power(inst).get("sleeping") == "0-3", timeout=30, what="all four nodes asleep")
+    assert log.read_text().splitlines() == ["suspend node[0-3]"]
+    status = inst.run("sched-py", "status")
+    assert "nodes_sleeping:" in status and "0-3" in status.split("nodes_sleeping:")[1].splitlines()[0]
+    job = inst.submit("-N2", "--exclusive", runs(0.1), "true")
+    inst.wait_event(job, "clean", timeout=30)
+    calls = log.read_text().splitlines()
+    assert calls[1].startswith("resume node") and len(calls) >= 2
+    assert power(inst)["sleeping"] != "0-3"  # the job's nodes came back on
+
+
+@pytest.mark.parametrize("site", [("", "30s")], indirect=True)
+def test_a_module_reload_keeps_the_nodes_it_switched_off_asleep(site):
+    inst, log = site
+    wait_until(lambda: power(inst).get("sleeping") == "0-3", timeout=30, what="all four nodes asleep")
+    inst.use_scheduler("sched-py")  # unloaded and loaded again
+    assert power(inst)["sleeping"] == "0-3"  # known at once: no node is taken for on
+    job = inst.submit("-N1", runs(0.1), "true")
+    inst.wait_event(job, "clean", timeout=30)
+    calls = log.read_text().splitlines()
+    assert calls[0] == "suspend node[0-3]" and calls[1].startswith("resume node")
+    assert not [c for c in calls[1:] if c.startswith("suspend node[0-3]")]
+
+
+@pytest.mark.parametrize("site", [("sleep 30\n", "2s")], indirect=True)
+def test_a_resume_that_times_out_leaves_the_nodes_drained_with_the_reason(site):
+    inst, log = site
+    wait_until(lambda: power(inst).get("sleeping") == "0-3", timeout=30, what="all four nodes asleep")
+    job = inst.submit("-N1", runs(0.1), "true")
+    wait_until(lambda: "did not power on" in inst.run("resource", "drain", "-o", "{reason}"), timeout=30,
+               what="the drain of the node that did not come back")  # fmt: skip
+    drained = inst.run("resource", "drain", "-o", "{ranks} {reason}")
+    assert "still running after 2s (killed)" in drained
+    inst.run("cancel", job)

@@ -1,0 +1,123 @@
+"""Power saving in the Flux module (``[sched-py.power]``), on the recording transport.
+
+The driver runs the site's suspend and resume programs through the
+transport's ``run_program`` (the broker binding runs them from the reactor;
+``t/flux/test_flux_power.py`` does it under a real flux-core); here the test
+finishes each program itself, as it succeeds, fails or times out.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from fluxsched_py.flux.driver import Driver
+from fluxsched_py.flux.powerctl import config_power
+from fluxsched_py.flux.siteconf import config_options
+from fluxsched_py.power import PowerModel
+from t.recording_transport import RecordingTransport
+
+from .test_flux_driver import R2, Clock, alloc, jobspec, replies
+
+MODEL = PowerModel(95.0, 190.0, 9.75, 6.0, 101.0, 150.0, 125.0)
+
+
+def conf(save: str = "idle", **power) -> dict:
+    table = {"suspend-program": "/sbin/node-suspend --now", "resume-program": ["/sbin/node-resume"], **MODEL.as_table()}
+    return {"sched-py": {"power-save": save, "power-idle-time": "10s", "power": {**table, **power}}}
+
+
+def make(c: dict) -> tuple[Driver, RecordingTransport, Clock]:
+    t = RecordingTransport()
+    clock = Clock(0.0)
+    d = Driver(t, config_options(c, "sched-py"), clock=clock, budget=None, power=config_power(c, "sched-py"))
+    t.driver = d
+    d.acquire({"resources": R2, "up": "0-1"})
+    d.hello_done()
+    d.ready({"count": 0})
+    return d, t, clock
+
+
+def suspended(d: Driver, t: RecordingTransport, clock: Clock) -> None:
+    """Both nodes idle past power-idle-time: suspended, the program succeeds."""
+    t.run_passes()
+    clock.t = 10.0
+    t.run_passes()
+    ((argv, timeout, done),) = t.programs
+    assert argv == ["/sbin/node-suspend", "--now", "n[0-1]"] and timeout == 60.0
+    assert d.stats_get()["power"] == {"switching_off": "0-1", "sleeping": "", "switching_on": ""}
+    clock.t = 16.0
+    done(None)
+    assert d.stats_get()["power"]["sleeping"] == "0-1"
+    t.programs.clear()
+
+
+def test_an_idle_node_is_suspended_and_a_job_that_needs_it_starts_once_it_is_resumed():
+    d, t, clock = make(conf())
+    suspended(d, t, clock)
+    clock.t = 20.0
+    alloc(d, t, 1, jobspec(nnodes=1, duration=100.0))
+    assert not [p for p in replies(t, "alloc-1") if p["type"] == 0]  # no SUCCESS while the node sleeps
+    ((argv, timeout, done),) = t.programs
+    assert argv[0] == "/sbin/node-resume" and argv[1] in ("n0", "n1") and timeout == 600.0
+    assert d.stats_get()["power"]["switching_on"] in ("0", "1")
+    clock.t = 170.0
+    done(None)
+    t.run_passes()
+    assert [p["type"] for p in replies(t, "alloc-1")][-1] == 0  # SUCCESS once it is back
+
+
+def test_a_resume_that_fails_leaves_the_node_drained_with_the_reason():
+    d, t, clock = make(conf(**{"resume-timeout": "2m"}))
+    suspended(d, t, clock)
+    alloc(d, t, 1, jobspec(nnodes=2, duration=100.0))
+    ((argv, timeout, done),) = t.programs
+    assert argv == ["/sbin/node-resume", "n[0-1]"] and timeout == 120.0
+    done("/sbin/node-resume still running after 120s (killed)")
+    drains = [p for k, _, p in t.sent if k == "drain"]
+    assert drains == [
+        {
+            "targets": "0-1",
+            "reason": "sched-py: n[0-1] did not power on: /sbin/node-resume still running after 120s (killed)",
+        }
+    ]
+    assert d.stats_get()["power"] == {"switching_off": "", "sleeping": "", "switching_on": ""}
+    assert str(d.engine.graph.down_ranks()) == "0-1"  # down, not allocated to anyone
+    assert not [p for p in replies(t, "alloc-1") if p["type"] == 0]
+
+
+def test_a_suspend_that_fails_leaves_the_nodes_on_and_usable():
+    d, t, clock = make(conf())
+    t.run_passes()
+    clock.t = 10.0
+    t.run_passes()
+    ((_, _, done),) = t.programs
+    done("/sbin/node-suspend exited 1: no such node")
+    assert d.stats_get()["power"]["switching_off"] == ""
+    alloc(d, t, 1, jobspec(nnodes=2, duration=100.0))
+    assert [p["type"] for p in replies(t, "alloc-1")][-1] == 0
+
+
+@pytest.mark.parametrize(
+    ("power", "words"),
+    [
+        ({"resume-program": None}, "resume-program is missing"),
+        ({"suspend-program": ""}, "suspend-program: empty command"),
+        ({"resume-timeout": "soon"}, "resume-timeout"),
+        ({"on-time": -1}, "on-time: -1 is negative"),
+    ],
+)
+def test_a_bad_power_table_is_one_line_naming_the_key(power, words):
+    c = conf(**{k: v for k, v in power.items() if v is not None})
+    for k, v in power.items():
+        if v is None:
+            del c["sched-py"]["power"][k]
+    with pytest.raises(ValueError, match=r"^bad config: \[sched-py.power\]") as err:
+        config_power(c, "sched-py")
+    assert words in str(err.value)
+
+
+def test_power_save_without_a_power_table_refuses_to_load():
+    c = conf()
+    del c["sched-py"]["power"]
+    with pytest.raises(Exception, match="power-save=idle: no power model for rank 0"):
+        make(c)
