@@ -205,6 +205,7 @@ def power(run: RunData, lim: dict[str, float] | None = None) -> Any:
     if run.power is None:
         return None
     import numpy as np  # with matplotlib, when a figure is drawn
+
     lim = lim or shared_limits([run])
     t0 = series.time_span(run)[0]
     scale, unit = time_unit(lim["span"])
@@ -228,6 +229,7 @@ def power_states(run: RunData, lim: dict[str, float] | None = None) -> Any:
     if run.node_states is None:
         return None
     import numpy as np  # with matplotlib, when a figure is drawn
+
     lim = lim or shared_limits([run])
     t0 = series.time_span(run)[0]
     scale, unit = time_unit(lim["span"])
