@@ -316,3 +316,79 @@ def test_a_run_without_a_power_model_draws_no_power_figure(tmp_path: Path):
     result = replay(w, ResourceGraph.from_nodes(["a", "b"], 1), ["queue-policy=easy"])
     run = run_from_result(result)
     assert run.power is None and power(run) is None and power_states(run) is None
+
+
+# -- invariants under any order of events ----------------------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    mode=st.sampled_from(["idle", "planned"]),
+    policy=st.sampled_from(["fcfs", "easy", "conservative"]),
+    idle_time=st.sampled_from([0, 5, 60]),
+    keep=st.integers(0, 2),
+    jobs=st.lists(st.tuples(st.floats(0, 500), st.integers(1, 4), st.floats(1, 400)), min_size=1, max_size=12),
+    delays=st.lists(st.floats(0.0, 300.0), min_size=1, max_size=8),
+)
+def test_power_saving_keeps_the_invariants_whatever_the_switches_take(mode, policy, idle_time, keep, jobs, delays):
+    """Six nodes; jobs of 1-4 whole nodes; each switch ends after a drawn
+    delay (a driver may report it sooner or later than the model says).
+    After every pass: a node not on is held (and only such a node), no job
+    runs on one, nothing is allocated twice, free + allocated + down is the
+    machine, and in the end every job has run."""
+    g = ResourceGraph.from_nodes([f"n{i}" for i in range(6)], 1)
+    opts = [f"power-save={mode}", f"power-idle-time={idle_time}", f"power-keep-on={keep}", f"queue-policy={policy}"]
+    e = Engine(g, opts, power=[MODEL] * 6, build_R=False)
+    import heapq
+
+    events: list[tuple[float, int, str, object]] = []
+    seq = 0
+
+    def push(t: float, kind: str, arg: object) -> None:
+        nonlocal seq
+        seq += 1
+        heapq.heappush(events, (t, seq, kind, arg))
+
+    for i, (t, n, run) in enumerate(jobs):
+        push(t, "submit", (i + 1, n, run))
+    runtime = {}
+    started = set()
+    k = 0
+    t = 0.0
+    for _ in range(2000):
+        if not events:
+            wake = e.wakeup()
+            if wake == math.inf or not e.pending_count and wake > t + 10_000:
+                break
+            push(wake, "tick", None)
+        t, _, kind, arg = heapq.heappop(events)
+        if kind == "submit":
+            jobid, n, run = arg
+            runtime[jobid] = run
+            e.alloc(jobid, 0, 0, t, _nodes_job(n, 400.0))
+        elif kind == "end":
+            e.free(arg, final=True)
+        elif kind == "switch":
+            ranks, on = arg
+            for a in e.power_changed(ranks, on, t):
+                push(t + delays[k % len(delays)], "switch", (a.ranks, True))
+                k += 1
+        r = e.schedule(t)
+        for resp in r.responses:
+            if resp.type.name == "SUCCESS":
+                started.add(resp.id)
+                push(t + runtime[resp.id], "end", resp.id)
+        for a in r.power:
+            push(t + delays[k % len(delays)], "switch", (a.ranks, a.__class__.__name__ == "PowerOn"))
+            k += 1
+        off = set(e.power.off_ranks())
+        holds = {j for j in g.jobs if j < 0}
+        assert holds == {hold_id(x) for x in off}
+        for job in e.running:
+            assert not off & set(job.resources.ranks)
+        cores = [x.count("core") for x in (g.free(), g.allocated(), g.down())]
+        assert sum(cores) == 6, cores  # each core free, held or down, once
+    assert started == set(runtime), f"never started: {set(runtime) - started}"
