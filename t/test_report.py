@@ -180,7 +180,11 @@ def test_replay_report_writes_figures_and_index(replay_report):
     out, p = replay_report
     from fluxsched_py.report.write import OVERLAYS, PER_RUN
 
-    stems = [s for s, _, _ in OVERLAYS] + [f"{k}-{pol}" for pol in ("fcfs", "easy") for k, _, _ in PER_RUN]
+    # no power model (no energy platform): no power figures
+    kinds = [k for k, _, _ in PER_RUN if not k.startswith("power")]
+    assert len(kinds) == len(PER_RUN) - 2
+    assert not list(out.glob("power*"))
+    stems = [s for s, _, _ in OVERLAYS] + [f"{k}-{pol}" for pol in ("fcfs", "easy") for k in kinds]
     for stem in stems:
         png, svg = out / f"{stem}.png", out / f"{stem}.svg"
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", stem
@@ -378,7 +382,8 @@ def test_report_command_draws_a_replay_and_batsim_side_by_side(side_by_side):
     page = (out / "index.html").read_text()
     from fluxsched_py.report.write import OVERLAYS, PER_RUN
 
-    for stem in [s for s, _, _ in OVERLAYS] + [f"{k}-{r}" for r in ("replay_easy", "out-easy") for k, _, _ in PER_RUN]:
+    kinds = [k for k, _, _ in PER_RUN if not k.startswith("power")]  # no energy platform: no power figures
+    for stem in [s for s, _, _ in OVERLAYS] + [f"{k}-{r}" for r in ("replay_easy", "out-easy") for k in kinds]:
         assert (out / f"{stem}.png").is_file() and f'src="{stem}.png"' in page, stem
     # the terminal's table: the replay's numbers and Batsim's (its run starts each job up to 0.03 s later)
     rows = {ln.split("│")[1].strip(): ln for ln in p.stdout.splitlines() if ln.startswith("│")}

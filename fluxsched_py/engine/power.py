@@ -21,12 +21,12 @@ be on, and nothing starts on a node that is not on.
 Decisions are made after each complete pass (:meth:`PowerSaving.decide`),
 in this order:
 
-1. *wake*: for each reservation that holds sleeping nodes, under
-   ``planned`` when its start is a boot time away or less, under ``idle``
-   when the rest of what it holds is free now (the job would start but for
-   the boot); and for each pending job without a reservation (a backfill
-   candidate), when the earliest start the plan gives it is a boot away and
-   lands on sleeping nodes (the job waits for their boot, and nothing else);
+1. *wake*: for each reservation that holds sleeping nodes, when its
+   start is a boot time away or less (under ``idle``, only when the rest of
+   what it holds is free now too: the job would start but for the boot);
+   and for each pending job without a reservation (a backfill candidate),
+   when the earliest start the plan gives it is a boot away and lands on
+   sleeping nodes (the job waits for their boot, and nothing else);
 2. *switch off*: each node idle for ``power-idle-time`` that no job is
    planned on before a switch off and back on could end (under
    ``planned``, before its break-even time), keeping
@@ -120,6 +120,8 @@ class PowerSaving:
         self.wake_after_off: set[int] = set()
         #: rank -> since when it has been on and idle
         self.idle_since: dict[int, float] = {}
+        #: rank -> when it last came on (it is not switched off again at that same instant)
+        self._came_on: dict[int, float] = {}
         #: the times of the recent switches off (``power-rate``)
         self._recent: list[float] = []
         #: when the last decisions were made (the wakeups are after it)
@@ -177,10 +179,11 @@ class PowerSaving:
             asleep = [r for r in ranks if r in sleeping]
             if not asleep:
                 continue
-            if opts.power_save == "planned":
-                due = span.start - max(self.models[r].on_time for r in asleep) <= now + _EPS
-            else:
-                due = all(r in free_ranks or r in sleeping for r in ranks)
+            # its start is a boot away (or less): its nodes must be woken now for it ...
+            due = span.start - max(self.models[r].on_time for r in asleep) <= now + _EPS
+            if opts.power_save == "idle":
+                # ... and, reactive, only when the rest of what it holds is free now
+                due = due and all(r in free_ranks or r in sleeping for r in ranks)
             if due:
                 for r in asleep:
                     wake.setdefault(r, f"job {span.jobid}")
@@ -200,7 +203,7 @@ class PowerSaving:
         if wake:
             for r in wake:
                 self.wake_after_off.discard(r)
-            actions += self._switch_on(now, door, graph, wake)
+            actions += self._switch_on(now, door, wake)
         # the switching-off nodes a job was planned on: woken once they are off
         for span in planner.reserved():
             for r in span.resources.ranks:
@@ -216,8 +219,8 @@ class PowerSaving:
             self.idle_since.setdefault(r, now)
         candidates = []
         for r in idle:
-            if now - self.idle_since[r] + _EPS < opts.power_idle_time:
-                continue
+            if now - self.idle_since[r] + _EPS < opts.power_idle_time or self._came_on.get(r) == now:
+                continue  # not idle long enough, or on since this very instant (no switch back at once)
             model = self.models[r]
             gap = next_use.get(r, math.inf) - now
             if gap <= model.off_time + model.on_time:
@@ -271,43 +274,31 @@ class PowerSaving:
         every candidate the plan can serve now is served by this one
         decision, whenever the next pass comes."""
         claimed: list[int] = []
+        seen = 0
         try:
-            self._claim(now, door, planner, pending, placement, sleeping, wake, claimed)
+            for job in pending:
+                if not job.queue.policy.backfills or planner.span(job.id) is not None:
+                    continue  # its order or its reservation decides: above
+                seen += 1
+                if seen > _DEMAND_DEPTH or not sleeping - set(wake):
+                    return
+                slot = planner.earliest_bits(job.request, now, job.duration, placement)
+                if slot is None:
+                    continue
+                rs = planner.resolve(slot.placement)
+                asleep = [r for r in rs.ranks if r in sleeping and r not in wake]
+                if not asleep or slot.start - max(self.models[r].on_time for r in asleep) > now + _EPS:
+                    continue
+                for r in asleep:
+                    wake[r] = f"job {job.id}"
+                door.plan_reservation(job.id, rs, slot.start, slot.start + job.duration, slot.placement.bits)
+                claimed.append(job.id)
         finally:
             for jobid in claimed:
                 door.unplan(jobid)
 
-    def _claim(
-        self,
-        now: float,
-        door: PowerDoor,
-        planner: Planner,
-        pending: Iterable[Job],
-        placement: str,
-        sleeping: set[int],
-        wake: dict[int, str],
-        claimed: list[int],
-    ) -> None:
-        seen = 0
-        for job in pending:
-            if not job.queue.policy.backfills or planner.span(job.id) is not None:
-                continue  # its order or its reservation decides: above
-            seen += 1
-            if seen > _DEMAND_DEPTH or not sleeping - set(wake):
-                return
-            slot = planner.earliest_bits(job.request, now, job.duration, placement)
-            if slot is None:
-                continue
-            rs = planner.resolve(slot.placement)
-            asleep = [r for r in rs.ranks if r in sleeping and r not in wake]
-            if not asleep or slot.start - max(self.models[r].on_time for r in asleep) > now + _EPS:
-                continue
-            for r in asleep:
-                wake[r] = f"job {job.id}"
-            door.plan_reservation(job.id, rs, slot.start, slot.start + job.duration, slot.placement.bits)
-            claimed.append(job.id)
-
-    def _switch_on(self, now: float, door: PowerDoor, graph: ResourceGraph, wake: dict[int, str]) -> list[PowerOn]:
+    def _switch_on(self, now: float, door: PowerDoor, wake: dict[int, str]) -> list[PowerOn]:
+        """Start booting the nodes of ``wake`` (rank -> for whom): each is held until its boot ends."""
         ranks = sorted(wake)
         for r in ranks:
             end = now + self.models[r].on_time
@@ -335,6 +326,7 @@ class PowerSaving:
                 del self.state[r]
                 self.switch_end.pop(r, None)
                 self.idle_since[r] = now
+                self._came_on[r] = now
             else:
                 if state != "switching_off":
                     continue
@@ -345,13 +337,7 @@ class PowerSaving:
                     again.append(r)
         if not again:
             return []
-        for r in again:
-            end = now + self.models[r].on_time
-            door.set_plan_end(hold_id(r), end)
-            self.state[r] = "switching_on"
-            self.switch_end[r] = end
-        self.counters["power_on"] += len(again)
-        return [PowerOn(IdSet(again), "planned while it switched off")]
+        return self._switch_on(now, door, dict.fromkeys(again, "planned while it switched off"))
 
     def wakeup(self, planner: Planner) -> float:
         """When the next decision falls due with no message: an idle node's
