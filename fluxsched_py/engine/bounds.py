@@ -24,7 +24,7 @@ off a cluster, it does not queue regular work.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -33,8 +33,10 @@ from .states import JobState
 
 if TYPE_CHECKING:
     from ..jobspec import Request
-    from .core import Engine
+    from ..planner.flat import FlatCodec
+    from ..resource import ResourceGraph
     from .jobs import Job
+    from .options import EngineOptions
 
 __all__ = ["Bound", "CampaignBounds", "parse_bounds", "parse_job_bounds"]
 
@@ -112,10 +114,18 @@ def parse_job_bounds(request: Request) -> tuple[Bound, ...]:
 
 
 class CampaignBounds:
-    """Running jobs per (campaign, property), and what a pending job may not use."""
+    """Running jobs per (campaign, property), and what a pending job may not use.
 
-    def __init__(self, engine: Engine) -> None:
-        self.e = engine
+    It keeps no engine: it reads the ``graph`` (whose nodes' properties a
+    bound names), and asks for the engine's current ``options`` and the
+    planner's ``codec`` (both change: at a config reload, at a rebuild)."""
+
+    def __init__(
+        self, graph: ResourceGraph, options: Callable[[], EngineOptions], codec: Callable[[], FlatCodec]
+    ) -> None:
+        self._graph = graph
+        self._options = options
+        self._codec = codec
         self._running: dict[int, tuple[str, frozenset[str]]] = {}  # job -> (campaign, properties of its ranks)
         self._count: dict[tuple[str, str | None], int] = {}  # (campaign, property or None) -> running jobs
         self._fresh: dict[int, tuple[Job, str]] = {}  # started, not counted yet
@@ -144,7 +154,7 @@ class CampaignBounds:
     def _settle(self) -> None:
         """Count the jobs started since the last question."""
         fresh, self._fresh = self._fresh, {}
-        g = self.e.graph
+        g = self._graph
         for job, name in fresh.values():
             ranks = () if job.resources is None else job.resources.ranks
             props = frozenset(p for r in ranks for p in g.properties(r))
@@ -163,12 +173,13 @@ class CampaignBounds:
         ``job`` may not use now (every rank when a whole-campaign bound is
         reached), and the ``reason_pending`` naming the tightest bound
         reached; None when no bound holds it."""
-        if not self._asked and not self.e.options.campaign_max_running:
+        configured = self._options().campaign_max_running
+        if not self._asked and not configured:
             return None
         name = campaign_of(job.request)[0]
         if name is None:
             return None
-        bounds = [b for b in self.e.options.campaign_max_running if b.campaign in ("*", name)]
+        bounds = [b for b in configured if b.campaign in ("*", name)]
         try:
             bounds += parse_job_bounds(job.request)
         except ValueError:
@@ -176,8 +187,8 @@ class CampaignBounds:
         reached = [b for b in bounds if self.running(name, b.prop) >= b.limit]
         if not reached:
             return None
-        g = self.e.graph
-        codec = self.e.planner.codec
+        g = self._graph
+        codec = self._codec()
         whole = [b for b in reached if b.prop is None]
         if whole:
             mask = codec.ranks_mask(list(g.ranks))

@@ -149,7 +149,7 @@ class Engine:
         self.duplicates = Duplicates(self)
         self.table.observers.append(self.duplicates)
         #: Running jobs per campaign and node property (``campaign-max-running``).
-        self.bounds = CampaignBounds(self)
+        self.bounds = CampaignBounds(graph, lambda: self.options, lambda: self.planner.codec)
         self.table.observers.append(self.bounds)
         #: Power saving (``power-save``), only when it is on.
         self.power: PowerSaving | None = None
