@@ -33,10 +33,7 @@ from typing import Any
 
 from .errors import FluxschedError
 
-__all__ = ["STATES", "PowerError", "PowerModel"]
-
-#: The power states of a node, Batsim's names.
-STATES = ("idle", "computing", "switching_off", "sleeping", "switching_on")
+__all__ = ["PowerError", "PowerModel"]
 
 
 class PowerError(FluxschedError, ValueError):
@@ -61,7 +58,8 @@ class PowerModel:
     sleep_pstate: int = -1
 
     def watts(self, state: str) -> float:
-        """What the node draws in ``state`` (one of :data:`STATES`)."""
+        """What the node draws in ``state``: ``idle``, ``computing``,
+        ``sleeping``, ``switching_off`` or ``switching_on`` (Batsim's names)."""
         if state == "idle":
             return self.idle_watts
         if state == "computing":
@@ -135,18 +133,6 @@ class PowerModel:
             on_time=number("on-time"),
             on_watts=number("on-watts"),
         )
-
-    def as_table(self) -> dict[str, float]:
-        """The model as :meth:`from_table` reads it."""
-        return {
-            "idle-watts": self.idle_watts,
-            "computing-watts": self.computing_watts,
-            "sleeping-watts": self.sleeping_watts,
-            "off-time": self.off_time,
-            "off-watts": self.off_watts,
-            "on-time": self.on_time,
-            "on-watts": self.on_watts,
-        }
 
 
 def checked(value: Any, where: str) -> float:

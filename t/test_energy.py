@@ -36,6 +36,9 @@ WORKLOADS = CONFORMANCE / "batsim" / "workloads"
 needs_shared = pytest.mark.skipif(not PLATFORM.exists(), reason="needs ../shared/conformance (the Batsim platforms)")
 
 MODEL = PowerModel(95.0, 190.738, 9.75, 6.1, 100.99672131147543, 151.52, 125.1743848996832, 0, 13)
+#: A ``[sched-py.power]``-style table (the Flux module's form of a model).
+TABLE = {"idle-watts": 95.0, "computing-watts": 190.738, "sleeping-watts": 9.75, "off-time": 6.1,
+         "off-watts": 101.0, "on-time": 151.52, "on-watts": 125.17}  # fmt: skip
 
 
 # -- the power model -------------------------------------------------------------
@@ -79,8 +82,9 @@ def test_a_bad_energy_platform_is_one_error_naming_the_file_host_and_field(tmp_p
 
 
 def test_a_power_table_checks_every_value():
-    table = MODEL.as_table()
-    assert PowerModel.from_table(table, "site.toml [sched-py.power]").as_table() == table
+    table = dict(TABLE)
+    want = PowerModel(95.0, 190.738, 9.75, 6.1, 101.0, 151.52, 125.17)
+    assert PowerModel.from_table(table, "site.toml [sched-py.power]") == want
     for key, value, words in [
         ("idle-watts", -1, "idle-watts: -1 is negative"),
         ("on-time", "soon", "on-time: expected a number"),
@@ -146,7 +150,7 @@ def test_a_job_on_sleeping_nodes_waits_for_their_boot_and_starts_on_nodes_that_a
     g = ResourceGraph.from_nodes([f"n{i}" for i in range(4)], 1)
     e = Engine(g, [f"power-save={mode}", "power-idle-time=0", "queue-policy=easy"], power=[MODEL] * 4, build_R=False)
     (off,) = e.schedule(0.0).power
-    assert list(off.ranks) == [0, 1, 2, 3] and e.power.off_ranks() == off.ranks
+    assert list(off.ranks) == [0, 1, 2, 3] and set(e.power.state) == set(off.ranks)
     # nothing is free while the nodes are not on: their holds take them
     assert not g.free().ranks and set(g.jobs) == {hold_id(r) for r in range(4)}
     assert e.power_changed(off.ranks, False, 6.1) == []
@@ -249,7 +253,7 @@ def test_the_replay_of_a_power_saving_run_never_starts_a_job_on_a_node_that_is_n
 
     def check(engine):
         p = engine.power
-        off = set(p.off_ranks())
+        off = set(p.state)
         holds = {j for j in graph.jobs if j < 0}
         assert holds == {hold_id(r) for r in off}  # a hold exactly for each node not on
         for job in engine.running:
@@ -384,7 +388,7 @@ def test_power_saving_keeps_the_invariants_whatever_the_switches_take(mode, poli
         for a in r.power:
             push(t + delays[k % len(delays)], "switch", (a.ranks, a.__class__.__name__ == "PowerOn"))
             k += 1
-        off = set(e.power.off_ranks())
+        off = set(e.power.state)
         holds = {j for j in g.jobs if j < 0}
         assert holds == {hold_id(x) for x in off}
         for job in e.running:

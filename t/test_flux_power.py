@@ -13,16 +13,17 @@ import pytest
 from fluxsched_py.flux.driver import Driver
 from fluxsched_py.flux.powerctl import config_power
 from fluxsched_py.flux.siteconf import config_options
-from fluxsched_py.power import PowerModel
 from t.recording_transport import RecordingTransport
 
 from .test_flux_driver import R2, Clock, alloc, jobspec, replies
 
-MODEL = PowerModel(95.0, 190.0, 9.75, 6.0, 101.0, 150.0, 125.0)
+#: The power model, as [sched-py.power] spells it.
+TABLE = {"idle-watts": 95.0, "computing-watts": 190.0, "sleeping-watts": 9.75, "off-time": 6.0,
+         "off-watts": 101.0, "on-time": 150.0, "on-watts": 125.0}  # fmt: skip
 
 
 def conf(save: str = "idle", **power) -> dict:
-    table = {"suspend-program": "/sbin/node-suspend --now", "resume-program": ["/sbin/node-resume"], **MODEL.as_table()}
+    table = {"suspend-program": "/sbin/node-suspend --now", "resume-program": ["/sbin/node-resume"], **TABLE}
     return {"sched-py": {"power-save": save, "power-idle-time": "10s", "power": {**table, **power}}}
 
 

@@ -114,8 +114,6 @@ class PowerSaving:
         self.options = options
         #: rank -> "switching_off" | "sleeping" | "switching_on" (absent: on)
         self.state: dict[int, str] = {}
-        #: rank -> when its current switch is expected to end
-        self.switch_end: dict[int, float] = {}
         #: ranks to wake as soon as their switch off ends
         self.wake_after_off: set[int] = set()
         #: rank -> since when it has been on and idle
@@ -139,17 +137,6 @@ class PowerSaving:
                 door.set_plan_end(hold_id(rank), now + self.models[rank].on_time)
                 moved = True
         return moved
-
-    def usable_at(self, rank: int, now: float) -> float:
-        """When ``rank`` can be on at the earliest, woken now."""
-        state = self.state.get(rank)
-        model = self.models[rank]
-        if state is None:
-            return now
-        if state == "sleeping":
-            return now + model.on_time
-        end = max(self.switch_end.get(rank, now), now)
-        return end + model.on_time if state == "switching_off" else end
 
     # -- decisions ----------------------------------------------------------------
 
@@ -249,7 +236,6 @@ class PowerSaving:
                 model = self.models[r]
                 door.plan_run(hold_id(r), rs, now, now + model.off_time + model.on_time)
                 self.state[r] = "switching_off"
-                self.switch_end[r] = now + model.off_time
                 del self.idle_since[r]
                 self._recent.append(now)
             self.counters["power_off"] += len(off)
@@ -304,7 +290,6 @@ class PowerSaving:
             end = now + self.models[r].on_time
             door.set_plan_end(hold_id(r), end)
             self.state[r] = "switching_on"
-            self.switch_end[r] = end
         self.counters["power_on"] += len(ranks)
         reasons = sorted(set(wake.values()))
         return [PowerOn(IdSet(ranks), ", ".join(reasons[:4]) + (" ..." if len(reasons) > 4 else ""))]
@@ -324,14 +309,12 @@ class PowerSaving:
                 door.unplan(hold_id(r))
                 door.release(hold_id(r))
                 del self.state[r]
-                self.switch_end.pop(r, None)
                 self.idle_since[r] = now
                 self._came_on[r] = now
             else:
                 if state != "switching_off":
                     continue
                 self.state[r] = "sleeping"
-                self.switch_end.pop(r, None)
                 if r in self.wake_after_off:
                     self.wake_after_off.discard(r)
                     again.append(r)
@@ -387,10 +370,6 @@ class PowerSaving:
         for r, state in sorted(self.state.items()):
             out[state].append(r)
         return {k: str(IdSet(v)) for k, v in out.items()}
-
-    def off_ranks(self) -> IdSet:
-        """The nodes not on (switching either way, or asleep)."""
-        return IdSet(sorted(self.state))
 
 
 def _whole_ranks(graph: ResourceGraph, free: ResourceSet) -> set[int]:

@@ -635,7 +635,8 @@ class Driver(Startup):
         argv = [*(cfg.resume if on else cfg.suspend), hosts]
         timeout = cfg.resume_timeout if on else cfg.suspend_timeout
         self.stats["power_on" if on else "power_off"] = self.stats.get("power_on" if on else "power_off", 0) + 1
-        self.log(LOG_INFO, f"power: {'resuming' if on else 'suspending'} {hosts} (ranks {ranks})")
+        why = f" for {action.reason}" if isinstance(action, PowerOn) and action.reason else ""
+        self.log(LOG_INFO, f"power: {'resuming' if on else 'suspending'} {hosts} (ranks {ranks}){why}")
 
         def done(err: str | None) -> None:
             engine = self.engine
