@@ -143,13 +143,10 @@ def _main(args: argparse.Namespace) -> int:
     jobs = min(args.jobs or os.cpu_count() or 1, len(specs))  # never more worker processes than runs
     show = not args.no_progress
     t0 = time.perf_counter()
-    failed: list[dict] = []
     try:
         with ProgressBar("sweep", len(specs), enabled=show) as bar:
 
             def done(row: dict) -> None:
-                if row.get("status") != "ok":
-                    failed.append(row)
                 bar.advance(note=row.get("label", ""))
 
             if args.flux:
@@ -175,6 +172,7 @@ def _main(args: argparse.Namespace) -> int:
     console = Console() if sys.stdout.isatty() else Console(width=160)
     console.print(comparison_table(rows, varying, title))
     err = sys.stderr
+    failed = [row for row in rows if row.get("status") != "ok"]  # in the grid's order, as the table
     for row in failed:
         params = ", ".join(f"{k}={row.get(k)}" for k in ("workload", "queue_policy", "policy", *axes))
         print(f"failed: {params}: {row.get('error')}", file=err)
