@@ -539,11 +539,16 @@ class Engine:
         result = self._schedule(now, budget)
         result.drains = self.hooks.drains()
         if self.power is not None and not result.more:
-            regular = [j for j in self.pending() if j.preemptible_after is None]
-            result.power = self.power.decide(now, self.table, self.graph, self.planner, regular, self.options.placement)
+            result.power = self.power.decide(
+                now, self.table, self.graph, self.planner, self._regular_pending, self.options.placement
+            )
             if result.power:
                 self.changed()  # holds changed: the next pass plans again
         return result
+
+    def _regular_pending(self) -> list[Job]:
+        """The pending regular jobs in order (power-save's backfill candidates)."""
+        return [j for j in self.pending() if j.preemptible_after is None]
 
     def power_changed(self, ranks: IdSet | Iterable[int], on: bool, now: float) -> list[PowerOn]:
         """The driver says the switches of ``ranks`` ended at ``now``: they
@@ -552,7 +557,7 @@ class Engine:
         power saving is off."""
         if self.power is None:
             raise EngineError("power_changed: power-save is off")
-        again = self.power.changed(IdSet.of(ranks) if not isinstance(ranks, IdSet) else ranks, on, now, self.table)
+        again = self.power.changed(IdSet.of(ranks), on, now, self.table)
         self.changed()
         return again
 

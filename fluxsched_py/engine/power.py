@@ -44,7 +44,7 @@ a node is used only once its driver says it is on.  With
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -138,6 +138,12 @@ class PowerSaving:
                 moved = True
         return moved
 
+    def _hold(self, r: int, now: float, end: float, graph: ResourceGraph, door: PowerDoor) -> None:
+        """``r``'s items held from ``now`` to ``end`` (it is not on)."""
+        rs = graph.all().restrict(IdSet.of(r))
+        door.allocate(hold_id(r), rs)
+        door.plan_run(hold_id(r), rs, now, end)
+
     # -- decisions ----------------------------------------------------------------
 
     def decide(
@@ -146,23 +152,26 @@ class PowerSaving:
         door: PowerDoor,
         graph: ResourceGraph,
         planner: Planner,
-        pending: Iterable[Job],
+        pending: Callable[[], Iterable[Job]],
         placement: str,
     ) -> list[PowerOff | PowerOn]:
-        """The switches to make after a complete pass at ``now``."""
+        """The switches to make after a complete pass at ``now``
+        (``pending()``: the pending regular jobs in order, asked for only
+        when a sleeping node might be woken for one)."""
         self._decided = now
         opts = self.options
         actions: list[PowerOff | PowerOn] = []
         sleeping = {r for r, s in self.state.items() if s == "sleeping"}
         wake: dict[int, str] = {}
         next_use: dict[int, float] = {}
-        free = graph.free()
-        free_ranks = _whole_ranks(graph, free)
+        free_ranks = _idle_ranks(graph)
         for span in planner.reserved():
             ranks = span.resources.ranks
             for r in ranks:
                 if span.start < next_use.get(r, math.inf):
                     next_use[r] = span.start
+                if self.state.get(r) == "switching_off":
+                    self.wake_after_off.add(r)  # woken once it is off
             asleep = [r for r in ranks if r in sleeping]
             if not asleep:
                 continue
@@ -191,11 +200,6 @@ class PowerSaving:
             for r in wake:
                 self.wake_after_off.discard(r)
             actions += self._switch_on(now, door, wake)
-        # the switching-off nodes a job was planned on: woken once they are off
-        for span in planner.reserved():
-            for r in span.resources.ranks:
-                if self.state.get(r) == "switching_off":
-                    self.wake_after_off.add(r)
         # idle nodes
         excluded = opts.power_exclude
         idle = [r for r in free_ranks if r not in self.state and r not in excluded]
@@ -214,8 +218,6 @@ class PowerSaving:
                 continue  # a job waits for it (it could not be back in time)
             if opts.power_save == "planned" and gap <= model.break_even:
                 continue
-            if not self.models[r].on_time < math.inf:
-                continue
             candidates.append(r)
         if keep:
             # keep the idle nodes that would be left on last: those idle the shortest
@@ -231,10 +233,8 @@ class PowerSaving:
         if candidates:
             off = sorted(candidates)
             for r in off:
-                rs = graph.all().restrict(IdSet.of(r))
-                door.allocate(hold_id(r), rs)
                 model = self.models[r]
-                door.plan_run(hold_id(r), rs, now, now + model.off_time + model.on_time)
+                self._hold(r, now, now + model.off_time + model.on_time, graph, door)
                 self.state[r] = "switching_off"
                 del self.idle_since[r]
                 self._recent.append(now)
@@ -247,7 +247,7 @@ class PowerSaving:
         now: float,
         door: PowerDoor,
         planner: Planner,
-        pending: Iterable[Job],
+        pending: Callable[[], Iterable[Job]],
         placement: str,
         sleeping: set[int],
         wake: dict[int, str],
@@ -262,7 +262,7 @@ class PowerSaving:
         claimed: list[int] = []
         seen = 0
         try:
-            for job in pending:
+            for job in pending():
                 if not job.queue.policy.backfills or planner.span(job.id) is not None:
                     continue  # its order or its reservation decides: above
                 seen += 1
@@ -351,14 +351,12 @@ class PowerSaving:
         """``ranks`` are asleep already (switched off before a restart):
         held as sleeping nodes from ``now``.  Those not free (a running
         job's, down) are left alone.  Returns the ranks adopted."""
-        free = _whole_ranks(graph, graph.free())
+        free = _idle_ranks(graph)
         taken = []
         for r in sorted(set(ranks)):
             if r in self.state or r not in free or r >= len(self.models):
                 continue
-            rs = graph.all().restrict(IdSet.of(r))
-            door.allocate(hold_id(r), rs)
-            door.plan_run(hold_id(r), rs, now, now + self.models[r].on_time)
+            self._hold(r, now, now + self.models[r].on_time, graph, door)
             self.state[r] = "sleeping"
             self.idle_since.pop(r, None)
             taken.append(r)
@@ -372,8 +370,8 @@ class PowerSaving:
         return {k: str(IdSet(v)) for k, v in out.items()}
 
 
-def _whole_ranks(graph: ResourceGraph, free: ResourceSet) -> set[int]:
-    """The up ranks all of whose items are in ``free``."""
+def _idle_ranks(graph: ResourceGraph) -> set[int]:
+    """The up, undrained ranks none of whose items anyone holds."""
     busy = graph.allocated().ranks
     down = set(graph.down_ranks()) | set(graph.drained_ranks())
-    return {r for r in free.ranks if r not in busy and r not in down}
+    return {r for r in graph.free().ranks if r not in busy and r not in down}
