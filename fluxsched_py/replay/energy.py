@@ -15,25 +15,14 @@ the replay's log of switches (:class:`PowerLog`), in Batsim's
 
 from __future__ import annotations
 
-import csv
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from ..ids import IdSet
 from ..power import PowerModel
 
-__all__ = [
-    "Energy",
-    "PowerLog",
-    "account",
-    "node_states",
-    "power_series",
-    "write_consumed_energy",
-    "write_machine_states",
-    "write_pstate_changes",
-]
+__all__ = ["Energy", "PowerLog", "account", "energy_rows", "node_states", "power_series", "pstate_rows"]
 
 
 @dataclass(slots=True)
@@ -147,27 +136,37 @@ def node_states(
     return rows  # type: ignore[return-value]
 
 
+def _steps(
+    models: Sequence[PowerModel], runs: Sequence[tuple[float, float, IdSet, bool]], log: PowerLog
+) -> list[tuple[float, float, float]]:
+    """The changes of the machine's watts, in time order: (time, change of
+    watts, change of the least watts its nodes' states allow, Batsim's
+    ``wattmin``: a job changes the first only, a power state both)."""
+    steps = [(0.0, sum(m.idle_watts for m in models), sum(m.idle_watts for m in models))]
+    for a, b, ranks, computes in runs:
+        if computes:
+            extra = sum(models[r].computing_watts - models[r].idle_watts for r in ranks)
+            steps += [(a, extra, 0.0), (b, -extra, 0.0)]
+    for rank, seq in log.per_rank().items():
+        m = models[rank]
+        state = "idle"
+        for t, new in seq:
+            delta = m.watts(new) - m.watts(state)
+            steps.append((t, delta, delta))
+            state = new
+    steps.sort(key=lambda x: x[0])
+    return steps
+
+
 def power_series(
     models: Sequence[PowerModel], runs: Sequence[tuple[float, float, IdSet, bool]], log: PowerLog
 ) -> tuple[list[float], list[float]]:
     """The machine's watts over time, a step function: (the times it
     changed, the watts from each on), from time 0."""
-    steps: list[tuple[float, float]] = [(0.0, sum(m.idle_watts for m in models))]
-    for a, b, ranks, computes in runs:
-        if computes:
-            extra = sum(models[r].computing_watts - models[r].idle_watts for r in ranks)
-            steps += [(a, extra), (b, -extra)]
-    for rank, seq in log.per_rank().items():
-        m = models[rank]
-        state = "idle"
-        for t, new in seq:
-            steps.append((t, m.watts(new) - m.watts(state)))
-            state = new
-    steps.sort(key=lambda x: x[0])
     times: list[float] = []
     watts: list[float] = []
     level = 0.0
-    for t, dw in steps:
+    for t, dw, _ in _steps(models, runs, log):
         level += dw
         if times and times[-1] == t:
             watts[-1] = level
@@ -177,96 +176,51 @@ def power_series(
     return times, watts
 
 
-def write_machine_states(
-    path: Path, nodes: int, runs: Sequence[tuple[float, float, IdSet, bool]], log: PowerLog
-) -> None:
-    """``machine_states.csv`` in the columns of Batsim's ``out_machine_states.csv``."""
-    with path.open("w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["time", "nb_sleeping", "nb_switching_on", "nb_switching_off", "nb_idle", "nb_computing"])
-        for t, *counts in node_states(nodes, runs, log):
-            w.writerow([repr(t), *counts])
+def pstate_rows(nodes: int, models: Sequence[PowerModel], log: PowerLog) -> list[tuple[float, list[int], int]]:
+    """Batsim's ``out_pstate_changes.csv`` rows, (time, ranks, pstate): each
+    node's pstate from time 0; a switch's start as Batsim marks it (-2 on
+    the way to a sleep pstate, -1 on the way to a computing one); its end,
+    the pstate it reached."""
+    rows: list[tuple[float, list[int], int]] = []
+    by_pstate: dict[int, list[int]] = {}
+    for r in range(nodes):
+        by_pstate.setdefault(models[r].compute_pstate, []).append(r)
+    rows += [(0.0, ranks, ps) for ps, ranks in sorted(by_pstate.items())]
+    for t, changed, state in log.changes:
+        groups: dict[int, list[int]] = {}
+        for r in changed:
+            m = models[r]
+            ps = {"switching_off": -2, "switching_on": -1, "sleeping": m.sleep_pstate}.get(state, m.compute_pstate)
+            groups.setdefault(ps, []).append(r)
+        rows += [(t, ranks, ps) for ps, ranks in sorted(groups.items())]
+    return rows
 
 
-def write_pstate_changes(path: Path, nodes: int, models: Sequence[PowerModel], log: PowerLog) -> None:
-    """``pstate_changes.csv`` in the columns of Batsim's ``out_pstate_changes.csv``:
-    each node's pstate from time 0; a switch's start as Batsim marks it
-    (-2 on the way to a sleep pstate, -1 on the way to a computing one);
-    its end, the pstate it reached."""
-    with path.open("w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["time", "machine_id", "new_pstate"])
-        by_pstate: dict[int, list[int]] = {}
-        for r in range(nodes):
-            by_pstate.setdefault(models[r].compute_pstate, []).append(r)
-        for ps, ranks in sorted(by_pstate.items()):
-            w.writerow([0, _intervals(ranks), ps])
-        for t, ranks, state in log.changes:
-            groups: dict[int, list[int]] = {}
-            for r in ranks:
-                m = models[r]
-                ps = {"switching_off": -2, "switching_on": -1, "sleeping": m.sleep_pstate}.get(state, m.compute_pstate)
-                groups.setdefault(ps, []).append(r)
-            for ps, rs in sorted(groups.items()):
-                w.writerow([repr(t), _intervals(rs), ps])
-
-
-def write_consumed_energy(
-    path: Path, models: Sequence[PowerModel], runs: Sequence[tuple[float, float, IdSet, bool]], log: PowerLog
-) -> None:
-    """``consumed_energy.csv`` in the columns of Batsim's ``out_consumed_energy.csv``:
-    a row at each job start (``s``), job end (``e``) and switch start or
-    end (``p``): the joules drawn since time 0, the sum of the nodes'
-    least watts in their present states (``wattmin``), and the mean watts
-    since the row before (``epower``, ``NA`` when no time passed)."""
-    steps: list[tuple[float, float, float]] = []  # (time, change of watts, change of wattmin)
-    rows: list[tuple[float, int, str]] = []  # (time, order, event type)
-    for r, m in enumerate(models):
-        del r
-        steps.append((0.0, m.idle_watts, m.idle_watts))
-    for a, b, ranks, computes in runs:
-        extra = sum((models[r].computing_watts - models[r].idle_watts) for r in ranks) if computes else 0.0
-        steps += [(a, extra, 0.0), (b, -extra, 0.0)]
-        rows += [(a, len(rows), "s"), (b, len(rows) + 1, "e")]
-    for rank, seq in log.per_rank().items():
-        m = models[rank]
-        state = "idle"
-        for t, new in seq:
-            delta = m.watts(new) - m.watts(state)
-            least = m.watts(new if new != "computing" else "idle") - m.watts(state if state != "computing" else "idle")
-            steps.append((t, delta, least))
-            state = new
-    for t, _, _ in log.changes:
-        rows.append((t, len(rows), "p"))
-    steps.sort(key=lambda x: x[0])
-    rows.sort()
-    with path.open("w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["time", "energy", "event_type", "wattmin", "epower"])
-        k = 0
-        t_now = energy = watts = wattmin = 0.0
-        last_t, last_e = 0.0, 0.0
-        for t, _, kind in rows:
-            while k < len(steps) and steps[k][0] <= t:
-                st, dw, dm = steps[k]
-                energy += watts * (st - t_now)
-                t_now = st
-                watts += dw
-                wattmin += dm
-                k += 1
-            energy += watts * (t - t_now)
-            t_now = t
-            epower = (
-                "NA"
-                if t <= last_t and rows[0][0] != t
-                else f"{(energy - last_e) / (t - last_t):f}"
-                if t > last_t
-                else "NA"
-            )
-            w.writerow([f"{t:f}", f"{energy:f}", kind, f"{wattmin:f}", epower])
-            last_t, last_e = t, energy
-
-
-def _intervals(ranks: list[int]) -> str:
-    """Batsim's interval-set text: ``0-3 7``."""
-    return IdSet(ranks).encode().replace(",", " ")
+def energy_rows(
+    models: Sequence[PowerModel], runs: Sequence[tuple[float, float, IdSet, bool]], log: PowerLog
+) -> list[tuple[float, float, str, float, float | None]]:
+    """Batsim's ``out_consumed_energy.csv`` rows, (time, joules since time
+    0, event, wattmin, epower): one at each job start (``s``), job end
+    (``e``) and switch start or end (``p``); ``wattmin`` is the sum of the
+    nodes' least watts in their present states, ``epower`` the mean watts
+    since the row before (None when no time passed)."""
+    events = [(a, "s") for a, _, _, _ in runs] + [(b, "e") for _, b, _, _ in runs]
+    events += [(t, "p") for t, _, _ in log.changes]
+    # at one instant as Batsim writes them: ends, then switches, then the starts they allow
+    events.sort(key=lambda x: (x[0], "eps".index(x[1])))
+    steps = _steps(models, runs, log)
+    out: list[tuple[float, float, str, float, float | None]] = []
+    k = 0
+    t_now = energy = watts = wattmin = 0.0
+    last_t, last_e = 0.0, 0.0
+    for t, kind in events:
+        while k < len(steps) and steps[k][0] <= t:
+            st, dw, dm = steps[k]
+            energy += watts * (st - t_now)
+            t_now, watts, wattmin = st, watts + dw, wattmin + dm
+            k += 1
+        energy += watts * (t - t_now)
+        t_now = t
+        out.append((t, energy, kind, wattmin, (energy - last_e) / (t - last_t) if t > last_t else None))
+        last_t, last_e = t, energy
+    return out

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from ..cliutil import AtomicOutput
 from ..ids import IdSet
 from ..report import formats
+from .energy import PowerLog, energy_rows, node_states, pstate_rows
 from .metrics import Summary
 from .sim import ReplayResult
 
@@ -64,23 +65,45 @@ def _num(x: float | None) -> str:
 
 
 def write_energy_files(result: ReplayResult, outdir: Path) -> list[Path]:
-    """``machine_states.csv``, ``pstate_changes.csv`` and
-    ``consumed_energy.csv`` beside ``jobs.csv``, in the columns of Batsim's
-    ``out_*`` files of the same names."""
-    from .energy import PowerLog, write_consumed_energy, write_machine_states, write_pstate_changes
-
+    """``machine_states.csv`` (with or without a power model),
+    ``pstate_changes.csv`` and ``consumed_energy.csv`` beside ``jobs.csv``,
+    in the columns of Batsim's ``out_*`` files of the same names, each
+    complete or absent; their paths."""
     log = result.power_log or PowerLog()
     runs = result.job_runs()
-    out = []
-    path = outdir / "machine_states.csv"
-    write_machine_states(path, result.nb_nodes, runs, log)
-    out.append(path)
+    tables: list[tuple[str, list[str], list[list[object]]]] = [
+        (
+            "machine_states.csv",
+            ["time", "nb_sleeping", "nb_switching_on", "nb_switching_off", "nb_idle", "nb_computing"],
+            [[repr(t), *counts] for t, *counts in node_states(result.nb_nodes, runs, log)],
+        )
+    ]
     if result.models is not None:
-        path = outdir / "pstate_changes.csv"
-        write_pstate_changes(path, result.nb_nodes, result.models, log)
-        out.append(path)
-        path = outdir / "consumed_energy.csv"
-        write_consumed_energy(path, result.models, runs, log)
+        pstates = pstate_rows(result.nb_nodes, result.models, log)
+        tables.append(
+            (
+                "pstate_changes.csv",
+                ["time", "machine_id", "new_pstate"],
+                [[repr(t), batsim_intervals(IdSet(ranks)), ps] for t, ranks, ps in pstates],
+            )
+        )
+        tables.append(
+            (
+                "consumed_energy.csv",
+                ["time", "energy", "event_type", "wattmin", "epower"],
+                [
+                    [f"{t:f}", f"{e:f}", kind, f"{wmin:f}", "NA" if ep is None else f"{ep:f}"]
+                    for t, e, kind, wmin, ep in energy_rows(result.models, runs, log)
+                ],
+            )
+        )
+    out = []
+    for name, head, rows in tables:
+        path = outdir / name
+        with AtomicOutput(path, newline="") as f:
+            w = csv.writer(f.file)
+            w.writerow(head)
+            w.writerows(rows)
         out.append(path)
     return out
 
