@@ -59,7 +59,7 @@ from ..engine import Engine, EngineError, EngineOptions, JobState, Response, Res
 from ..engine.options import LOG_LEVELS
 from ..engine.power import PowerOff, PowerOn
 from ..engine.runlimits import RunLimits
-from ..ids import Hostlist
+from ..ids import Hostlist, IdSet
 from .allocrequest import AllocRequest
 from .annotbatch import AnnotationBatcher
 from .control import Control
@@ -634,7 +634,6 @@ class Driver(Startup):
         hosts = Hostlist([self.engine.graph.hostname(r) or str(r) for r in ranks]).encode()
         argv = [*(cfg.resume if on else cfg.suspend), hosts]
         timeout = cfg.resume_timeout if on else cfg.suspend_timeout
-        self.stats["power_on" if on else "power_off"] = self.stats.get("power_on" if on else "power_off", 0) + 1
         why = f" for {action.reason}" if isinstance(action, PowerOn) and action.reason else ""
         self.log(LOG_INFO, f"power: {'resuming' if on else 'suspending'} {hosts} (ranks {ranks}){why}")
 
@@ -688,8 +687,6 @@ class Driver(Startup):
         engine = self.engine
         if engine is None or engine.power is None or not isinstance(stored, Mapping):
             return
-        from ..ids import IdSet
-
         ranks: set[int] = set()
         for state in ("sleeping", "switching_off", "switching_on"):
             try:

@@ -536,15 +536,20 @@ class FluxBinding:
                 self.log(LOG_ERR, f"reservations: cannot read {key}: {exc.strerror or exc}")
             stored = None
         reservestore.load(self.driver, stored, self._conf, os.getuid())
-        if self.driver.engine is not None and self.driver.engine.power is not None:
-            key = f"{self.name}.power"
-            try:
-                kept = flux.kvs.get(self.h, key)
-            except OSError as exc:
-                if exc.errno != errno.ENOENT:
-                    self.log(LOG_ERR, f"power: cannot read {key}: {exc.strerror or exc}")
-                kept = None
-            self.driver.adopt_power(kept)
+
+    def _load_power(self) -> None:
+        """The power states the module kept at its last load (power-save:
+        the nodes it had switched off are asleep), before any job is allocated."""
+        if self.driver.engine is None or self.driver.engine.power is None:
+            return
+        key = f"{self.name}.power"
+        try:
+            kept = flux.kvs.get(self.h, key)
+        except OSError as exc:
+            if exc.errno != errno.ENOENT:
+                self.log(LOG_ERR, f"power: cannot read {key}: {exc.strerror or exc}")
+            kept = None
+        self.driver.adopt_power(kept)
 
     def _ready(self) -> None:
         f = self.h.rpc("job-manager.sched-ready", self.driver.ready_payload())
@@ -564,6 +569,7 @@ class FluxBinding:
         try:
             self._acquire()
             self._load_reservations()
+            self._load_power()
             self._hello()
             self._ready()
         except (OSError, ValueError) as exc:
