@@ -141,11 +141,9 @@ def make_driver(
         if platform:
             from .platform import PlatformError, batsim_power
 
-            try:
-                power = batsim_power(platform)
-            except PlatformError as exc:
-                if options.power_save != "off" or "wattage_per_state is missing" not in str(exc):
-                    raise
+            power = batsim_power(platform)
+            if power is None and options.power_save != "off":
+                raise PlatformError(f"{platform}: --power-save needs an energy platform (no wattage_per_state)")
         return V4Driver(options, power)
     if protocol == "batprotocol":
         from .batprotocol import BatprotocolDriver

@@ -408,7 +408,8 @@ class BatsimScheduler:
         """RESOURCE_STATE_CHANGED at Batsim time ``t``: ``ids`` are in
         ``pstate`` (asleep in their sleep pstate, else on)."""
         self._known(ids, "RESOURCE_STATE_CHANGED")
-        if self.power is None:
+        if self._engine().power is None or self.power is None:
+            log.info("resources %s changed to pstate %d (power-save is off: ignored)", ids, pstate)
             return
         on = [r for r in ids if self.power[r].sleep_pstate != pstate]
         off = [r for r in ids if self.power[r].sleep_pstate == pstate]

@@ -134,9 +134,10 @@ def _props(el: ET.Element) -> dict[str, str]:
     return {p.get("id", ""): p.get("value", "") for p in el.findall("prop")}
 
 
-def batsim_power(path: str | os.PathLike[str]) -> list[PowerModel]:
+def batsim_power(path: str | os.PathLike[str]) -> list[PowerModel] | None:
     """The power model of each compute host (in :func:`batsim_hosts`'s
-    order), read as Batsim reads an energy platform (``batsim -E``):
+    order), read as Batsim reads an energy platform (``batsim -E``), or
+    None for a platform that gives no host one (no ``wattage_per_state``):
 
     - ``speed``: the host's pstates, one speed each, comma-separated;
       ``pstate``, the one it starts in (its computing pstate);
@@ -149,18 +150,15 @@ def batsim_power(path: str | os.PathLike[str]) -> list[PowerModel]:
 
     A host without ``sleep_pstates`` cannot be switched off (its model says
     so with infinite switch times).  PlatformError names the file, the host
-    and the field."""
-    models: list[PowerModel] = []
-    cache: dict[int, PowerModel] = {}
-    for name, _, el, where in _compute_hosts(path):
-        key = id(el)
-        if key in cache and el.tag.rsplit("}", 1)[-1] != "host":
-            models.append(cache[key])
-            continue
-        where = f"{path}: host {name!r}"
-        cache[key] = model = _host_power(el, where)
-        models.append(model)
-    return models
+    and the field (a host without ``wattage_per_state`` where others have one)."""
+    hosts = _compute_hosts(path)
+    if not any("wattage_per_state" in _props(el) for _, _, el, _ in hosts):
+        return None
+    models: dict[int, PowerModel] = {}  # per element: a cluster's hosts share one
+    for name, _, el, _ in hosts:
+        if id(el) not in models:
+            models[id(el)] = _host_power(el, f"{path}: host {name!r}")
+    return [models[id(el)] for _, _, el, _ in hosts]
 
 
 def _host_power(el: ET.Element, where: str) -> PowerModel:

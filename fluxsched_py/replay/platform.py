@@ -116,13 +116,7 @@ def load_power(path: str | os.PathLike[str], required: str | None = None) -> lis
     reads it).  None for a platform without one, unless ``required``
     (what needs it: the error says so)."""
     p = Path(path)
-    if p.suffix.lower() == ".xml" or _xml_root(p) == "platform":
-        try:
-            return batsim_power(p)
-        except PlatformError as exc:
-            if required or "wattage_per_state is missing" not in str(exc):
-                raise
-            return None
-    if required:
+    models = batsim_power(p) if p.suffix.lower() == ".xml" or _xml_root(p) == "platform" else None
+    if models is None and required:
         raise PlatformError(f"{p}: {required} needs a power model per node: give a Batsim energy platform (XML)")
-    return None
+    return models
