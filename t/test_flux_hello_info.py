@@ -24,19 +24,25 @@ from .test_flux_driver import R2, Clock, alloc, jobspec, replies
 RECORDED = json.loads((Path(__file__).parent / "data" / "flux" / "getattr-hello.json").read_text())
 
 
+def _pa_preempted(answer):
+    info = hello_info(answer)
+    return info.preemptible_after, info.preempted
+
+
 def test_recorded_answers_say_best_effort_and_preempted():
-    assert hello_info(RECORDED["besteffort"]) == (0.0, False)
-    assert hello_info(RECORDED["preempted"]) == (0.0, True)
-    assert hello_info(RECORDED["regular"]) == (None, False)
+    assert _pa_preempted(RECORDED["besteffort"]) == (0.0, False)
+    assert _pa_preempted(RECORDED["preempted"]) == (0.0, True)
+    assert _pa_preempted(RECORDED["regular"]) == (None, False)
+    assert hello_info(RECORDED["regular"]).jobspec == RECORDED["regular"]["jobspec"]
 
 
 def test_eventlog_as_kvs_text_and_other_exceptions():
     ans = dict(RECORDED["besteffort"])
     events = [*ans["eventlog"], {"timestamp": 2.0, "name": "exception", "context": {"type": "cancel", "severity": 0}}]
     ans["eventlog"] = "".join(json.dumps(e) + "\n" for e in events)  # job.<id>.eventlog in the KVS
-    assert hello_info(ans) == (0.0, False)
+    assert _pa_preempted(ans) == (0.0, False)
     ans["jobspec"] = json.dumps({**RECORDED["besteffort"]["jobspec"]})
-    assert hello_info(ans) == (0.0, False)
+    assert _pa_preempted(ans) == (0.0, False)
 
 
 @pytest.mark.parametrize("bad", [None, 42, {"eventlog": []}, {"jobspec": {"attributes": {}}, "eventlog": 7}])

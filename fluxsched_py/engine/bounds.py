@@ -139,7 +139,7 @@ class CampaignBounds:
                 self._asked = bool(parse_job_bounds(job.request))
             except ValueError:
                 pass  # denied
-        elif event in ("start", "preempt") and old is JobState.PENDING and job.request is not None:
+        elif ((event in ("start", "preempt") and old is JobState.PENDING) or event == "hello") and job.request is not None:
             name = campaign_of(job.request)[0]
             if name is not None:
                 self._fresh[job.id] = (job, name)

@@ -257,8 +257,18 @@ class Engine:
 
     def hello(self, jobs: Iterable[Mapping[str, Any]]) -> list[Response]:
         """Jobs that hold resources at startup: ``{id, priority, userid,
-        t_submit, R, free?}`` (R from the KVS; ``free`` an idset of ranks
-        already released).  Marks their resources allocated."""
+        t_submit, R, free?, jobspec?, preemptible_after?, preempted?}`` (R
+        from the KVS; ``free`` an idset of ranks already released).  Marks
+        their resources allocated.
+
+        With its ``jobspec``, a job is known again as it was at its alloc:
+        its queue (so it counts against the queue's limits), whether it
+        checkpoints, its campaign (bounds, run times) and whether it is
+        best-effort.  A jobspec that cannot be parsed is logged and the job
+        taken as regular, with no queue: it is never preempted, so nothing
+        is lost by not knowing it.  Without a jobspec, ``preemptible_after``
+        says whether it is best-effort; ``preempted``, that a preemption was
+        already sent for it."""
         for h in jobs:
             jobid = int(h["id"])
             if jobid in self.table.jobs:
@@ -273,17 +283,35 @@ class Engine:
             except Exception as exc:  # a bad R must not kill the scheduler
                 log.error("hello: job %d: cannot mark its resources allocated: %s", jobid, exc)
                 continue
-            job = Job(jobid, int(h.get("priority", 0)), int(h.get("userid", 0)), float(h.get("t_submit", 0)), None)
+            job = Job(
+                jobid,
+                int(h.get("priority", 0)),
+                int(h.get("userid", 0)),
+                float(h.get("t_submit", 0)),
+                self._hello_request(jobid, h.get("jobspec")),
+            )
             ex = ((R or {}).get("execution") or {}).get("expiration") or 0
             st = ((R or {}).get("execution") or {}).get("starttime") or 0
             job.reply.end()  # its alloc was answered before the restart
             self.table.apply(job, "hello", resources=rs, now=float(st), expiration=float(ex) if ex else math.inf)
             self.table.plan_run(jobid, rs, job.t_start, max(job.expiration, job.t_start + 1e-9))
-            if h.get("preemptible_after") is not None:  # a best-effort job (the driver read its jobspec)
+            if job.request is None and h.get("preemptible_after") is not None:
                 job.preemptible_after = float(h["preemptible_after"])
+            if job.preemptible_after is not None:
                 self.besteffort.adopt(job, bool(h.get("preempted")))
         self.changed()
         return []
+
+    def _hello_request(self, jobid: int, jobspec: Mapping[str, Any] | None) -> Request | None:
+        """The request of a job running at startup, from its jobspec; None
+        when it has none or it cannot be parsed (logged)."""
+        if jobspec is None:
+            return None
+        try:
+            return self._parse(jobspec)
+        except Exception as exc:
+            log.error("hello: job %d: cannot parse its jobspec (%s); taken as a regular job", jobid, exc)
+            return None
 
     def alloc(
         self,

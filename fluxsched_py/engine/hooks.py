@@ -87,6 +87,8 @@ class Hooks:
         elif event == "preempt" or (event == "start" and old is JobState.PENDING):
             assert now is not None
             self._job_started(job, now)
+        elif event == "hello" and job.request is not None:
+            self._job_recovered(job, now if now is not None else 0.0)
         elif event == "free-final":
             self._job_ended(job, preempted)
         elif event == "revoke" or (event in ("cancel", "deny") and old is JobState.PENDING):
@@ -111,6 +113,22 @@ class Hooks:
                 self.runtimes.submitted(name, job.id)
             if best_effort and (name is not None or kind != "default"):
                 self.ordered = True
+
+    def _job_recovered(self, job: Job, start: float) -> None:
+        """A job running at a restart, with its jobspec: its campaign counts
+        it as submitted and started at ``start`` (its run time counts when
+        it ends).  The runtime predictor learns only from jobs it saw start,
+        so it is not told."""
+        name, kind = campaign_of(job.request)
+        best_effort = job.preemptible_after is not None
+        if name is None and not best_effort:
+            return
+        self._info[job.id] = (name, best_effort)
+        if name is not None and duplicate_of(job.request) is None:
+            self.runtimes.submitted(name, job.id)
+            self.runtimes.started(name, job.id, start)
+        if best_effort and (name is not None or kind != "default"):
+            self.ordered = True
 
     def _job_started(self, job: Job, now: float) -> None:
         if job.duration < job.walltime:

@@ -106,8 +106,11 @@ class RunLimits:
     default: Scope = field(default_factory=Scope)
     queues: Mapping[str, Scope] = field(default_factory=dict)
     _cache: dict[Any, tuple[int | None, ...]] = field(default_factory=dict, compare=False, repr=False)
-    #: (queue, uid, need) -> (the usage version it was checked at, the answer): see :meth:`check`.
-    _memo: dict[Any, tuple[int, str | None]] = field(default_factory=dict, compare=False, repr=False)
+    #: (queue, uid, need) -> (the usage it was checked against, at which
+    #: version, the answer): see :meth:`check`.  One RunLimits may serve
+    #: several engines (the replay's ``--compare``, a restart), so an answer
+    #: stands only for the same usage.
+    _memo: dict[Any, tuple[Usage, int, str | None]] = field(default_factory=dict, compare=False, repr=False)
 
     def __bool__(self) -> bool:
         return bool(self.instance or self.default or any(self.queues.values()))
@@ -181,8 +184,8 @@ class RunLimits:
         memo = self._memo
         key = (queue, uid, need)
         got = memo.get(key)
-        if got is not None and got[0] == usage.version:
-            return got[1]
+        if got is not None and got[0] is usage and got[1] == usage.version:
+            return got[2]
         answer = None
         for scope, limits in self._compiled(queue, uid):
             used = usage.amounts(scope, queue, uid)
@@ -194,7 +197,7 @@ class RunLimits:
                 break
         if len(memo) >= _MEMO_SIZE:
             memo.clear()
-        memo[key] = (usage.version, answer)
+        memo[key] = (usage, usage.version, answer)
         return answer
 
     # -- config -------------------------------------------------------------

@@ -1,11 +1,13 @@
 """What a running job's jobspec and eventlog say at hello (a scheduler restart).
 
 At ``job-manager.sched-hello`` the job-manager sends only ``{id, priority,
-userid, t_submit, free?}``.  For preemption the scheduler also needs, for
-each running job, whether it is best-effort (``attributes.system.
-preemptible-after`` in its jobspec) and whether a ``preempt`` exception was
-already raised on it (so it is never preempted twice, and the regular job
-it was preempted for waits for its free rather than preempting others).
+userid, t_submit, free?}``.  The scheduler also needs each running job's
+jobspec, to know it again as it knew it before the restart: its queue (the
+queue's limits count it), whether it checkpoints, its campaign, and whether
+it is best-effort (``attributes.system.preemptible-after``); and whether a
+``preempt`` exception was already raised on it (so it is never preempted
+twice, and the regular job it was preempted for waits for its free rather
+than preempting others).
 
 The module reads both with one ``job-manager.getattr`` RPC per job
 (``attrs: ["jobspec", "eventlog"]``): the job-manager's own copies, the
@@ -18,11 +20,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..jobspec.fsd import parse_fsd
 
-__all__ = ["hello_info", "PREEMPT"]
+__all__ = ["HelloInfo", "hello_info", "PREEMPT"]
 
 #: The exception type sched-py raises on a job it preempts.
 PREEMPT = "preempt"
@@ -39,9 +41,19 @@ def _events(eventlog: Any) -> list[Any]:
     raise ValueError(f"eventlog is not a list: {eventlog!r:.80}")
 
 
-def hello_info(answer: Any) -> tuple[float | None, bool]:
-    """Read a ``job-manager.getattr`` answer ``{jobspec, eventlog}``:
-    ``(preemptible-after in seconds, or None for a regular job, preempted)``.
+class HelloInfo(NamedTuple):
+    """What a running job's getattr answer says."""
+
+    #: The job's RFC 14 jobspec (for the engine to parse as at its alloc).
+    jobspec: Mapping[str, Any]
+    #: Seconds after its start from which it may be preempted; None: regular.
+    preemptible_after: float | None
+    #: A ``preempt`` exception was already raised on it.
+    preempted: bool
+
+
+def hello_info(answer: Any) -> HelloInfo:
+    """Read a ``job-manager.getattr`` answer ``{jobspec, eventlog}``.
 
     Raises ValueError when the jobspec's ``preemptible-after`` or the
     eventlog cannot be read (the caller decides what that means)."""
@@ -62,4 +74,4 @@ def hello_info(answer: Any) -> tuple[float | None, bool]:
             ctx = e.get("context")
             if isinstance(ctx, Mapping) and ctx.get("type") == PREEMPT:
                 preempted = True
-    return pa, preempted
+    return HelloInfo(jobspec, pa, preempted)

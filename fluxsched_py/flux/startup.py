@@ -16,7 +16,7 @@ from ..engine import Engine
 from ..ids import IdSet
 from ..resource import ResourceSet
 from ..resource.rlist import rlist_summary
-from .helloinfo import hello_info
+from .helloinfo import HelloInfo, hello_info
 from .wire import LOG_DEBUG, LOG_INFO, LOG_WARNING, _float, _int, _jobid, job_scheduling, kvs_key
 
 __all__ = ["Startup"]
@@ -120,9 +120,9 @@ class Startup:
         """One ``sched-hello`` response, with the job's R as read from the KVS
         (a dict, JSON text, or an exception if the lookup failed) and, when
         given, the ``job-manager.getattr`` answer for
-        :meth:`hello_info_request` (or an exception): whether the job is
-        best-effort and whether it was already preempted.  Without it
-        (None), the job is regular."""
+        :meth:`hello_info_request` (or an exception): its jobspec, and
+        whether it was already preempted.  Without it (None), the job is
+        regular, in no queue."""
         jobid = _jobid(payload)
         if jobid is None:
             self.error(f"hello: response without a valid job id: {payload!r}")
@@ -151,14 +151,14 @@ class Startup:
             self.stats["hello_errors"] += 1
             self.error(f"hello: job {jobid}: its R could not be marked allocated (see above)")
 
-    def _hello_info(self, jobid: int, info: Any) -> tuple[float | None, bool]:
-        """``(preemptible-after, preempted)`` from the getattr answer.
+    def _hello_info(self, jobid: int, info: Any) -> HelloInfo | None:
+        """The job's jobspec and preemption state from the getattr answer.
 
-        When it cannot be read the job is taken as regular: it is never
-        preempted, so nothing can be preempted twice; regular jobs wait for
-        its end instead (logged)."""
+        When it cannot be read the job is taken as regular (None): it is
+        never preempted, so nothing can be preempted twice; regular jobs
+        wait for its end instead (logged)."""
         if info is None:
-            return None, False
+            return None
         try:
             if isinstance(info, BaseException):
                 raise info
@@ -166,14 +166,14 @@ class Startup:
         except Exception as exc:
             self.stats["hello_errors"] += 1
             self.error(f"hello: job {jobid}: cannot read its jobspec/eventlog ({exc}); taken as a regular job")
-            return None, False
+            return None
 
     def _engine_hello(
         self,
         jobid: int,
         payload: Mapping[str, Any],
         R: Mapping[str, Any],
-        info: tuple[float | None, bool] = (None, False),
+        info: HelloInfo | None = None,
     ) -> None:
         assert self.engine is not None
         h = {
@@ -185,15 +185,16 @@ class Startup:
         }
         if payload.get("free"):
             h["free"] = str(payload["free"])
-        pa, preempted = info
-        if pa is not None:
-            h["preemptible_after"] = pa
-            h["preempted"] = preempted
-            self.stats["hello_besteffort"] += 1
-            if preempted:
-                self.stats["hello_preempted"] += 1
+        if info is not None:
+            h["jobspec"] = info.jobspec
+            h["preempted"] = info.preempted
         self.engine.hello([h])
         self._hello_count += 1
+        job = self.engine.job(jobid)
+        if job is not None and job.preemptible_after is not None:
+            self.stats["hello_besteffort"] += 1
+            if info is not None and info.preempted:
+                self.stats["hello_preempted"] += 1
 
     def _hello_unreadable(self, jobid: int, payload: Mapping[str, Any], R: Any, exc: Exception) -> None:
         g = self.graph
