@@ -83,7 +83,6 @@ class Both:
             e.check_invariants()
         return seen[0]
 
-
     def reason(self, e: Engine, jobid: int) -> str | None:
         """``jobid``'s last ``reason_pending`` from ``e`` (the engine's own words)."""
         return self.reasons.get(id(e), {}).get(jobid)
@@ -91,12 +90,13 @@ class Both:
 
 def decisions(e: Engine, t: float, reasons: dict[int, str]) -> dict:
     r = e.schedule(t)
+    success = [x for x in r.responses if x.type is ResponseType.SUCCESS]
     for x in r.responses:
         if x.type is ResponseType.ANNOTATE and "reason_pending" in (x.annotations or {}).get("sched", {}):
             reasons[x.id] = x.annotations["sched"]["reason_pending"]
     return {
-        "ranks": sorted((x.id, tuple(sorted(x.resources.ranks))) for x in r.responses if x.type is ResponseType.SUCCESS),
-        "started": sorted(x.id for x in r.responses if x.type is ResponseType.SUCCESS),
+        "ranks": sorted((x.id, tuple(sorted(x.resources.ranks))) for x in success),
+        "started": sorted(x.id for x in success),
         "preempt": sorted((p.id, p.requeue) for p in r.preempt),
         "notice": sorted((n.id, n.at) for n in r.notice),
     }

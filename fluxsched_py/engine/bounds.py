@@ -113,6 +113,10 @@ def parse_job_bounds(request: Request) -> tuple[Bound, ...]:
         raise ValueError(f"attributes.user.campaign-max-running={v!r}: expected N or [@PROPERTY:]N,...") from None
 
 
+#: The events that start a pending job (a ``hello`` is a job running at a restart).
+_STARTS = ("start", "preempt")
+
+
 class CampaignBounds:
     """Running jobs per (campaign, property), and what a pending job may not use.
 
@@ -139,7 +143,7 @@ class CampaignBounds:
                 self._asked = bool(parse_job_bounds(job.request))
             except ValueError:
                 pass  # denied
-        elif ((event in ("start", "preempt") and old is JobState.PENDING) or event == "hello") and job.request is not None:
+        elif job.request is not None and (event == "hello" or (event in _STARTS and old is JobState.PENDING)):
             name = campaign_of(job.request)[0]
             if name is not None:
                 self._fresh[job.id] = (job, name)
