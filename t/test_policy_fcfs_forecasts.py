@@ -12,6 +12,8 @@ reservation depths.
 
 from __future__ import annotations
 
+import dataclasses
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -33,9 +35,14 @@ class SearchEveryForecast(FCFSPolicy):
         return False
 
 
+def _estimating(*args, **kwargs):
+    """An engine that shows every forecast, as under Flux (the replay asks for none)."""
+    return Engine(*args, **{**kwargs, "estimates": True})
+
+
 def _searching(depth):
     def factory(*args, **kwargs):
-        e = Engine(*args, **kwargs)
+        e = _estimating(*args, **kwargs)
         e.queue_policy = SearchEveryForecast() if depth is None else SearchEveryForecast(depth)
         return e
 
@@ -61,7 +68,7 @@ def test_forecasts_taken_again_equal_searching_them(wl, depth):
         opts["reserve-depth"] = depth
     w = Workload([WorkloadJob(i, str(i), s, node_request(r, wl), wl, run, r) for i, s, r, wl, run in jobs], nodes)
     fast_log, slow_log = [], []
-    fast = replay(w, nodes_graph(nodes), opts, check=_estimates(fast_log))
+    fast = replay(w, nodes_graph(nodes), opts, check=_estimates(fast_log), engine_factory=_estimating)
     slow = replay(w, nodes_graph(nodes), opts, check=_estimates(slow_log), engine_factory=_searching(depth))
     assert [(r.start, r.ranks, r.first_estimate) for r in fast.records] == [
         (r.start, r.ranks, r.first_estimate) for r in slow.records
@@ -130,3 +137,28 @@ def test_with_priorities_and_early_ends_every_plan_equals_searching(events, dept
         assert [(j.id, j.state, j.estimate) for j in fast.table.jobs.values()] == [
             (j.id, j.state, j.estimate) for j in slow.table.jobs.values()
         ]
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(busy_workloads(), st.booleans())
+def test_without_estimates_fcfs_makes_no_forecast_and_the_same_starts(wl, besteffort):
+    """The replay command's default (``annotate-depth=0``: nothing shows ``t_estimate``) against the
+    Flux module's: every job starts at the same time on the same nodes;
+    only the second plans forecasts.  With a best-effort job in the
+    workload the plan is read (preemption follows it), so both forecast."""
+    nodes, jobs = wl
+    w = Workload([WorkloadJob(i, str(i), s, node_request(r, wl), wl, run, r) for i, s, r, wl, run in jobs], nodes)
+    if besteffort:
+        first = min(w.jobs, key=lambda j: j.submit)  # the plan is read from the first pass on
+        request = dataclasses.replace(node_request(1, 50.0), preemptible_after=0.0)
+        be = WorkloadJob(10_000, "be", first.submit, request, 50.0, 10.0, 1)
+        w = Workload([*w.jobs, be], nodes)
+    silent = replay(w, nodes_graph(nodes), {"queue-policy": "fcfs", "annotate-depth": 0})  # the CLI's default
+    shown = replay(w, nodes_graph(nodes), {"queue-policy": "fcfs"}, engine_factory=_estimating)
+    assert [(r.start, r.ranks) for r in silent.records] == [(r.start, r.ranks) for r in shown.records]
+    waited = [r for r in shown.records if r.start is not None and r.start > r.job.submit]
+    if besteffort:
+        assert [r.first_estimate for r in silent.records] == [r.first_estimate for r in shown.records]
+    else:
+        assert all(r.first_estimate is None for r in silent.records)
+        assert all(r.first_estimate is not None for r in waited), "every job that waited was forecast"

@@ -217,6 +217,9 @@ class BestEffort:
         self.view = RegularView(engine.graph, self.lent)
         #: A best-effort job arrived or left: the best-effort pass is due.
         self.dirty = False
+        #: A best-effort job was ever known: preemption reads the regular
+        #: jobs' reservations from then on (:attr:`Pass.plan_read`).
+        self.seen = False
         self._windows: list[tuple[float, int]] = []  # (end of protected window, job id)
         self._preempted: dict[int, int | None] = {}  # victim -> the job it makes room for
         #: Preempted before a restart, for no job known now: lent, and a
@@ -384,6 +387,7 @@ class BestEffort:
         (re-sent after the restart) or another one takes its resources by
         waiting for its free rather than by preempting other jobs."""
         e = self.e
+        self.seen = True
         e.table.unplan(job.id)
         if preempted:
             self._preempted[job.id] = None
@@ -683,6 +687,7 @@ class BestEffort:
     def queued(self, job: Job) -> None:
         """A best-effort job was queued (its alloc)."""
         self.dirty = True
+        self.seen = True
         if requeued_from(job) is not None:
             self._requeued.add(job.id)
 

@@ -61,6 +61,13 @@ class Engine:
         put RFC 20 R, and the ``resource_summary`` annotation, in SUCCESS
         responses (the replay, which needs only the ResourceSet and sends
         nothing, asks for neither).
+    estimates:
+        the driver shows pending jobs their ``t_estimate`` even where no
+        decision needs a reservation: fcfs then forecasts the jobs at the
+        head of its queue (``reserve-depth``).  Without it, fcfs plans a
+        forecast only where something reads the plan (best-effort jobs,
+        power saving, advance reservations, more than one queue) or when
+        ``reserve-depth`` is given; its starts are the same either way.
     stopwatch, time_format:
         measure pass work for ``budget`` (never for decisions); show an absolute time (default ``HH:MM``).
     job_name:
@@ -82,6 +89,7 @@ class Engine:
         matcher: Callable[..., Any] | None = None,
         build_R: bool = True,
         summaries: bool = True,
+        estimates: bool = True,
         stopwatch: Callable[[], float] = time.perf_counter,
         time_format: Callable[[float], str] = fmt_clock,
         job_name: Callable[[int], str] = str,
@@ -115,6 +123,7 @@ class Engine:
         self.reservations.encode()
         self.build_R = build_R
         self.summaries = summaries
+        self.estimates = estimates
         self._stopwatch = stopwatch
         #: How annotations show an absolute time, and a job id, to users.
         self.time_format = time_format

@@ -47,6 +47,15 @@ class Pass:
         self.compress = compress
         #: More than one queue has pending jobs: reservations are not all the current queue's.
         self.multi = multi
+        #: Something reads the plan beyond the starts a policy makes (see
+        #: :attr:`~fluxsched_py.policy.PassContext.plan_read`).
+        self.plan_read = (
+            engine.estimates
+            or multi
+            or engine.besteffort.seen
+            or engine.power is not None
+            or len(engine.reservations) > 0
+        )
         self.queue: JobQueue | None = None
         self.depth: int | None = None
         self.out: list[Response] = []

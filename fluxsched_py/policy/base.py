@@ -63,6 +63,12 @@ class PassContext(Protocol):
     #: The order backfill candidates are tried in (``backfill-order``):
     #: ``queue``, or ``sjbf``, shortest planned duration first.
     backfill_order: str
+    #: Something reads the reservations beyond this policy's own starts: the
+    #: driver shows ``t_estimate``, best-effort jobs are preempted by the
+    #: plan, power saving wakes nodes for it, other queues or advance
+    #: reservations plan around it.  When False, a reservation no start of
+    #: this policy depends on (fcfs's forecasts) need not be made.
+    plan_read: bool
 
     def jobs(self) -> Iterator[PendingJob]:
         """This queue's pending jobs in order (those among the first

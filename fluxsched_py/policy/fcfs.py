@@ -25,13 +25,15 @@ start, and the jobs are in the same order, each forecast is the one a
 search would find again, and is left reserved where it is: the pass asks
 only whether the head fits now or just before its forecast
 (:meth:`FCFSPolicy._stands`; ``t/test_policy_fcfs_forecasts.py`` checks
-every span and estimate against searching them all).  On the heavy trace
-(``bench/heavy_trace.py``, 100,000 jobs on 1,024 nodes), taking them again
-was 0.83 of main 66642e3's CPU (53.9 s against 65.1 s, run at the same
-time), with the same jobs.csv and summary; leaving them in place rather than
-reserving them again is 0.92-0.93 of main 5dbc8d9's CPU on seeds 1 and 2
-(51.7 s against 55.7 s, 49.0 s against 53.0 s, run at the same time), with
-the same jobs.csv.
+every span and estimate against searching them all).
+
+The forecasts decide no start of this policy's own: they are made where
+something reads them (:attr:`~.base.PassContext.plan_read`: a driver that
+shows ``t_estimate``, as the Flux module does; best-effort jobs, which the
+plan preempts; power saving, which wakes nodes for it; other queues and
+advance reservations, which plan around it), or when ``reserve-depth`` is
+given.  Elsewhere (the replay, by default) the pass ends at the head, with
+the same starts.
 
 A job of an advance reservation (``system.reservation``) is scheduled in
 its window apart from the order: it starts when it fits there, else keeps
@@ -74,6 +76,8 @@ class FCFSPolicy(QueuePolicy):
 
     def __init__(self, reserve_depth: int | None | PolicyDefault = POLICY_DEFAULT) -> None:
         super().__init__(reserve_depth)
+        #: ``reserve-depth`` was given: forecast even where nothing reads the plan.
+        self._forecast_asked = reserve_depth is not POLICY_DEFAULT
         # The forecasts of the last pass that ran to its end, in queue order
         # (job id, its duration then, its slot), and what the plan was then
         # (PassContext.forecast_stamp); void while a pass runs.
@@ -112,7 +116,8 @@ class FCFSPolicy(QueuePolicy):
         reads as it did (the same jobs in the same order, the head not able
         to start earlier), and the rest is searched.  ``made`` gets this
         pass's forecasts."""
-        if ctx.compress and not standing:
+        forecast = ctx.plan_read or self._forecast_asked
+        if (ctx.compress or not forecast) and not standing:
             # Something was freed, cancelled or re-prioritized: re-plan.
             ctx.clear_reservations()
         depth = self.reserve_depth or None
@@ -141,6 +146,10 @@ class FCFSPolicy(QueuePolicy):
                     yield
                     continue
                 head = job
+                if not forecast:
+                    # Its start and those behind it are the same with or
+                    # without a forecast: nothing else reads one.
+                    return
                 if standing:
                     if ctx.fits_just_before(job, standing[0][2]):
                         ctx.clear_reservations()  # it starts earlier: re-plan

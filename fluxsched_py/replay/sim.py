@@ -213,10 +213,19 @@ def replay(
     if duplicate_runtime not in DUPLICATE_RUNTIMES:
         raise ValueError(f"duplicate_runtime={duplicate_runtime!r}: choose from {', '.join(DUPLICATE_RUNTIMES)}")
     t_wall = time.perf_counter()
-    # no R and no resource_summary text: the replay sends no message (issue 15: 4 % of its CPU)
+    # No R and no resource_summary text: the replay sends no message.  And
+    # t_estimate only where a decision plans one, unless annotations are asked.
     extra = {} if power is None else {"power": power}
+    opts = options if isinstance(options, EngineOptions) else EngineOptions.parse(options)
     engine = engine_factory(
-        graph, options, build_R=False, summaries=False, time_format=lambda t: f"t={t:.0f}s", limits=limits, **extra
+        graph,
+        opts,
+        build_R=False,
+        summaries=False,
+        estimates=opts.annotate_depth != 0,
+        time_format=lambda t: f"t={t:.0f}s",
+        limits=limits,
+        **extra,
     )
     add_entries(engine.reservations, reservations, 0.0)
     jobs = sorted(workload.jobs, key=lambda j: (j.submit, j.id))
