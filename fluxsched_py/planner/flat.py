@@ -29,7 +29,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ..ids import IdSet
-from ..resource.flatfree import CHUNK_SHIFT, FlatLayout, as_int, chunks_of, remember_chunks
+from ..resource.flatfree import CHUNK_SHIFT, FlatLayout, as_int, remember_chunks
 
 __all__ = ["FlatCodec"]
 
@@ -123,8 +123,6 @@ class FlatCodec:
         self._pool_layout: list[list[tuple[int, str]]] | None = None
         nodes = [v for v, t in enumerate(topo.type) if t == "node"]
         self.node_vertex_mask = 0
-        #: [first, end) of the node vertices when :attr:`unit_shift` is set, else None
-        self._unit_nodes: tuple[int, int] | None = None
         self.node_bits: Mapping[int, int] = _NodeBits(self, ())
         self.flat_nodes = False
         self.unit_shift: int | None = None
@@ -177,8 +175,6 @@ class FlatCodec:
                     #: every vertex from ``_rank_base`` on is rank ``v - _rank_base``, none
                     #: below it has a rank: a decoded set's ranks are its vertices, shifted
                     self._rank_base = base
-        #: [first, end) of the node vertices when :attr:`unit_shift` is set, else None
-        self._unit_nodes = (v0, v0 + len(nodes)) if self.unit_shift is not None else None
         self._strided: tuple[int, int, int, int, int] | None = None
         if self.flat_nodes and self.unit_shift is None and nodes == list(range(v0, v0 + len(nodes))):
             self._strided = self._node_stride(nodes)
@@ -244,8 +240,6 @@ class FlatCodec:
         vertex) built only when something reads them
         (:meth:`ResourceSet.lazily`; starting, running and ending a job on
         a placement of whole one-core nodes never does)."""
-        if self._unit_nodes is not None and (rs := self._decode_units(x)) is not None:
-            return rs
         flat = self._flat_of(x)
         x = as_int(x)  # a Bits may change later: the leaves are read from the int
         shift = self.unit_shift
@@ -294,34 +288,6 @@ class FlatCodec:
                         break
                     i += 1
         return pools
-
-    def _decode_units(self, x: int) -> Any:
-        """:meth:`decode` of a set of a few bits in the simplest layout (see
-        :meth:`_flat_nodes`), read chunk by chunk (a placement of a few
-        nodes on a big machine, not a pass over the whole int); None when
-        ``x`` is not such a set."""
-        n, shift, (lo, hi) = self.n, self.unit_shift, self._unit_nodes
-        chunks = chunks_of(x)
-        counts = {ci: c.bit_count() for ci, c in chunks.items()}
-        if sum(counts.values()) > 64:
-            return None
-        conts: list[int] = []
-        t = self._unit_type
-        pools_u: dict[int, dict[str, int]] = {}
-        for ci in sorted(chunks):
-            for p in _positions(chunks[ci], ci << CHUNK_SHIFT, counts[ci]):
-                if p < n:
-                    conts.append(p)
-                elif lo <= p - shift < hi:
-                    pools_u[p - shift] = {t: 1}
-                else:
-                    return None
-        cont = _mask_of(conts)
-        ranks = None
-        if self._rank_base is not None:  # its ranks at once (the replay reads them)
-            base = self._rank_base
-            ranks = IdSet.from_mask(_mask_of([v - base for v in {*pools_u, *conts} if v >= base]))
-        return self._RS.decoded(self.topo, cont, pools_u, self._flat_of(x), ranks)
 
     def _flat_of(self, x: Any) -> tuple[Any, int] | None:
         """``(layout, x)`` for a decoded set made from the int ``x``: the graph
@@ -500,54 +466,6 @@ class _NodeBits(Mapping):
 
     def __len__(self) -> int:
         return len(self._nodes)
-
-
-#: every byte to 1 but zero: the nonzero bytes of a string, found by ``find``
-_NONZERO = bytes([0]) + bytes([1]) * 255
-
-
-def _positions(c: int, base: int, count: int) -> Iterator[int]:
-    """``base`` plus the position of each set bit of ``c`` (``count`` bits
-    of a chunk of thousands), in order: its nonzero bytes are found in C
-    (``translate``, then ``find``), not by a pass over the whole int per bit
-    peeled off."""
-    if count <= 16:  # a few bits: peeled off the top (each peel a pass over c; cheaper than its bytes)
-        found = []
-        while c:
-            p = c.bit_length() - 1
-            c ^= 1 << p
-            found.append(base + p)
-        yield from reversed(found)
-        return
-    data = c.to_bytes((c.bit_length() + 7) // 8, "little")
-    marks = data.translate(_NONZERO)
-    i = marks.find(1)
-    while i >= 0:
-        at = base + (i << 3)
-        byte = data[i]
-        while byte:
-            low = byte & -byte
-            byte ^= low
-            yield at + low.bit_length() - 1
-        i = marks.find(1, i + 1)
-
-
-def _mask_of(positions: list[int]) -> int:
-    """The int with the bits at ``positions`` set (a few of them, maybe far
-    up a machine-wide int): set in a byte buffer, then one conversion, not
-    one OR per bit over the whole width (issue 21)."""
-    if not positions:
-        return 0
-    top = max(positions)
-    if top < 4096:
-        out = 0
-        for p in positions:
-            out |= 1 << p
-        return out
-    buf = bytearray(top // 8 + 1)
-    for p in positions:
-        buf[p >> 3] |= 1 << (p & 7)
-    return int.from_bytes(buf, "little")
 
 
 def _merge(chunks: list[tuple[int, int]]) -> int:
