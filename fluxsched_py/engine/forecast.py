@@ -15,12 +15,16 @@ A job the engine holds a reservation for keeps that reservation's start and
 resources (``kind`` ``"reservation"``); every other job gets the forecast
 start (``kind`` ``"forecast"``).  A job that does not fit the resources that
 are up (``"never"``), or only once a running job that is past its expected
-end ends (``"unknown"``), gets no start.  A job that a run limit
-(:mod:`.runlimits`) holds at the forecast's time gets no start either
-(``"held"``, its reason the limit, as :meth:`Engine.over_limit` gives it):
-the pass holds it until a job of its user or queue ends, which no walltime
-foretells exactly; it is not planned, so it delays no job after it, as in
-the pass.
+end ends (``"unknown"``), gets no start.
+
+Under run limits (:mod:`.runlimits`) each regular job is planned where its
+resources are free *and* every limit it is under holds for its whole run,
+counting the running jobs until their planned ends and the jobs planned
+before it (:class:`~.runlimits.PlannedUsage`): a job a limit holds now
+(``"held"``, its reason the limit, as :meth:`Engine.over_limit` gives it)
+starts, in the forecast, once enough of its user's (or its queue's) jobs
+have ended, and what it then holds counts against the limits of the jobs
+after it.  A job that needs more than a limit allows gets no start.
 
 Cost: one planner search per planned job over a plan that grows by one span
 per job; a search tries every time a running or planned job ends, so on a
@@ -50,6 +54,7 @@ from ..jobspec import parse_jobspec
 from ..planner import MatchCache, Planner
 from ..policy import order_key
 from .jobs import Job
+from .runlimits import PlannedUsage, held_by
 
 if TYPE_CHECKING:
     from ..jobspec import Request
@@ -148,16 +153,57 @@ def _place(
     not_before: float = -math.inf,
     window: tuple[float, float, int] | None = None,
     walltime: float = math.inf,
+    keeps_limits: Callable[[float, ResourceSet], bool] | None = None,
+    later: Callable[[float], float] | None = None,
 ) -> tuple[float, ResourceSet] | None:
-    if window is not None:  # a job of an advance reservation: inside its window only, for its walltime
-        found = plan.earliest_in(request, now, walltime, "first", window, not_before=not_before)
-    else:
-        found = plan.earliest_bits(request, now, duration, not_before=not_before)
-    if found is None:
-        return None
-    t, rs = found.start, plan.resolve(found.placement)
+    """The earliest place for the job in ``plan``, reserved there; None when
+    none.  With ``keeps_limits(start, resources)``, a place where it says
+    no is passed over for a search from ``later(start)`` on (the next time
+    what counts against the limits falls; inf: never)."""
+    while True:
+        if window is not None:  # a job of an advance reservation: inside its window only, for its walltime
+            found = plan.earliest_in(request, now, walltime, "first", window, not_before=not_before)
+        else:
+            found = plan.earliest_bits(request, now, duration, not_before=not_before)
+        if found is None:
+            return None
+        t, rs = found.start, plan.resolve(found.placement)
+        if keeps_limits is None or keeps_limits(t, rs):
+            break
+        assert later is not None
+        not_before = later(t)
+        if not_before == math.inf:
+            return None
     plan.reserve(jobid, rs, t, t + duration)
     return t, rs
+
+
+class _LimitPlan:
+    """What the forecast's regular jobs hold over time, for the run limits:
+    each running job until its planned end, each planned job over its
+    planned run."""
+
+    def __init__(self, e: Engine, now: float) -> None:
+        self.limits = e.limits
+        self.spans: list[tuple[float, float, str | None, int, tuple[int, int, int, int]]] = []
+        for span in e.planner.spans():
+            job = e.job(span.jobid)
+            if span.running and job is not None and job.preemptible_after is None and job.resources is not None:
+                self.add(job, now, span.end, job.resources)
+
+    def add(self, job: Job, start: float, end: float, rs: ResourceSet) -> None:
+        queue = (job.request.queue or None) if job.request is not None else None
+        self.spans.append((start, end, queue, job.userid, held_by(rs)))
+
+    def keeps(self, job: Job, start: float, rs: ResourceSet) -> bool:
+        """Whether ``job`` on ``rs`` from ``start`` keeps every limit for its run."""
+        assert self.limits is not None
+        usage = PlannedUsage(self.spans, start, start + job.duration)
+        return self.limits.check(usage, job, held_by(rs)) is None  # type: ignore[arg-type]
+
+    def after(self, t: float) -> float:
+        """The first end after ``t``: when what counts against a limit next falls."""
+        return min((s[1] for s in self.spans if s[1] > t), default=math.inf)
 
 
 class SlicedForecast:
@@ -186,6 +232,8 @@ class SlicedForecast:
         self._reserved: dict[int, Any] = {}
         # fcfs queues: no job starts before the one ahead of it (by queue, the planned start ahead)
         self._floors: dict[str | None, float] = {}
+        #: What counts against the run limits over time (None: no limits).
+        self._limits: _LimitPlan | None = None
 
     @property
     def done(self) -> bool:
@@ -205,6 +253,8 @@ class SlicedForecast:
         e, now = self.engine, self.now
         if self.plan is None:
             self.plan, self._reserved = _copy_plan(e, now)
+            if e.limits:
+                self._limits = _LimitPlan(e, now)
         floors = self._floors
         while len(self.out) < len(self.jobs):
             if budget is not None and stopwatch() - t0 >= budget:
@@ -213,20 +263,24 @@ class SlicedForecast:
             job = self.jobs[i]
             queue = e.scheduled_as(getattr(job.request, "queue", None))
             strict = e.policy_for(queue).name == "fcfs"
+            held = _held(e, job)
+            facts = job_facts(job) if held is None else {**job_facts(job), "reason": held}
             if job.id in self._reserved:
                 t, rs = self._reserved[job.id]
                 self.out.append(Forecast(job.id, t, "reservation", rs, **job_facts(job)))
-            elif (why := _held(e, job)) is not None:  # the policy never sees it: no floor either
-                self.out.append(Forecast(job.id, None, "held", **{**job_facts(job), "reason": why}))
-                continue
+                if self._limits is not None and job.preemptible_after is None:
+                    self._limits.add(job, t, t + job.duration, rs)
             elif i >= self.limit or (strict and floors.get(queue) == math.inf):
-                self.out.append(Forecast(job.id, None, "not planned", **job_facts(job)))
+                self.out.append(Forecast(job.id, None, "held" if held else "not planned", **facts))
                 continue
             elif (placed := self._place(job, floors.get(queue, now))) is None:
+                if held is not None:  # it needs more than a limit allows
+                    self.out.append(Forecast(job.id, None, "held", **facts))
+                    continue  # the policy never sees it: no floor either
                 kind = "never" if e.feasibility(job.request) is not None else "unknown"
-                self.out.append(Forecast(job.id, None, kind, **job_facts(job)))
+                self.out.append(Forecast(job.id, None, kind, **facts))
             else:
-                self.out.append(Forecast(job.id, placed[0], "forecast", placed[1], **job_facts(job)))
+                self.out.append(Forecast(job.id, placed[0], "forecast" if held is None else "held", placed[1], **facts))
             if strict:
                 start = self.out[-1].start
                 floors[queue] = math.inf if start is None else max(floors.get(queue, now), start)
@@ -235,7 +289,28 @@ class SlicedForecast:
     def _place(self, job: Job, not_before: float) -> tuple[float, ResourceSet] | None:
         assert self.plan is not None
         window = self.engine.reservations.window(job)
-        return _place(self.plan, job.id, job.request, job.duration, self.now, not_before, window, job.walltime)
+        limits = self._limits if job.preemptible_after is None else None
+        if limits is None:
+            return _place(self.plan, job.id, job.request, job.duration, self.now, not_before, window, job.walltime)
+        placed = _place(
+            self.plan,
+            job.id,
+            job.request,
+            job.duration,
+            self.now,
+            not_before,
+            window,
+            job.walltime,
+            lambda t, rs: limits.keeps(job, t, rs),
+            limits.after,
+        )
+        if placed is not None:
+            limits.add(job, placed[0], placed[0] + job.duration, placed[1])
+        return placed
+
+    def place(self, job: Job) -> tuple[float, ResourceSet] | None:
+        """Place ``job`` after every job planned so far (for :func:`when`)."""
+        return self._place(job, -math.inf)
 
     def finish(self) -> None:
         """Give every job not planned yet its engine reservation, or ``"not planned"``."""
@@ -305,18 +380,19 @@ def when(
     request = parse_jobspec(jobspec)
     probe = Job(-1, priority, userid, now, request)
     queue = getattr(request, "queue", None)
-    if (why := _held(e, probe)) is not None:
-        return Forecast(probe.id, None, "held", reason=why, userid=userid, queue=queue, duration=probe.duration)
+    why = _held(e, probe)
+    facts: dict[str, Any] = {"userid": userid, "queue": queue, "duration": probe.duration}
     key = order_key(priority, now, math.inf)
     ahead = [j for j in e.pending() if j.sortkey < key]
     s = SlicedForecast(e, now, ahead, limit)
     s.step(budget, stopwatch)
     s.finish()
-    assert s.plan is not None
-    placed = _place(
-        s.plan, probe.id, request, probe.duration, now, -math.inf, e.reservations.window(probe), probe.walltime
-    )
-    if placed is None:  # pragma: no cover - feasibility said it fits
-        return Forecast(probe.id, None, "never", userid=userid, queue=queue, duration=probe.duration)
+    placed = s.place(probe)
+    if placed is None:
+        if why is not None:  # it needs more than a limit allows
+            return Forecast(probe.id, None, "held", reason=why, **facts)
+        return Forecast(probe.id, None, "never", **facts)  # pragma: no cover - feasibility said it fits
+    if why is not None:
+        return Forecast(probe.id, placed[0], "held", placed[1], reason=why, **facts)
     kind = "partial forecast" if any(f.kind == "not planned" for f in s.out) else "forecast"
-    return Forecast(probe.id, placed[0], kind, placed[1], userid=userid, queue=queue, duration=probe.duration)
+    return Forecast(probe.id, placed[0], kind, placed[1], **facts)

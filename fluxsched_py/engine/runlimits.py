@@ -48,7 +48,7 @@ from .states import TRANSITIONS, JobState
 if TYPE_CHECKING:
     from ..resource import ResourceSet
 
-__all__ = ["RESOURCES", "RunLimits", "Scope", "Usage", "held_by", "need_of"]
+__all__ = ["RESOURCES", "PlannedUsage", "RunLimits", "Scope", "Usage", "held_by", "need_of"]
 
 #: What a limit counts, in the order of a usage tuple.
 RESOURCES = ("jobs", "nodes", "cores", "gpus")
@@ -496,3 +496,49 @@ class Usage:
                 for q, a in sorted(self._queue.items(), key=lambda kv: kv[0] or "")
             },
         }
+
+
+class PlannedUsage:
+    """What running and planned regular jobs hold over a window of time,
+    read as :class:`Usage` is read (:meth:`RunLimits.check` takes either):
+    the forecast asks whether a job that starts at ``start`` and runs until
+    ``end`` keeps every limit for its whole run, with the jobs running then
+    and those the forecast placed before it.  ``spans`` are ``(start, end,
+    queue, uid, amounts)``; each scope's amount is the most it reaches over
+    ``[start, end)``, resource by resource."""
+
+    version = 0
+
+    def __init__(self, spans: list[tuple[float, float, str | None, int, Amounts]], start: float, end: float) -> None:
+        self._spans = [s for s in spans if s[0] < end and s[1] > start]
+        self._start = start
+
+    def pending_fold(self) -> bool:
+        return False
+
+    def fold(self) -> None:
+        pass
+
+    def amounts(self, scope: int, queue: str | None, uid: int) -> Amounts:
+        """See :meth:`Usage.amounts`."""
+        if scope == 0:
+            mine = [s for s in self._spans if s[3] == uid]
+        elif scope == 2:
+            mine = [s for s in self._spans if s[3] == uid and s[2] == queue]
+        elif scope == 3:
+            mine = [s for s in self._spans if s[2] == queue]
+        else:
+            mine = self._spans
+        if not mine:
+            return _ZERO
+        # the most held at once: at the window's start or where a span starts in it
+        steps = sorted([(max(s[0], self._start), 1, s[4]) for s in mine] + [(s[1], 0, s[4]) for s in mine])
+        now = [0, 0, 0, 0]
+        most = [0, 0, 0, 0]
+        for _, starts, a in steps:
+            sign = 1 if starts else -1
+            for i in range(4):
+                now[i] += sign * a[i]
+                if now[i] > most[i]:
+                    most[i] = now[i]
+        return (most[0], most[1], most[2], most[3])

@@ -234,6 +234,8 @@ def _print_when(resp: dict[str, Any]) -> None:
     print(f"nodelist:  {resp['nodelist']}")
     print(f"ranks:     {resp['ranks']}")
     print(f"walltime:  {run}")
+    if resp["kind"] == "held":  # it starts once enough of its user's or queue's jobs end
+        print(f"held now:  {resp['reason']}")
 
 
 def _run(args: Any, uri: str | None) -> int:
