@@ -27,6 +27,8 @@ import time
 import pytest
 
 from .instance import Instance
+from .test_flux_limits import reason
+from .test_flux_preempt_reload import state, wait_for
 
 ARGS = ("queue-policy=easy", "preempt-grace=3s")
 CONF = """
@@ -53,24 +55,6 @@ def inst(tmp_path):
         yield i
     finally:
         i.stop()
-
-
-def reason(inst: Instance, jobid: str) -> str:
-    return inst.run("jobs", "-no", "{annotations.sched.reason_pending}", jobid).strip()
-
-
-def state(inst: Instance, jobid: str) -> str:
-    return inst.run("jobs", "-no", "{state}", jobid).strip()
-
-
-def wait_for(pred, timeout: float, what: str):
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout:
-        got = pred()
-        if got:
-            return got
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def requeued_copy(inst: Instance, first: str) -> str | None:
