@@ -227,13 +227,13 @@ def _batsim_starts(rec: dict) -> dict[str, float]:
     return starts
 
 
-#: power-save=idle wakes a reserved job's nodes at the first pass that finds the rest of them free,
-#: and under Batsim passes come at other instants than in the replay (docs/rfcs/energy.md): s1-idle differs
-AGREE = [r for r in RECORDINGS if r["file"] != "s1-idle.jsonl.gz"]
 
 
 @needs_shared
-@pytest.mark.parametrize("rec", AGREE, ids=[r["file"].removesuffix(".jsonl.gz") for r in AGREE])
+# Every recording agrees (power-save=idle on seed 2, not recorded, drifts: a reserved job's nodes
+# are woken at the first pass that finds the rest of them free, and under Batsim passes come at
+# other instants than in the replay; docs/rfcs/energy.md).
+@pytest.mark.parametrize("rec", RECORDINGS, ids=[r["file"].removesuffix(".jsonl.gz") for r in RECORDINGS])
 def test_the_replay_gives_batsims_starts_and_energy(rec):
     workload = load_workload(WORKLOADS / rec["workload"])
     result = replay(workload, load_platform(PLATFORM), rec["options"], power=load_power(PLATFORM))
@@ -324,7 +324,7 @@ def test_a_run_without_a_power_model_draws_no_power_figure(tmp_path: Path):
 
 # -- invariants under any order of events ----------------------------------------------
 
-from hypothesis import given, settings  # noqa: E402
+from hypothesis import example, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 
@@ -336,6 +336,18 @@ from hypothesis import strategies as st  # noqa: E402
     keep=st.integers(0, 2),
     jobs=st.lists(st.tuples(st.floats(0, 500), st.integers(1, 4), st.floats(1, 400)), min_size=1, max_size=12),
     delays=st.lists(st.floats(0.0, 300.0), min_size=1, max_size=8),
+)
+# Found by this test: under idle, the nodes on that a 4-node reservation held
+# with 2 sleeping ones were switched off in turn while the others booted, for
+# ever; its sleeping nodes were never woken (never all the rest free at once).
+@example(
+    mode="idle",
+    policy="conservative",
+    idle_time=0,
+    keep=0,
+    jobs=[(348.9, 3, 26.2), (412.8, 4, 81.4), (424.6, 2, 1.0), (6.1e-05, 2, 150.3), (412.8, 4, 81.4)]
+    + [(385.4, 2, 223.9), (384.2, 2, 9.7), (234.9, 4, 201.3), (0.33, 1, 323.1), (0.0, 4, 1.0)],
+    delays=[115.94989692979388, 298.52282283087703],
 )
 def test_power_saving_keeps_the_invariants_whatever_the_switches_take(mode, policy, idle_time, keep, jobs, delays):
     """Six nodes; jobs of 1-4 whole nodes; each switch ends after a drawn

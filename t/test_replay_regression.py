@@ -39,7 +39,11 @@ for _pol, _opts in (
     # Overloaded (offered load 1.1): queues deeper than hybrid's 64 reservations.
     CASES[f"swf2k-overload-{_pol}"] = ("swf2k-overload", 256, {**_opts, "annotate-depth": 0})
 CASES["swf5k-easy"] = ("swf5k", 256, {"queue-policy": "easy", "annotate-depth": 0})
-CASES["swf5k-fcfs"] = ("swf5k", 256, {"queue-policy": "fcfs", "annotate-depth": 0})
+# fcfs forecasts where a driver shows t_estimate (annotations on, as under
+# Flux); without them it makes none, with the same starts (its digest's
+# started and sum_start are the first one's: t/test_policy_fcfs_forecasts.py).
+CASES["swf5k-fcfs"] = ("swf5k", 256, {"queue-policy": "fcfs"})
+CASES["swf5k-fcfs-silent"] = ("swf5k", 256, {"queue-policy": "fcfs", "annotate-depth": 0})
 
 _WORKLOADS: dict[str, object] = {}
 
@@ -85,6 +89,12 @@ def test_decisions_unchanged(name, tmp_path):
     expected = json.loads(DIGESTS.read_text())
     assert name in expected, f"no recorded digest for {name}"
     assert run_case(name, tmp_path) == expected[name]
+
+
+def test_fcfs_without_estimates_starts_every_job_as_with_them():
+    expected = json.loads(DIGESTS.read_text())
+    a, b = expected["swf5k-fcfs"], expected["swf5k-fcfs-silent"]
+    assert (a["started"], a["sum_start"]) == (b["started"], b["sum_start"]) and a["sha256"] != b["sha256"]
 
 
 if __name__ == "__main__":  # pragma: no cover - re-recording tool

@@ -164,6 +164,11 @@ class PowerSaving:
         sleeping = {r for r, s in self.state.items() if s == "sleeping"}
         wake: dict[int, str] = {}
         next_use: dict[int, float] = {}
+        #: ``idle``: nodes on that a reservation holds with nodes not on.  Its
+        #: sleeping nodes are woken once the rest is free: switched off, these
+        #: would make it wait for their boot too, and the nodes woken for it
+        #: could be switched off in turn while these boot, again and again.
+        waiting: set[int] = set()
         free_ranks = _idle_ranks(graph)
         for span in planner.reserved():
             ranks = span.resources.ranks
@@ -172,6 +177,8 @@ class PowerSaving:
                     next_use[r] = span.start
                 if self.state.get(r) == "switching_off":
                     self.wake_after_off.add(r)  # woken once it is off
+            if opts.power_save == "idle" and any(r in self.state for r in ranks):
+                waiting.update(r for r in ranks if r not in self.state)
             asleep = [r for r in ranks if r in sleeping]
             if not asleep:
                 continue
@@ -202,7 +209,7 @@ class PowerSaving:
             actions += self._switch_on(now, door, wake)
         # idle nodes
         excluded = opts.power_exclude
-        idle = [r for r in free_ranks if r not in self.state and r not in excluded]
+        idle = [r for r in free_ranks if r not in self.state and r not in excluded and r not in waiting]
         for r in list(self.idle_since):
             if r not in free_ranks or r in self.state:
                 del self.idle_since[r]
