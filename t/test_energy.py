@@ -227,8 +227,6 @@ def _batsim_starts(rec: dict) -> dict[str, float]:
     return starts
 
 
-
-
 @needs_shared
 # Every recording agrees (power-save=idle on seed 2, not recorded, drifts: a reserved job's nodes
 # are woken at the first pass that finds the rest of them free, and under Batsim passes come at
