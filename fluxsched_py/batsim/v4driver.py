@@ -1,5 +1,11 @@
 """The Batsim 3/4 JSON protocol driver: :mod:`.v4` events in, decisions out,
-through the shared :class:`~.driver.BatsimScheduler`."""
+through the shared :class:`~.driver.BatsimScheduler`.
+
+Batsim 4 forwards a job's whole workload entry in JOB_SUBMITTED (the
+fields it does not use included, ``src/jobs.cpp`` keeps the job's JSON
+text), so a workload can say what the replay reads from it: ``user``,
+``reservation``, and, with ``campaigns``, ``campaign`` and ``campaign-type``.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..engine import EngineOptions
+from ..engine.runlimits import RunLimits
 from ..power import PowerModel
 from .driver import BatsimScheduler, Decision, Driver, Execute, Host, Kill, Reject, SetPower, profile_runtime
 from .errors import ProtocolError
@@ -26,12 +33,19 @@ class V4Driver(Driver):
         self,
         options: EngineOptions | Iterable[str] | Mapping[str, Any] | None = None,
         power: Sequence[PowerModel] | None = None,
+        *,
+        limits: RunLimits | None = None,
+        reservations: Sequence[Mapping[str, Any]] = (),
+        campaigns: bool = False,
     ) -> None:
         from . import v4
 
         self._v4 = v4
         self.decoder = v4.MessageDecoder()
-        self.scheduler = BatsimScheduler(options, power)
+        self.scheduler = BatsimScheduler(options, power, limits=limits, reservations=reservations)
+        #: A job's ``campaign`` becomes ``attributes.user.campaign`` (off: the
+        #: engine sees no campaign, as in runs made before it was read).
+        self.campaigns = campaigns
         self.finished = False
         self.config: dict[str, Any] = {}
         self.workloads: dict[str, Any] = {}
@@ -124,8 +138,22 @@ class V4Driver(Driver):
         profile = ev.data.get("profile")  # present when Batsim forwards profiles on submission
         if not isinstance(profile, dict) and job.profile is not None:
             profile = (self.profiles.get(job.id.split("!", 1)[0]) or {}).get(job.profile)
+        attributes = None
+        if self.campaigns and job.campaign:
+            user = {"campaign": job.campaign}
+            if job.campaign_type:
+                user["campaign-type"] = job.campaign_type
+            attributes = {"user": user}
         self.scheduler.submit(
-            job.id, job.res, job.walltime, job.subtime, profile_runtime(profile), job.preemptible_after
+            job.id,
+            job.res,
+            job.walltime,
+            job.subtime,
+            profile_runtime(profile),
+            job.preemptible_after,
+            user=job.user,
+            reservation=job.reservation,
+            attributes=attributes,
         )
         return []
 
