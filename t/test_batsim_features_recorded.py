@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,7 @@ import yaml
 from fluxsched_py.batsim.cli import driver_for
 from fluxsched_py.batsim.intervals import parse_intervals
 from fluxsched_py.engine import EngineOptions
+from fluxsched_py.engine.runlimits import RunLimits
 from fluxsched_py.ids import IdSet
 from fluxsched_py.replay import load_workload, replay
 from fluxsched_py.replay.platform import nodes_graph
@@ -170,3 +172,61 @@ def test_a_reservation_the_platform_cannot_hold_ends_the_run_with_one_line(tmp_p
         _, err = proc.communicate(timeout=20)
     assert proc.returncode == 1
     assert err.splitlines() == [f"fluxsched-py batsim: ERROR: {f}: reservations[0].ranks: no such rank: 40"]
+
+
+# -- --config ----------------------------------------------------------------------
+
+
+def most_running(done: dict[str, tuple[float, float, IdSet]]) -> int:
+    edges = sorted([(s, 1) for s, _, _ in done.values()] + [(e, -1) for _, e, _ in done.values()])
+    running = most = 0
+    for _, d in edges:
+        running += d
+        most = max(most, running)
+    return most
+
+
+def test_the_files_queue_policy_and_limits_made_the_schedule():
+    rec = RECORDINGS["config"]
+    done = runs(rec)
+    assert len(done) == rec["jobs"] and most_running(done) == 4  # user = { jobs = 4 }
+    conf = tomllib.loads((DATA / rec["config"]).read_text())
+    limits = RunLimits.from_config(conf)
+    got = {workload_job_number(j): s for j, (s, _, _) in done.items()}
+
+    def worst(policy: str, limits: RunLimits | None) -> float:
+        ref = replay(
+            load_workload(DATA / rec["workload"]), nodes_graph(rec["nodes"]), {"queue-policy": policy}, limits=limits
+        )
+        return max(abs(r.start - got[r.job.id]) for r in ref.records)
+
+    assert worst("conservative", limits) <= 0.1
+    assert worst("easy", limits) > 10 and worst("conservative", None) > 10  # both parts of the file count
+
+
+def test_flags_win_over_the_file():
+    rec = RECORDINGS["config"]
+    from_file = driver_for(args_of(rec)).scheduler
+    flagged = driver_for(args_of(rec, "--queue-policy", "easy", "--annotate-depth", "3")).scheduler
+    assert from_file.options.queue_policy == "conservative" and flagged.options.queue_policy == "easy"
+    assert flagged.options.annotate_depth == 3 and flagged.limits is not None  # the file's limits stay
+    assert driver_for([]).scheduler.options.queue_policy == "easy"  # the driver's default without a file
+
+
+@pytest.mark.parametrize(
+    "text,words",
+    [
+        ('[sched-py]\nqueue-polcy = "easy"\n', "bad config: [sched-py] unknown option 'queue-polcy'"),
+        ('[sched-py]\nqueue-policy = "sjf"\n', "queue-policy='sjf': choose from"),
+        ("[sched-py]\nreserve-depth = 1.5\n", "[sched-py] reserve-depth: expected a string or an integer, not a float"),
+        ("[policy.scheduler.limits]\nuser = { nodes = -3 }\n", "policy.scheduler.limits.user.nodes: expected"),
+        ("[sched-py\n", "not a TOML file"),
+    ],
+)
+def test_a_bad_config_is_one_line_and_exit_1_before_listening(tmp_path, text, words):
+    f = tmp_path / "flux.toml"
+    f.write_text(text)
+    p = run_cli(tmp_path, "--config", str(f))
+    (line,) = p.stderr.splitlines()
+    assert p.returncode == 1 and line.startswith(f"fluxsched-py batsim: --config {f}: ") and words in line, p.stderr
+    assert not (tmp_path / "s").exists()
