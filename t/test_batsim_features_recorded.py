@@ -25,10 +25,11 @@ import pytest
 import yaml
 
 from fluxsched_py.batsim.cli import driver_for
+from fluxsched_py.batsim.errors import ProtocolError
 from fluxsched_py.batsim.intervals import parse_intervals
 from fluxsched_py.engine import EngineOptions
 from fluxsched_py.engine.runlimits import RunLimits
-from fluxsched_py.ids import IdSet
+from fluxsched_py.ids import IdSet, user_id
 from fluxsched_py.replay import load_workload, replay
 from fluxsched_py.replay.platform import nodes_graph
 from t.batsim_recordings import BATSIM_DATA, batsim_side, manifest, message_pairs, workload_job_number
@@ -230,3 +231,110 @@ def test_a_bad_config_is_one_line_and_exit_1_before_listening(tmp_path, text, wo
     (line,) = p.stderr.splitlines()
     assert p.returncode == 1 and line.startswith(f"fluxsched-py batsim: --config {f}: ") and words in line, p.stderr
     assert not (tmp_path / "s").exists()
+
+
+# -- users ---------------------------------------------------------------------------
+
+
+def test_batsim_forwards_the_user_field_and_the_driver_gives_names_the_replays_uids():
+    rec = RECORDINGS["users"]
+    sent = {}
+    driver = driver_for(args_of(rec))
+    for msg, _ in pairs(rec):
+        for e in json.loads(msg)["events"]:
+            if e["type"] == "JOB_SUBMITTED":
+                sent[e["data"]["job_id"]] = e["data"]["job"]["user"]
+        driver.handle(msg)
+    assert sent["w0!0"] == "alice" and sent["w0!2"] == 1001  # Batsim sent the workload's field as it is
+    uids = {j.batsim_id: j.user for j in driver.scheduler.jobs.values()}
+    assert uids["w0!0"] == user_id("alice") and uids["w0!1"] == user_id("bob") and uids["w0!2"] == 1001
+
+
+def test_limits_by_user_name_and_uid_and_a_users_reservation_held_in_the_run():
+    rec = RECORDINGS["users"]
+    done = runs(rec)
+    owner = {f"w0!{j['id']}": j["user"] for j in json.loads((DATA / rec["workload"]).read_text())["jobs"]}
+    by_user = {u: {j: r for j, r in done.items() if owner[j] == u} for u in ("alice", "bob", 1001)}
+    assert most_running(by_user["bob"]) == 1 and most_running(by_user[1001]) == 2
+    assert most_running(by_user["alice"]) == 2  # bob's limit is not hers: names are told apart
+    # Only alice's jobs ran on ranks 24-31 while her reservations held them.
+    windows = yaml.safe_load((DATA / rec["reservations"]).read_text())
+    for w in windows:
+        for j, (s, e, ranks) in done.items():
+            if set(ranks) & set(IdSet.parse(w["ranks"])) and s < w["end"] - 0.1 and e > w["start"] + 0.1:
+                assert owner[j] == "alice", (j, w["name"])
+    # Job 3 (no walltime) was killed when alice-first ended; job 24 could not fit in alice-nodes.
+    kills = {
+        i: json.loads(reply)["now"]
+        for _, reply in pairs(rec)
+        for e in json.loads(reply)["events"]
+        if e["type"] == "KILL_JOB"
+        for i in e["data"]["job_ids"]
+    }
+    assert kills.keys() == rec["killed"].keys()
+    assert all(abs(kills[j] - t) < 0.1 for j, t in rec["killed"].items())
+    rejected = [
+        e["data"]["job_id"] for _, reply in pairs(rec) for e in json.loads(reply)["events"] if e["type"] == "REJECT_JOB"
+    ]
+    assert rejected == rec["rejected"]
+
+
+def test_with_users_starts_equal_the_replays_of_the_same_workload_config_and_reservations():
+    rec = RECORDINGS["users"]
+    limits = RunLimits.from_config(tomllib.loads((DATA / rec["config"]).read_text()), uid_of=user_id)
+    entries = yaml.safe_load((DATA / rec["reservations"]).read_text())
+    for e in entries:  # the replay's file takes uids
+        e["users"] = [user_id(u) for u in e["users"]]
+    ref = replay(
+        load_workload(DATA / rec["workload"]),
+        nodes_graph(rec["nodes"]),
+        {"queue-policy": "easy"},
+        limits=limits,
+        reservations=entries,
+    )
+    got = {workload_job_number(j): s for j, (s, _, _) in runs(rec).items()}
+    started = {r.job.id: r.start for r in ref.records if r.start is not None}
+    assert got.keys() == started.keys()
+    assert max(abs(got[j] - started[j]) for j in got) <= 0.1
+
+
+def job_submitted_with(user) -> tuple[list[bytes], bytes]:
+    """The recorded run's messages up to its first JOB_SUBMITTED, that job's ``user`` replaced."""
+    msgs = [m for m, _ in pairs(RECORDINGS["users"])]
+    i = next(k for k, m in enumerate(msgs) if b"JOB_SUBMITTED" in m)
+    doc = json.loads(msgs[i])
+    for e in doc["events"]:
+        if e["type"] == "JOB_SUBMITTED":
+            e["data"]["job"]["user"] = user
+    return msgs[:i], json.dumps(doc).encode()
+
+
+@pytest.mark.parametrize("user", [3.5, True, -1, "", [1], 2**40])
+def test_a_bad_user_field_is_a_protocol_error_naming_the_job(user):
+    before, bad = job_submitted_with(user)
+    driver = driver_for(["--queue-policy", "easy"])
+    for m in before:
+        driver.handle(m)
+    with pytest.raises(
+        ProtocolError, match=r"^job w0!0: 'user' must be a uid \(an integer 0\.\.4294967295\) or a user name, got "
+    ):
+        driver.handle(bad)
+
+
+def test_a_bad_user_field_ends_the_cli_with_one_line(tmp_path):
+    pytest.importorskip("zmq")
+    before, bad = job_submitted_with(3.5)
+    endpoint = f"ipc://{tmp_path}/batsim.sock"
+    cmd = [sys.executable, "-m", "fluxsched_py", "batsim", "--socket", endpoint, "--timeout", "10", "-q"]
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
+    with batsim_side(endpoint) as sock:
+        for m in before:
+            sock.send(m)
+            sock.recv()
+        sock.send(bad)
+        _, err = proc.communicate(timeout=20)
+    assert proc.returncode == 1
+    assert err.splitlines() == [
+        "fluxsched-py batsim: ERROR: protocol error: job w0!0: 'user' must be a uid (an integer 0..4294967295) "
+        "or a user name, got 3.5"
+    ]
