@@ -15,6 +15,7 @@ what the run showed:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -48,17 +49,21 @@ def pairs(rec: dict) -> list[tuple[bytes, bytes]]:
 
 
 def runs(rec: dict) -> dict[str, tuple[float, float, IdSet]]:
-    """Each started job of the recording: (Batsim start, Batsim end, ranks)."""
+    """Each started job of the recording: (Batsim start, Batsim end, ranks);
+    a killed job ends when it was decided (its hosts are free for the jobs
+    started in the same reply)."""
     start: dict[str, tuple[float, IdSet]] = {}
     end: dict[str, float] = {}
     for msg, reply in pairs(rec):
         for e in json.loads(msg)["events"]:
             if e["type"] == "JOB_COMPLETED":
-                end[e["data"]["job_id"]] = e["timestamp"]
+                end.setdefault(e["data"]["job_id"], e["timestamp"])
         r = json.loads(reply)
         for e in r["events"]:
             if e["type"] == "EXECUTE_JOB":
                 start[e["data"]["job_id"]] = (r["now"], parse_intervals(e["data"]["alloc"]))
+            elif e["type"] == "KILL_JOB":
+                end.update(dict.fromkeys(e["data"]["job_ids"], r["now"]))
     return {j: (t, end[j], ranks) for j, (t, ranks) in start.items()}
 
 
@@ -338,3 +343,40 @@ def test_a_bad_user_field_ends_the_cli_with_one_line(tmp_path):
         "fluxsched-py batsim: ERROR: protocol error: job w0!0: 'user' must be a uid (an integer 0..4294967295) "
         "or a user name, got 3.5"
     ]
+
+
+# -- --campaigns ---------------------------------------------------------------------
+
+
+def test_with_campaigns_the_bound_on_a_campaign_held_in_the_run():
+    rec = RECORDINGS["campaigns"]
+    done = runs(rec)
+    jobs = json.loads((DATA / rec["workload"]).read_text())["jobs"]
+    of_campaign = {f"w0!{j['id']}" for j in jobs if j.get("campaign") == rec["campaign"]}
+    assert len(done) == rec["jobs"] and len(of_campaign) == 20
+    assert most_running({j: r for j, r in done.items() if j in of_campaign}) == rec["bound"]
+
+
+def test_without_campaigns_the_driver_sees_no_campaign_and_decides_otherwise():
+    rec = RECORDINGS["campaigns"]
+    off = [a for a in args_of(rec) if a != "--campaigns"]
+    driver = driver_for(off)
+    differs = False
+    for msg, reply in pairs(rec):
+        if json.loads(driver.handle(msg)) != json.loads(reply):
+            differs = True
+            break
+    assert differs
+    assert all(j.attributes is None for j in driver.scheduler.jobs.values())
+
+
+def test_with_campaigns_starts_equal_the_replays_with_the_campaign_in_each_request():
+    rec = RECORDINGS["campaigns"]
+    w = load_workload(DATA / rec["workload"])
+    for j in w.jobs:  # what --campaigns does; the replay's Batsim reader keeps the campaign out of the request
+        if j.campaign:
+            j.request = dataclasses.replace(j.request, attributes={"user": {"campaign": j.campaign}})
+    options = {"queue-policy": "easy", "campaign-max-running": f"{rec['campaign']}:{rec['bound']}"}
+    ref = replay(w, nodes_graph(rec["nodes"]), options)
+    got = {workload_job_number(j): s for j, (s, _, _) in runs(rec).items()}
+    assert max(abs(got[r.job.id] - r.start) for r in ref.records) <= 0.1
