@@ -15,6 +15,7 @@ what the run showed:
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import json
 import subprocess
@@ -380,3 +381,82 @@ def test_with_campaigns_starts_equal_the_replays_with_the_campaign_in_each_reque
     ref = replay(w, nodes_graph(rec["nodes"]), options)
     got = {workload_job_number(j): s for j, (s, _, _) in runs(rec).items()}
     assert max(abs(got[r.job.id] - r.start) for r in ref.records) <= 0.1
+
+
+# -- --job-metadata ------------------------------------------------------------------
+
+
+def metadata_events(rec: dict) -> list[tuple[int, int, str, str]]:
+    """Every SET_JOB_METADATA of the recording: (reply number, place in it, job id, metadata)."""
+    return [
+        (i, k, e["data"]["job_id"], e["data"]["metadata"])
+        for i, (_, reply) in enumerate(pairs(rec))
+        for k, e in enumerate(json.loads(reply)["events"])
+        if e["type"] == "SET_JOB_METADATA"
+    ]
+
+
+def test_batsim_wrote_the_last_metadata_sent_in_out_jobs_csv():
+    rec = RECORDINGS["metadata"]
+    last: dict[str, str] = {}
+    for _, _, job, text in metadata_events(rec):
+        assert last.get(job) != text  # sent only when it changed
+        last[job] = text
+    with (DATA / rec["out_jobs"]).open(newline="") as f:
+        rows = {f"w0!{r['job_id']}": r for r in csv.DictReader(f)}
+    assert len(rows) == rec["jobs"]
+    assert {j: r["metadata"] for j, r in rows.items() if r["metadata"]} == last
+    killed = {j for j, r in rows.items() if r["final_state"] == "COMPLETED_KILLED"}
+    assert len(killed) == rec["batsim_out_jobs"]["COMPLETED_KILLED"]
+    assert {j for j, text in last.items() if text.startswith("preemptions=1;")} == killed
+    waited = [t for t in last.values() if t.startswith("preemptions=0;reason_pending=waiting for ")]
+    assert len(waited) > 10  # the reasons of jobs that waited, from the engine's texts
+
+
+def test_a_victims_metadata_goes_before_its_kill_and_the_rest_after_the_starts():
+    rec = RECORDINGS["metadata"]
+    for _, reply in pairs(rec):
+        events = json.loads(reply)["events"]
+        kinds = [e["type"] for e in events]
+        killed = {j for e in events if e["type"] == "KILL_JOB" for j in e["data"]["job_ids"]}
+        for k, e in enumerate(events):
+            if e["type"] != "SET_JOB_METADATA":
+                continue
+            if e["data"]["job_id"] in killed:
+                assert k < kinds.index("KILL_JOB")
+            else:
+                assert "EXECUTE_JOB" not in kinds[k:] and "KILL_JOB" not in kinds[k:]
+
+
+def test_without_job_metadata_the_same_decisions_and_no_metadata():
+    rec = RECORDINGS["metadata"]
+    driver = driver_for([a for a in args_of(rec) if a != "--job-metadata"])
+    for msg, reply in pairs(rec):
+        want = json.loads(reply)
+        want["events"] = [e for e in want["events"] if e["type"] != "SET_JOB_METADATA"]
+        assert json.loads(driver.handle(msg)) == want
+
+
+def test_annotate_depth_0_leaves_the_preemptions_and_no_queue_reason():
+    rec = RECORDINGS["metadata"]
+    driver = driver_for(args_of(rec, "--annotate-depth", "0"))
+    sent = []
+    for msg, _ in pairs(rec):
+        sent += [e["data"] for e in json.loads(driver.handle(msg))["events"] if e["type"] == "SET_JOB_METADATA"]
+    victims = [d for d in sent if d["metadata"] == "preemptions=1;reason_pending="]
+    assert len(victims) == rec["batsim_out_jobs"]["COMPLETED_KILLED"]
+    # What is left: the regular jobs that preempted them, which the engine
+    # annotates whatever the depth (engine/besteffort.py); no queue reasons.
+    rest = {d["metadata"].split(":")[0] for d in sent if d not in victims}
+    assert rest == {
+        "preemptions=0;reason_pending=preempting 4 best-effort jobs",
+        "preemptions=0;reason_pending=preempting 8 best-effort jobs",
+    }
+    assert len(sent) < len(metadata_events(rec)) / 4
+
+
+def test_the_metadata_text_is_one_batsim_accepts():
+    from fluxsched_py.batsim.driver import job_metadata
+
+    assert job_metadata(2, 'waiting for "big" job\nnow') == "preemptions=2;reason_pending=waiting for 'big' job now"
+    assert job_metadata(0, None) == "preemptions=0;reason_pending="

@@ -145,6 +145,13 @@ def build_parser() -> argparse.ArgumentParser:
         "jobspec, for the campaign options (fair share, predictor, campaign-max-running); off by default "
         "(the engine then sees no campaign)",
     )
+    ap.add_argument(
+        "--job-metadata",
+        action="store_true",
+        help="v4: send SET_JOB_METADATA when a job's last reason_pending (for the jobs --annotate-depth "
+        "annotates) or its number of preemptions changes, so Batsim's out_jobs.csv metadata column says "
+        "preemptions=N;reason_pending=TEXT; off by default (each event costs Batsim simulated time)",
+    )
     ap.add_argument("--record", metavar="FILE", help="write every message, both directions, as JSON lines")
     ap.add_argument("--stats", metavar="FILE", help="write round-trip times and counters as JSON at the end")
     ap.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for every message)")
@@ -164,9 +171,10 @@ def make_driver(
     limits: RunLimits | None = None,
     reservations: list[dict] | None = None,
     campaigns: bool = False,
+    metadata: bool = False,
 ) -> Driver:
-    """The sans-I/O driver for ``protocol``; ``limits``, ``reservations`` and
-    ``campaigns`` are the v4 driver's (:class:`~.v4driver.V4Driver`)."""
+    """The sans-I/O driver for ``protocol``; ``limits``, ``reservations``,
+    ``campaigns`` and ``metadata`` are the v4 driver's (:class:`~.v4driver.V4Driver`)."""
     if protocol == "v4":
         from .v4driver import V4Driver
 
@@ -177,7 +185,9 @@ def make_driver(
             power = batsim_power(platform)
             if power is None and options.power_save != "off":
                 raise PlatformError(f"{platform}: --power-save needs an energy platform (no wattage_per_state)")
-        return V4Driver(options, power, limits=limits, reservations=reservations or (), campaigns=campaigns)
+        return V4Driver(
+            options, power, limits=limits, reservations=reservations or (), campaigns=campaigns, metadata=metadata
+        )
     if protocol == "batprotocol":
         from .batprotocol import BatprotocolDriver
 
@@ -440,6 +450,7 @@ def _setup(args: argparse.Namespace) -> _Setup:
         ("--config", args.config),
         ("--reservations", args.reservations),
         ("--campaigns", args.campaigns),
+        ("--job-metadata", args.job_metadata),
     ):
         if given and args.protocol != "v4":
             raise UsageError(f"{flag} is only for --protocol v4 so far")
@@ -476,6 +487,7 @@ def _driver(args: argparse.Namespace, setup: _Setup) -> Driver:
             limits=setup.config.limits,
             reservations=setup.reservations,
             campaigns=args.campaigns,
+            metadata=args.job_metadata,
         )
     except (EngineError, ProtocolError, ValueError) as exc:
         raise CLIError(str(exc)) from None

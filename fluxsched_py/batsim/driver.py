@@ -51,6 +51,7 @@ from ..power import PowerModel
 from .errors import ProtocolError
 
 __all__ = [
+    "SetMetadata",
     "SetPower",
     "BatsimScheduler",
     "Driver",
@@ -61,6 +62,7 @@ __all__ = [
     "Kill",
     "Reject",
     "hosts_R",
+    "job_metadata",
     "profile_runtime",
     "property_names",
 ]
@@ -116,7 +118,26 @@ class SetPower:
     pstate: int
 
 
-Decision = Execute | Reject | CallMeLater | Kill | SetPower
+@dataclass(frozen=True, slots=True)
+class SetMetadata:
+    """What Batsim writes in the job's ``metadata`` column of out_jobs.csv
+    (SET_JOB_METADATA): :func:`job_metadata`."""
+
+    job_id: str
+    metadata: str
+
+
+Decision = Execute | Reject | CallMeLater | Kill | SetPower | SetMetadata
+
+
+def job_metadata(preemptions: int, reason: str | None) -> str:
+    """``preemptions=N;reason_pending=TEXT``: the times the job was preempted
+    and the last ``reason_pending`` the engine gave it (empty if none); the
+    reason last, so that it may hold any character but the double quote,
+    which Batsim refuses (it writes the text between double quotes) and
+    becomes a single one, and control characters, which become spaces."""
+    text = "".join(" " if ord(c) < 32 else c for c in (reason or "")).replace('"', "'")
+    return f"preemptions={preemptions};reason_pending={text}"
 
 
 def property_names(props: Mapping[str, Any]) -> list[str]:
@@ -215,6 +236,9 @@ class _Job:
     vstart: float | None = None  # workload time of the decision
     vend: float | None = None  # workload time it will end at, when its run time is known
     vexpire: float | None = None  # workload time its reservation ends, if before its walltime: killed then
+    reason: str | None = None  # the last reason_pending the engine gave it (metadata)
+    preemptions: int = 0
+    metadata: str | None = None  # what Batsim holds as its metadata (sent last)
 
 
 @dataclass(order=True, slots=True)
@@ -262,8 +286,12 @@ class BatsimScheduler:
         *,
         limits: RunLimits | None = None,
         reservations: Sequence[Mapping[str, Any]] = (),
+        metadata: bool = False,
     ) -> None:
         self.options = options if isinstance(options, EngineOptions) else EngineOptions.parse(options)
+        #: Tell Batsim each job's last reason_pending and preemptions
+        #: (:class:`SetMetadata`), when they change.
+        self.metadata = metadata
         #: Each host's power model (``--platform``), for ``power-save``.
         self.power = power
         #: The run limits (``--config``) and advance reservations
@@ -480,6 +508,7 @@ class BatsimScheduler:
         """
         engine = self._engine()
         out: list[Decision] = []
+        changed: list[_Job] = []  # jobs given a reason_pending by this call's passes
         pending = self._pending
         while pending:
             v = pending[0].vtime
@@ -505,6 +534,11 @@ class BatsimScheduler:
                         out.append(Execute(job.batsim_id, job.alloc))
                     elif r.type is ResponseType.DENY:
                         out.append(self._reject(job, r.note or "denied"))
+                    elif r.type is ResponseType.ANNOTATE and self.metadata and r.annotations:
+                        reason = (r.annotations.get("sched") or {}).get("reason_pending")
+                        if reason is not None:  # None: it no longer applies (kept: the last one given)
+                            job.reason = str(reason)
+                            changed.append(job)
                 for a in result.preempt:
                     # Killed at once, as in the replay: KILL_JOB goes out
                     # before the EXECUTE_JOB of the job it makes room for,
@@ -513,14 +547,19 @@ class BatsimScheduler:
                     # kill is only acknowledged.
                     victim = self._by_engine_id[a.id]
                     victim.state, victim.vkill = "killed", v
+                    victim.preemptions += 1
                     self.stats["killed"] += 1
                     engine.free(victim.engine_id, final=True)
+                    if self.metadata:
+                        self._tell(victim, out)  # before Batsim writes its row (at the kill)
                     out.append(Kill(victim.batsim_id, a.note))
                 self._switch(result.power, out)
                 if result.preempt:
                     continue
                 if not result.more:
                     break
+        for job in changed:  # pending, or started or denied since: V4Driver puts each where it counts
+            self._tell(job, out)
         if not pending:
             when = self._wakeup(self.vnow)
             if when is not None:
@@ -584,6 +623,13 @@ class BatsimScheduler:
             if job.vexpire is None or job.vend < job.vexpire:
                 heapq.heappush(self._ends, (job.vend, job.engine_id))
         self.stats["started"] += 1
+
+    def _tell(self, job: _Job, out: list[Decision]) -> None:
+        """A :class:`SetMetadata` for ``job`` when its text is not what Batsim holds."""
+        text = job_metadata(job.preemptions, job.reason)
+        if text != job.metadata:
+            job.metadata = text
+            out.append(SetMetadata(job.batsim_id, text))
 
     def _expire(self, engine: Engine, v: float, out: list[Decision]) -> None:
         """Kill the running jobs whose reservation has ended by workload time ``v``."""

@@ -34,6 +34,7 @@ __all__ = [
     "parse_hosts",
     "parse_job",
     "reject_job",
+    "set_job_metadata",
 ]
 
 BATSIM_TO_SCHED = frozenset(
@@ -210,6 +211,10 @@ def execute_job(ts: float, job_id: str, alloc: IdSet) -> dict[str, Any]:
 
 def set_resource_state(ts: float, ranks: IdSet, pstate: int) -> dict[str, Any]:
     return _event(ts, "SET_RESOURCE_STATE", {"resources": format_intervals(ranks), "state": str(pstate)})
+
+
+def set_job_metadata(ts: float, job_id: str, metadata: str) -> dict[str, Any]:
+    return _event(ts, "SET_JOB_METADATA", {"job_id": job_id, "metadata": metadata})
 
 
 def kill_job(ts: float, job_ids: list[str]) -> dict[str, Any]:

@@ -16,7 +16,19 @@ from typing import Any
 from ..engine import EngineOptions
 from ..engine.runlimits import RunLimits
 from ..power import PowerModel
-from .driver import BatsimScheduler, Decision, Driver, Execute, Host, Kill, Reject, SetPower, profile_runtime
+from .driver import (
+    BatsimScheduler,
+    CallMeLater,
+    Decision,
+    Driver,
+    Execute,
+    Host,
+    Kill,
+    Reject,
+    SetMetadata,
+    SetPower,
+    profile_runtime,
+)
 from .errors import ProtocolError
 from .intervals import parse_intervals
 from .ordering import order_decisions
@@ -37,12 +49,13 @@ class V4Driver(Driver):
         limits: RunLimits | None = None,
         reservations: Sequence[Mapping[str, Any]] = (),
         campaigns: bool = False,
+        metadata: bool = False,
     ) -> None:
         from . import v4
 
         self._v4 = v4
         self.decoder = v4.MessageDecoder()
-        self.scheduler = BatsimScheduler(options, power, limits=limits, reservations=reservations)
+        self.scheduler = BatsimScheduler(options, power, limits=limits, reservations=reservations, metadata=metadata)
         #: A job's ``campaign`` becomes ``attributes.user.campaign`` (off: the
         #: engine sees no campaign, as in runs made before it was read).
         self.campaigns = campaigns
@@ -94,12 +107,29 @@ class V4Driver(Driver):
         return v4.encode_message(now, out)
 
     def _encode(self, now: float, decisions: list[Decision]) -> list[dict[str, Any]]:
-        """The decisions as events, in :func:`.ordering.order_decisions`' order."""
+        """The decisions as events, in :func:`.ordering.order_decisions`' order.
+
+        A job's SET_JOB_METADATA goes before the KILL_JOB or REJECT_JOB that
+        ends it, as Batsim writes its out_jobs.csv row then (``src/server.cpp``
+        ``server_on_killing_done``, ``server_on_reject_job``); the others go
+        after the reply's decisions, before its CALL_ME_LATER, so that they
+        do not delay a start (Batsim applies one event after another, and
+        each takes simulated time: :mod:`.ordering`)."""
         v4 = self._v4
         jobs = self.scheduler.jobs
+        metas = [d for d in decisions if isinstance(d, SetMetadata)]
+        if metas:
+            decisions = [d for d in decisions if not isinstance(d, SetMetadata)]
         kills_first, order = order_decisions(decisions, lambda j: jobs[j].preemptible_after is not None)
-        out = [v4.kill_job(now, kills_first)] if kills_first else []
+        ending = set(kills_first) | {d.job_id for d in order if isinstance(d, Kill | Reject)}
+        out = [v4.set_job_metadata(now, m.job_id, m.metadata) for m in metas if m.job_id in ending]
+        later = [v4.set_job_metadata(now, m.job_id, m.metadata) for m in metas if m.job_id not in ending]
+        if kills_first:
+            out.append(v4.kill_job(now, kills_first))
         for d in order:
+            if later and isinstance(d, CallMeLater):
+                out.extend(later)
+                later = []
             if isinstance(d, Execute):
                 out.append(v4.execute_job(now, d.job_id, d.alloc))
             elif isinstance(d, Kill):
@@ -110,6 +140,7 @@ class V4Driver(Driver):
                 out.append(v4.set_resource_state(now, d.ranks, d.pstate))
             else:
                 out.append(v4.call_me_later(now, d.when))
+        out.extend(later)
         return out
 
     # -- one method per event type; each returns events for the reply --------
