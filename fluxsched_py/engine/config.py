@@ -5,10 +5,11 @@ engine options (the keys are the names of :data:`~.options.OPTIONS`), its
 ``limits`` sub-table and RFC 33's ``policy.scheduler`` tables hold the run
 limits (:mod:`.runlimits`), and ``[queues.NAME] parent`` keys make virtual
 queues (``queue-parent``).  The Flux module reads it from the broker
-(:mod:`fluxsched_py.flux.siteconf`); the simulators (``replay --config``,
-``batsim --config``) read it from a file with :func:`read_config`, so a
-site can try its own config on a trace or under Batsim and get the options
-and limits the module would apply.
+(:mod:`fluxsched_py.flux.siteconf`); the simulators read it from a file
+with :func:`read_config`, so a site can try its own config on a trace or
+under Batsim: ``batsim --config`` takes its options and limits as the module
+would apply them, ``replay --config`` its limits (the replay's engine
+options come from its flags, and its queue policies from ``--compare``).
 
 Every option's value goes through the same checks here whatever reads it:
 a TOML string is the module argument's text; otherwise the value must be of
