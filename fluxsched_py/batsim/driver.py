@@ -15,7 +15,9 @@ under Batsim makes the decisions the offline replay computes:
   protocol says otherwise), its properties become RFC 20 properties;
 * a submitted job is ``res`` whole nodes, exclusive, for ``walltime`` seconds
   (none, or a non-positive one, means unlimited), submitted at the event's
-  timestamp with priority 0;
+  timestamp with priority 0, by its user (uid 0 when the protocol names none),
+  in the advance reservation it names (the replay's ``--reservations``
+  entries are the engine's before the first job);
 * its engine id is the number after ``!`` in the Batsim id when that is a
   free integer (the replay numbers Batsim workload jobs the same way, and the
   id breaks ties between jobs submitted at the same time), else a fresh one;

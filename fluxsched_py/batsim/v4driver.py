@@ -57,7 +57,7 @@ class V4Driver(Driver):
         self.decoder = v4.MessageDecoder()
         self.scheduler = BatsimScheduler(options, power, limits=limits, reservations=reservations, metadata=metadata)
         #: A job's ``campaign`` becomes ``attributes.user.campaign`` (off: the
-        #: engine sees no campaign, as in runs made before it was read).
+        #: engine sees no campaign, and decides as with no campaign field).
         self.campaigns = campaigns
         self.finished = False
         self.config: dict[str, Any] = {}
