@@ -20,6 +20,7 @@ offending text, and both refuse sizes that would exhaust memory.
 from __future__ import annotations
 
 import re
+import zlib
 from collections.abc import Iterable, Iterator
 
 from .errors import FluxschedError
@@ -30,6 +31,7 @@ __all__ = [
     "IdSetError",
     "Hostlist",
     "HostlistError",
+    "user_id",
 ]
 
 
@@ -492,3 +494,11 @@ class Hostlist:
 
     def __repr__(self) -> str:
         return f"Hostlist({self.encode()!r})"
+
+
+def user_id(name: str) -> int:
+    """The uid a simulation gives a user named ``name`` (a Batsim job's
+    string ``user``, a user named in a ``--config`` file or a reservation):
+    the CRC-32 of its UTF-8 bytes, less its top bit, so the same name is
+    the same uid in every run and every driver, with no passwd database."""
+    return zlib.crc32(name.encode()) & 0x7FFFFFFF

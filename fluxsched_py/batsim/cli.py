@@ -8,7 +8,8 @@ and the round-trip measurement; everything it receives goes through a
 
 Exit status: 0 after SIMULATION_ENDS was answered; 1 when Batsim broke the
 protocol, went silent for ``--timeout`` seconds, or disconnected, or an input
-file (``--workload``, ``--platform``) is bad; 2 for bad command-line options
+file (``--workload``, ``--platform``, ``--config``, ``--reservations``) is
+bad, a reservation included that the platform Batsim sends cannot hold; 2 for bad command-line options
 (an unwritable ``--record`` or ``--stats`` included, found before the run).
 It never waits forever unless ``--timeout 0`` says so.  Every message is one
 plain line on stderr, ``fluxsched-py batsim: LEVEL: ...``.
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import logging
 import socket
@@ -40,13 +42,18 @@ from ..cliutil import (
 )
 from ..cliutil import open_output as _open_output
 from ..engine import EngineError, EngineOptions
+from ..engine.config import ConfigError, SiteConfig, read_config
 from ..engine.options import add_flags, from_flags
+from ..engine.reservations import ReservationError, parse_spec, read_entries
+from ..engine.runlimits import RunLimits
 from ..errors import FluxschedError
+from ..ids import user_id
+from ..inputs import read_text
 from ..limits import MAX_NODES, MAX_TIMEOUT
 from .driver import Driver
 from .errors import ProtocolError
 
-__all__ = ["main", "build_parser", "make_driver", "BatsimIOError"]
+__all__ = ["main", "build_parser", "driver_for", "make_driver", "BatsimIOError"]
 
 log = logging.getLogger("fluxsched_py.batsim")
 
@@ -116,6 +123,35 @@ def build_parser() -> argparse.ArgumentParser:
         default="comma",
         help="batprotocol only: how host_allocation separates intervals (comma at Batsim 3bb38700, space later)",
     )
+    ap.add_argument(
+        "--config",
+        metavar="FILE",
+        help="v4: a Flux instance's TOML config, read as replay --config reads it: its run limits "
+        "([sched-py.limits], [policy.scheduler.limits], [queues.NAME.policy.scheduler.limits]) and its "
+        "[sched-py] engine options, under this command's flags; users are each Batsim job's user",
+    )
+    ap.add_argument(
+        "--reservations",
+        metavar="FILE",
+        help="v4: advance reservations (YAML or JSON list of {name, ranks|nodes, start, end|duration, users}; "
+        "times in seconds of the simulation's clock, or +FSD from its start), the replay's --reservations "
+        "file; a job runs in one when its workload entry names it (its reservation field): see "
+        "docs/rfcs/reservations.md",
+    )
+    ap.add_argument(
+        "--campaigns",
+        action="store_true",
+        help="v4: a job's campaign field (and campaign-type) becomes attributes.user.campaign of its "
+        "jobspec, for the campaign options (fair share, predictor, campaign-max-running); off by default "
+        "(the engine then sees no campaign)",
+    )
+    ap.add_argument(
+        "--job-metadata",
+        action="store_true",
+        help="v4: send SET_JOB_METADATA when a job's last reason_pending (for the jobs --annotate-depth "
+        "annotates) or its number of preemptions changes, so Batsim's out_jobs.csv metadata column says "
+        "preemptions=N;reason_pending=TEXT; off by default (each event costs Batsim simulated time)",
+    )
     ap.add_argument("--record", metavar="FILE", help="write every message, both directions, as JSON lines")
     ap.add_argument("--stats", metavar="FILE", help="write round-trip times and counters as JSON at the end")
     ap.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for every message)")
@@ -132,8 +168,13 @@ def make_driver(
     nodes: int | None = None,
     platform: str | None = None,
     interval_separator: str = ",",
+    limits: RunLimits | None = None,
+    reservations: list[dict] | None = None,
+    campaigns: bool = False,
+    metadata: bool = False,
 ) -> Driver:
-    """The sans-I/O driver for ``protocol``."""
+    """The sans-I/O driver for ``protocol``; ``limits``, ``reservations``,
+    ``campaigns`` and ``metadata`` are the v4 driver's (:class:`~.v4driver.V4Driver`)."""
     if protocol == "v4":
         from .v4driver import V4Driver
 
@@ -144,7 +185,9 @@ def make_driver(
             power = batsim_power(platform)
             if power is None and options.power_save != "off":
                 raise PlatformError(f"{platform}: --power-save needs an energy platform (no wattage_per_state)")
-        return V4Driver(options, power)
+        return V4Driver(
+            options, power, limits=limits, reservations=reservations or (), campaigns=campaigns, metadata=metadata
+        )
     if protocol == "batprotocol":
         from .batprotocol import BatprotocolDriver
 
@@ -376,8 +419,44 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     _setup_logging(args)
+    setup = _setup(args)
+    # Outputs are opened now, so a bad path fails before the simulation, not after it.
+    # Each is renamed into place at the end (complete), or removed if the run is interrupted.
+    with contextlib.ExitStack() as outputs:
+        fp = outputs.enter_context(_open_output(args.record, "--record")) if args.record else None
+        stats_fp = outputs.enter_context(_open_output(args.stats, "--stats")) if args.stats else None
+        return _run(args, setup, fp, stats_fp)
+
+
+def driver_for(argv: list[str]) -> Driver:
+    """The driver ``fluxsched-py batsim ARGV`` would answer Batsim with (the
+    recorded-traffic tests rebuild a run's driver from its command line);
+    raises :class:`~fluxsched_py.cliutil.CLIError` as the command would report it."""
+    args = build_parser().parse_args(argv)
+    return _driver(args, _setup(args))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Setup:
+    """What the command line and its input files say, checked before the socket is bound."""
+
+    options: EngineOptions
+    config: SiteConfig
+    reservations: list[dict] | None
+
+
+def _setup(args: argparse.Namespace) -> _Setup:
+    for flag, given in (
+        ("--config", args.config),
+        ("--reservations", args.reservations),
+        ("--campaigns", args.campaigns),
+        ("--job-metadata", args.job_metadata),
+    ):
+        if given and args.protocol != "v4":
+            raise UsageError(f"{flag} is only for --protocol v4 so far")
+    config = _config(args.config) if args.config else SiteConfig()
     try:
-        options = from_flags(args, ENGINE_DEFAULTS)
+        options = from_flags(args, {**ENGINE_DEFAULTS, **config.options})
     except EngineError as exc:
         raise UsageError(str(exc)) from None
     if options.duplicates:
@@ -392,28 +471,64 @@ def main(argv: list[str] | None = None) -> int:
         raise UsageError(f"--power-save {options.power_save}: only --protocol v4 switches nodes so far")
     if args.workload and args.protocol == "v4":
         raise UsageError("--workload is only for --protocol legacy and batprotocol (v4 carries the jobs)")
-    # Outputs are opened now, so a bad path fails before the simulation, not after it.
-    # Each is renamed into place at the end (complete), or removed if the run is interrupted.
-    with contextlib.ExitStack() as outputs:
-        fp = outputs.enter_context(_open_output(args.record, "--record")) if args.record else None
-        stats_fp = outputs.enter_context(_open_output(args.stats, "--stats")) if args.stats else None
-        return _run(args, options, fp, stats_fp)
+    reservations = _reservations(args.reservations) if args.reservations else None
+    return _Setup(options, config, reservations)
 
 
-def _run(
-    args: argparse.Namespace, options: EngineOptions, fp: AtomicOutput | None, stats_fp: AtomicOutput | None
-) -> int:
+def _driver(args: argparse.Namespace, setup: _Setup) -> Driver:
     try:
-        driver = make_driver(
+        return make_driver(
             args.protocol,
-            options,
+            setup.options,
             args.workload,
             nodes=args.nodes,
             platform=args.platform,
             interval_separator="," if args.interval_separator == "comma" else " ",
+            limits=setup.config.limits,
+            reservations=setup.reservations,
+            campaigns=args.campaigns,
+            metadata=args.job_metadata,
         )
     except (EngineError, ProtocolError, ValueError) as exc:
         raise CLIError(str(exc)) from None
+
+
+def _config(path: str) -> SiteConfig:
+    """``--config FILE``: the replay's reader (:func:`~fluxsched_py.engine.config.read_config`),
+    users named in it given the uids Batsim jobs' user names get."""
+    try:
+        config = read_config(path, user_id)
+    except ConfigError as exc:
+        raise CLIError(f"--config {exc}") from None
+    if config.ignored:
+        log.info("--config %s: [sched-py] %s: the module's, not read here", path, ", ".join(config.ignored))
+    return config
+
+
+def _reservations(path: str) -> list[dict]:
+    """``--reservations FILE``: the replay's loader; every entry's fields are
+    checked now (:func:`~fluxsched_py.engine.reservations.parse_spec`), its
+    ranks against the platform when Batsim sends it."""
+    try:
+        text = read_text(path)
+    except OSError as exc:
+        raise CLIError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise CLIError(f"{path}: not UTF-8 text: {exc.reason}") from None
+    try:
+        entries = read_entries(text, "reservations")
+        for i, entry in enumerate(entries):
+            try:
+                parse_spec(entry, 0.0, user_id)
+            except ReservationError as exc:
+                raise ReservationError(f"reservations[{i}].{exc.field}", exc.reason) from None
+    except ReservationError as exc:
+        raise CLIError(f"{path}: {exc}") from None
+    return [dict(e) for e in entries]
+
+
+def _run(args: argparse.Namespace, setup: _Setup, fp: AtomicOutput | None, stats_fp: AtomicOutput | None) -> int:
+    driver = _driver(args, setup)
     endpoint = args.socket or DEFAULT_SOCKETS[args.protocol]
     rtt = RoundTrips()
     record = Recorder(fp)
@@ -432,6 +547,9 @@ def _run(
             serve_zmq(driver, endpoint, args.timeout, record, rtt)
     except ProtocolError as exc:
         log.error("protocol error: %s", exc)
+        status = 1
+    except ReservationError as exc:  # an entry the platform cannot hold (SIMULATION_BEGINS)
+        log.error("%s: %s", args.reservations, exc)
         status = 1
     except BatsimIOError as exc:
         log.error("%s", exc)

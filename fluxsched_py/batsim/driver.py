@@ -15,7 +15,9 @@ under Batsim makes the decisions the offline replay computes:
   protocol says otherwise), its properties become RFC 20 properties;
 * a submitted job is ``res`` whole nodes, exclusive, for ``walltime`` seconds
   (none, or a non-positive one, means unlimited), submitted at the event's
-  timestamp with priority 0;
+  timestamp with priority 0, by its user (uid 0 when the protocol names none),
+  in the advance reservation it names (the replay's ``--reservations``
+  entries are the engine's before the first job);
 * its engine id is the number after ``!`` in the Batsim id when that is a
   free integer (the replay numbers Batsim workload jobs the same way, and the
   id breaks ties between jobs submitted at the same time), else a fresh one;
@@ -43,12 +45,15 @@ from typing import Any
 
 from ..engine import Engine, EngineOptions, ResponseType
 from ..engine.power import PowerOff, PowerOn
-from ..ids import Hostlist, IdSet
+from ..engine.reservations import add_entries
+from ..engine.runlimits import RunLimits
+from ..ids import Hostlist, IdSet, user_id
 from ..jobspec.request import node_request as _node_request
 from ..power import PowerModel
 from .errors import ProtocolError
 
 __all__ = [
+    "SetMetadata",
     "SetPower",
     "BatsimScheduler",
     "Driver",
@@ -59,6 +64,7 @@ __all__ = [
     "Kill",
     "Reject",
     "hosts_R",
+    "job_metadata",
     "profile_runtime",
     "property_names",
 ]
@@ -114,7 +120,26 @@ class SetPower:
     pstate: int
 
 
-Decision = Execute | Reject | CallMeLater | Kill | SetPower
+@dataclass(frozen=True, slots=True)
+class SetMetadata:
+    """What Batsim writes in the job's ``metadata`` column of out_jobs.csv
+    (SET_JOB_METADATA): :func:`job_metadata`."""
+
+    job_id: str
+    metadata: str
+
+
+Decision = Execute | Reject | CallMeLater | Kill | SetPower | SetMetadata
+
+
+def job_metadata(preemptions: int, reason: str | None) -> str:
+    """``preemptions=N;reason_pending=TEXT``: the times the job was preempted
+    and the last ``reason_pending`` the engine gave it (empty if none); the
+    reason last, so that it may hold any character but the double quote,
+    which Batsim refuses (it writes the text between double quotes) and
+    becomes a single one, and control characters, which become spaces."""
+    text = "".join(" " if ord(c) < 32 else c for c in (reason or "")).replace('"', "'")
+    return f"preemptions={preemptions};reason_pending={text}"
 
 
 def property_names(props: Mapping[str, Any]) -> list[str]:
@@ -203,12 +228,19 @@ class _Job:
     submit: float
     runtime: float | None = None
     preemptible_after: float | None = None
+    user: int = 0
+    reservation: str | None = None
+    attributes: Mapping[str, Any] | None = None
     state: str = "pending"  # pending | running | ending | done | killed (preempted: freed at once)
     vkill: float | None = None  # workload time of the decision to preempt it
     alloc: IdSet | None = None
     start: float | None = None  # Batsim time of the EXECUTE_JOB
     vstart: float | None = None  # workload time of the decision
     vend: float | None = None  # workload time it will end at, when its run time is known
+    vexpire: float | None = None  # workload time its reservation ends, if before its walltime: killed then
+    reason: str | None = None  # the last reason_pending the engine gave it (metadata)
+    preemptions: int = 0
+    metadata: str | None = None  # what Batsim holds as its metadata (sent last)
 
 
 @dataclass(order=True, slots=True)
@@ -253,10 +285,23 @@ class BatsimScheduler:
         self,
         options: EngineOptions | Iterable[str] | Mapping[str, Any] | None = None,
         power: Sequence[PowerModel] | None = None,
+        *,
+        limits: RunLimits | None = None,
+        reservations: Sequence[Mapping[str, Any]] = (),
+        metadata: bool = False,
     ) -> None:
         self.options = options if isinstance(options, EngineOptions) else EngineOptions.parse(options)
+        #: Tell Batsim each job's last reason_pending and preemptions
+        #: (:class:`SetMetadata`), when they change.
+        self.metadata = metadata
         #: Each host's power model (``--platform``), for ``power-save``.
         self.power = power
+        #: The run limits (``--config``) and advance reservations
+        #: (``--reservations``, :func:`~fluxsched_py.engine.reservations.parse_spec`
+        #: entries, times on the workload's clock), given to the engine when
+        #: the platform is known.
+        self.limits = limits
+        self.reservations = list(reservations)
         self.engine: Engine | None = None
         self.hosts: list[Host] = []
         self.jobs: dict[str, _Job] = {}
@@ -264,6 +309,7 @@ class BatsimScheduler:
         self._next_fresh = _FRESH_BASE
         self._pending: list[_Pending] = []
         self._ends: list[tuple[float, int]] = []  # (workload end, engine id) of running jobs with a known run time
+        self._expiries: list[tuple[float, int]] = []  # (reservation end, engine id): jobs to kill then
         self._seq = 0
         self.vnow = 0.0  # workload time of the last pass
         self.lag = 0.0  # Batsim time minus workload time at the last pass
@@ -295,7 +341,13 @@ class BatsimScheduler:
                 have = 0 if self.power is None else len(self.power)
                 raise ProtocolError(f"the platform has {have} compute hosts with a power model, Batsim {len(hosts)}")
             extra["power"] = self.power
-        self.engine = Engine(graph, self.options, build_R=False, time_format=lambda t: f"t={t:.3f}", **extra)
+        engine = Engine(
+            graph, self.options, build_R=False, time_format=lambda t: f"t={t:.3f}", limits=self.limits, **extra
+        )
+        # Before the first job, as in the replay; a bad entry (a rank the
+        # platform lacks, two windows on one rank) raises ReservationError.
+        add_entries(engine.reservations, self.reservations, 0.0, user_id)
+        self.engine = engine
         log.info(
             "simulation begins: %d compute hosts, queue-policy=%s policy=%s",
             len(hosts),
@@ -327,15 +379,31 @@ class BatsimScheduler:
         t: float,
         runtime: float | None = None,
         preemptible_after: float | None = None,
+        *,
+        user: int = 0,
+        reservation: str | None = None,
+        attributes: Mapping[str, Any] | None = None,
     ) -> None:
         """JOB_SUBMITTED at workload time ``t``; ``runtime`` only if the profile fixes it (see the class doc);
-        ``preemptible_after`` for a best-effort job."""
+        ``preemptible_after`` for a best-effort job; ``user`` its uid (limits, reservations' users, EASY++
+        history); ``reservation`` the advance reservation it runs in; ``attributes`` its jobspec's."""
         self._engine()
         if batsim_id in self.jobs:
             raise ProtocolError(f"job {batsim_id} submitted twice")
         if walltime is not None and walltime <= 0:
             walltime = None
-        job = _Job(batsim_id, self._engine_id(batsim_id), res, walltime, t, runtime, preemptible_after)
+        job = _Job(
+            batsim_id,
+            self._engine_id(batsim_id),
+            res,
+            walltime,
+            t,
+            runtime,
+            preemptible_after,
+            user,
+            reservation,
+            attributes,
+        )
         self.jobs[batsim_id] = job
         self._by_engine_id[job.engine_id] = job
         self.stats["submitted"] += 1
@@ -442,6 +510,7 @@ class BatsimScheduler:
         """
         engine = self._engine()
         out: list[Decision] = []
+        changed: list[_Job] = []  # jobs given a reason_pending by this call's passes
         pending = self._pending
         while pending:
             v = pending[0].vtime
@@ -451,6 +520,7 @@ class BatsimScheduler:
                 ev = heapq.heappop(pending)
                 self._apply(engine, ev, out)
             v = max(v, self.vnow)
+            self._expire(engine, v, out)
             self.vnow = v
             self.lag = now - v
             while True:
@@ -461,10 +531,16 @@ class BatsimScheduler:
                         log.error("engine answered for unknown job id %d", r.id)
                         continue
                     if r.type is ResponseType.SUCCESS:
-                        self._started(job, r.resources.ranks, v, now)
+                        expires = math.inf if r.expiration is None else r.expiration
+                        self._started(job, r.resources.ranks, v, now, expires)
                         out.append(Execute(job.batsim_id, job.alloc))
                     elif r.type is ResponseType.DENY:
                         out.append(self._reject(job, r.note or "denied"))
+                    elif r.type is ResponseType.ANNOTATE and self.metadata and r.annotations:
+                        reason = (r.annotations.get("sched") or {}).get("reason_pending")
+                        if reason is not None:  # None: it no longer applies (kept: the last one given)
+                            job.reason = str(reason)
+                            changed.append(job)
                 for a in result.preempt:
                     # Killed at once, as in the replay: KILL_JOB goes out
                     # before the EXECUTE_JOB of the job it makes room for,
@@ -473,14 +549,19 @@ class BatsimScheduler:
                     # kill is only acknowledged.
                     victim = self._by_engine_id[a.id]
                     victim.state, victim.vkill = "killed", v
+                    victim.preemptions += 1
                     self.stats["killed"] += 1
                     engine.free(victim.engine_id, final=True)
+                    if self.metadata:
+                        self._tell(victim, out)  # before Batsim writes its row (at the kill)
                     out.append(Kill(victim.batsim_id, a.note))
                 self._switch(result.power, out)
                 if result.preempt:
                     continue
                 if not result.more:
                     break
+        for job in changed:  # pending, or started or denied since: V4Driver puts each where it counts
+            self._tell(job, out)
         if not pending:
             when = self._wakeup(self.vnow)
             if when is not None:
@@ -501,7 +582,11 @@ class BatsimScheduler:
             request = node_request(job.res, job.walltime)
             if job.preemptible_after is not None:
                 request = dataclasses.replace(request, preemptible_after=job.preemptible_after)
-            for r in engine.alloc(job.engine_id, 0, 0, job.submit, request):
+            if job.reservation is not None:
+                request = dataclasses.replace(request, reservation=job.reservation)
+            if job.attributes:
+                request = dataclasses.replace(request, attributes=job.attributes)
+            for r in engine.alloc(job.engine_id, 0, job.user, job.submit, request):
                 if r.type is ResponseType.DENY:
                     out.append(self._reject(job, r.note or "infeasible"))
         elif ev.kind == "down":
@@ -525,20 +610,49 @@ class BatsimScheduler:
             for pstate, ranks in sorted(by_pstate.items()):
                 out.append(SetPower(IdSet(ranks), pstate))
 
-    def _started(self, job: _Job, ranks: IdSet, v: float, now: float) -> None:
+    def _started(self, job: _Job, ranks: IdSet, v: float, now: float, expiration: float = math.inf) -> None:
         if len(ranks) != job.res:  # pragma: no cover - a matcher bug
             raise ProtocolError(f"engine gave job {job.batsim_id} {len(ranks)} nodes, not {job.res}")
         job.state, job.alloc, job.start, job.vstart = "running", ranks, now, v
+        limit = v + (job.walltime if job.walltime is not None else math.inf)
+        if job.reservation is not None and expiration < limit:
+            # Batsim kills it at its walltime only: the driver kills it when its
+            # reservation ends, as the replay ends it then.
+            job.vexpire = limit = expiration
+            heapq.heappush(self._expiries, (expiration, job.engine_id))
         if job.runtime is not None:
-            job.vend = v + min(job.runtime, job.walltime if job.walltime is not None else math.inf)
-            heapq.heappush(self._ends, (job.vend, job.engine_id))
+            job.vend = min(v + job.runtime, limit)
+            if job.vexpire is None or job.vend < job.vexpire:
+                heapq.heappush(self._ends, (job.vend, job.engine_id))
         self.stats["started"] += 1
+
+    def _tell(self, job: _Job, out: list[Decision]) -> None:
+        """A :class:`SetMetadata` for ``job`` when its text is not what Batsim holds."""
+        text = job_metadata(job.preemptions, job.reason)
+        if text != job.metadata:
+            job.metadata = text
+            out.append(SetMetadata(job.batsim_id, text))
+
+    def _expire(self, engine: Engine, v: float, out: list[Decision]) -> None:
+        """Kill the running jobs whose reservation has ended by workload time ``v``."""
+        heap = self._expiries
+        while heap and heap[0][0] <= v + SAME_INSTANT:
+            _, jid = heapq.heappop(heap)
+            job = self._by_engine_id[jid]
+            if job.state != "running":
+                continue  # it ended first
+            job.state, job.vkill = "killed", v
+            self.stats["killed"] += 1
+            engine.free(job.engine_id, final=True)
+            out.append(Kill(job.batsim_id, f"reservation {job.reservation} ended"))
 
     def _wakeup(self, v: float) -> float | None:
         """The earliest of: the next EASY++ correction (a running job reaching
         its predicted end, :meth:`Hooks.wakeup`), and the earliest reservation
         (workload time) that no running job's end explains; None if neither."""
         pred = self._engine().wakeup()
+        if self._expiries:
+            pred = min(pred, self._expiries[0][0])
         if not (v < pred < math.inf) or any(c <= pred for c in self._calls):
             return self._reservation_wakeup(v)
         t = self._reservation_wakeup(v)

@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..ids import IdSet
+from ..ids import IdSet, user_id
 from ..jobspec.fsd import parse_fsd
 from .envelope import decode_envelope, number
 from .errors import ProtocolError
@@ -34,6 +34,7 @@ __all__ = [
     "parse_hosts",
     "parse_job",
     "reject_job",
+    "set_job_metadata",
 ]
 
 BATSIM_TO_SCHED = frozenset(
@@ -74,6 +75,13 @@ class BatsimJob:
     profile: str | None = None
     #: ``preemptible-after`` (seconds) of a best-effort job, else None.
     preemptible_after: float | None = None
+    #: Its uid: the workload's ``user`` (a uid, or a name: :func:`~fluxsched_py.ids.user_id`), else 0.
+    user: int = 0
+    #: The advance reservation it names (``reservation``), else None.
+    reservation: str | None = None
+    #: Its CiGri campaign (``campaign``) and the campaign's type (``campaign-type``), "" when none.
+    campaign: str = ""
+    campaign_type: str = ""
 
 
 class MessageDecoder:
@@ -122,7 +130,53 @@ def parse_job(event: Event) -> BatsimJob:
             pa = parse_fsd(job["preemptible-after"])
         except ValueError as exc:
             raise ProtocolError(f"job {job_id}: preemptible-after: {exc}") from None
-    return BatsimJob(job_id, res, wt, submit, profile if isinstance(profile, str) else None, pa)
+    reservation = job.get("reservation")
+    if reservation is not None and (not isinstance(reservation, str) or not reservation):
+        raise ProtocolError(f"job {job_id}: 'reservation' must be a name, got {_shown(reservation)}")
+    campaign = job.get("campaign")
+    if campaign is not None and not isinstance(campaign, str):
+        raise ProtocolError(f"job {job_id}: 'campaign' must be a name, got {_shown(campaign)}")
+    ctype = job.get("campaign-type", "")
+    if ctype not in ("", "test", "default"):
+        raise ProtocolError(f'job {job_id}: \'campaign-type\' must be "test" or "default", got {_shown(ctype)}')
+    return BatsimJob(
+        job_id,
+        res,
+        wt,
+        submit,
+        profile if isinstance(profile, str) else None,
+        pa,
+        _user(job, job_id),
+        reservation,
+        campaign or "",
+        ctype,
+    )
+
+
+#: The largest uid (Flux's are 32-bit unsigned).
+MAX_UID = 2**32 - 1
+
+
+def _user(job: dict[str, Any], job_id: str) -> int:
+    """A job's ``user``: an integer is its uid, a string its user's name
+    (:func:`~fluxsched_py.ids.user_id`, as the replay reads a Batsim
+    workload's); none is uid 0."""
+    user = job.get("user")
+    if user is None:
+        return 0
+    if isinstance(user, int) and not isinstance(user, bool) and 0 <= user <= MAX_UID:
+        return user
+    if isinstance(user, str) and user:
+        return user_id(user)
+    raise ProtocolError(
+        f"job {job_id}: 'user' must be a uid (an integer 0..{MAX_UID}) or a user name, got {_shown(user)}"
+    )
+
+
+def _shown(value: Any) -> str:
+    """A bad value as an error line shows it: its JSON, cut at 40 characters."""
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def parse_hosts(event: Event) -> list[dict[str, Any]]:
@@ -157,6 +211,10 @@ def execute_job(ts: float, job_id: str, alloc: IdSet) -> dict[str, Any]:
 
 def set_resource_state(ts: float, ranks: IdSet, pstate: int) -> dict[str, Any]:
     return _event(ts, "SET_RESOURCE_STATE", {"resources": format_intervals(ranks), "state": str(pstate)})
+
+
+def set_job_metadata(ts: float, job_id: str, metadata: str) -> dict[str, Any]:
+    return _event(ts, "SET_JOB_METADATA", {"job_id": job_id, "metadata": metadata})
 
 
 def kill_job(ts: float, job_ids: list[str]) -> dict[str, Any]:

@@ -1,5 +1,11 @@
 """The Batsim 3/4 JSON protocol driver: :mod:`.v4` events in, decisions out,
-through the shared :class:`~.driver.BatsimScheduler`."""
+through the shared :class:`~.driver.BatsimScheduler`.
+
+Batsim 4 forwards a job's whole workload entry in JOB_SUBMITTED (the
+fields it does not use included, ``src/jobs.cpp`` keeps the job's JSON
+text), so a workload can say what the replay reads from it: ``user``,
+``reservation``, and, with ``campaigns``, ``campaign`` and ``campaign-type``.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +14,21 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..engine import EngineOptions
+from ..engine.runlimits import RunLimits
 from ..power import PowerModel
-from .driver import BatsimScheduler, Decision, Driver, Execute, Host, Kill, Reject, SetPower, profile_runtime
+from .driver import (
+    BatsimScheduler,
+    CallMeLater,
+    Decision,
+    Driver,
+    Execute,
+    Host,
+    Kill,
+    Reject,
+    SetMetadata,
+    SetPower,
+    profile_runtime,
+)
 from .errors import ProtocolError
 from .intervals import parse_intervals
 from .ordering import order_decisions
@@ -26,12 +45,20 @@ class V4Driver(Driver):
         self,
         options: EngineOptions | Iterable[str] | Mapping[str, Any] | None = None,
         power: Sequence[PowerModel] | None = None,
+        *,
+        limits: RunLimits | None = None,
+        reservations: Sequence[Mapping[str, Any]] = (),
+        campaigns: bool = False,
+        metadata: bool = False,
     ) -> None:
         from . import v4
 
         self._v4 = v4
         self.decoder = v4.MessageDecoder()
-        self.scheduler = BatsimScheduler(options, power)
+        self.scheduler = BatsimScheduler(options, power, limits=limits, reservations=reservations, metadata=metadata)
+        #: A job's ``campaign`` becomes ``attributes.user.campaign`` (off: the
+        #: engine sees no campaign, and decides as with no campaign field).
+        self.campaigns = campaigns
         self.finished = False
         self.config: dict[str, Any] = {}
         self.workloads: dict[str, Any] = {}
@@ -80,12 +107,29 @@ class V4Driver(Driver):
         return v4.encode_message(now, out)
 
     def _encode(self, now: float, decisions: list[Decision]) -> list[dict[str, Any]]:
-        """The decisions as events, in :func:`.ordering.order_decisions`' order."""
+        """The decisions as events, in :func:`.ordering.order_decisions`' order.
+
+        A job's SET_JOB_METADATA goes before the KILL_JOB or REJECT_JOB that
+        ends it, as Batsim writes its out_jobs.csv row then (``src/server.cpp``
+        ``server_on_killing_done``, ``server_on_reject_job``); the others go
+        after the reply's decisions, before its CALL_ME_LATER, so that they
+        do not delay a start (Batsim applies one event after another, and
+        each takes simulated time: :mod:`.ordering`)."""
         v4 = self._v4
         jobs = self.scheduler.jobs
+        metas = [d for d in decisions if isinstance(d, SetMetadata)]
+        if metas:
+            decisions = [d for d in decisions if not isinstance(d, SetMetadata)]
         kills_first, order = order_decisions(decisions, lambda j: jobs[j].preemptible_after is not None)
-        out = [v4.kill_job(now, kills_first)] if kills_first else []
+        ending = set(kills_first) | {d.job_id for d in order if isinstance(d, Kill | Reject)}
+        out = [v4.set_job_metadata(now, m.job_id, m.metadata) for m in metas if m.job_id in ending]
+        later = [v4.set_job_metadata(now, m.job_id, m.metadata) for m in metas if m.job_id not in ending]
+        if kills_first:
+            out.append(v4.kill_job(now, kills_first))
         for d in order:
+            if later and isinstance(d, CallMeLater):
+                out.extend(later)
+                later = []
             if isinstance(d, Execute):
                 out.append(v4.execute_job(now, d.job_id, d.alloc))
             elif isinstance(d, Kill):
@@ -96,6 +140,7 @@ class V4Driver(Driver):
                 out.append(v4.set_resource_state(now, d.ranks, d.pstate))
             else:
                 out.append(v4.call_me_later(now, d.when))
+        out.extend(later)
         return out
 
     # -- one method per event type; each returns events for the reply --------
@@ -124,8 +169,22 @@ class V4Driver(Driver):
         profile = ev.data.get("profile")  # present when Batsim forwards profiles on submission
         if not isinstance(profile, dict) and job.profile is not None:
             profile = (self.profiles.get(job.id.split("!", 1)[0]) or {}).get(job.profile)
+        attributes = None
+        if self.campaigns and job.campaign:
+            user = {"campaign": job.campaign}
+            if job.campaign_type:
+                user["campaign-type"] = job.campaign_type
+            attributes = {"user": user}
         self.scheduler.submit(
-            job.id, job.res, job.walltime, job.subtime, profile_runtime(profile), job.preemptible_after
+            job.id,
+            job.res,
+            job.walltime,
+            job.subtime,
+            profile_runtime(profile),
+            job.preemptible_after,
+            user=job.user,
+            reservation=job.reservation,
+            attributes=attributes,
         )
         return []
 

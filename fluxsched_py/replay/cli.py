@@ -17,12 +17,12 @@ import math
 import os
 import sys
 import time
-import tomllib
 from collections.abc import Callable
 from typing import Any
 
 from ..cliutil import ArgumentParser, CLIError, UsageError, boundary, bounded_int, check_output_dir
 from ..engine import Engine, EngineError
+from ..engine.config import ConfigError, read_config
 from ..engine.options import OPTIONS, add_flags, from_flags
 from ..engine.reservations import ReservationError, add_entries, read_entries
 from ..engine.runlimits import RunLimits
@@ -202,24 +202,17 @@ def build_parser() -> argparse.ArgumentParser:
 def _limits(path: str) -> RunLimits | None:
     """The run limits of the TOML config ``path`` (CLIError names the file and the key)."""
     try:
-        conf = tomllib.loads(read_text(path))
-    except OSError as exc:
-        raise CLIError(f"--config {path}: {exc.strerror or exc}") from None
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise CLIError(f"--config {path}: not a TOML file: {exc}") from None
-    try:
-        limits = RunLimits.from_config(conf, "sched-py", uid_of=user_id)
-    except ValueError as exc:
-        raise CLIError(f"--config {path}: {exc}") from None
-    own = conf.get("sched-py")
-    others = sorted(k for k in own if k != "limits") if isinstance(own, dict) else []
+        conf = read_config(path, user_id)
+    except ConfigError as exc:
+        raise CLIError(f"--config {exc}") from None
+    others = sorted({*conf.options, *conf.ignored})
     if others:
         print(
             f"{PROG}: note: --config {path}: [sched-py] {', '.join(others)}: module options, not read here "
             "(the replay takes engine options from its flags)",
             file=sys.stderr,
         )
-    return limits
+    return conf.limits
 
 
 def _policies(args: argparse.Namespace) -> list[str]:

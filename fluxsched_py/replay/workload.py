@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import FluxschedError
+from ..ids import user_id
 from ..inputs import bounded_lines, open_stream
 from ..jobspec.fsd import parse_fsd
 from ..jobspec.request import Request, node_request
@@ -378,12 +379,6 @@ def read_batsim(text: str | dict, name: str = "workload", source: str = "<batsim
             job.computes = False
         jobs.append(job)
     return Workload(jobs, nb_res, name)
-
-
-def user_id(name: str) -> int:
-    """The uid the replay gives a user named ``name`` (a Batsim job's string
-    ``user``, a user of ``replay --config``): a stable hash of the name."""
-    return zlib.crc32(name.encode()) & 0x7FFFFFFF
 
 
 def _besteffort_fields(j: dict, where: str) -> tuple[float | None, int, int, str, str]:

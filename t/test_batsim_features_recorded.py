@@ -1,0 +1,462 @@
+"""The v4 driver's options the replay has too, on traffic from a real Batsim 4.2.1.
+
+``t/data/batsim/features/MANIFEST.json`` says where each recording comes from
+and gives the ``fluxsched-py batsim`` arguments it was made with.  Each test
+rebuilds the driver from those arguments (:func:`~fluxsched_py.batsim.cli.driver_for`),
+so it reads the option's input files as the command did, and holds it to
+what the run showed:
+
+* fed Batsim's messages, it sends the very replies it sent in the real run;
+* what the option is for happened in that run (no job in a maintenance
+  window, the file's queue policy and limits, a user's reservation and
+  limits, a campaign's bound, Batsim's ``metadata`` column);
+* start times equal the offline replay's on the same inputs (within 0.1 s).
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fluxsched_py.batsim.cli import driver_for
+from fluxsched_py.batsim.errors import ProtocolError
+from fluxsched_py.batsim.intervals import parse_intervals
+from fluxsched_py.engine import EngineOptions
+from fluxsched_py.engine.runlimits import RunLimits
+from fluxsched_py.ids import IdSet, user_id
+from fluxsched_py.replay import load_workload, replay
+from fluxsched_py.replay.platform import nodes_graph
+from t.batsim_recordings import BATSIM_DATA, batsim_side, manifest, message_pairs, workload_job_number
+
+DATA = BATSIM_DATA / "features"
+RECORDINGS = {r["feature"]: r for r in manifest(DATA)["recordings"]}
+
+
+def args_of(rec: dict, *extra: str) -> list[str]:
+    """The recording's command line, its input files as paths in DATA."""
+    return [str(DATA / a) if (DATA / a).is_file() else a for a in rec["args"]] + list(extra)
+
+
+def pairs(rec: dict) -> list[tuple[bytes, bytes]]:
+    return message_pairs(DATA / rec["file"])
+
+
+def runs(rec: dict) -> dict[str, tuple[float, float, IdSet]]:
+    """Each started job of the recording: (Batsim start, Batsim end, ranks);
+    a killed job ends when it was decided (its hosts are free for the jobs
+    started in the same reply)."""
+    start: dict[str, tuple[float, IdSet]] = {}
+    end: dict[str, float] = {}
+    for msg, reply in pairs(rec):
+        for e in json.loads(msg)["events"]:
+            if e["type"] == "JOB_COMPLETED":
+                end.setdefault(e["data"]["job_id"], e["timestamp"])
+        r = json.loads(reply)
+        for e in r["events"]:
+            if e["type"] == "EXECUTE_JOB":
+                start[e["data"]["job_id"]] = (r["now"], parse_intervals(e["data"]["alloc"]))
+            elif e["type"] == "KILL_JOB":
+                end.update(dict.fromkeys(e["data"]["job_ids"], r["now"]))
+    return {j: (t, end[j], ranks) for j, (t, ranks) in start.items()}
+
+
+@pytest.mark.parametrize("feature", sorted(RECORDINGS))
+def test_the_driver_built_from_the_command_line_sends_the_recorded_replies(feature):
+    rec = RECORDINGS[feature]
+    driver = driver_for(args_of(rec))
+    for i, (msg, reply) in enumerate(pairs(rec)):
+        assert json.loads(driver.handle(msg)) == json.loads(reply), f"reply {i} differs"
+    assert driver.finished
+
+
+# -- --reservations --------------------------------------------------------------
+
+
+def test_no_job_ran_in_the_maintenance_window_and_the_driver_woke_batsim_for_it():
+    rec = RECORDINGS["reservations"]
+    (window,) = yaml.safe_load((DATA / rec["reservations"]).read_text())
+    held = set(IdSet.parse(window["ranks"]))
+    done = runs(rec)
+    assert len(done) == rec["jobs"]
+    inside = [
+        j
+        for j, (s, e, ranks) in done.items()
+        if set(ranks) & held and s < window["end"] - 0.1 and e > window["start"] + 0.1
+    ]
+    assert inside == []
+    # The window was used up to its start, and from its end: it moved jobs.
+    assert any(set(ranks) & held and e <= window["start"] + 0.1 for s, e, ranks in done.values())
+    calls = [
+        e["data"]["timestamp"]
+        for _, reply in pairs(rec)
+        for e in json.loads(reply)["events"]
+        if e["type"] == "CALL_ME_LATER"
+    ]
+    assert calls[0] == window["start"]
+
+
+def test_with_reservations_starts_equal_the_replays_with_the_same_file():
+    rec = RECORDINGS["reservations"]
+    entries = yaml.safe_load((DATA / rec["reservations"]).read_text())
+    ref = replay(
+        load_workload(DATA / rec["workload"]),
+        nodes_graph(rec["nodes"]),
+        EngineOptions.parse({"queue-policy": "easy"}),
+        reservations=entries,
+    )
+    expected = {r.job.id: r.start for r in ref.records}
+    got = {workload_job_number(j): s for j, (s, _, _) in runs(rec).items()}
+    assert got.keys() == expected.keys()
+    assert max(abs(got[j] - expected[j]) for j in got) <= 0.1
+    plain = replay(
+        load_workload(DATA / rec["workload"]), nodes_graph(rec["nodes"]), EngineOptions.parse({"queue-policy": "easy"})
+    )
+    assert {r.job.id: r.start for r in plain.records} != expected  # the window changed the schedule
+
+
+def run_cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "fluxsched_py", "batsim", "--socket", f"ipc://{tmp_path}/s", "--timeout", "5", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize(
+    "text,words",
+    [
+        ("- {name: m, ranks: 0-3, start: 10}\n", "reservations[0].end: give end or duration"),
+        ("- {name: m, ranks: 0-3, start: 10, end: 5, color: red}\n", "reservations[0].color: unknown field"),
+        ("{a: [\n", "reservations: not YAML or JSON"),
+        ("- {name: m, ranks: x, start: 0, end: 5}\n", "reservations[0].ranks"),
+        ("- {name: m, nodes: 2, start: +1h, duration: 1h, users: [3.5]}\n", "reservations[0].users"),
+    ],
+)
+def test_a_malformed_reservations_file_is_one_line_and_exit_1_before_listening(tmp_path, text, words):
+    f = tmp_path / "resv.yaml"
+    f.write_text(text)
+    p = run_cli(tmp_path, "--reservations", str(f))
+    (line,) = p.stderr.splitlines()
+    assert p.returncode == 1 and line.startswith(f"fluxsched-py batsim: {f}: ") and words in line, p.stderr
+    assert not (tmp_path / "s").exists()
+
+
+def test_a_reservation_the_platform_cannot_hold_ends_the_run_with_one_line(tmp_path):
+    """Rank 40 of a 32-host platform is known to be missing only when Batsim
+    sends SIMULATION_BEGINS: the recorded Batsim side gets no reply."""
+    pytest.importorskip("zmq")
+    f = tmp_path / "resv.yaml"
+    f.write_text("- {name: m, ranks: 40, start: 0, end: 100}\n")
+    endpoint = f"ipc://{tmp_path}/batsim.sock"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "fluxsched_py",
+            "batsim",
+            "--socket",
+            endpoint,
+            "--timeout",
+            "10",
+            "-q",
+            "--reservations",
+            str(f),
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    with batsim_side(endpoint) as sock:
+        sock.send(pairs(RECORDINGS["reservations"])[0][0])
+        _, err = proc.communicate(timeout=20)
+    assert proc.returncode == 1
+    assert err.splitlines() == [f"fluxsched-py batsim: ERROR: {f}: reservations[0].ranks: no such rank: 40"]
+
+
+# -- --config ----------------------------------------------------------------------
+
+
+def most_running(done: dict[str, tuple[float, float, IdSet]]) -> int:
+    edges = sorted([(s, 1) for s, _, _ in done.values()] + [(e, -1) for _, e, _ in done.values()])
+    running = most = 0
+    for _, d in edges:
+        running += d
+        most = max(most, running)
+    return most
+
+
+def test_the_files_queue_policy_and_limits_made_the_schedule():
+    rec = RECORDINGS["config"]
+    done = runs(rec)
+    assert len(done) == rec["jobs"] and most_running(done) == 4  # user = { jobs = 4 }
+    conf = tomllib.loads((DATA / rec["config"]).read_text())
+    limits = RunLimits.from_config(conf)
+    got = {workload_job_number(j): s for j, (s, _, _) in done.items()}
+
+    def worst(policy: str, limits: RunLimits | None) -> float:
+        ref = replay(
+            load_workload(DATA / rec["workload"]), nodes_graph(rec["nodes"]), {"queue-policy": policy}, limits=limits
+        )
+        return max(abs(r.start - got[r.job.id]) for r in ref.records)
+
+    assert worst("conservative", limits) <= 0.1
+    assert worst("easy", limits) > 10 and worst("conservative", None) > 10  # both parts of the file count
+
+
+def test_flags_win_over_the_file():
+    rec = RECORDINGS["config"]
+    from_file = driver_for(args_of(rec)).scheduler
+    flagged = driver_for(args_of(rec, "--queue-policy", "easy", "--annotate-depth", "3")).scheduler
+    assert from_file.options.queue_policy == "conservative" and flagged.options.queue_policy == "easy"
+    assert flagged.options.annotate_depth == 3 and flagged.limits is not None  # the file's limits stay
+    assert driver_for([]).scheduler.options.queue_policy == "easy"  # the driver's default without a file
+
+
+@pytest.mark.parametrize(
+    "text,words",
+    [
+        ('[sched-py]\nqueue-polcy = "easy"\n', "bad config: [sched-py] unknown option 'queue-polcy'"),
+        ('[sched-py]\nqueue-policy = "sjf"\n', "queue-policy='sjf': choose from"),
+        ("[sched-py]\nreserve-depth = 1.5\n", "[sched-py] reserve-depth: expected a string or an integer, not a float"),
+        ("[policy.scheduler.limits]\nuser = { nodes = -3 }\n", "policy.scheduler.limits.user.nodes: expected"),
+        ("[sched-py\n", "not a TOML file"),
+    ],
+)
+def test_a_bad_config_is_one_line_and_exit_1_before_listening(tmp_path, text, words):
+    f = tmp_path / "flux.toml"
+    f.write_text(text)
+    p = run_cli(tmp_path, "--config", str(f))
+    (line,) = p.stderr.splitlines()
+    assert p.returncode == 1 and line.startswith(f"fluxsched-py batsim: --config {f}: ") and words in line, p.stderr
+    assert not (tmp_path / "s").exists()
+
+
+# -- users ---------------------------------------------------------------------------
+
+
+def test_batsim_forwards_the_user_field_and_the_driver_gives_names_the_replays_uids():
+    rec = RECORDINGS["users"]
+    sent = {}
+    driver = driver_for(args_of(rec))
+    for msg, _ in pairs(rec):
+        for e in json.loads(msg)["events"]:
+            if e["type"] == "JOB_SUBMITTED":
+                sent[e["data"]["job_id"]] = e["data"]["job"]["user"]
+        driver.handle(msg)
+    assert sent["w0!0"] == "alice" and sent["w0!2"] == 1001  # Batsim sent the workload's field as it is
+    uids = {j.batsim_id: j.user for j in driver.scheduler.jobs.values()}
+    assert uids["w0!0"] == user_id("alice") and uids["w0!1"] == user_id("bob") and uids["w0!2"] == 1001
+
+
+def test_limits_by_user_name_and_uid_and_a_users_reservation_held_in_the_run():
+    rec = RECORDINGS["users"]
+    done = runs(rec)
+    owner = {f"w0!{j['id']}": j["user"] for j in json.loads((DATA / rec["workload"]).read_text())["jobs"]}
+    by_user = {u: {j: r for j, r in done.items() if owner[j] == u} for u in ("alice", "bob", 1001)}
+    assert most_running(by_user["bob"]) == 1 and most_running(by_user[1001]) == 2
+    assert most_running(by_user["alice"]) == 2  # bob's limit is not hers: names are told apart
+    # Only alice's jobs ran on ranks 24-31 while her reservations held them.
+    windows = yaml.safe_load((DATA / rec["reservations"]).read_text())
+    for w in windows:
+        for j, (s, e, ranks) in done.items():
+            if set(ranks) & set(IdSet.parse(w["ranks"])) and s < w["end"] - 0.1 and e > w["start"] + 0.1:
+                assert owner[j] == "alice", (j, w["name"])
+    # Job 3 (no walltime) was killed when alice-first ended; job 24 could not fit in alice-nodes.
+    kills = {
+        i: json.loads(reply)["now"]
+        for _, reply in pairs(rec)
+        for e in json.loads(reply)["events"]
+        if e["type"] == "KILL_JOB"
+        for i in e["data"]["job_ids"]
+    }
+    assert kills.keys() == rec["killed"].keys()
+    assert all(abs(kills[j] - t) < 0.1 for j, t in rec["killed"].items())
+    rejected = [
+        e["data"]["job_id"] for _, reply in pairs(rec) for e in json.loads(reply)["events"] if e["type"] == "REJECT_JOB"
+    ]
+    assert rejected == rec["rejected"]
+
+
+def test_with_users_starts_equal_the_replays_of_the_same_workload_config_and_reservations():
+    rec = RECORDINGS["users"]
+    limits = RunLimits.from_config(tomllib.loads((DATA / rec["config"]).read_text()), uid_of=user_id)
+    entries = yaml.safe_load((DATA / rec["reservations"]).read_text())
+    for e in entries:  # the replay's file takes uids
+        e["users"] = [user_id(u) for u in e["users"]]
+    ref = replay(
+        load_workload(DATA / rec["workload"]),
+        nodes_graph(rec["nodes"]),
+        {"queue-policy": "easy"},
+        limits=limits,
+        reservations=entries,
+    )
+    got = {workload_job_number(j): s for j, (s, _, _) in runs(rec).items()}
+    started = {r.job.id: r.start for r in ref.records if r.start is not None}
+    assert got.keys() == started.keys()
+    assert max(abs(got[j] - started[j]) for j in got) <= 0.1
+
+
+def job_submitted_with(user) -> tuple[list[bytes], bytes]:
+    """The recorded run's messages up to its first JOB_SUBMITTED, that job's ``user`` replaced."""
+    msgs = [m for m, _ in pairs(RECORDINGS["users"])]
+    i = next(k for k, m in enumerate(msgs) if b"JOB_SUBMITTED" in m)
+    doc = json.loads(msgs[i])
+    for e in doc["events"]:
+        if e["type"] == "JOB_SUBMITTED":
+            e["data"]["job"]["user"] = user
+    return msgs[:i], json.dumps(doc).encode()
+
+
+@pytest.mark.parametrize("user", [3.5, True, -1, "", [1], 2**40])
+def test_a_bad_user_field_is_a_protocol_error_naming_the_job(user):
+    before, bad = job_submitted_with(user)
+    driver = driver_for(["--queue-policy", "easy"])
+    for m in before:
+        driver.handle(m)
+    with pytest.raises(
+        ProtocolError, match=r"^job w0!0: 'user' must be a uid \(an integer 0\.\.4294967295\) or a user name, got "
+    ):
+        driver.handle(bad)
+
+
+def test_a_bad_user_field_ends_the_cli_with_one_line(tmp_path):
+    pytest.importorskip("zmq")
+    before, bad = job_submitted_with(3.5)
+    endpoint = f"ipc://{tmp_path}/batsim.sock"
+    cmd = [sys.executable, "-m", "fluxsched_py", "batsim", "--socket", endpoint, "--timeout", "10", "-q"]
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
+    with batsim_side(endpoint) as sock:
+        for m in before:
+            sock.send(m)
+            sock.recv()
+        sock.send(bad)
+        _, err = proc.communicate(timeout=20)
+    assert proc.returncode == 1
+    assert err.splitlines() == [
+        "fluxsched-py batsim: ERROR: protocol error: job w0!0: 'user' must be a uid (an integer 0..4294967295) "
+        "or a user name, got 3.5"
+    ]
+
+
+# -- --campaigns ---------------------------------------------------------------------
+
+
+def test_with_campaigns_the_bound_on_a_campaign_held_in_the_run():
+    rec = RECORDINGS["campaigns"]
+    done = runs(rec)
+    jobs = json.loads((DATA / rec["workload"]).read_text())["jobs"]
+    of_campaign = {f"w0!{j['id']}" for j in jobs if j.get("campaign") == rec["campaign"]}
+    assert len(done) == rec["jobs"] and len(of_campaign) == 20
+    assert most_running({j: r for j, r in done.items() if j in of_campaign}) == rec["bound"]
+
+
+def test_without_campaigns_the_driver_sees_no_campaign_and_decides_otherwise():
+    rec = RECORDINGS["campaigns"]
+    off = [a for a in args_of(rec) if a != "--campaigns"]
+    driver = driver_for(off)
+    differs = False
+    for msg, reply in pairs(rec):
+        if json.loads(driver.handle(msg)) != json.loads(reply):
+            differs = True
+            break
+    assert differs
+    assert all(j.attributes is None for j in driver.scheduler.jobs.values())
+
+
+def test_with_campaigns_starts_equal_the_replays_with_the_campaign_in_each_request():
+    rec = RECORDINGS["campaigns"]
+    w = load_workload(DATA / rec["workload"])
+    for j in w.jobs:  # what --campaigns does; the replay's Batsim reader keeps the campaign out of the request
+        if j.campaign:
+            j.request = dataclasses.replace(j.request, attributes={"user": {"campaign": j.campaign}})
+    options = {"queue-policy": "easy", "campaign-max-running": f"{rec['campaign']}:{rec['bound']}"}
+    ref = replay(w, nodes_graph(rec["nodes"]), options)
+    got = {workload_job_number(j): s for j, (s, _, _) in runs(rec).items()}
+    assert max(abs(got[r.job.id] - r.start) for r in ref.records) <= 0.1
+
+
+# -- --job-metadata ------------------------------------------------------------------
+
+
+def metadata_events(rec: dict) -> list[tuple[int, int, str, str]]:
+    """Every SET_JOB_METADATA of the recording: (reply number, place in it, job id, metadata)."""
+    return [
+        (i, k, e["data"]["job_id"], e["data"]["metadata"])
+        for i, (_, reply) in enumerate(pairs(rec))
+        for k, e in enumerate(json.loads(reply)["events"])
+        if e["type"] == "SET_JOB_METADATA"
+    ]
+
+
+def test_batsim_wrote_the_last_metadata_sent_in_out_jobs_csv():
+    rec = RECORDINGS["metadata"]
+    last: dict[str, str] = {}
+    for _, _, job, text in metadata_events(rec):
+        assert last.get(job) != text  # sent only when it changed
+        last[job] = text
+    with (DATA / rec["out_jobs"]).open(newline="") as f:
+        rows = {f"w0!{r['job_id']}": r for r in csv.DictReader(f)}
+    assert len(rows) == rec["jobs"]
+    assert {j: r["metadata"] for j, r in rows.items() if r["metadata"]} == last
+    killed = {j for j, r in rows.items() if r["final_state"] == "COMPLETED_KILLED"}
+    assert len(killed) == rec["batsim_out_jobs"]["COMPLETED_KILLED"]
+    assert {j for j, text in last.items() if text.startswith("preemptions=1;")} == killed
+    waited = [t for t in last.values() if t.startswith("preemptions=0;reason_pending=waiting for ")]
+    assert len(waited) > 10  # the reasons of jobs that waited, from the engine's texts
+
+
+def test_a_victims_metadata_goes_before_its_kill_and_the_rest_after_the_starts():
+    rec = RECORDINGS["metadata"]
+    for _, reply in pairs(rec):
+        events = json.loads(reply)["events"]
+        kinds = [e["type"] for e in events]
+        killed = {j for e in events if e["type"] == "KILL_JOB" for j in e["data"]["job_ids"]}
+        for k, e in enumerate(events):
+            if e["type"] != "SET_JOB_METADATA":
+                continue
+            if e["data"]["job_id"] in killed:
+                assert k < kinds.index("KILL_JOB")
+            else:
+                assert "EXECUTE_JOB" not in kinds[k:] and "KILL_JOB" not in kinds[k:]
+
+
+def test_without_job_metadata_the_same_decisions_and_no_metadata():
+    rec = RECORDINGS["metadata"]
+    driver = driver_for([a for a in args_of(rec) if a != "--job-metadata"])
+    for msg, reply in pairs(rec):
+        want = json.loads(reply)
+        want["events"] = [e for e in want["events"] if e["type"] != "SET_JOB_METADATA"]
+        assert json.loads(driver.handle(msg)) == want
+
+
+def test_annotate_depth_0_leaves_the_preemptions_and_no_queue_reason():
+    rec = RECORDINGS["metadata"]
+    driver = driver_for(args_of(rec, "--annotate-depth", "0"))
+    sent = []
+    for msg, _ in pairs(rec):
+        sent += [e["data"] for e in json.loads(driver.handle(msg))["events"] if e["type"] == "SET_JOB_METADATA"]
+    victims = [d for d in sent if d["metadata"] == "preemptions=1;reason_pending="]
+    assert len(victims) == rec["batsim_out_jobs"]["COMPLETED_KILLED"]
+    # What is left: the regular jobs that preempted them, which the engine
+    # annotates whatever the depth (engine/besteffort.py); no queue reasons.
+    rest = {d["metadata"].split(":")[0] for d in sent if d not in victims}
+    assert rest == {
+        "preemptions=0;reason_pending=preempting 4 best-effort jobs",
+        "preemptions=0;reason_pending=preempting 8 best-effort jobs",
+    }
+    assert len(sent) < len(metadata_events(rec)) / 4
+
+
+def test_the_metadata_text_is_one_batsim_accepts():
+    from fluxsched_py.batsim.driver import job_metadata
+
+    assert job_metadata(2, 'waiting for "big" job\nnow') == "preemptions=2;reason_pending=waiting for 'big' job now"
+    assert job_metadata(0, None) == "preemptions=0;reason_pending="
