@@ -310,12 +310,3 @@ def test_replay_a_preempted_original_is_completed_by_its_copy():
     else:  # the first copy was the victim
         assert orig.won_by is None and (first.state, first.finish, first.lost) == ("COMPLETED_KILLED", 10.0, 5.0)
     assert summarize(r).duplicates_wasted_nh == pytest.approx((45.0 + 5.0) / 3600)
-
-
-def test_the_flux_module_says_it_submits_no_copies():
-    from .test_flux_driver import make
-
-    _, t = make(["duplicates=1"])
-    assert any(text == "duplicates=1: the Flux module submits no copies yet" for _, text in t.logs)
-    _, t = make([])
-    assert not any("duplicates" in text for _, text in t.logs)
