@@ -184,7 +184,7 @@ def test_a_refused_copy_leaves_the_idle_node_to_the_owners_campaign():
     armed = t.pass_requests
     t.run_passes()
     assert sent(t, "duplicate") == [] and d.stats["copies_refused"] == 1
-    assert t.pass_requests == armed + 1 and t.pass_delays[-1] == 0.0  # the refusal armed a pass
+    assert t.pass_requests == armed + 1  # the refusal armed a pass
     d.run_pass()  # the reactor runs it
     assert [p["id"] for p in sent(t, "duplicate")] == [2]
     assert d.stats_get()["copies_refused"] == 1  # the guest's job is not asked again
