@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from fluxsched_py.flux.driver import LOG_ERR, Driver
+from fluxsched_py.flux.wire import copy_jobspec
 
 
 class RecordingTransport:
@@ -36,6 +37,12 @@ class RecordingTransport:
         #: Programs the driver ran (power-save): [argv, timeout, done], in order; a test calls ``done``.
         self.programs: list[tuple[list[str], float, Callable[[str | None], None]]] = []
         self.driver: Driver | None = None
+        #: The instance owner's uid (None: no owner check, every job is the owner's).
+        self.owner: int | None = None
+        #: What ``job-manager.getattr`` answers for a job's jobspec (``duplicate`` builds the copy's from it).
+        self.jobspecs: dict[int, Any] = {}
+        #: ``duplicate`` fails with this text (a failed getattr or submit), when set.
+        self.duplicate_error: str | None = None
 
     def respond(self, msg: Any, payload: Any) -> None:
         self.sent.append(("respond", msg, payload))
@@ -74,6 +81,13 @@ class RecordingTransport:
 
     def requeue(self, jobid: int) -> None:
         self.sent.append(("requeue", None, {"id": jobid}))
+
+    def duplicate(self, jobid: int, done: Callable[[str | None], None]) -> None:
+        """Records ``("duplicate", None, {"id", "jobspec"})``: the copy's jobspec, from :attr:`jobspecs`."""
+        spec = self.jobspecs.get(jobid)
+        copy = None if spec is None or self.duplicate_error else copy_jobspec(spec, jobid)
+        self.sent.append(("duplicate", None, {"id": jobid, "jobspec": copy}))
+        done(self.duplicate_error)
 
     def request_pass(self, delay: float) -> None:
         self.pass_requests += 1

@@ -165,6 +165,27 @@ def test_duplicates_running_bounds_live_copies_and_zero_is_off():
         EngineOptions.parse({"duplicates": "x"})
 
 
+def test_a_dropped_copy_frees_its_room_and_its_job_is_not_asked_about_again():
+    # Four nodes, two campaigns of one job each, room for one live copy: job 1's copy is asked
+    # for first (lower id).  The driver drops it (the Flux module copies only the owner's jobs):
+    # the room goes to job 2, and job 1 is not asked about again.
+    e = Engine(nodes_graph(4), {"duplicates": "2", "duplicates-running": "1"})
+    e.alloc(1, 0, 0, 0.0, be("c"))
+    e.alloc(2, 0, 0, 0.0, be("d"))
+    started(e, 0.0)
+    assert [a.of for a in e.copies(0.0)] == [1]
+    assert e.copies(0.0) == []  # the copy asked for takes the room
+    e.copy_dropped(1)
+    assert [a.of for a in e.copies(0.0)] == [2]
+    e.copy_dropped(2)
+    assert e.copies(0.0) == [] and e.copies(10.0) == []  # neither again, though two nodes are idle
+    e.free(1)  # no group is left: its end cancels nothing
+    started(e, 10.0)
+    assert e.copies(10.0) == []
+    e.copy_dropped(1)  # a job gone, or a copy never asked for: nothing to do
+    e.check_invariants()
+
+
 def test_a_copy_is_preempted_before_other_best_effort_jobs_with_fewest():
     # Three nodes: job 1 (campaign c, started at 0), its copy 10 (started at
     # 100) and job 2 of campaign d, started at 150.  A regular one-node job
@@ -289,12 +310,3 @@ def test_replay_a_preempted_original_is_completed_by_its_copy():
     else:  # the first copy was the victim
         assert orig.won_by is None and (first.state, first.finish, first.lost) == ("COMPLETED_KILLED", 10.0, 5.0)
     assert summarize(r).duplicates_wasted_nh == pytest.approx((45.0 + 5.0) / 3600)
-
-
-def test_the_flux_module_says_it_submits_no_copies():
-    from .test_flux_driver import make
-
-    _, t = make(["duplicates=1"])
-    assert any(text == "duplicates=1: the Flux module submits no copies yet" for _, text in t.logs)
-    _, t = make([])
-    assert not any("duplicates" in text for _, text in t.logs)

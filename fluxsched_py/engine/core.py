@@ -624,6 +624,13 @@ class Engine:
         (``duplicates``): call it after a complete pass (``more`` False)."""
         return self.duplicates.actions(now)
 
+    def copy_dropped(self, of: int) -> None:
+        """The copy of job ``of`` that :meth:`copies` asked for will not come
+        (the driver would not or could not submit it): it no longer counts
+        against ``duplicates`` and ``duplicates-running``, and no other copy
+        of ``of`` is asked for, so a driver that refuses one is not asked again."""
+        self.duplicates.dropped(of)
+
     def _schedule(self, now: float, budget: float | None) -> PassResult:
         self.hooks.tick(now)  # before the plan is read: EASY++ corrections, campaign bookkeeping
         if self.power is not None and self.power.advance(now, self.table):

@@ -26,6 +26,11 @@ driver (:class:`CancelCopy`) and, when freed, counts as killed, not as a
 campaign run time (:mod:`.hooks`).  ``sched.free`` does not say why a job
 ended: a job cancelled by its user wins too (and its copies are
 cancelled, as the user would want).
+
+A driver that will not or cannot submit a copy asked for (the Flux module
+copies only the instance owner's jobs) says so
+(:meth:`.Engine.copy_dropped`): the copy stops counting against the bounds,
+and its job is not asked about again.
 """
 
 from __future__ import annotations
@@ -93,6 +98,7 @@ class Duplicates:
         self._groups: dict[int, _Group] = {}  # original -> group
         self._copy_of: dict[int, int] = {}  # live copy -> original
         self._losers: set[int] = set()  # cancelled, not yet freed or gone
+        self._uncopied: set[int] = set()  # live jobs whose copy the driver dropped: never asked again
         self._actions: list[Duplicate | CancelCopy] = []
         engine.counters.update({"duplicates_requested": 0, "duplicates_started": 0, "duplicates_cancelled": 0})
         engine.counters["duplicates_won"] = 0  # groups a copy won
@@ -138,6 +144,7 @@ class Duplicates:
 
     def _ended(self, jobid: int, won: bool) -> None:
         self._losers.discard(jobid)
+        self._uncopied.discard(jobid)
         original = self._copy_of.pop(jobid, jobid)
         g = self._groups.get(original)
         if g is None or jobid not in g.members:
@@ -163,6 +170,18 @@ class Duplicates:
         self._actions.append(
             CancelCopy(jobid, g.winner or 0, f"{what} job {name(g.original)}: job {name(g.winner or 0)} finished first")
         )
+
+    def dropped(self, of: int) -> None:
+        """The copy of ``of`` asked for will not come (:meth:`.Engine.copy_dropped`)."""
+        g = self._groups.get(of)
+        if g is None or not g.requested:
+            return
+        g.requested -= 1
+        if (job := self.e.table.jobs.get(of)) is not None and job.state is JobState.RUNNING:
+            self._uncopied.add(of)
+        # no copy left (the original, alone, is a job like any other), or the group is over
+        if not g.requested and (not g.members or (g.winner is None and g.members == {of})):
+            del self._groups[of]
 
     # -- the decision, after a complete pass ------------------------------------------
 
@@ -235,7 +254,7 @@ class Duplicates:
         """A running best-effort original, not preempted, not a loser."""
         if job.state is not JobState.RUNNING or job.preemptible_after is None:
             return False
-        if job.id in self._copy_of or job.id in self._losers:
+        if job.id in self._copy_of or job.id in self._losers or job.id in self._uncopied:
             return False
         e = self.e
         return job.id in e.besteffort.lent or job.id in e.planner  # else preempted, waiting for its free

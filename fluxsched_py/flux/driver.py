@@ -24,7 +24,15 @@ What the driver adds to the engine
       sent: the SUCCESS responses of one pass go into one transaction;
     * passes are coalesced: any change arms one pass; a pass that runs out
       of its time budget (``PassResult.more``) arms the next one right away,
-      so the reactor serves other messages in between.
+      so the reactor serves other messages in between;
+    * after a complete pass, the engine's end-of-campaign actions
+      (``duplicates``, :meth:`Engine.copies`): a copy of the instance
+      owner's job is submitted as the owner (``transport.duplicate``); a
+      guest's is not, as it would run as the owner; a loser is cancelled
+      as ``flux cancel`` does (``job-manager.raise``, type ``cancel``,
+      severity 0).  A guest's job that claims to be a copy
+      (``attributes.system.duplicate-of``) is taken as an ordinary job: its
+      end must not cancel another user's job.
 
 Rules it keeps (RFC 27)
     * No error response is ever sent to ``sched.alloc`` or ``sched.free``.  A
@@ -56,6 +64,8 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ..engine import Engine, EngineError, EngineOptions, JobState, Response, ResponseType
+from ..engine.campaigns import campaign_of
+from ..engine.duplicates import CancelCopy, Duplicate
 from ..engine.options import LOG_LEVELS
 from ..engine.power import PowerOff, PowerOn
 from ..engine.runlimits import RunLimits
@@ -189,6 +199,8 @@ class Driver(Startup):
         self._duration_ewma = 0.0
         self._delay = 0.0
         self._hello_count = 0
+        #: (user, campaign) of guests' campaigns whose copies were refused, each logged once.
+        self._copies_refused: set[tuple[int, str | None]] = set()
         arm = getattr(transport, "request_flush", None)  # optional: without it, nothing is held
         self.annotations = AnnotationBatcher(annotate_interval, time.monotonic, self._annotate, arm)
         #: What the last callback did, for the module's slow-callback records.
@@ -337,10 +349,25 @@ class Driver(Startup):
                 note = "malformed sched.alloc: " + ", ".join(problems)
             self._send([Response(jobid, ResponseType.DENY, note=note)], request)
             return
+        jobspec = self._not_a_copy(jobid, userid, jobspec)
         out = self.engine.alloc(jobid, prio, userid, float(t_submit), jobspec, request)
         if out:
             self._send(out, request)  # a DENY at once: the engine never admitted it
         self._changed()
+
+    def _not_a_copy(self, jobid: int, userid: int, jobspec: Mapping[str, Any]) -> Mapping[str, Any]:
+        """``jobspec`` without ``attributes.system.duplicate-of`` when a guest
+        (not the instance owner) submitted it: only the module submits
+        copies, and a copy that ends first gets the other members of its
+        group cancelled, as the owner."""
+        owner = getattr(self.transport, "owner", None)
+        attrs = jobspec.get("attributes")
+        system = attrs.get("system") if isinstance(attrs, Mapping) else None
+        if owner is None or userid == owner or not isinstance(system, Mapping) or "duplicate-of" not in system:
+            return jobspec
+        self.log(LOG_INFO, f"job {self._job_name(jobid)} of user {userid}: duplicate-of ignored (a guest's job)")
+        system = {k: v for k, v in system.items() if k != "duplicate-of"}
+        return {**jobspec, "attributes": {**attrs, "system": system}}
 
     def on_free(self, msg: Any, p: Any) -> None:
         assert self.engine is not None
@@ -611,6 +638,8 @@ class Driver(Startup):
             self.transport.raise_exception(a.id, "preempt", 0, a.note)
             if a.requeue:
                 self._requeue(a.id)
+        if not res.more:
+            self._carry_out_copies()
         if any(r.type is ResponseType.SUCCESS for r in res.responses):
             self.control.changed()  # jobs started: the background forecast's plan is void
         if res.more and not self._pass_armed:
@@ -780,6 +809,80 @@ class Driver(Startup):
             return
         self.stats["requeued"] = self.stats.get("requeued", 0) + 1
         requeue(jobid)
+
+    def _count(self, key: str) -> None:
+        self.stats[key] = self.stats.get(key, 0) + 1
+
+    def _carry_out_copies(self) -> None:
+        """The engine's end-of-campaign actions after a complete pass
+        (engine/duplicates.py): submit the copies, cancel the losers."""
+        assert self.engine is not None
+        try:
+            actions = self.engine.copies(self.clock())
+        except Exception as exc:  # an engine bug must not kill the module
+            self.error(f"end-of-campaign copies failed: {exc!r}")
+            return
+        dropped = False
+        for a in actions:
+            if isinstance(a, Duplicate):
+                dropped |= not self._duplicate(a)
+            elif isinstance(a, CancelCopy):
+                self._cancel_copy(a)
+        if dropped and not self._pass_armed:
+            self._changed()  # the nodes it would have had may take a copy of another job
+
+    def _duplicate(self, a: Duplicate) -> bool:
+        """Submit the copy ``a`` asks for (``transport.duplicate``), as the
+        instance owner: only of the owner's jobs, since a guest's copy would
+        run as the owner.  False when it is not submitted (the engine is told)."""
+        engine = self.engine
+        assert engine is not None
+        job = engine.job(a.of)
+        submit = getattr(self.transport, "duplicate", None)
+        owner = getattr(self.transport, "owner", None)
+        if job is None or submit is None:
+            engine.copy_dropped(a.of)
+            return False
+        if owner is not None and job.userid != owner:
+            self._count("copies_refused")
+            campaign = campaign_of(job.request)[0]
+            if (job.userid, campaign) not in self._copies_refused:
+                self._copies_refused.add((job.userid, campaign))
+                self.log(
+                    LOG_INFO,
+                    f"campaign {campaign} of user {job.userid}: no copies; the module submits them as the "
+                    "instance owner, so only the owner's jobs are copied",
+                )
+            engine.copy_dropped(a.of)
+            return False
+        self.log(LOG_INFO, f"submitting {a.note}")
+        try:
+            submit(a.of, lambda err, of=a.of: self._copy_submitted(of, err))
+        except Exception as exc:  # the transport's own failure: the same as a failed submit
+            self._copy_submitted(a.of, repr(exc))
+        return True
+
+    def _copy_submitted(self, of: int, err: str | None) -> None:
+        """``transport.duplicate`` is done: a copy that could not be submitted
+        no longer counts (:meth:`Engine.copy_dropped`)."""
+        if err is None:
+            self._count("copies_submitted")
+            return
+        self._count("copies_failed")
+        self.error(f"copy of job {self._job_name(of)} not submitted: {err}")
+        if self.engine is not None:
+            self.engine.copy_dropped(of)
+            self._changed()
+
+    def _cancel_copy(self, a: CancelCopy) -> None:
+        """Cancel a loser, pending or running, as ``flux cancel`` does (flux-core's
+        ``flux_job_cancel()``: a severity 0 ``cancel`` exception with the note)."""
+        self._count("copies_cancelled")
+        self.log(LOG_INFO, f"cancelling job {self._job_name(a.id)}: {a.note}")
+        try:
+            self.transport.raise_exception(a.id, "cancel", 0, a.note)
+        except Exception as exc:
+            self.error(f"cancel of job {self._job_name(a.id)} failed: {exc!r}")
 
     def _send(self, responses: list[Response], admitted: AllocRequest | None = None) -> None:
         """Answer each response through its job's request; ``admitted`` is

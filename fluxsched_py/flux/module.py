@@ -49,7 +49,7 @@ from .driver import LOG_ERR, LOG_INFO, Driver, bad_payload, kvs_key
 from .gcpace import GcPacer
 from .powerctl import config_power
 from .siteconf import config_limits, config_options
-from .wire import split_binding_args
+from .wire import copy_jobspec, split_binding_args
 
 
 def _f58(jobid: int) -> str:
@@ -94,6 +94,21 @@ def _warm_imports() -> None:
     import fluxsched_py.jobspec  # noqa: F401
     import fluxsched_py.match  # noqa: F401
     import fluxsched_py.resource.rv1  # noqa: F401
+
+
+def _environment_of(J: str) -> Any:
+    """``attributes.system.environment`` of the jobspec signed into ``J``
+    (None when it has none).  Not verified: the module only reads what the
+    owner's own job was submitted with."""
+    text = lib.flux_unwrap_string(J.encode(), False, ffi.NULL, ffi.NULL)
+    if text == ffi.NULL:
+        raise ValueError("J cannot be unwrapped")
+    try:
+        spec = json.loads(ffi.string(text).decode("utf-8", "replace"))
+    finally:
+        lib.free(text)
+    system = (spec.get("attributes") or {}).get("system") or {}
+    return system.get("environment")
 
 
 class _Lookup:
@@ -276,6 +291,61 @@ class FluxBinding:
                 self.log(LOG_ERR, f"requeue of job {jobid} failed: {exc}")
 
         f.then(cont)
+
+    def duplicate(self, jobid: int, done: Callable[[str | None], None]) -> None:
+        """Submit an end-of-campaign copy of running job ``jobid`` as the
+        instance owner (``job-ingest.submit``): its jobspec (the
+        job-manager's copy, ``job-manager.getattr``) and its environment,
+        which the job-manager's copy lacks: the one in its J
+        (``job-info.lookup``), as ``flux job info --original`` reads it; put
+        together by :func:`~.wire.copy_jobspec`.  Both lookups go at once.
+        ``done(None)`` once submitted, ``done(reason)`` when a step failed."""
+        got: dict[str, Any] = {}
+        finished: list[bool] = []
+
+        def finish(err: str | None) -> None:
+            if not finished:
+                finished.append(True)
+                done(err)
+
+        def submitted(future: Any, _arg: Any = None) -> None:
+            try:
+                self.log(LOG_INFO, f"copy of job {_f58(jobid)} submitted as job {_f58(future.get_id())}")
+            except OSError as exc:
+                finish(f"submit failed: {exc}")
+            else:
+                finish(None)
+
+        def submit() -> None:
+            import flux.job
+
+            try:
+                spec = copy_jobspec(got["jobspec"], jobid, got["environment"])
+                flux.job.submit_async(self.h, json.dumps(spec)).then(submitted)
+            except Exception as exc:
+                finish(f"submit failed: {exc}")
+
+        def have(key: str, topic: str, read: Callable[[Any], Any]) -> Callable[..., None]:
+            def cont(future: Any, _arg: Any = None) -> None:
+                if finished:
+                    return
+                try:
+                    got[key] = read(future.get())
+                except Exception as exc:  # a failed lookup, or an answer that cannot be read
+                    finish(f"{topic}: {exc}")
+                    return
+                if len(got) == 2:
+                    submit()
+
+            return cont
+
+        try:
+            spec_f = self.h.rpc("job-manager.getattr", {"id": jobid, "attrs": ["jobspec"]})
+            j_f = self.h.rpc("job-info.lookup", {"id": jobid, "keys": ["J"], "flags": 0})
+            spec_f.then(have("jobspec", "job-manager.getattr", lambda answer: answer["jobspec"]))
+            j_f.then(have("environment", "job-info.lookup", lambda answer: _environment_of(answer["J"])))
+        except OSError as exc:
+            finish(str(exc))
 
     def drain(self, ranks: str, reason: str) -> None:
         # flux-core src/modules/resource/drain.c: {targets, reason?, mode?} to rank 0;

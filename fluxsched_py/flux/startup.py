@@ -87,8 +87,6 @@ class Startup:
         if self.options.power_save != "off" and self.power is not None:
             power = [self.power.model] * (max(g.ranks, default=-1) + 1)
         self.engine = Engine(g, self.options, job_name=self._job_name, limits=self.limits, power=power)
-        if self.options.duplicates:  # the engine's Duplicate actions are not carried out here
-            self.log(LOG_WARNING, f"duplicates={self.options.duplicates}: the Flux module submits no copies yet")
         # RFC 27 / resource.acquire: every target is down until it is up.
         g.set_down(g.ranks)
         up = payload.get("up") or None

@@ -67,6 +67,11 @@ class Transport(Protocol):
     # submits a preempted checkpointing job again, its jobspec with
     # ``attributes.user.requeued-from`` set.  Without them notices and
     # requeues are only counted.
+    # Optional (``duplicates``): ``duplicate(jobid, done)`` submits an
+    # end-of-campaign copy of running job ``jobid`` as the instance owner
+    # (:func:`copy_jobspec`), then calls ``done(None)``, or ``done(error
+    # text)`` when it could not; ``owner`` is the instance owner's uid.
+    # Without ``duplicate`` no copy is submitted.
 
     def request_pass(self, delay: float) -> None:
         """Call :meth:`Driver.run_pass` after ``delay`` seconds (from the reactor)."""
@@ -113,6 +118,27 @@ def kvs_key(jobid: int, name: str = "R") -> str:
     if j < 0 or j >= 1 << 64:
         raise ValueError(f"job id {jobid} out of range")
     return f"job.{j >> 48:04x}.{(j >> 32) & 0xFFFF:04x}.{(j >> 16) & 0xFFFF:04x}.{j & 0xFFFF:04x}.{name}"
+
+
+def copy_jobspec(jobspec: Mapping[str, Any], of: int, environment: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The jobspec of an end-of-campaign copy of job ``of`` (engine/duplicates.py):
+    ``jobspec`` with ``attributes.system.duplicate-of = of``, which makes the
+    engine take it for a copy, and ``attributes.system.preemptible-after = 0``,
+    which makes it a best-effort job that no regular job waits for.
+    ``environment``, when given, becomes ``attributes.system.environment``:
+    the job-manager's jobspec has none (flux-core keeps it only in the
+    signed J), and a copy run without its original's would not be the same
+    job.  ``jobspec`` itself is left as it is."""
+    spec = json.loads(json.dumps(jobspec))
+    attrs = spec.setdefault("attributes", {})
+    system = attrs.setdefault("system", {}) if isinstance(attrs, dict) else None
+    if not isinstance(system, dict):
+        raise ValueError("the jobspec's attributes.system is not an object")
+    system["duplicate-of"] = int(of)
+    system["preemptible-after"] = 0
+    if environment is not None:
+        system["environment"] = dict(environment)
+    return spec
 
 
 def parse_module_args(args: Iterable[str]) -> EngineOptions:

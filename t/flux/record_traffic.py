@@ -2,7 +2,7 @@
 """Record real RFC 27 traffic between flux-core and sched-py into t/data/flux/.
 
 Run by hand with flux-core on PATH (``python t/flux/record_traffic.py
-[main] [down-up]``, both by default).  Each session starts ``flux start
+[main] [down-up] [copies]``, all by default).  Each session starts ``flux start
 --test-size=2``, replaces sched-simple with sched-py, traces every message of
 the sched-py module (the ``module.trace`` RPC that ``flux module trace
 --full`` uses) while a script drives flux-core through each RFC 27 exchange,
@@ -31,8 +31,22 @@ Session ``down-up`` (its own instance):
                         2-node job runs; sched.resource-status while down and
                         after
 
+Session ``copies`` (its own instance, ``duplicates=1``, mock execution):
+
+    copies.jsonl        end-of-campaign copies: a regular job holds rank 0
+                        while campaign c's best-effort jobs (one of 10 s,
+                        two of 0.5 s) run on rank 1; once none is pending
+                        and rank 0 is idle, the module asks for the long
+                        job's jobspec and J (job-manager.getattr,
+                        job-info.lookup) and submits its copy
+                        (job-ingest.submit); the copy's sched.alloc; the
+                        original ends first and the copy is cancelled
+                        (job-manager.raise, type cancel)
+
 Messages with no bearing on RFC 27 (log.append, module.status, ...) are
-dropped; payloads are kept whole.  See t/test_flux_replay_traffic.py.
+dropped (session ``copies`` keeps the three RPCs above too); payloads are
+kept whole, but for J (the signed jobspec, which holds the environment).
+See t/test_flux_replay_traffic.py and t/test_flux_copies.py.
 """
 
 from __future__ import annotations
@@ -200,6 +214,35 @@ kill -9 $TR
 wait $TR 2>/dev/null
 """
 
+COPIES = r"""
+set -x
+T=$FLUX_TRACER
+mark() { flux python -c 'import flux,sys; flux.Flux().rpc("sched-py.stats-get", {"marker": sys.argv[1]}).get()' $1; }
+mock() { echo "--setattr=system.exec.test.run_duration=$1s"; }
+BE="-N1 --exclusive -S preemptible-after=0 -t 1m --setattr=user.campaign=c"
+# whichever scheduler the instance loaded (sched-simple, or Fluxion's modules), as t/flux/instance.py does
+flux modprobe remove sched feasibility
+for m in $(flux module list | awk '$1 ~ /^sched-/ {print $1}'); do flux modprobe remove $m; done
+flux python $T sched-py $WORK/trace5.jsonl & TR=$!
+sleep 1
+flux module load sched-py queue-policy=easy duplicates=1
+sleep 1
+mark copies
+R=$(flux submit -N1 --exclusive -t 1m $(mock 3) true)
+flux job wait-event -t 10 $R start
+L=$(flux submit $BE $(mock 10) true)
+flux job wait-event -t 10 $L start
+S1=$(flux submit $BE $(mock 0.5) true)
+S2=$(flux submit $BE $(mock 0.5) true)
+flux job wait-event -t 20 $L clean
+sleep 2
+flux jobs -a -o "{id} {result} {t_submit} {ranks}"
+flux module stats sched-py
+mark end
+kill -9 $TR
+wait $TR 2>/dev/null
+"""
+
 TBON = """
 import json, sys
 c = json.load(sys.stdin)
@@ -218,7 +261,7 @@ exit 0
 """
 
 
-def _split(trace: Path) -> dict[str, list[dict]]:
+def _split(trace: Path, keep: tuple[str, ...] = KEEP) -> dict[str, list[dict]]:
     """Split a trace into scenarios at the marker stats-get requests."""
     out: dict[str, list[dict]] = {"startup": []}
     name = "startup"
@@ -234,7 +277,7 @@ def _split(trace: Path) -> dict[str, list[dict]]:
         if skip_answer and topic == "sched-py.stats-get" and rec["type"] == "response":
             skip_answer = False
             continue
-        if topic.endswith(".disconnect") or not topic.startswith(KEEP):
+        if topic.endswith(".disconnect") or not topic.startswith(keep):
             continue
         out[name].append(rec)
     return out
@@ -257,9 +300,12 @@ def scrub(obj):
     """Drop what a recording must not carry: the recording user's environment and working folder.
 
     Every jobspec's ``attributes.system.environment`` becomes ``{}`` and its
-    ``cwd`` ``/tmp``; nothing the scheduler reads changes.
+    ``cwd`` ``/tmp``, and every J (a signed jobspec) ``"scrubbed"``; nothing
+    the scheduler reads changes.
     """
     if isinstance(obj, dict):
+        if isinstance(obj.get("J"), str):
+            obj["J"] = "scrubbed"
         system = obj.get("attributes", {}).get("system") if isinstance(obj.get("attributes"), dict) else None
         if isinstance(system, dict):
             if "environment" in system:
@@ -308,7 +354,13 @@ def record_down_up(work: Path, env: dict[str, str]) -> None:
     _write({"down-up": scenarios["startup"] + scenarios["down-up"]})
 
 
-SESSIONS = {"main": record_main, "down-up": record_down_up}
+def record_copies(work: Path, env: dict[str, str]) -> None:
+    _start(work, COPIES, env)
+    scenarios = _split(work / "trace5.jsonl", (*KEEP, "job-manager.getattr", "job-info.lookup", "job-ingest.submit"))
+    _write({"copies": scenarios["startup"] + scenarios["copies"]})
+
+
+SESSIONS = {"main": record_main, "down-up": record_down_up, "copies": record_copies}
 
 
 def main(argv: list[str]) -> int:
