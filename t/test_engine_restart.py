@@ -171,3 +171,27 @@ def test_a_jobspec_that_cannot_be_parsed_leaves_a_regular_job_that_is_never_pree
     e.alloc(1, 16, 0, 1.0, spec(1, 100))
     r = e.schedule(1.0)
     assert not r.preempt and not [x for x in r.responses if x.type is ResponseType.SUCCESS]
+
+
+def test_a_copy_and_its_original_are_still_a_pair_after_a_restart():
+    """duplicates=1: a campaign's last job gets a copy on the idle node; after
+    a restart the first of the two to end still wins, in both engines, and
+    the other is cancelled."""
+    from .test_duplicates import be
+
+    both = Both(lambda: make(2, duplicates="1"))
+    both.alloc(1, 0.0, be())
+    both.alloc(2, 0.0, be())
+    assert both.schedule(0.0)["started"] == [1, 2]
+    both.free(1)  # the campaign's history: 100 s
+    assert both.schedule(100.0)["started"] == []
+    (d,) = both.straight.copies(100.0)
+    assert d.of == 2
+    both.alloc(10, 100.0, be(copy_of=2))
+    assert both.schedule(100.0)["started"] == [10]
+    new = both.restart()
+    assert new.duplicates.is_copy(10)
+    both.free(10)  # the copy ends first
+    both.schedule(150.0)
+    acts = [e.copies(150.0) for e in both.engines()]
+    assert [[(c.id, c.winner) for c in a] for a in acts] == [[(2, 10)], [(2, 10)]]

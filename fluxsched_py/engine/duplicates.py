@@ -121,6 +121,8 @@ class Duplicates:
     def job_event(self, job: Job, event: str, old: JobState | None, now: float | None, preempted: bool) -> None:
         if event == "alloc":
             self._arrived(job)
+        elif event == "hello" and job.request is not None:
+            self._recovered(job)
         elif event == "start" and old is JobState.PENDING and job.id in self._copy_of:
             self.e.counters["duplicates_started"] += 1
         elif event == "free-final":
@@ -141,6 +143,23 @@ class Duplicates:
             g.members.add(job.id)
         if g.winner is not None:
             self._cancel(job.id, g)
+
+    def _recovered(self, job: Job) -> None:
+        """A job running at a restart, with its jobspec: a copy (its
+        ``duplicate-of``) makes its group again, with its original if that
+        runs too (told before or after it), so the first of them to end
+        still wins and the other is cancelled."""
+        of = duplicate_of(job.request) if job.preemptible_after is not None else None
+        if of is None:
+            g = self._groups.get(job.id)
+            if g is not None:
+                g.members.add(job.id)
+            return
+        g = self._groups.setdefault(of, _Group(of))
+        g.members.add(job.id)
+        self._copy_of[job.id] = of
+        if (original := self.e.table.jobs.get(of)) is not None and original.state is JobState.RUNNING:
+            g.members.add(of)
 
     def _ended(self, jobid: int, won: bool) -> None:
         self._losers.discard(jobid)
