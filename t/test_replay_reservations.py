@@ -89,3 +89,95 @@ def test_the_cli_error_is_one_line(tmp_path, capsys, text, message):
     assert replay_cli.main([str(wl), "--queue-policy", "easy", "--reservations", str(resv)]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0] == f"fluxsched-py replay: {resv}: {message}"
+
+
+# -- absolute dates, placed by the SWF header's UnixStartTime -------------------
+#
+# 1700000000 is 2023-11-14T22:13:20Z; Stockholm is UTC+1 in November.  The
+# window [100, 200) of the schedule above, written as dates: 22:15:00Z to
+# 22:16:40Z, i.e. 23:15:00 to 23:16:40 in Stockholm.  The two jobs of user 1
+# (SWF lines), 3 nodes each at 0: job 2 (50 s) ends before the window, job 1
+# (150 s) waits for its end.
+
+SWF_JOBS = "1 0 -1 150 3 -1 -1 3 150 -1 1 1 1 -1 1 -1 -1 -1\n2 0 -1 50 3 -1 -1 3 50 -1 1 1 1 -1 1 -1 -1 -1\n"
+
+
+def _swf_replay(tmp_path, capsys, header: str, start: str, end: str) -> tuple[int, dict[str, float], list[str]]:
+    wl = tmp_path / "w.swf"
+    wl.write_text("; MaxNodes: 4\n" + header + SWF_JOBS)
+    resv = tmp_path / "r.yaml"
+    resv.write_text(f"- {{name: maint, ranks: '2-3', start: '{start}', end: '{end}'}}\n")
+    out = tmp_path / "out"
+    argv = [str(wl), "--queue-policy", "easy", "--policy", "low", "--reservations", str(resv), "--output-dir", str(out)]
+    rc = replay_cli.main([*argv, "--json"])
+    err = capsys.readouterr().err.strip().splitlines()
+    if rc != 0:
+        return rc, {}, err
+    csv = (out / "jobs.csv").read_text().splitlines()
+    return rc, {line.split(",")[0]: float(line.split(",")[8]) for line in csv[1:]}, err
+
+
+@pytest.mark.parametrize(
+    "zone, start, end",
+    [
+        ("; TimeZoneString: Europe/Stockholm\n", "2023-11-14T23:15:00", "2023-11-14T23:16:40"),
+        ("", "2023-11-14T22:15:00", "2023-11-14T22:16:40"),  # no zone: UTC
+        ("; TimeZoneString: Europe/Stockholm\n", "2023-11-14T22:15:00Z", "2023-11-14T22:16:40+00:00"),
+        ("; TimeZoneString: America/Los_Angeles\n", "2023-11-14T14:15:00", "2023-11-14T14:16:40"),
+    ],
+)
+def test_dates_are_placed_by_the_swf_start_time_in_its_zone(tmp_path, capsys, zone, start, end):
+    rc, starts, _ = _swf_replay(tmp_path, capsys, "; UnixStartTime: 1700000000\n" + zone, start, end)
+    assert rc == 0 and starts == {"1": 200.0, "2": 0.0}
+
+
+def test_a_date_an_hour_off_moves_the_window(tmp_path, capsys):
+    """The same wall-clock time read in UTC instead of Stockholm's zone is an
+    hour later: the window [3700, 3800) no longer holds job 1 back."""
+    rc, starts, _ = _swf_replay(
+        tmp_path, capsys, "; UnixStartTime: 1700000000\n", "2023-11-14T23:15:00", "2023-11-14T23:16:40"
+    )
+    assert rc == 0 and starts == {"1": 0.0, "2": 150.0}
+
+
+def test_an_swf_trace_without_a_start_time_names_the_header(tmp_path, capsys):
+    rc, _, err = _swf_replay(tmp_path, capsys, "", "2023-11-14T23:15:00", "2023-11-14T23:16:40")
+    resv, wl = tmp_path / "r.yaml", tmp_path / "w.swf"
+    assert rc == 1 and err == [
+        f"fluxsched-py replay: {resv}: reservations[0].start: '2023-11-14T23:15:00': an absolute date needs "
+        f"a start date, and the workload {wl} has no UnixStartTime header"
+    ]
+
+
+def test_an_unknown_time_zone_is_named(tmp_path, capsys):
+    header = "; UnixStartTime: 1700000000\n; TimeZoneString: Mars/Olympus\n"
+    rc, _, err = _swf_replay(tmp_path, capsys, header, "2023-11-14T23:15:00", "2023-11-14T23:16:40")
+    assert rc == 1 and len(err) == 1
+    assert err[0].endswith(
+        "reservations[0].start: '2023-11-14T23:15:00': the trace's TimeZoneString 'Mars/Olympus' "
+        "is no known time zone: give a UTC offset"
+    )
+    # With an offset the zone is not needed.
+    rc, starts, _ = _swf_replay(tmp_path, capsys, header, "2023-11-14T22:15:00Z", "2023-11-14T22:16:40Z")
+    assert rc == 0 and starts == {"1": 200.0, "2": 0.0}
+
+
+def test_a_batsim_workload_has_no_start_date(tmp_path, capsys):
+    wl = tmp_path / "w.json"
+    wl.write_text(json.dumps(WORKLOAD))
+    resv = tmp_path / "r.yaml"
+    resv.write_text("- {name: maint, ranks: '2-3', start: 100, end: '2026-12-01T08:00:00', users: [7]}\n")
+    assert replay_cli.main([str(wl), "--queue-policy", "easy", "--reservations", str(resv)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"fluxsched-py replay: {resv}: reservations[0].end: '2026-12-01T08:00:00': an absolute date needs a "
+        f"start date, and the workload {wl} has no start date (only an SWF header's UnixStartTime gives one)"
+    ]
+
+
+def test_the_swf_reader_keeps_the_start_time_and_zone():
+    from fluxsched_py.replay.workload import read_swf
+
+    w = read_swf("; UnixStartTime: 1700000000\n; TimeZoneString: Europe/Stockholm\n" + SWF_JOBS)
+    assert (w.start_time, w.timezone) == (1700000000.0, "Europe/Stockholm")
+    assert (read_swf(SWF_JOBS).start_time, read_swf(SWF_JOBS).timezone) == (None, None)

@@ -55,10 +55,12 @@ if TYPE_CHECKING:
     from .jobs import Job
 
 __all__ = [
+    "Calendar",
     "Reservation",
     "ReservationError",
     "Reservations",
     "add_entries",
+    "on_clock",
     "parse_duration",
     "parse_spec",
     "parse_time",
@@ -103,9 +105,40 @@ class Reservation:
         }
 
 
-def parse_time(value: Any, now: float, field: str) -> float:
+@dataclasses.dataclass(frozen=True)
+class Calendar:
+    """Where a clock that is not the epoch's puts a date: the replay's clock
+    counts seconds from a trace's start, so a date in its reservations file
+    means the seconds since that start (``origin``, epoch seconds), in the
+    trace's zone when the date names none (``zone``, an IANA name; None:
+    UTC).  ``origin`` None: the trace has no start date, and ``missing``
+    says so in the error."""
+
+    origin: float | None
+    zone: str | None = None
+    missing: str = "the workload has no start date"
+
+    def seconds(self, date: datetime.datetime, field: str, text: str) -> float:
+        """``date`` on this clock; :class:`ReservationError` naming ``field`` when it cannot be placed."""
+        if self.origin is None:
+            raise ReservationError(field, f"{text!r:.40}: an absolute date needs a start date, and {self.missing}")
+        if date.tzinfo is None:
+            tz: datetime.tzinfo = datetime.UTC
+            if self.zone is not None:
+                import zoneinfo
+
+                try:
+                    tz = zoneinfo.ZoneInfo(self.zone)
+                except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+                    why = f"the trace's TimeZoneString {self.zone!r:.40} is no known time zone: give a UTC offset"
+                    raise ReservationError(field, f"{text!r:.40}: {why}") from None
+            date = date.replace(tzinfo=tz)
+        return date.timestamp() - self.origin
+
+
+def parse_time(value: Any, now: float, field: str, calendar: Calendar | None = None) -> float:
     """A time: epoch seconds (a number), ``+FSD`` from ``now``, or an ISO 8601
-    date (local time when it names no zone)."""
+    date (local time when it names no zone; with ``calendar``, on its clock)."""
     if isinstance(value, bool):
         raise ReservationError(field, f"expected a time, got {value!r}")
     if isinstance(value, int | float):
@@ -120,9 +153,10 @@ def parse_time(value: Any, now: float, field: str) -> float:
         except ValueError as exc:
             raise ReservationError(field, f"{value!r:.40}: {exc}") from None
     try:
-        return datetime.datetime.fromisoformat(value).timestamp()
+        date = datetime.datetime.fromisoformat(value)
     except ValueError:
         raise ReservationError(field, f"{value!r:.40}: not an ISO 8601 date or +FSD") from None
+    return date.timestamp() if calendar is None else calendar.seconds(date, field, value)
 
 
 def parse_duration(value: Any, field: str) -> float:
@@ -539,6 +573,28 @@ def read_entries(text: str, source: str) -> list[Mapping[str, Any]]:
     if not isinstance(doc, list) or not all(isinstance(x, Mapping) for x in doc):
         raise ReservationError(source, "expected a list of reservations, or {reservations: [...]}")
     return doc
+
+
+def on_clock(entries: Sequence[Mapping[str, Any]], calendar: Calendar, where: str = "reservations") -> list[Any]:
+    """``entries`` with their ISO 8601 ``start`` and ``end`` as seconds of
+    ``calendar``'s clock (the replay's): numbers and ``+FSD`` are kept as
+    they are.  Raises :class:`ReservationError` (``where[i].start``) for a
+    date the clock cannot place."""
+    out: list[Any] = []
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, Mapping):
+            out.append(entry)  # parse_spec names it
+            continue
+        entry = dict(entry)
+        for key in ("start", "end"):
+            value = entry.get(key)
+            if isinstance(value, str) and value and not value.startswith("+"):
+                try:
+                    entry[key] = parse_time(value, 0.0, key, calendar)
+                except ReservationError as exc:
+                    raise ReservationError(f"{where}[{i}].{exc.field}", exc.reason) from None
+        out.append(entry)
+    return out
 
 
 def add_entries(

@@ -24,7 +24,7 @@ from ..cliutil import ArgumentParser, CLIError, UsageError, boundary, bounded_in
 from ..engine import Engine, EngineError
 from ..engine.config import ConfigError, read_config
 from ..engine.options import OPTIONS, add_flags, from_flags
-from ..engine.reservations import ReservationError, add_entries, read_entries
+from ..engine.reservations import Calendar, ReservationError, add_entries, on_clock, read_entries
 from ..engine.runlimits import RunLimits
 from ..inputs import read_text
 from ..limits import MAX_JOBS, MAX_NODES, MAX_PER_NODE
@@ -171,7 +171,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--reservations",
         metavar="FILE",
         help="advance reservations (YAML or JSON list of {name, ranks|nodes, start, end|duration, users}; "
-        "times in seconds of the replay's clock, or +FSD from its start): see docs/rfcs/reservations.md",
+        "times in seconds of the replay's clock, +FSD from its start, or ISO 8601 dates placed by the SWF "
+        "header's UnixStartTime, in its TimeZoneString or UTC): see docs/rfcs/reservations.md",
     )
     ap.add_argument("--output-dir", metavar="DIR", help="write DIR/jobs.csv (DIR/POLICY/jobs.csv with several)")
     ap.add_argument("--compare", metavar="P1,P2,...", help="replay under these queue policies, side by side")
@@ -296,14 +297,27 @@ def _load(args: argparse.Namespace) -> Workload:
     return scale_load(w, args.load_factor)
 
 
-def _reservations(path: str, make_graph: Callable[[], Any]) -> list[Any]:
-    """The entries of ``--reservations FILE``, each checked by adding it to an engine on the machine."""
+def _calendar(workload: Workload, source: str | None) -> Calendar:
+    """How a date in the reservations file lands on the replay's clock: the
+    trace's time 0 is the SWF header's ``UnixStartTime``; the other formats
+    have no date to place one by."""
+    if workload.start_time is not None:
+        return Calendar(workload.start_time, workload.timezone)
+    what = f"the workload {source}" if source else "the built-in example workload"
+    swf = source is not None and ".swf" in source.lower()
+    has = "no UnixStartTime header" if swf else "no start date (only an SWF header's UnixStartTime gives one)"
+    return Calendar(None, missing=f"{what} has {has}")
+
+
+def _reservations(path: str, make_graph: Callable[[], Any], calendar: Calendar) -> list[Any]:
+    """The entries of ``--reservations FILE``, their dates on the replay's
+    clock, each checked by adding it to an engine on the machine."""
     try:
         text = read_text(path)
     except OSError as exc:
         raise CLIError(f"{path}: cannot read: {exc.strerror or exc}") from None
     try:
-        entries = read_entries(text, "reservations")
+        entries = on_clock(read_entries(text, "reservations"), calendar)
         add_entries(Engine(make_graph()).reservations, entries, 0.0)
     except ReservationError as exc:
         raise CLIError(f"{path}: {exc}") from None
@@ -350,7 +364,10 @@ def main(argv: list[str] | None = None) -> int:
         raise CLIError(str(exc)) from None
     for note in workload.notes:
         print(f"{PROG}: note: {note}", file=sys.stderr)
-    reservations = _reservations(args.reservations, make_graph) if args.reservations else []
+    if args.reservations:
+        reservations = _reservations(args.reservations, make_graph, _calendar(workload, args.workload))
+    else:
+        reservations = []
     saving = next((o.power_save for o in opts if o.power_save != "off"), None)
     if saving and not args.platform:
         raise UsageError(f"--power-save {saving} needs a power model per node: give --platform with an energy platform")

@@ -126,6 +126,12 @@ class Workload:
     #: how many jobs had no requested time, and the walltime model that gave them one
     walltime_filled: int = 0
     walltime_model: str = "runtime"
+    #: The epoch seconds of the trace's time 0 (an SWF header's
+    #: ``UnixStartTime``), None when the format has no calendar: what an
+    #: absolute date in ``--reservations FILE`` is placed by.
+    start_time: float | None = None
+    #: The zone the trace was recorded in (the SWF header's ``TimeZoneString``), None when not given.
+    timezone: str | None = None
 
 
 # -- numbers, checked as read ---------------------------------------------------
@@ -520,6 +526,7 @@ def read_swf(
     jobs: list[WorkloadJob] = []
     seen: set[int] = set()
     header: dict[str, int] = {}
+    zone: str | None = None
     skipped = filled = 0
     memo = _Floats()
     number_of = memo.__getitem__
@@ -536,13 +543,15 @@ def read_swf(
         if s.startswith(";"):
             key, _, value = s[1:].partition(":")
             key = key.strip().lower()
-            if key in ("maxnodes", "maxprocs"):
+            if key in ("maxnodes", "maxprocs", "unixstarttime"):
                 try:
                     header[key] = int(value.split()[0])
                 except (ValueError, IndexError):
                     raise WorkloadError(
                         f"{source}:{lineno}: {key} must be an integer: {value.strip()[:40]!r}"
                     ) from None
+            elif key == "timezonestring" and value.strip():
+                zone = value.strip()
             continue
         if "\0" in s:
             raise WorkloadError(f"{source}:{lineno}: NUL byte: not an SWF text file")
@@ -590,6 +599,8 @@ def read_swf(
     elif maxnodes > 0:
         nb_res = _count(maxnodes, source, "MaxNodes")
     w = Workload(jobs, nb_res, name, skipped, walltime_filled=filled, walltime_model=_model_name(walltime))
+    if "unixstarttime" in header:
+        w.start_time, w.timezone = float(header["unixstarttime"]), zone
     if given is None and maxnodes > 0 and maxprocs > maxnodes:
         w.notes.append(
             f"MaxProcs is {maxprocs / maxnodes:g} x MaxNodes: jobs count processors; "
