@@ -154,13 +154,17 @@ def test_overlapping_reservations_on_a_shared_rank_are_refused(e):
 
 def test_nodes_are_picked_free_over_the_window():
     # ranks 0-1 busy until 300: 2 nodes over [100, 200) are 2-3; with
-    # ranks 2-3 taken by maint, a second pick finds only busy nodes 0-1.
+    # ranks 2-3 taken by maint, a second pick finds only busy nodes 0-1:
+    # refused as Slurm refuses busy nodes, taken with IGNORE_JOBS.
     e = make_engine(options=["policy=low"])
     e.alloc(1, 16, 1, 0.0, spec(2, 300.0))
     e.schedule(0.0)
     r = e.reservations.add("a", 100.0, 200.0, nodes=2, now=0.0)
     assert str(r.ranks) == "2-3"
-    assert str(e.reservations.add("b", 100.0, 200.0, nodes=2, now=0.0).ranks) == "0-1"
+    with pytest.raises(ReservationError, match=r"nodes: fewer than 2 up nodes outside other reservations and running"):
+        e.reservations.add("b", 100.0, 200.0, nodes=2, now=0.0)
+    b = e.reservations.add("b", 100.0, 200.0, nodes=2, now=0.0, flags=("IGNORE_JOBS",))
+    assert str(b.ranks) == "0-1"
     with pytest.raises(ReservationError, match="nodes: fewer than 1 up nodes"):
         e.reservations.add("c", 150.0, 160.0, nodes=1, now=0.0)
 

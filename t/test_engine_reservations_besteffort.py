@@ -13,6 +13,7 @@ from __future__ import annotations
 import pytest
 
 from fluxsched_py.engine import Engine
+from fluxsched_py.engine.reservations import ReservationError
 from fluxsched_py.ids import IdSet
 from fluxsched_py.replay.platform import nodes_graph
 from fluxsched_py.replay.sim import PREEMPTED, replay
@@ -28,8 +29,8 @@ def engine(grace="0"):
     return e
 
 
-def maint(e, now, ranks="1"):
-    e.reservations.add("maint", 100.0, 200.0, ranks=IdSet.parse(ranks), now=now)
+def maint(e, now, ranks="1", flags=()):
+    e.reservations.add("maint", 100.0, 200.0, ranks=IdSet.parse(ranks), now=now, flags=flags)
 
 
 def ranks(e, jobid):
@@ -129,7 +130,9 @@ def test_a_job_that_ends_before_the_window_and_a_regular_job_are_left_alone():
     e.alloc(1, 0, 0, 0.0, spec(1, 1000))  # regular: runs on (docs/rfcs/reservations.md, Running jobs)
     assert sorted(started(e.schedule(0.0))) == [1, 100]
     assert (ranks(e, 1), ranks(e, 100)) == ("0", "1")
-    maint(e, 10.0, "0-1")  # over both
+    with pytest.raises(ReservationError, match=r"ranks: ranks 0 have running jobs past its start"):
+        maint(e, 10.0, "0-1")  # job 1 runs past 100 on rank 0 (job 100, best-effort, does not count)
+    maint(e, 10.0, "0-1", ("IGNORE_JOBS",))  # over both
     for t in (40.0, 89.0):
         r = e.schedule(t)
         assert not r.notice and not r.preempt

@@ -21,7 +21,9 @@ from .test_flux_control import ask
 from .test_flux_driver import alloc, jobspec, make
 
 MAINT = {"name": "maint", "ranks": "1", "start": "+1m", "duration": "10m", "users": [7]}
-ROW = {"name": "maint", "ranks": "1", "start": 1060.0, "end": 1660.0, "users": [7], "nodelist": "n1", "active": False}
+STORED = {"name": "maint", "ranks": "1", "start": 1060.0, "end": 1660.0, "users": [7]}
+STORED |= {"flags": [], "accounts": [], "groups": [], "members": []}
+ROW = {**STORED, "nodelist": "n1", "active": False}
 
 
 @pytest.fixture
@@ -34,7 +36,7 @@ def dt():
 def test_add_list_remove_and_the_kvs_follows(dt):
     d, t = dt
     assert ask(d, t, "reserve-add", MAINT) == ROW
-    assert t.kvs["sched-py.reservations"] == [{k: ROW[k] for k in ("name", "ranks", "start", "end", "users")}]
+    assert t.kvs["sched-py.reservations"] == [STORED]
     assert ask(d, t, "reserve-list", {}, ROLE_USER) == {"now": 1000.0, "reservations": [ROW]}
     assert ask(d, t, "reserve-update", {"name": "maint", "end": 1200})["end"] == 1200.0
     assert t.kvs["sched-py.reservations"][0]["end"] == 1200.0
@@ -244,3 +246,42 @@ def test_a_pending_job_of_a_reservation_the_config_removed_is_denied():
     assert reload(d, t, config(), "r") is None
     denied = [p for p in t.responses() if p and p.get("id") == 5 and p.get("type") == 2]
     assert denied and "reservation maint ended or was removed" in denied[0]["note"]
+
+
+# -- Slurm's flags ------------------------------------------------------------------
+
+
+def test_flags_go_through_the_rpc_the_kvs_a_module_reload_and_the_config(dt):
+    d, t = dt
+    got = ask(d, t, "reserve-add", {**MAINT, "flags": ["maint", "IGNORE_JOBS"]})
+    assert got == {**ROW, "flags": ["IGNORE_JOBS", "MAINT"]}
+    assert t.kvs["sched-py.reservations"][0]["flags"] == ["IGNORE_JOBS", "MAINT"]
+    # a MAINT reservation over it, then a module reload keeps both as they were
+    assert ask(d, t, "reserve-add", {**MAINT, "name": "over", "ranks": "0-1", "flags": "FLEX"})["flags"] == ["FLEX"]
+    d2, t2 = make(["queue-policy=easy"])
+    reservestore.load(d2, t.kvs["sched-py.reservations"], {}, owner=0)
+    kept = ask(d2, t2, "reserve-list", {})["reservations"]
+    assert [(r["name"], r["flags"]) for r in kept] == [("maint", ["IGNORE_JOBS", "MAINT"]), ("over", ["FLEX"])]
+    d3, t3 = make(["queue-policy=easy"])
+    reservestore.load(d3, None, config({**DECLARED, "flags": ["FLEX"]}), owner=0)
+    assert [r["flags"] for r in ask(d3, t3, "reserve-list", {})["reservations"]] == [["FLEX"]]
+    # a config reload that changes only the flags replaces the reservation
+    assert reload(d3, t3, config({**DECLARED, "flags": ["MAINT"]}), "f") is None
+    assert [r["flags"] for r in ask(d3, t3, "reserve-list", {})["reservations"]] == [["MAINT"]]
+
+
+def test_a_bad_flag_is_named_and_busy_ranks_are_refused_without_ignore_jobs(dt):
+    d, t = dt
+    num, text = ask(d, t, "reserve-add", {**MAINT, "flags": ["OVERLAP"]})
+    assert num == errno.EPROTO and text == (
+        "sched-py.reserve-add: flags: 'OVERLAP' is not a flag this scheduler implements (FLEX, IGNORE_JOBS, MAINT)"
+    )
+    alloc(d, t, 5, jobspec(ncores=4, nnodes=2, duration=600))  # both nodes until 1600, past 1060
+    assert d.engine.job(5).state.value == "running"
+    num, text = ask(d, t, "reserve-add", MAINT)
+    assert num == errno.EINVAL
+    assert (
+        text
+        == "sched-py.reserve-add: ranks: ranks 1 have running jobs past its start (flag IGNORE_JOBS takes them anyway)"
+    )
+    assert ask(d, t, "reserve-add", {**MAINT, "flags": ["IGNORE_JOBS"]})["flags"] == ["IGNORE_JOBS"]

@@ -181,3 +181,23 @@ def test_the_swf_reader_keeps_the_start_time_and_zone():
     w = read_swf("; UnixStartTime: 1700000000\n; TimeZoneString: Europe/Stockholm\n" + SWF_JOBS)
     assert (w.start_time, w.timezone) == (1700000000.0, "Europe/Stockholm")
     assert (read_swf(SWF_JOBS).start_time, read_swf(SWF_JOBS).timezone) == (None, None)
+
+
+def test_the_file_takes_slurms_flags():
+    """A MAINT window over ``maint`` is taken (without the flag it is
+    refused); job 3 of ``maint`` (2 nodes, 50 s at 100 on 2-3) would run into
+    the maintenance on 2-3 from 120: it never starts, and is denied when
+    ``maint`` ends.  The regular jobs keep off both windows: job 1 waits
+    for the maintenance's end (300)."""
+    over = {"name": "m", "ranks": "0-3", "start": 120, "end": 300, "users": [9]}
+    w = read_batsim({**WORKLOAD, "jobs": WORKLOAD["jobs"][:3]})
+    with pytest.raises(ReservationError, match=r"reservations\[1\]\.ranks: ranks 2-3 are in reservation maint"):
+        replay(w, nodes_graph(4), {"queue-policy": "easy", "policy": "low"}, reservations=[*MAINT, over])
+    r = replay(
+        w,
+        nodes_graph(4),
+        {"queue-policy": "easy", "policy": "low"},
+        reservations=[*MAINT, {**over, "flags": ["maint"]}],
+    )
+    assert {x.job.id: x.start for x in r.records} == {1: 300.0, 2: 0.0, 3: None}
+    assert r.records[2].state == "REJECTED" and r.records[2].note == "reservation maint ended or was removed"

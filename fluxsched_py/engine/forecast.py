@@ -51,7 +51,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..jobspec import parse_jobspec
-from ..planner import MatchCache, Planner
+from ..planner import MatchCache, Planner, Window
 from ..policy import order_key
 from .jobs import Job
 from .runlimits import PlannedUsage, held_by
@@ -151,20 +151,22 @@ def _place(
     duration: float,
     now: float,
     not_before: float = -math.inf,
-    window: tuple[float, float, int] | None = None,
+    window: Window | None = None,
     walltime: float = math.inf,
     keeps_limits: Callable[[float, ResourceSet], bool] | None = None,
     later: Callable[[float], float] | None = None,
+    allow: str | None = None,
 ) -> tuple[float, ResourceSet] | None:
     """The earliest place for the job in ``plan``, reserved there; None when
     none.  With ``keeps_limits(start, resources)``, a place where it says
     no is passed over for a search from ``later(start)`` on (the next time
-    what counts against the limits falls; inf: never)."""
+    what counts against the limits falls; inf: never).  ``allow``: the
+    ``FLEX`` reservation whose window the job may use as well."""
     while True:
         if window is not None:  # a job of an advance reservation: inside its window only, for its walltime
             found = plan.earliest_in(request, now, walltime, "first", window, not_before=not_before)
         else:
-            found = plan.earliest_bits(request, now, duration, not_before=not_before)
+            found = plan.earliest_bits(request, now, duration, not_before=not_before, allow=allow)
         if found is None:
             return None
         t, rs = found.start, plan.resolve(found.placement)
@@ -288,10 +290,13 @@ class SlicedForecast:
 
     def _place(self, job: Job, not_before: float) -> tuple[float, ResourceSet] | None:
         assert self.plan is not None
-        window = self.engine.reservations.window(job)
+        reservations = self.engine.reservations
+        window, allow = reservations.window(job), reservations.flex(job)
         limits = self._limits if job.preemptible_after is None else None
         if limits is None:
-            return _place(self.plan, job.id, job.request, job.duration, self.now, not_before, window, job.walltime)
+            return _place(
+                self.plan, job.id, job.request, job.duration, self.now, not_before, window, job.walltime, allow=allow
+            )
         placed = _place(
             self.plan,
             job.id,
@@ -303,6 +308,7 @@ class SlicedForecast:
             job.walltime,
             lambda t, rs: limits.keeps(job, t, rs),
             limits.after,
+            allow,
         )
         if placed is not None:
             limits.add(job, placed[0], placed[0] + job.duration, placed[1])

@@ -386,13 +386,20 @@ class Pass:
         a job of one runs inside its window only, on its ranks; any other
         job keeps off every window it would still be running in."""
         now = self.now
-        w = self.e.reservations.window(job)
+        rs = self.e.reservations
+        w = rs.window(job)
         if w is not None:
-            start, end, bits = w
+            start, end, bits, avoid = w
             if now < start or (job.walltime != math.inf and now + job.walltime > end):
                 return None
-            return self._match(job, as_int(avail) & bits)
-        held = self.planner.blocked_during(now, now + job.duration)
+            avail = as_int(avail) & bits
+            t1 = end if job.walltime == math.inf else now + job.walltime
+            for a, b, held in avoid:  # another window over it (a MAINT one)
+                if a < t1 and b > now:
+                    avail &= ~held
+            return self._match(job, avail)
+        allow = rs.flex(job)  # a FLEX reservation's job may use its window too
+        held = self.planner.blocked_during(now, now + job.duration, allow)
         if not held:
             return self._match(job, avail)
         avail = as_int(avail)
@@ -400,7 +407,7 @@ class Pass:
         if found is None and avail & held:
             # Would it fit but for the windows?  Then they hold it back (reason_pending).
             if self._match(job, avail) is not None:
-                self.e.reservations.note_held(job, self.planner.held_names(now, now + job.duration))
+                rs.note_held(job, self.planner.held_names(now, now + job.duration, allow))
         return found
 
     def _avail(self, job: Job, t0: float, t1: float) -> int:
@@ -409,10 +416,17 @@ class Pass:
         planner = self.planner
         avail = planner.available_bits(t0, t1)
         if planner.nblocked:
-            w = self.e.reservations.window(job)
+            rs = self.e.reservations
+            w = rs.window(job)
             if w is not None:
-                return avail & w[2] if w[0] <= t0 and t1 <= w[1] else 0
-            avail &= ~planner.blocked_during(t0, t1)
+                if not (w[0] <= t0 and t1 <= w[1]):
+                    return 0
+                avail &= w[2]
+                for a, b, held in w[3]:
+                    if a < t1 and b > t0:
+                        avail &= ~held
+                return avail
+            avail &= ~planner.blocked_during(t0, t1, rs.flex(job))
         return avail
 
     def try_move(self, job: Job, blocker: Placement, blocker_end: float) -> bool:
@@ -507,8 +521,9 @@ class Pass:
         if planner.nblocked and (w := e.reservations.window(job)) is not None:
             # for its walltime (none: until the window ends)
             return planner.earliest_in(job.request, self.now, job.walltime, e.options.placement, w, before, not_before)
+        allow = e.reservations.flex(job) if planner.nblocked else None
         found = planner.earliest_bits(
-            job.request, self.now, job.duration, e.options.placement, before, not_before, since, job.id
+            job.request, self.now, job.duration, e.options.placement, before, not_before, since, job.id, allow=allow
         )
         if planner.nblocked:
             e.reservations.note_held(job, planner.held_by)

@@ -51,10 +51,12 @@ from .states import JobState, Response, ResponseType
 
 if TYPE_CHECKING:
     from ..jobspec import Request
+    from ..planner import Window
     from .core import Engine
     from .jobs import Job
 
 __all__ = [
+    "FLAGS",
     "Calendar",
     "Reservation",
     "ReservationError",
@@ -69,6 +71,10 @@ __all__ = [
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
+#: Slurm's reservation flags that this engine implements, named as Slurm
+#: names them (``scontrol create reservation Flags=``; docs/rfcs/reservations.md).
+FLAGS = ("FLEX", "IGNORE_JOBS", "MAINT")
+
 
 class ReservationError(FluxschedError, ValueError):
     """A reservation refused: :attr:`field` names what is wrong."""
@@ -81,28 +87,67 @@ class ReservationError(FluxschedError, ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class Reservation:
-    """Whole ``ranks`` held over ``[start, end)`` for ``users`` (uids; empty:
-    the instance owner only)."""
+    """Whole ``ranks`` held over ``[start, end)`` for ``users`` (uids) or the
+    members of ``groups`` (``members``: their uids, resolved when it was
+    added), and for jobs of ``accounts`` (banks); none of them: the instance
+    owner only.  ``flags`` are Slurm's (:data:`FLAGS`)."""
 
     name: str
     ranks: IdSet
     start: float
     end: float
     users: tuple[int, ...] = ()
+    flags: tuple[str, ...] = ()
+    accounts: tuple[str, ...] = ()
+    groups: tuple[str, ...] = ()
+    members: tuple[int, ...] = ()
 
-    def admits(self, userid: int, owner: int | None) -> bool:
-        """True when ``userid`` may run jobs in it."""
-        return userid in self.users if self.users else owner is not None and userid == owner
+    def refusal(self, userid: int, bank: str | None, owner: int | None) -> str | None:
+        """Why a job of ``userid`` charged to ``bank`` may not run in it, or
+        None.  As Slurm's access control fields: each one given must admit
+        the job (its user among the users or the groups' members, and its
+        bank among the accounts)."""
+        if not (self.users or self.groups or self.accounts):
+            return None if owner is not None and userid == owner else f"user {userid} may not use it"
+        if (self.users or self.groups) and userid not in self.users and userid not in self.members:
+            return f"user {userid} may not use it"
+        if self.accounts and bank not in self.accounts:
+            return "a job of no bank may not use it" if bank is None else f"bank {bank} may not use it"
+        return None
+
+    def admits(self, userid: int, owner: int | None, bank: str | None = None) -> bool:
+        """True when a job of ``userid`` (charged to ``bank``) may run in it."""
+        return self.refusal(userid, bank, owner) is None
 
     def as_dict(self) -> dict[str, Any]:
-        """Its wire and KVS form: ``{name, ranks, start, end, users}``."""
+        """Its wire and KVS form: ``{name, ranks, start, end, users, flags,
+        accounts, groups, members}``."""
         return {
             "name": self.name,
             "ranks": str(self.ranks),
             "start": self.start,
             "end": self.end,
             "users": list(self.users),
+            "flags": list(self.flags),
+            "accounts": list(self.accounts),
+            "groups": list(self.groups),
+            "members": list(self.members),
         }
+
+    @classmethod
+    def from_dict(cls, x: Mapping[str, Any]) -> Reservation:
+        """Back from :meth:`as_dict` (a KVS value; what it lacks is empty)."""
+        return cls(
+            str(x["name"]),
+            IdSet.parse(str(x["ranks"])),
+            float(x["start"]),
+            float(x["end"]),
+            tuple(int(u) for u in x.get("users") or ()),
+            tuple(str(f) for f in x.get("flags") or ()),
+            tuple(str(a) for a in x.get("accounts") or ()),
+            tuple(str(g) for g in x.get("groups") or ()),
+            tuple(int(u) for u in x.get("members") or ()),
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -172,16 +217,54 @@ def parse_duration(value: Any, field: str) -> float:
     return d
 
 
-def parse_spec(obj: Any, now: float, user_id: Callable[[str], int] | None = None) -> dict[str, Any]:
+#: Resolves a group (a name, or a gid as digits) to its name and its
+#: members' uids; KeyError when there is no such group.
+GroupResolver = Callable[[str], tuple[str, tuple[int, ...]]]
+
+
+def _names(value: Any, field: str) -> list[Any]:
+    """A list, or a comma-separated string, as a list."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [u.strip() for u in value.split(",") if u.strip()]
+    if not isinstance(value, Sequence):
+        raise ReservationError(field, f"expected a list of {field}, got {type(value).__name__}")
+    return list(value)
+
+
+def parse_flags(value: Any) -> tuple[str, ...]:
+    """Slurm's flags (a list, or ``MAINT,IGNORE_JOBS``), case as Slurm
+    takes them (any), sorted; :class:`ReservationError` for one this engine
+    does not implement."""
+    out = set()
+    for f in _names(value, "flags"):
+        name = f.upper() if isinstance(f, str) else None
+        if name not in FLAGS:
+            known = ", ".join(FLAGS)
+            raise ReservationError("flags", f"{f!r:.40} is not a flag this scheduler implements ({known})")
+        out.add(name)
+    return tuple(sorted(out))
+
+
+def parse_spec(
+    obj: Any,
+    now: float,
+    user_id: Callable[[str], int] | None = None,
+    group: GroupResolver | None = None,
+) -> dict[str, Any]:
     """The arguments of :meth:`Reservations.add` from a mapping
-    ``{name, ranks | nodes [requires], start, end | duration, users?}``
-    (an RPC payload, a KVS entry, a TOML table, an entry of the replay's
-    file).  Times as :func:`parse_time`; ``users`` a list (or a comma-separated
-    string) of uids or user names (``user_id`` resolves a name).  Raises
+    ``{name, ranks | nodes [requires], start, end | duration, users?,
+    groups?, accounts?, flags?}`` (an RPC payload, a KVS entry, a TOML
+    table, an entry of the replay's file).  Times as :func:`parse_time`;
+    ``users`` a list (or a comma-separated string) of uids or user names
+    (``user_id`` resolves a name); ``groups`` of group names or gids, each
+    resolved to its members by ``group`` (none: groups are refused);
+    ``accounts`` of bank names; ``flags`` as :func:`parse_flags`.  Raises
     :class:`ReservationError` naming the field."""
     if not isinstance(obj, Mapping):
         raise ReservationError("reservation", f"expected an object, got {type(obj).__name__}")
-    known = {"name", "ranks", "nodes", "requires", "start", "end", "duration", "users"}
+    known = {"name", "ranks", "nodes", "requires", "start", "end", "duration", "users", "groups", "accounts", "flags"}
     for key in obj:
         if key not in known:
             raise ReservationError(str(key), "unknown field")
@@ -219,11 +302,7 @@ def parse_spec(obj: Any, now: float, user_id: Callable[[str], int] | None = None
         out["end"] = parse_time(obj["end"], now, "end")
     else:
         out["end"] = start + parse_duration(obj["duration"], "duration")
-    users = obj.get("users") or []
-    if isinstance(users, str):
-        users = [u for u in users.split(",") if u]
-    if not isinstance(users, Sequence):
-        raise ReservationError("users", f"expected a list of users, got {type(users).__name__}")
+    users = _names(obj.get("users"), "users")
     uids = []
     for u in users:
         if isinstance(u, int) and not isinstance(u, bool) and u >= 0:
@@ -239,6 +318,31 @@ def parse_spec(obj: Any, now: float, user_id: Callable[[str], int] | None = None
             what = "a uid or user name" if user_id is not None else "a uid"
             raise ReservationError("users", f"expected {what}, got {u!r:.40}")
     out["users"] = tuple(sorted(set(uids)))
+    groups = _names(obj.get("groups"), "groups")
+    if groups and users:
+        raise ReservationError("groups", "give users or groups, not both (as Slurm)")
+    names, members = set(), set()
+    for g in groups:
+        if isinstance(g, bool) or not isinstance(g, str | int) or (isinstance(g, int) and g < 0) or g == "":
+            raise ReservationError("groups", f"expected a group name or gid, got {g!r:.40}")
+        if group is None:
+            raise ReservationError("groups", "groups are not supported here")
+        try:
+            name, uids_of = group(str(g))
+        except KeyError:
+            raise ReservationError("groups", f"no such group: {str(g)!r:.40}") from None
+        names.add(name)
+        members.update(uids_of)
+    if groups:
+        out["groups"], out["members"] = tuple(sorted(names)), tuple(sorted(members))
+    accounts = _names(obj.get("accounts"), "accounts")
+    for a in accounts:
+        if not isinstance(a, str) or not a:
+            raise ReservationError("accounts", f"expected a bank name, got {a!r:.40}")
+    if accounts:
+        out["accounts"] = tuple(sorted(set(accounts)))
+    if obj.get("flags"):
+        out["flags"] = parse_flags(obj["flags"])
     return out
 
 
@@ -250,6 +354,7 @@ class Reservations:
         self._by_name: dict[str, Reservation] = {}
         #: Each reservation's ranks, flat in the planner's layout (made by :meth:`encode`).
         self._bits: dict[str, int] = {}
+        self._overlaps = False
         #: The uid a reservation without users admits (the Flux instance
         #: owner); None in the replay: such a reservation admits no job.
         self.owner: int | None = None
@@ -287,12 +392,15 @@ class Reservations:
         requires: Any = None,
         users: Sequence[int] = (),
         now: float,
+        **access: Any,
     ) -> Reservation:
         """Add a reservation; raise :class:`ReservationError` (the field and
-        why) when it is malformed, ended, or meets another on a rank."""
+        why) when it is malformed, ended, meets another on a rank, or (without
+        ``IGNORE_JOBS``) a running job.  ``access``: ``flags``, ``accounts``,
+        ``groups`` and ``members``, as :class:`Reservation` holds them."""
         if name in self._by_name:
             raise ReservationError("name", f"reservation {name} exists")
-        r = self._make(name, start, end, ranks=ranks, nodes=nodes, requires=requires, users=users, now=now)
+        r = self._make(name, start, end, ranks=ranks, nodes=nodes, requires=requires, users=users, now=now, **access)
         self._by_name[name] = r
         self._changed()
         return r
@@ -308,6 +416,10 @@ class Reservations:
         requires: Any,
         users: Sequence[int],
         now: float,
+        flags: Sequence[str] = (),
+        accounts: Sequence[str] = (),
+        groups: Sequence[str] = (),
+        members: Sequence[int] = (),
     ) -> Reservation:
         """A new reservation, checked against the ones there (not added)."""
         if not end > start:
@@ -315,15 +427,40 @@ class Reservations:
         if end <= now:
             raise ReservationError("end", "already past")
         g = self.e.graph
+        ignore_jobs = "IGNORE_JOBS" in flags
         if ranks is not None:
             unknown = IdSet(r for r in ranks if r not in g.ranks)
             if unknown:
                 raise ReservationError("ranks", f"no such rank: {unknown}")
+            if not ignore_jobs and (busy := IdSet(r for r in self._busy_ranks(start) if r in ranks)):
+                why = f"ranks {busy} have running jobs past its start (flag IGNORE_JOBS takes them anyway)"
+                raise ReservationError("ranks", why)
         else:
             assert nodes is not None
-            ranks = self._pick(name, nodes, requires, max(start, now), end)
-        self._check_overlap(name, ranks, start, end)
-        return Reservation(name, ranks, float(start), float(end), tuple(users))
+            ranks = self._pick(name, nodes, requires, max(start, now), end, "MAINT" in flags, ignore_jobs)
+        self._check_overlap(name, ranks, start, end, "MAINT" in flags)
+        return Reservation(
+            name,
+            ranks,
+            float(start),
+            float(end),
+            tuple(users),
+            tuple(sorted(flags)),
+            tuple(accounts),
+            tuple(groups),
+            tuple(members),
+        )
+
+    def _busy_ranks(self, start: float) -> IdSet:
+        """The ranks of running jobs that will still run at ``start``, as
+        Slurm counts them for a reservation without ``IGNORE_JOBS``: their
+        time limit ends later.  A best-effort job does not count: it is
+        preempted when the window opens (docs/rfcs/preemption.md)."""
+        out: set[int] = set()
+        for job in self.e.running:
+            if job.expiration > start and job.preemptible_after is None and job.resources is not None:
+                out.update(job.resources.ranks)
+        return IdSet(out)
 
     def remove(self, name: str) -> Reservation:
         """Remove a reservation (its hold is released at the next pass; its
@@ -342,7 +479,7 @@ class Reservations:
             raise ReservationError("name", f"no reservation {name}")
         if not end > r.start or end <= now:
             raise ReservationError("end", "must be after start and in the future")
-        self._check_overlap(name, r.ranks, r.start, end)
+        self._check_overlap(name, r.ranks, r.start, end, "MAINT" in r.flags)
         new = self._by_name[name] = dataclasses.replace(r, end=float(end))
         self._changed()
         return new
@@ -351,7 +488,7 @@ class Reservations:
         """Make the reservations a config declares (``specs``: :func:`parse_spec`
         results, in order) as it declares them, all or nothing: add those not
         there, replace those that differ (ranks, or the node count of a
-        ``nodes`` entry, start, end, users; one of that name added by RPC is
+        ``nodes`` entry, start, end, users, groups, accounts, flags; one of that name added by RPC is
         taken over), remove those :attr:`declared` before and declared no
         more.  Reservations added otherwise (by RPC) are never removed.  An
         ended entry is skipped.  Raises :class:`ReservationError` (field
@@ -403,28 +540,43 @@ class Reservations:
             self._by_name[r.name] = r
         self._changed(store=False)
 
-    def _check_overlap(self, name: str, ranks: IdSet, start: float, end: float) -> None:
+    def _check_overlap(self, name: str, ranks: IdSet, start: float, end: float, maint: bool) -> None:
+        """Refuse a rank shared over overlapping time with another
+        reservation, unless one of the two is ``MAINT`` (as Slurm's
+        ``_resv_overlap``: a maintenance window may cover other reservations,
+        and one may be added over it)."""
+        if maint:
+            return
         for other in self._by_name.values():
-            if other.name != name and other.start < end and other.end > start:
+            if other.name != name and other.start < end and other.end > start and "MAINT" not in other.flags:
                 shared = IdSet(r for r in ranks if r in other.ranks)
                 if shared:
                     raise ReservationError("ranks", f"ranks {shared} are in reservation {other.name} at that time")
 
-    def _pick(self, name: str, n: int, requires: Any, start: float, end: float) -> IdSet:
+    def _pick(
+        self, name: str, n: int, requires: Any, start: float, end: float, maint: bool, ignore_jobs: bool
+    ) -> IdSet:
         """``n`` up nodes for a window ``[start, end)`` that meet ``requires``
-        and no other window: those free over the whole window in the plan,
-        else free when it opens, else any."""
+        and no other window (a ``MAINT`` one: none if it can, else any):
+        those free over the whole window in the plan, else free when it
+        opens, else (``ignore_jobs``) any, else those no running job holds
+        at its start."""
         planner = self.e.planner
         request = dataclasses.replace(node_request(n, end - start), constraints=requires)
         others = planner.blocked_during(start, end)
         pool = planner.pool_bits()
+        if not ignore_jobs:
+            pool &= ~planner.codec.ranks_mask(self._busy_ranks(start))
         policy = self.e.options.placement
-        for avail in (planner.available_bits(start, end), planner.available_bits(start, start), pool):
-            avail &= ~others
-            found = planner.match_bits(request, avail, policy)
-            if found is not None:
-                return planner.resolve(found).ranks
+        for keep_off in (others, 0) if maint else (others,):
+            for avail in (planner.available_bits(start, end), planner.available_bits(start, start), pool):
+                avail &= ~keep_off
+                found = planner.match_bits(request, avail, policy)
+                if found is not None:
+                    return planner.resolve(found).ranks
         why = f"fewer than {n} up nodes outside other reservations"
+        if not ignore_jobs:
+            why += " and running jobs (flag IGNORE_JOBS takes those)"
         raise ReservationError("nodes", why + (" meet requires" if requires is not None else ""))
 
     def _changed(self, store: bool = True) -> None:
@@ -442,17 +594,43 @@ class Reservations:
         new one, or after a change), its ranks in the planner's layout."""
         codec = self.e.planner.codec
         self._bits = {r.name: codec.ranks_mask(r.ranks) for r in self._by_name.values()}
+        #: Some windows share ranks over overlapping times (a MAINT one over another).
+        self._overlaps = any("MAINT" in r.flags for r in self._by_name.values()) and len(self._by_name) > 1
         self.e.table.hold_windows([(r.name, self._bits[r.name], r.start, r.end) for r in self._by_name.values()])
 
-    def window(self, job: Job) -> tuple[float, float, int] | None:
-        """``(start, end, bits)`` of the reservation ``job`` runs in, or None."""
+    def window(self, job: Job) -> Window | None:
+        """``(start, end, bits, avoid)`` of the reservation ``job`` runs
+        inside, or None (no reservation, or a ``FLEX`` one: see :meth:`flex`).
+        ``avoid``: the other windows over it that its jobs keep off (a
+        ``MAINT`` window's; a ``MAINT`` reservation's own jobs keep off
+        none, as in Slurm)."""
         name = getattr(job.request, "reservation", None)
         if name is None:
             return None
         r = self._by_name.get(name)
         if r is None:
-            return (math.inf, math.inf, 0)  # removed: it waits to be denied
-        return r.start, r.end, self._bits[name]
+            return (math.inf, math.inf, 0, ())  # removed: it waits to be denied
+        if "FLEX" in r.flags:
+            return None
+        bits = self._bits[name]
+        avoid: tuple[tuple[float, float, int], ...] = ()
+        if self._overlaps and "MAINT" not in r.flags:
+            avoid = tuple(
+                (o.start, o.end, self._bits[o.name])
+                for o in self._by_name.values()
+                if o.name != name and o.start < r.end and o.end > r.start and self._bits[o.name] & bits
+            )
+        return r.start, r.end, bits, avoid
+
+    def flex(self, job: Job) -> str | None:
+        """The name of the ``FLEX`` reservation ``job`` names, whose window it
+        may use as well as anything else (Slurm: it may begin before the
+        reservation, end after it, and use resources outside it), or None."""
+        name = getattr(job.request, "reservation", None)
+        if name is None:
+            return None
+        r = self._by_name.get(name)
+        return name if r is not None and "FLEX" in r.flags else None
 
     def of(self, job: Job) -> Reservation | None:
         name = getattr(job.request, "reservation", None)
@@ -466,8 +644,10 @@ class Reservations:
         r = self._by_name.get(name)
         if r is None:
             return f"reservation {name}: no such reservation"
-        if not r.admits(userid, self.owner):
-            return f"reservation {name}: user {userid} may not use it"
+        if (why := r.refusal(userid, job_bank(request), self.owner)) is not None:
+            return f"reservation {name}: {why}"
+        if "FLEX" in r.flags:
+            return None  # it may run outside the window: any feasible request
         planner = self.e.planner
         whole = self._bits[name] & planner.pool_bits()
         if planner.match_bits(request, whole, self.e.options.placement) is None:
@@ -477,14 +657,15 @@ class Reservations:
         return None
 
     def admit(self, job: Job) -> None:
-        """A job of a reservation with no walltime plans until its end."""
+        """A job of a reservation with no walltime plans until its end (a
+        ``FLEX`` one's is planned as any job)."""
         r = self.of(job)
-        if r is not None and job.walltime == math.inf:
+        if r is not None and job.walltime == math.inf and "FLEX" not in r.flags:
             job.duration = r.end - r.start
 
     def kill_time(self, job: Job, end: float) -> float:
         r = self.of(job)
-        return end if r is None else min(end, r.end)
+        return end if r is None or "FLEX" in r.flags else min(end, r.end)
 
     def note_held(self, job: Job, names: list[str] | None) -> None:
         if names:
@@ -536,9 +717,12 @@ class Reservations:
             r = self._by_name.get(name)
             if r is None:
                 return f"reservation {name}: ended or removed"
-            if now < r.start:
+            if "FLEX" in r.flags:
+                pass  # planned as any job: the windows in its way say why it waits
+            elif now < r.start:
                 return f"reservation {name}: opens at {fmt(r.start)}"
-            return f"reservation {name}: waiting for resources of its ranks {r.ranks} (until {fmt(r.end)})"
+            else:
+                return f"reservation {name}: waiting for resources of its ranks {r.ranks} (until {fmt(r.end)})"
         for held in self._held.get(job.id, ()):
             r = self._by_name.get(held)
             if r is not None:
@@ -553,7 +737,22 @@ def _same(r: Reservation, spec: Mapping[str, Any]) -> bool:
     as many ranks; its ``requires`` is not compared)."""
     ranks = spec.get("ranks")
     same_ranks = r.ranks == ranks if ranks is not None else len(r.ranks) == spec.get("nodes")
-    return same_ranks and (r.start, r.end, r.users) == (spec["start"], spec["end"], tuple(spec.get("users", ())))
+    access = ("users", "flags", "accounts", "groups", "members")
+    return (
+        same_ranks
+        and (r.start, r.end) == (spec["start"], spec["end"])
+        and all(getattr(r, k) == tuple(spec.get(k, ())) for k in access)
+    )
+
+
+def job_bank(request: Request) -> str | None:
+    """The bank a job is charged to: ``attributes.system.bank``, as
+    flux-accounting's priority plugin sets it (``flux submit -B``, or the
+    user's default bank), None when it names none."""
+    attributes = getattr(request, "attributes", None)
+    system = attributes.get("system") if isinstance(attributes, Mapping) else None
+    bank = system.get("bank") if isinstance(system, Mapping) else None
+    return bank if isinstance(bank, str) and bank else None
 
 
 def read_entries(text: str, source: str) -> list[Mapping[str, Any]]:

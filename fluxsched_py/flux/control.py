@@ -14,7 +14,7 @@ RPC                       mutating   payload -> response
 ``<name>.forecast``       no         ``{limit?}`` -> ``{now, limit, budget, as_of, age, source, jobs: [...]}``
 ``<name>.when``           no         ``{jobspec, priority?, limit?}`` -> one job
 ``<name>.reserve-list``   no         ``{}`` -> ``{now, reservations: [...]}``
-``<name>.reserve-add``    yes        ``{name, ranks | nodes [requires], start, end | duration, users?}`` -> one
+``<name>.reserve-add``    yes        ``{name, ranks | nodes [requires], start, end | duration, users? ...}`` -> one
 ``<name>.reserve-update`` yes        ``{name, end | duration}`` -> one
 ``<name>.reserve-remove`` yes        ``{name}`` -> one
 ========================  =========  ==============================================
@@ -23,9 +23,11 @@ A job in a response is ``{id, t_estimate, kind, reason, userid, queue,
 duration, ranks, nodelist}`` (``t_estimate`` null when there is none,
 ``duration`` null when unlimited; see :mod:`fluxsched_py.engine.forecast`).
 A reservation in a response is ``{name, ranks, nodelist, start, end,
-users, active}`` (:mod:`fluxsched_py.engine.reservations`; times as epoch
-seconds; in a request, also ISO 8601 dates or ``+FSD`` from now, and users
-by name).  Further RPCs (limits) are entries of :data:`RPCS`.
+users, flags, accounts, groups, members, active}``
+(:mod:`fluxsched_py.engine.reservations`; times as epoch seconds; in a
+request, also ISO 8601 dates or ``+FSD`` from now, users by name, groups
+by name or gid, resolved to their members when it is added; ``members``
+is not given in a request).  Further RPCs (limits) are entries of :data:`RPCS`.
 
 The forecast off the scheduling path
     :class:`Control` keeps a whole-queue forecast
@@ -62,7 +64,7 @@ from ..engine.forecast import (
 )
 from ..engine.reservations import Reservation, ReservationError, parse_duration, parse_spec, parse_time
 from ..ids import Hostlist
-from .reservestore import user_id
+from .reservestore import group_members, user_id
 from .wire import payload_error
 
 if TYPE_CHECKING:
@@ -229,7 +231,7 @@ def _refused(f: _Fields, exc: ReservationError) -> RpcError:
 
 def _reserve_add(c: Control, f: _Fields, now: float) -> Any:
     try:
-        spec = parse_spec(f.payload, now, user_id)  # reads (and checks) every field
+        spec = parse_spec(f.payload, now, user_id, group_members)  # reads (and checks) every field
     except ReservationError as exc:
         raise RpcError(errno.EPROTO, f"{f.topic}: {exc}") from None
     rs = c.engine.reservations

@@ -7,7 +7,9 @@ printed as a table (or as the response itself with ``--json``)::
     flux sched-py forecast [--limit N]        # like squeue --start; its age on stderr
     flux submit --dry-run -N2 -t 10m app | flux sched-py when -
     flux sched-py reserve add NAME (--ranks IDSET | --nodes N [--requires C])
-                              --start TIME (--end TIME | --duration FSD) [--users U1,U2]
+                              --start TIME (--end TIME | --duration FSD)
+                              [--users U1,U2 | --groups G1,G2] [--accounts A1,A2]
+                              [--flags MAINT,IGNORE_JOBS,FLEX]
     flux sched-py reserve list
     flux sched-py reserve update NAME (--end TIME | --duration FSD)
     flux sched-py reserve remove NAME
@@ -96,7 +98,25 @@ def build_parser(prog: str = "flux sched-py", with_uri: bool = False) -> Argumen
     a.add_argument("--requires", metavar="CONSTRAINT", help="with --nodes: as flux submit --requires (or RFC 31 JSON)")
     a.add_argument("--start", required=True, metavar="TIME", help="an ISO 8601 date, or +FSD from now")
     _end_options(a, required=True)
-    a.add_argument("--users", metavar="U1,U2", help="who may run jobs in it (default: the instance owner)")
+    who = a.add_mutually_exclusive_group()
+    who.add_argument(
+        "--users", metavar="U1,U2", help="who may run jobs in it (default, with no --groups or --accounts: the owner)"
+    )
+    who.add_argument(
+        "--groups", metavar="G1,G2", help="unix groups (names or gids) whose members may run jobs in it, as now"
+    )
+    a.add_argument(
+        "--accounts",
+        metavar="A1,A2",
+        help="banks (attributes.system.bank, flux-accounting's) whose jobs may run in it; "
+        "with --users or --groups, a job needs both",
+    )
+    a.add_argument(
+        "--flags",
+        metavar="F1,F2",
+        help="Slurm's reservation flags: MAINT (may overlap other reservations), "
+        "IGNORE_JOBS (may take nodes of running jobs), FLEX (its jobs may run before, after and outside it)",
+    )
     a.add_argument("--json", action="store_true", help="print the response as JSON")
     li = rsub.add_parser("list", help="the reservations")
     li.add_argument("--json", action="store_true", help="print the response as JSON")
@@ -159,8 +179,16 @@ def _reserve_payload(args: Any) -> dict[str, Any]:
         if args.requires and args.ranks is not None:
             raise CLIError("--requires: only with --nodes")
         payload["start"] = _time_arg("start", args.start)
-        if args.users:
-            payload["users"] = [u for u in args.users.split(",") if u]
+        for key in ("users", "groups", "accounts"):
+            if getattr(args, key):
+                payload[key] = [u for u in getattr(args, key).split(",") if u]
+        if args.flags:
+            from ..engine.reservations import ReservationError, parse_flags
+
+            try:
+                payload["flags"] = list(parse_flags(args.flags))
+            except ReservationError as exc:
+                raise CLIError(f"--{exc}") from None
     if args.action in ("add", "update"):
         if args.end is not None:
             payload["end"] = _time_arg("end", args.end)
@@ -170,12 +198,16 @@ def _reserve_payload(args: Any) -> dict[str, Any]:
 
 
 def _print_reservations(resp: dict[str, Any]) -> None:
-    rows = [("NAME", "STATE", "START", "END", "NNODES", "NODELIST", "RANKS", "USERS")]
+    rows = [("NAME", "STATE", "START", "END", "NNODES", "NODELIST", "RANKS", "FLAGS", "USERS")]
     for r in resp["reservations"]:
-        users = ",".join(_user(u) for u in r["users"]) or "(owner)"
+        who = [_user(u) for u in r["users"]] + [f"group:{g}" for g in r.get("groups", ())]
+        who += [f"bank:{a}" for a in r.get("accounts", ())]
+        users = ",".join(who) or "(owner)"
         state = "active" if r["active"] else "future"
         n = str(_count(r["ranks"]))
-        rows.append((r["name"], state, fmt_time(r["start"]), fmt_time(r["end"]), n, r["nodelist"], r["ranks"], users))
+        flags = ",".join(r.get("flags", ())) or "-"
+        start, end = fmt_time(r["start"]), fmt_time(r["end"])
+        rows.append((r["name"], state, start, end, n, r["nodelist"], r["ranks"], flags, users))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     for row in rows:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)) + "  " + row[-1])

@@ -36,19 +36,19 @@ reservations stay as they were.  No ``flux`` import:
 
 from __future__ import annotations
 
+import grp
 import json
 import pwd
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..engine.reservations import Reservation, ReservationError, parse_spec
-from ..ids import IdSet
 from .wire import LOG_INFO
 
 if TYPE_CHECKING:
     from .driver import Driver
 
-__all__ = ["load", "reload", "save", "store_key", "user_id"]
+__all__ = ["group_members", "load", "reload", "save", "store_key", "user_id"]
 
 
 def store_key(name: str) -> str:
@@ -61,6 +61,25 @@ def user_id(name: str) -> int:
     return pwd.getpwnam(name).pw_uid
 
 
+def group_members(group: str) -> tuple[str, tuple[int, ...]]:
+    """A unix group (a name, or a gid as digits): its name and its members'
+    uids, those it lists and those whose primary group it is, as they are
+    now (a reservation keeps them as resolved when it is added, as Slurm
+    does).  KeyError when there is no such group."""
+    try:
+        g = grp.getgrgid(int(group)) if group.isdigit() else grp.getgrnam(group)
+    except (OverflowError, ValueError):  # a gid out of range, a NUL in a name
+        raise KeyError(group) from None
+    uids = set()
+    for name in g.gr_mem:
+        try:
+            uids.add(pwd.getpwnam(name).pw_uid)
+        except KeyError:
+            continue  # a member with no passwd entry can submit no job
+    uids.update(p.pw_uid for p in pwd.getpwall() if p.pw_gid == g.gr_gid)
+    return g.gr_name, tuple(sorted(uids))
+
+
 def _stored(value: Any) -> tuple[list[Reservation], set[str]]:
     """The reservations of the KVS value, and the names the config declared."""
     if isinstance(value, bytes | bytearray | str):
@@ -71,8 +90,9 @@ def _stored(value: Any) -> tuple[list[Reservation], set[str]]:
         raise ValueError(f"expected a list, got {type(value).__name__}")
     out, declared = [], set()
     for x in value:
-        users = tuple(int(u) for u in x.get("users") or ())
-        out.append(Reservation(str(x["name"]), IdSet.parse(str(x["ranks"])), float(x["start"]), float(x["end"]), users))
+        if not isinstance(x, Mapping):
+            raise ValueError(f"expected an object, got {type(x).__name__}")
+        out.append(Reservation.from_dict(x))
         if x.get("config") is True:
             declared.add(out[-1].name)
     return out, declared
@@ -124,7 +144,7 @@ def load(driver: Driver, stored: Any, conf: Any, owner: int) -> None:
             declared.add(str(entry.get("name")))
             continue  # kept in the KVS: the latest state
         try:
-            rs.add(now=now, **parse_spec(entry, now, user_id))
+            rs.add(now=now, **parse_spec(entry, now, user_id, group_members))
             declared.add(str(entry.get("name")))
             added += 1
         except ReservationError as exc:
@@ -154,7 +174,7 @@ def reload(driver: Driver, conf: Any) -> list[str]:
         if not isinstance(entry, Mapping):
             raise ValueError(f"reservations: {where}: expected a table")
         try:
-            specs.append(parse_spec(entry, now, user_id))
+            specs.append(parse_spec(entry, now, user_id, group_members))
         except ReservationError as exc:
             raise ValueError(f"reservations: {where}: {exc}") from None
     try:

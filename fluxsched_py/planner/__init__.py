@@ -26,8 +26,8 @@ Example::
 """
 
 from .matchcache import MatchCache, lower_bounds
-from .placement import Placement, Slot
+from .placement import Placement, Slot, Window
 from .search import Planner
 from .timeline import PlannerError, Span
 
-__all__ = ["MatchCache", "Placement", "Planner", "PlannerError", "Slot", "Span", "lower_bounds"]
+__all__ = ["MatchCache", "Placement", "Planner", "PlannerError", "Slot", "Span", "Window", "lower_bounds"]

@@ -21,7 +21,12 @@ if TYPE_CHECKING:
     from ..resource import ResourceSet
     from ..resource.flatfree import Bits
 
-__all__ = ["Placement", "Slot"]
+__all__ = ["Placement", "Slot", "Window"]
+
+#: An advance reservation's window for one of its jobs: ``(start, end,
+#: bits, avoid)``, ``avoid`` the ``(start, end, bits)`` of the other windows
+#: the job keeps off (empty unless a ``MAINT`` window overlaps it).
+Window = tuple[float, float, int, tuple[tuple[float, float, int], ...]]
 
 
 @dataclass(frozen=True, slots=True)

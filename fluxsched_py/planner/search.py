@@ -49,7 +49,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..resource.flatfree import as_int
-from .placement import Placement, Slot
+from .placement import Placement, Slot, Window
 from .timeline import Span, Timeline
 
 if TYPE_CHECKING:
@@ -247,9 +247,13 @@ class Planner(Timeline):
         since: int = -1,
         own: int | None = None,
         aside: bool = False,
+        allow: str | None = None,
     ) -> Slot | None:
         """Like :meth:`earliest`, with the placement left as found (see
         :meth:`resolve`): the start time and the placement.
+
+        ``allow`` names a blocked window the request may use (a job of a
+        ``FLEX`` advance reservation: its own window does not keep it off).
 
         With ``before``, only start times earlier than it are tried (the
         caller already holds a place at ``before``).  With ``not_before``,
@@ -419,9 +423,9 @@ class Planner(Timeline):
                         busy |= used[j]
                 avail = pool ^ (pool & busy)  # and-not without a negative int
                 held = 0
-                if blocks and (held := self.blocked_during(t, end)):
+                if blocks and (held := self.blocked_during(t, end, allow)):
                     if self.held_by is None and avail & held and self._fits(request, policy, avail):
-                        self.held_by = self.held_names(t, end)  # a window, not the plan, holds it here
+                        self.held_by = self.held_names(t, end, allow)  # a window, not the plan, holds it here
                     avail &= ~held
                 known = not held
                 if avail and avail != last_failed:
@@ -591,32 +595,39 @@ class Planner(Timeline):
         now: float,
         duration: float,
         policy: str,
-        window: tuple[float, float, int],
+        window: Window,
         before: float = math.inf,
         not_before: float = -math.inf,
     ) -> Slot | None:
         """The earliest start of ``request`` inside ``window`` ``(start, end,
-        bits)``, an advance reservation's, for one of its own jobs: on its
-        bits only, from its start on, ending by its end (``duration``
-        ``math.inf``: until its end).  Availability is the plan's (the
-        running jobs and the reservations of pending jobs); the window's own
-        block does not count.  None when it fits nowhere before ``before``."""
+        bits, avoid)``, an advance reservation's, for one of its own jobs: on
+        its bits only, from its start on, ending by its end (``duration``
+        ``math.inf``: until its end), off the ``(start, end, bits)`` of
+        ``avoid`` (the other windows that overlap it, a ``MAINT`` one's).
+        Availability is the plan's (the running jobs and the reservations of
+        pending jobs); the window's own block does not count.  None when it
+        fits nowhere before ``before``."""
         if not duration or duration <= 0:
             duration = math.inf
         self._counted = None
         self.set_now(now)
-        w0, w1, bits = window
+        w0, w1, bits, avoid = window
         start = max(now, not_before, w0)
         stop = min(before, w1)
         if start >= stop:
             return None
         times = self._times
         cands = [start] + times[bisect.bisect_right(times, start) : bisect.bisect_left(times, stop)]
+        if avoid:  # where another window ends, what it held comes back
+            cands = sorted({*cands, *(b for _, b, _ in avoid if start < b < stop)})
         for t in cands:
             end = w1 if duration == math.inf else t + duration
             if end > w1:
                 return None
             avail = self.available_bits(t, end) & bits
+            for a, b, held in avoid:
+                if a < end and b > t:
+                    avail &= ~held
             if (
                 avail
                 and (found := self.match_bits(request, avail, policy)) is not None

@@ -609,9 +609,9 @@ class Timeline:
                 out |= bits
         return out
 
-    def held_names(self, t0: float, t1: float) -> list[str]:
-        """The names of the windows that overlap ``[t0, t1)``."""
-        return [name for name, (a, b, _) in self._blocks.items() if a < t1 and b > t0]
+    def held_names(self, t0: float, t1: float, allow: str | None = None) -> list[str]:
+        """The names of the windows that overlap ``[t0, t1)`` (but ``allow``)."""
+        return [name for name, (a, b, _) in self._blocks.items() if a < t1 and b > t0 and name != allow]
 
     def _block_ends(self, t0: float, t1: float) -> list[float]:
         """The ends of windows in ``(t0, t1)``: where availability may grow."""

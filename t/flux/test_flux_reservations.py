@@ -131,7 +131,17 @@ def test_the_list_survives_a_module_reload(inst):
         (r["name"], r["ranks"], r["start"], r["end"]) for r in before
     ]
     text = inst.run("sched-py", "reserve", "list")
-    assert text.splitlines()[0].split() == ["NAME", "STATE", "START", "END", "NNODES", "NODELIST", "RANKS", "USERS"]
+    assert text.splitlines()[0].split() == [
+        "NAME",
+        "STATE",
+        "START",
+        "END",
+        "NNODES",
+        "NODELIST",
+        "RANKS",
+        "FLAGS",
+        "USERS",
+    ]
     inst.run("sched-py", "reserve", "remove", "later")
     assert "later" not in inst.run("sched-py", "reserve", "list")
 
@@ -217,3 +227,34 @@ def test_config_reload_applies_the_declared_reservations_and_keeps_rpc_ones(tmp_
         conf.write_text("")
         i.run("config", "reload")
         assert names() == [("mine", "0")]
+
+
+def test_flags_are_given_with_flags_and_shown_by_list(inst):
+    out = inst.run(
+        "sched-py",
+        "reserve",
+        "add",
+        "fl",
+        "--ranks",
+        "2",
+        "--start",
+        "+4h",
+        "--duration",
+        "1h",
+        "--flags",
+        "maint,ignore_jobs",
+    )
+    assert out.startswith("added reservation fl: ")
+    (r,) = [
+        x for x in json.loads(inst.run("sched-py", "reserve", "list", "--json"))["reservations"] if x["name"] == "fl"
+    ]
+    assert r["flags"] == ["IGNORE_JOBS", "MAINT"]
+    (row,) = [line.split() for line in inst.run("sched-py", "reserve", "list").splitlines() if line.startswith("fl ")]
+    assert row[-2] == "IGNORE_JOBS,MAINT"  # FLAGS, then USERS
+    inst.run("sched-py", "reserve", "remove", "fl")
+    p = inst.try_run(
+        "sched-py", "reserve", "add", "y", "--ranks", "0", "--start", "+4h", "--duration", "1h", "--flags", "OVERLAP"
+    )
+    assert p.returncode == 1 and p.stderr == (
+        "flux sched-py: --flags: 'OVERLAP' is not a flag this scheduler implements (FLEX, IGNORE_JOBS, MAINT)\n"
+    )
