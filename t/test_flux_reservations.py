@@ -18,7 +18,7 @@ from fluxsched_py.flux import reservestore
 from fluxsched_py.flux.control import ROLE_OWNER, ROLE_USER
 
 from .test_flux_control import ask
-from .test_flux_driver import alloc, jobspec, make
+from .test_flux_driver import alloc, jobspec, make, replies
 
 MAINT = {"name": "maint", "ranks": "1", "start": "+1m", "duration": "10m", "users": [7]}
 STORED = {"name": "maint", "ranks": "1", "start": 1060.0, "end": 1660.0, "users": [7]}
@@ -285,3 +285,45 @@ def test_a_bad_flag_is_named_and_busy_ranks_are_refused_without_ignore_jobs(dt):
         == "sched-py.reserve-add: ranks: ranks 1 have running jobs past its start (flag IGNORE_JOBS takes them anyway)"
     )
     assert ask(d, t, "reserve-add", {**MAINT, "flags": ["IGNORE_JOBS"]})["flags"] == ["IGNORE_JOBS"]
+
+
+# -- groups and accounts ------------------------------------------------------------
+
+
+def test_groups_are_resolved_with_the_system_when_added_and_accounts_kept(dt):
+    import grp
+    import pwd
+
+    d, t = dt
+    me = pwd.getpwuid(os.getuid())
+    mine = grp.getgrgid(me.pw_gid).gr_name  # my primary group: I am among its members
+    got = ask(d, t, "reserve-add", {**MAINT, "users": [], "groups": [mine], "accounts": "physics,chem"})
+    assert got["groups"] == [mine] and os.getuid() in got["members"]
+    assert (got["users"], got["accounts"]) == ([], ["chem", "physics"])
+    assert t.kvs["sched-py.reservations"][0]["members"] == got["members"]
+    by_gid = ask(d, t, "reserve-add", {**MAINT, "name": "g2", "ranks": "0", "users": [], "groups": [str(me.pw_gid)]})
+    assert by_gid["groups"] == [mine]
+    num, text = ask(
+        d, t, "reserve-add", {**MAINT, "name": "x", "ranks": "0", "users": [], "groups": ["no-such-group-x"]}
+    )
+    assert num == errno.EPROTO and text == "sched-py.reserve-add: groups: no such group: 'no-such-group-x'"
+    num, text = ask(d, t, "reserve-add", {**MAINT, "name": "x", "ranks": "0", "groups": [mine]})  # users [7] too
+    assert num == errno.EPROTO and text == "sched-py.reserve-add: groups: give users or groups, not both (as Slurm)"
+
+
+def test_a_job_with_a_bank_of_the_accounts_may_use_it():
+    d, t = make(["queue-policy=easy"])
+    reservestore.load(d, None, config({**DECLARED, "users": [], "accounts": ["physics"]}), owner=0)
+    assert ask(d, t, "reserve-list", {})["reservations"][0]["accounts"] == ["physics"]
+    for jobid, bank in ((5, "physics"), (6, "chem"), (7, None)):
+        spec = jobspec(ncores=4, nnodes=1, duration=60)
+        spec["attributes"]["system"]["reservation"] = "maint"
+        if bank:
+            spec["attributes"]["system"]["bank"] = bank
+        alloc(d, t, jobid, spec)
+    assert d.engine.job(5).state.value == "pending"
+    denies = {m: r["note"] for m in ("alloc-5", "alloc-6", "alloc-7") for r in replies(t, m) if r["type"] == 2}
+    assert denies == {
+        "alloc-6": "unsatisfiable request: reservation maint: bank chem may not use it",
+        "alloc-7": "unsatisfiable request: reservation maint: a job of no bank may not use it",
+    }

@@ -201,3 +201,50 @@ def test_the_file_takes_slurms_flags():
     )
     assert {x.job.id: x.start for x in r.records} == {1: 300.0, 2: 0.0, 3: None}
     assert r.records[2].state == "REJECTED" and r.records[2].note == "reservation maint ended or was removed"
+
+
+ACCESS = {
+    "nb_res": 4,
+    "jobs": [
+        {"id": 1, "subtime": 10, "walltime": 50, "res": 2, "profile": "p50", "user": 8, "reservation": "ops"},
+        {"id": 2, "subtime": 10, "walltime": 50, "res": 1, "profile": "p50", "user": 7, "reservation": "ops"},
+        {"id": 3, "subtime": 10, "walltime": 50, "res": 2, "profile": "p50", "user": 1, "reservation": "acct"},
+        {"id": 4, "subtime": 10, "walltime": 50, "res": 1, "profile": "p50", "user": 1, "reservation": "acct"},
+    ],
+    "profiles": {"p50": {"type": "delay", "delay": 50}},
+}
+ACCESS["jobs"][2]["bank"] = "physics"
+ACCESS["jobs"][3]["bank"] = "chem"
+ACCESS_FILE = """groups: {ops: [8, 9]}
+reservations:
+  - {name: ops, ranks: '2-3', start: 100, end: 200, groups: [ops]}
+  - {name: acct, ranks: '0-1', start: 100, end: 200, accounts: [physics]}
+"""
+
+
+def test_the_file_gives_groups_and_accounts(tmp_path, capsys):
+    """User 8 is in the file's group ``ops``: its job starts at 100 on 2-3,
+    user 7's is denied; the job of bank physics starts at 100 on 0-1, the
+    one of bank chem is denied."""
+    wl, resv, out = tmp_path / "w.json", tmp_path / "r.yaml", tmp_path / "out"
+    wl.write_text(json.dumps(ACCESS))
+    resv.write_text(ACCESS_FILE)
+    argv = [str(wl), "--queue-policy", "easy", "--policy", "low", "--reservations", str(resv), "--output-dir", str(out)]
+    assert replay_cli.main([*argv, "--json"]) == 0
+    capsys.readouterr()
+    rows = [line.split(",") for line in (out / "jobs.csv").read_text().splitlines()]
+    starts = {r[0]: r[8] for r in rows[1:]}
+    assert starts == {"1": "100", "2": "", "3": "100", "4": ""}
+
+
+def test_a_group_the_file_does_not_give_is_one_error(tmp_path, capsys):
+    wl, resv = tmp_path / "w.json", tmp_path / "r.yaml"
+    wl.write_text(json.dumps(ACCESS))
+    resv.write_text(ACCESS_FILE.replace("groups: [ops]", "groups: [wheel]"))
+    assert replay_cli.main([str(wl), "--reservations", str(resv)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"fluxsched-py replay: {resv}: reservations[0].groups: no such group: 'wheel'"]
+    resv.write_text("groups: {ops: [x]}\nreservations: []\n")
+    assert replay_cli.main([str(wl), "--reservations", str(resv)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"fluxsched-py replay: {resv}: reservations.groups.ops: expected a list of uids, got ['x']"]

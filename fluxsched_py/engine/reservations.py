@@ -58,15 +58,18 @@ if TYPE_CHECKING:
 __all__ = [
     "FLAGS",
     "Calendar",
+    "GroupResolver",
     "Reservation",
     "ReservationError",
     "Reservations",
     "add_entries",
+    "job_bank",
     "on_clock",
     "parse_duration",
     "parse_spec",
     "parse_time",
     "read_entries",
+    "read_groups",
 ]
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
@@ -755,23 +758,56 @@ def job_bank(request: Request) -> str | None:
     return bank if isinstance(bank, str) and bank else None
 
 
-def read_entries(text: str, source: str) -> list[Mapping[str, Any]]:
-    """The entries of a reservations file (YAML or JSON): a list of
-    :func:`parse_spec` mappings, or ``{reservations: [...]}``.  Raises
-    :class:`ReservationError` (field ``source``) when it is neither."""
+def _document(text: str, source: str) -> Any:
     import yaml
 
     try:
-        doc = yaml.safe_load(text)
+        return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ReservationError(source, f"not YAML or JSON: {str(exc).splitlines()[0]}") from None
-    if isinstance(doc, Mapping) and set(doc) == {"reservations"}:
+
+
+def read_entries(text: str, source: str) -> list[Mapping[str, Any]]:
+    """The entries of a reservations file (YAML or JSON): a list of
+    :func:`parse_spec` mappings, or ``{reservations: [...], groups?}``.
+    Raises :class:`ReservationError` (field ``source``) when it is neither."""
+    doc = _document(text, source)
+    if isinstance(doc, Mapping) and "reservations" in doc and set(doc) <= {"reservations", "groups"}:
         doc = doc["reservations"]
     if doc is None:
         return []
     if not isinstance(doc, list) or not all(isinstance(x, Mapping) for x in doc):
         raise ReservationError(source, "expected a list of reservations, or {reservations: [...]}")
     return doc
+
+
+def read_groups(text: str, source: str) -> GroupResolver:
+    """The groups of a reservations file, for the replay, which has no
+    system to ask: its ``groups`` table, ``{NAME or GID: [uid, ...]}``
+    (none: no group is known).  The resolver answers for the table's keys
+    only.  Raises :class:`ReservationError` (``source.groups``) for a
+    malformed table."""
+    doc = _document(text, source)
+    table = doc.get("groups") if isinstance(doc, Mapping) else None
+    where = f"{source}.groups"
+    if table is None:
+        table = {}
+    if not isinstance(table, Mapping):
+        raise ReservationError(where, "expected a table {group: [uid, ...]}")
+    known: dict[str, tuple[str, tuple[int, ...]]] = {}
+    for key, uids in table.items():
+        if isinstance(key, bool) or not isinstance(key, str | int) or key == "":
+            raise ReservationError(where, f"expected a group name or gid, got {key!r:.40}")
+        if not isinstance(uids, list) or not all(
+            isinstance(u, int) and not isinstance(u, bool) and u >= 0 for u in uids
+        ):
+            raise ReservationError(f"{where}.{key}", f"expected a list of uids, got {uids!r:.40}")
+        known[str(key)] = (str(key), tuple(sorted(set(uids))))
+
+    def resolve(group: str) -> tuple[str, tuple[int, ...]]:
+        return known[group]
+
+    return resolve
 
 
 def on_clock(entries: Sequence[Mapping[str, Any]], calendar: Calendar, where: str = "reservations") -> list[Any]:
@@ -802,13 +838,14 @@ def add_entries(
     now: float,
     user_id: Callable[[str], int] | None = None,
     where: str = "reservations",
+    group: GroupResolver | None = None,
 ) -> list[Reservation]:
     """Add every entry (:func:`parse_spec`), in order; the first bad one
     raises :class:`ReservationError` with its place (``where[i]: field``)."""
     out = []
     for i, entry in enumerate(entries):
         try:
-            out.append(reservations.add(now=now, **parse_spec(entry, now, user_id)))
+            out.append(reservations.add(now=now, **parse_spec(entry, now, user_id, group)))
         except ReservationError as exc:
             raise ReservationError(f"{where}[{i}].{exc.field}", exc.reason) from None
     return out

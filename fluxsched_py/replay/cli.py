@@ -24,7 +24,15 @@ from ..cliutil import ArgumentParser, CLIError, UsageError, boundary, bounded_in
 from ..engine import Engine, EngineError
 from ..engine.config import ConfigError, read_config
 from ..engine.options import OPTIONS, add_flags, from_flags
-from ..engine.reservations import Calendar, ReservationError, add_entries, on_clock, read_entries
+from ..engine.reservations import (
+    Calendar,
+    GroupResolver,
+    ReservationError,
+    add_entries,
+    on_clock,
+    read_entries,
+    read_groups,
+)
 from ..engine.runlimits import RunLimits
 from ..inputs import read_text
 from ..limits import MAX_JOBS, MAX_NODES, MAX_PER_NODE
@@ -170,7 +178,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument(
         "--reservations",
         metavar="FILE",
-        help="advance reservations (YAML or JSON list of {name, ranks|nodes, start, end|duration, users}; "
+        help="advance reservations (YAML or JSON list of {name, ranks|nodes, start, end|duration, users|groups, "
+        "accounts, flags}, or {reservations: [...], groups: {NAME: [uid, ...]}}; "
         "times in seconds of the replay's clock, +FSD from its start, or ISO 8601 dates placed by the SWF "
         "header's UnixStartTime, in its TimeZoneString or UTC): see docs/rfcs/reservations.md",
     )
@@ -309,21 +318,25 @@ def _calendar(workload: Workload, source: str | None) -> Calendar:
     return Calendar(None, missing=f"{what} has {has}")
 
 
-def _reservations(path: str, make_graph: Callable[[], Any], calendar: Calendar) -> list[Any]:
+def _reservations(
+    path: str, make_graph: Callable[[], Any], calendar: Calendar
+) -> tuple[list[Any], GroupResolver | None]:
     """The entries of ``--reservations FILE``, their dates on the replay's
-    clock, each checked by adding it to an engine on the machine."""
+    clock, each checked by adding it to an engine on the machine, and the
+    file's groups."""
     try:
         text = read_text(path)
     except OSError as exc:
         raise CLIError(f"{path}: cannot read: {exc.strerror or exc}") from None
     try:
         entries = on_clock(read_entries(text, "reservations"), calendar)
-        add_entries(Engine(make_graph()).reservations, entries, 0.0)
+        groups = read_groups(text, "reservations")
+        add_entries(Engine(make_graph()).reservations, entries, 0.0, group=groups)
     except ReservationError as exc:
         raise CLIError(f"{path}: {exc}") from None
     except (PlatformError, ResourceError) as exc:
         raise CLIError(str(exc)) from None
-    return entries
+    return entries, groups
 
 
 def _plain_progress(policy: str, err: Any) -> Callable[[int, int], None]:
@@ -364,10 +377,10 @@ def main(argv: list[str] | None = None) -> int:
         raise CLIError(str(exc)) from None
     for note in workload.notes:
         print(f"{PROG}: note: {note}", file=sys.stderr)
+    reservations: list[Any] = []
+    groups = None
     if args.reservations:
-        reservations = _reservations(args.reservations, make_graph, _calendar(workload, args.workload))
-    else:
-        reservations = []
+        reservations, groups = _reservations(args.reservations, make_graph, _calendar(workload, args.workload))
     saving = next((o.power_save for o in opts if o.power_save != "off"), None)
     if saving and not args.platform:
         raise UsageError(f"--power-save {saving} needs a power model per node: give --platform with an energy platform")
@@ -417,6 +430,7 @@ def main(argv: list[str] | None = None) -> int:
                     forecast=args.forecast,
                     duplicate_runtime=args.duplicate_runtime,
                     reservations=reservations,
+                    groups=groups,
                     power=power,
                 )
         else:
@@ -430,6 +444,7 @@ def main(argv: list[str] | None = None) -> int:
                 forecast=args.forecast,
                 duplicate_runtime=args.duplicate_runtime,
                 reservations=reservations,
+                groups=groups,
                 power=power,
             )
         results.append(result)

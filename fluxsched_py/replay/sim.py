@@ -28,7 +28,7 @@ from ..engine.duplicates import CancelCopy, Duplicate
 from ..engine.forecast import FORECAST_LIMIT
 from ..engine.forecast import forecast as plan_forecast
 from ..engine.power import PowerOff, PowerOn
-from ..engine.reservations import add_entries
+from ..engine.reservations import GroupResolver, add_entries
 from ..engine.runlimits import RunLimits
 from ..ids import IdSet
 from ..power import PowerModel
@@ -175,6 +175,7 @@ def replay(
     duplicate_runtime: str = "same",
     reservations: Sequence[Mapping[str, Any]] = (),
     power: Sequence[PowerModel] | None = None,
+    groups: GroupResolver | None = None,
 ) -> ReplayResult:
     """Replay ``workload`` on ``graph`` (which it allocates from) and return the records.
 
@@ -185,8 +186,9 @@ def replay(
     does, and its record keeps its last run.  ``limits`` are the run limits
     (:mod:`fluxsched_py.engine.runlimits`; ``replay --config``).
     ``reservations`` are advance reservations (``--reservations FILE``
-    entries, times on the replay's clock), added before the first job; a
-    bad one raises ReservationError.
+    entries, times on the replay's clock), added before the first job, their
+    ``groups`` resolved by ``groups`` (the file's table); a bad one raises
+    ReservationError.
 
     With ``forecast``, each job's first forecast is recorded
     (``JobRecord.first_forecast``): at the first pass after its submission,
@@ -227,7 +229,7 @@ def replay(
         limits=limits,
         **extra,
     )
-    add_entries(engine.reservations, reservations, 0.0)
+    add_entries(engine.reservations, reservations, 0.0, group=groups)
     jobs = sorted(workload.jobs, key=lambda j: (j.submit, j.id))
     records = {j.id: JobRecord(j) for j in jobs}
     if len(records) != len(jobs):

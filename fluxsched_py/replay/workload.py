@@ -371,10 +371,17 @@ def read_batsim(text: str | dict, name: str = "workload", source: str = "<batsim
             if not isinstance(resv, str) or not resv:
                 raise WorkloadError(f"{where}: reservation must be a name, got {str(resv)[:40]!r}")
             request = dataclasses.replace(request, reservation=resv)
+        attributes: dict[str, Any] = {}
         if "checkpoint" in j:  # checkpoints on its preemption notice (docs/rfcs/preemption.md)
             if j["checkpoint"] != "signal":
                 raise WorkloadError(f"{where}: checkpoint must be 'signal', got {str(j['checkpoint'])[:40]!r}")
-            request = dataclasses.replace(request, attributes={"user": {"checkpoint": "signal"}})
+            attributes["user"] = {"checkpoint": "signal"}
+        if (bank := j.get("bank")) is not None:  # the bank it is charged to, as attributes.system.bank
+            if not isinstance(bank, str) or not bank:
+                raise WorkloadError(f"{where}: bank must be a name, got {str(bank)[:40]!r}")
+            attributes["system"] = {"bank": bank}
+        if attributes:
+            request = dataclasses.replace(request, attributes=attributes)
         number = _job_number(raw_id, i)
         if number in seen:
             number = top + 1  # max(seen) here made many colliding ids quadratic

@@ -258,3 +258,71 @@ def test_flags_are_given_with_flags_and_shown_by_list(inst):
     assert p.returncode == 1 and p.stderr == (
         "flux sched-py: --flags: 'OVERLAP' is not a flag this scheduler implements (FLEX, IGNORE_JOBS, MAINT)\n"
     )
+
+
+def test_groups_and_accounts_are_given_on_the_command_line(inst):
+    import grp
+    import os
+    import pwd
+
+    mine = grp.getgrgid(pwd.getpwuid(os.getuid()).pw_gid).gr_name
+    add = ["sched-py", "reserve", "add", "ga", "--ranks", "1", "--start", "+5h", "--duration", "1h"]
+    inst.run(*add, "--groups", mine, "--accounts", "physics")
+    (r,) = [
+        x for x in json.loads(inst.run("sched-py", "reserve", "list", "--json"))["reservations"] if x["name"] == "ga"
+    ]
+    assert (r["groups"], r["accounts"], r["users"]) == ([mine], ["physics"], []) and os.getuid() in r["members"]
+    (row,) = [line.split() for line in inst.run("sched-py", "reserve", "list").splitlines() if line.startswith("ga ")]
+    assert row[-1] == f"group:{mine},bank:physics"
+    inst.run("sched-py", "reserve", "remove", "ga")
+    p = inst.try_run(*add, "--groups", "no-such-group-x")
+    assert (
+        p.returncode == 1
+        and p.stderr == "flux sched-py: sched-py.reserve-add: groups: no such group: 'no-such-group-x'\n"
+    )
+    p = inst.try_run(*add, "--groups", mine, "--users", "root")
+    assert p.returncode == 2 and "not allowed with argument" in p.stderr
+
+
+def test_a_job_charged_to_a_bank_of_the_accounts_runs_in_the_window(inst):
+    """The bank is the job's ``attributes.system.bank`` (``--setattr``, as
+    flux-accounting's plugin sets it): a job of another bank is denied.
+    The other tests' jobs are cancelled first: its node must be free (no
+    IGNORE_JOBS)."""
+    inst.run("cancel", "--all", "--user=all")
+    deadline = time.time() + 30
+    while inst.run("jobs", "-A", "-n", "-o", "{id}").strip() and time.time() < deadline:
+        time.sleep(0.2)
+    inst.run(
+        "sched-py",
+        "reserve",
+        "add",
+        "acct",
+        "--nodes",
+        "1",
+        "--start",
+        "+2s",
+        "--duration",
+        "1m",
+        "--accounts",
+        "physics",
+    )
+    bad = inst.submit("-N1", "-t", "10s", "--setattr=system.reservation=acct", "--setattr=system.bank=chem", "true")
+    inst.wait_event(bad, "clean")
+    (exc,) = [e for e in inst.eventlog(bad) if e["name"] == "exception"]
+    assert exc["context"]["note"].endswith("reservation acct: bank chem may not use it")
+    good = inst.submit(
+        "-N1",
+        "-t",
+        "10s",
+        "--setattr=system.reservation=acct",
+        "--setattr=system.bank=physics",
+        "--setattr=system.exec.test.run_duration=1s",
+        "true",
+    )
+    inst.wait_event(good, "alloc", timeout=30)
+    listed = json.loads(inst.run("sched-py", "reserve", "list", "--json"))["reservations"]
+    (acct,) = [x for x in listed if x["name"] == "acct"]
+    assert nodelist(inst, good) == acct["nodelist"]
+    inst.wait_event(good, "clean", timeout=30)
+    inst.run("sched-py", "reserve", "remove", "acct")
