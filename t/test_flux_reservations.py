@@ -327,3 +327,10 @@ def test_a_job_with_a_bank_of_the_accounts_may_use_it():
         "alloc-6": "unsatisfiable request: reservation maint: bank chem may not use it",
         "alloc-7": "unsatisfiable request: reservation maint: a job of no bank may not use it",
     }
+
+
+def test_a_kvs_value_from_before_the_flags_loads_with_none():
+    d, t = make(["queue-policy=easy"])
+    old = [{"name": "maint", "ranks": "1", "start": 1060.0, "end": 1660.0, "users": [7]}]
+    reservestore.load(d, old, {}, owner=0)
+    assert ask(d, t, "reserve-list", {})["reservations"] == [ROW]

@@ -395,14 +395,18 @@ class Reservations:
         requires: Any = None,
         users: Sequence[int] = (),
         now: float,
-        **access: Any,
+        flags: Sequence[str] = (),
+        accounts: Sequence[str] = (),
+        groups: Sequence[str] = (),
+        members: Sequence[int] = (),
     ) -> Reservation:
         """Add a reservation; raise :class:`ReservationError` (the field and
         why) when it is malformed, ended, meets another on a rank, or (without
-        ``IGNORE_JOBS``) a running job.  ``access``: ``flags``, ``accounts``,
-        ``groups`` and ``members``, as :class:`Reservation` holds them."""
+        ``IGNORE_JOBS``) a running job.  ``flags``, ``accounts``, ``groups``
+        and ``members`` as :class:`Reservation` holds them."""
         if name in self._by_name:
             raise ReservationError("name", f"reservation {name} exists")
+        access = {"flags": flags, "accounts": accounts, "groups": groups, "members": members}
         r = self._make(name, start, end, ranks=ranks, nodes=nodes, requires=requires, users=users, now=now, **access)
         self._by_name[name] = r
         self._changed()
