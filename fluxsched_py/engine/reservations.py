@@ -10,7 +10,9 @@ them (docs/rfcs/reservations.md):
   (those free over the window in the current plan first, then those free
   when it opens, then any up node) and stay fixed from then on.
 - Two reservations may not share a rank over overlapping times: the second
-  is refused, as Slurm refuses it without ``OVERLAP``.
+  is refused, as Slurm refuses it without ``OVERLAP``, unless one of them
+  has Slurm's flag ``MAINT``; nor may one take a rank whose running job
+  runs past its start, unless it has ``IGNORE_JOBS`` (:data:`FLAGS`).
 - Jobs that do not name it are planned around it: the planner holds the
   window as a blocked mask (:meth:`Timeline.block
   <fluxsched_py.planner.timeline.Timeline.block>`), so nothing is started
@@ -18,9 +20,12 @@ them (docs/rfcs/reservations.md):
   the forecast come from the same plan.  A job already running there when
   it is added is not touched: its ranks join the window when it ends.
 - A job with ``attributes.system.reservation=NAME`` runs only inside the
-  window, on its ranks, and only for its users (none named: only the
+  window, on its ranks, and only when Slurm's access fields given admit
+  it: its user among the users or the groups' members, and its bank
+  (``attributes.system.bank``) among the accounts (none given: only the
   instance owner); its walltime must end by the window's end (no walltime:
-  it is killed at the end).  A job naming a reservation that does not
+  it is killed at the end).  With ``FLEX`` it is planned as any job that
+  may also use the window.  A job naming a reservation that does not
   exist, or that it may not use, is denied at alloc (Slurm rejects it at
   submit); one whose reservation is removed or ends while it waits is
   denied then.
