@@ -139,6 +139,11 @@ def run_cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
         ("{a: [\n", "reservations: not YAML or JSON"),
         ("- {name: m, ranks: x, start: 0, end: 5}\n", "reservations[0].ranks"),
         ("- {name: m, nodes: 2, start: +1h, duration: 1h, users: [3.5]}\n", "reservations[0].users"),
+        (
+            "- {name: m, ranks: 0-3, start: '2026-12-01T08:00:00', duration: 1h}\n",
+            "reservations[0].start: '2026-12-01T08:00:00': an absolute date needs a start date, and a Batsim workload",
+        ),
+        ("- {name: m, ranks: 0-3, start: 0, duration: 1h, flags: [OVERLAP]}\n", "reservations[0].flags: 'OVERLAP'"),
     ],
 )
 def test_a_malformed_reservations_file_is_one_line_and_exit_1_before_listening(tmp_path, text, words):

@@ -44,7 +44,7 @@ from ..cliutil import open_output as _open_output
 from ..engine import EngineError, EngineOptions
 from ..engine.config import ConfigError, SiteConfig, read_config
 from ..engine.options import add_flags, from_flags
-from ..engine.reservations import ReservationError, parse_spec, read_entries
+from ..engine.reservations import Calendar, ReservationError, on_clock, parse_spec, read_entries
 from ..engine.runlimits import RunLimits
 from ..errors import FluxschedError
 from ..ids import user_id
@@ -508,7 +508,8 @@ def _config(path: str) -> SiteConfig:
 def _reservations(path: str) -> list[dict]:
     """``--reservations FILE``: the replay's loader; every entry's fields are
     checked now (:func:`~fluxsched_py.engine.reservations.parse_spec`), its
-    ranks against the platform when Batsim sends it."""
+    ranks against the platform when Batsim sends it.  A Batsim workload has
+    no start date, so an ISO 8601 date is one error, as in the replay."""
     try:
         text = read_text(path)
     except OSError as exc:
@@ -516,7 +517,8 @@ def _reservations(path: str) -> list[dict]:
     except UnicodeDecodeError as exc:
         raise CLIError(f"{path}: not UTF-8 text: {exc.reason}") from None
     try:
-        entries = read_entries(text, "reservations")
+        missing = "a Batsim workload has no start date (only an SWF header's UnixStartTime gives one)"
+        entries = on_clock(read_entries(text, "reservations"), Calendar(None, missing=missing))
         for i, entry in enumerate(entries):
             try:
                 parse_spec(entry, 0.0, user_id)
