@@ -147,12 +147,20 @@ def run_cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     ],
 )
 def test_a_malformed_reservations_file_is_one_line_and_exit_1_before_listening(tmp_path, text, words):
-    f = tmp_path / "resv.yaml"
+    f, line = _refused(tmp_path, "--reservations", "resv.yaml", text)
+    assert line.startswith(f"fluxsched-py batsim: {f}: ") and words in line, line
+
+
+def _refused(tmp_path, flag: str, name: str, text: str):
+    """``flag`` with a file ``name`` of ``text``: the file and the one line the run ends with, status 1,
+    before it listens."""
+    f = tmp_path / name
     f.write_text(text)
-    p = run_cli(tmp_path, "--reservations", str(f))
+    p = run_cli(tmp_path, flag, str(f))
     (line,) = p.stderr.splitlines()
-    assert p.returncode == 1 and line.startswith(f"fluxsched-py batsim: {f}: ") and words in line, p.stderr
+    assert p.returncode == 1, p.stderr
     assert not (tmp_path / "s").exists()
+    return f, line
 
 
 def test_a_reservation_the_platform_cannot_hold_ends_the_run_with_one_line(tmp_path):
@@ -236,12 +244,8 @@ def test_flags_win_over_the_file():
     ],
 )
 def test_a_bad_config_is_one_line_and_exit_1_before_listening(tmp_path, text, words):
-    f = tmp_path / "flux.toml"
-    f.write_text(text)
-    p = run_cli(tmp_path, "--config", str(f))
-    (line,) = p.stderr.splitlines()
-    assert p.returncode == 1 and line.startswith(f"fluxsched-py batsim: --config {f}: ") and words in line, p.stderr
-    assert not (tmp_path / "s").exists()
+    f, line = _refused(tmp_path, "--config", "flux.toml", text)
+    assert line.startswith(f"fluxsched-py batsim: --config {f}: ") and words in line, line
 
 
 # -- users ---------------------------------------------------------------------------
