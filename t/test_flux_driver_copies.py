@@ -19,7 +19,7 @@ from __future__ import annotations
 import copy
 
 from fluxsched_py.flux.driver import LOG_ERR, Driver, f58
-from fluxsched_py.flux.wire import copy_jobspec
+from fluxsched_py.flux.wire import copy_jobspec, requeued_jobspec
 
 from .flux_replay import feed, load, new_replay
 from .recording_transport import RecordingTransport
@@ -243,3 +243,18 @@ def test_copy_jobspec_keeps_the_original_and_adds_the_environment():
     assert system["environment"] == {"PATH": "/usr/bin"}
     assert {k: v for k, v in system.items() if k not in ("duplicate-of", "environment")} == spec["attributes"]["system"]
     assert out["attributes"]["user"] == {"campaign": "c"} and out["tasks"] == spec["tasks"]
+
+
+def test_requeued_jobspec_names_the_first_job_and_adds_the_environment():
+    """A preempted checkpointing job is submitted again as a copy is: with its
+    environment from J (the job-manager's jobspec has none), and
+    ``requeued-from`` naming the first job even when it was a requeue itself."""
+    spec = GETATTR["jobspec"]
+    before = copy.deepcopy(spec)
+    out = requeued_jobspec(spec, LONG, {"PATH": "/usr/bin"})
+    assert spec == before
+    assert out["attributes"]["user"] == {"campaign": "c", "requeued-from": LONG}
+    assert out["attributes"]["system"]["environment"] == {"PATH": "/usr/bin"}
+    assert "duplicate-of" not in out["attributes"]["system"]
+    again = requeued_jobspec(out, 99, {"PATH": "/bin"})
+    assert again["attributes"]["user"]["requeued-from"] == LONG

@@ -49,7 +49,7 @@ from .driver import LOG_ERR, LOG_INFO, Driver, bad_payload, kvs_key
 from .gcpace import GcPacer
 from .powerctl import config_power
 from .siteconf import config_limits, config_options
-from .wire import copy_jobspec, split_binding_args
+from .wire import copy_jobspec, requeued_jobspec, split_binding_args
 
 
 def _f58(jobid: int) -> str:
@@ -267,39 +267,38 @@ class FluxBinding:
         f.then(cont)
 
     def requeue(self, jobid: int) -> None:
-        """Submit preempted checkpointing job ``jobid`` again: its jobspec
-        (``job-manager.getattr``), with ``attributes.user.requeued-from`` the
-        first job's id, through ``job-ingest.submit`` as the instance owner
-        (flux-core has no requeue; docs/rfcs/preemption.md says what that limits)."""
-        f = self.h.rpc("job-manager.getattr", {"id": jobid, "attrs": ["jobspec"]})
+        """Submit preempted checkpointing job ``jobid`` again, with
+        ``attributes.user.requeued-from`` the first job's id and its
+        environment (:func:`~.wire.requeued_jobspec`), through
+        ``job-ingest.submit`` as the instance owner (flux-core has no
+        requeue; docs/rfcs/preemption.md says what that limits)."""
 
-        def submitted(future: Any, _arg: Any = None) -> None:
-            try:
-                self.log(LOG_INFO, f"job {jobid} requeued as job {_f58(future.get_id())}")
-            except OSError as exc:
-                self.log(LOG_ERR, f"requeue of job {jobid}: submit failed: {exc}")
+        def done(err: str | None) -> None:
+            if err is not None:
+                self.log(LOG_ERR, f"requeue of job {_f58(jobid)} failed: {err}")
 
-        def cont(future: Any, _arg: Any = None) -> None:
-            try:
-                jobspec = future.get()["jobspec"]
-                user = jobspec.setdefault("attributes", {}).setdefault("user", {})
-                user.setdefault("requeued-from", jobid)
-                import flux.job
-
-                flux.job.submit_async(self.h, json.dumps(jobspec)).then(submitted)
-            except (OSError, KeyError, TypeError, AttributeError) as exc:
-                self.log(LOG_ERR, f"requeue of job {jobid} failed: {exc}")
-
-        f.then(cont)
+        self._resubmit(jobid, requeued_jobspec, f"job {_f58(jobid)} requeued", done)
 
     def duplicate(self, jobid: int, done: Callable[[str | None], None]) -> None:
         """Submit an end-of-campaign copy of running job ``jobid`` as the
-        instance owner (``job-ingest.submit``): its jobspec (the
-        job-manager's copy, ``job-manager.getattr``) and its environment,
-        which the job-manager's copy lacks: the one in its J
-        (``job-info.lookup``), as ``flux job info --original`` reads it; put
-        together by :func:`~.wire.copy_jobspec`.  Both lookups go at once.
-        ``done(None)`` once submitted, ``done(reason)`` when a step failed."""
+        instance owner (:func:`~.wire.copy_jobspec`).  ``done(None)`` once
+        submitted, ``done(reason)`` when a step failed."""
+        self._resubmit(jobid, copy_jobspec, f"copy of job {_f58(jobid)} submitted", done)
+
+    def _resubmit(
+        self,
+        jobid: int,
+        make: Callable[[Any, int, Any], dict[str, Any]],
+        what: str,
+        done: Callable[[str | None], None],
+    ) -> None:
+        """Submit ``make(jobspec, jobid, environment)`` as the instance owner
+        (``job-ingest.submit``): the job's jobspec (the job-manager's copy,
+        ``job-manager.getattr``) and its environment, which the job-manager's
+        copy lacks: the one in its J (``job-info.lookup``), as ``flux job info
+        --original`` reads it.  Both lookups go at once.  ``done(None)`` once
+        submitted (``what`` is logged with the new job's id), ``done(reason)``
+        when a step failed."""
         got: dict[str, Any] = {}
         finished: list[bool] = []
 
@@ -310,7 +309,7 @@ class FluxBinding:
 
         def submitted(future: Any, _arg: Any = None) -> None:
             try:
-                self.log(LOG_INFO, f"copy of job {_f58(jobid)} submitted as job {_f58(future.get_id())}")
+                self.log(LOG_INFO, f"{what} as job {_f58(future.get_id())}")
             except OSError as exc:
                 finish(f"submit failed: {exc}")
             else:
@@ -320,7 +319,7 @@ class FluxBinding:
             import flux.job
 
             try:
-                spec = copy_jobspec(got["jobspec"], jobid, got["environment"])
+                spec = make(got["jobspec"], jobid, got["environment"])
                 flux.job.submit_async(self.h, json.dumps(spec)).then(submitted)
             except Exception as exc:
                 finish(f"submit failed: {exc}")

@@ -141,6 +141,27 @@ def copy_jobspec(jobspec: Mapping[str, Any], of: int, environment: Mapping[str, 
     return spec
 
 
+def requeued_jobspec(
+    jobspec: Mapping[str, Any], of: int, environment: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The jobspec a preempted checkpointing job ``of`` is submitted again
+    with: ``jobspec`` with ``attributes.user.requeued-from`` (the first
+    job's id, kept when ``of`` was itself a requeue), which the engine starts
+    first and restarts where it last ran; ``environment`` as in
+    :func:`copy_jobspec`.  ``jobspec`` itself is left as it is."""
+    spec = json.loads(json.dumps(jobspec))
+    attrs = spec.setdefault("attributes", {})
+    if not isinstance(attrs, dict):
+        raise ValueError("the jobspec's attributes is not an object")
+    user = attrs.setdefault("user", {})
+    if not isinstance(user, dict):
+        raise ValueError("the jobspec's attributes.user is not an object")
+    user.setdefault("requeued-from", int(of))
+    if environment is not None:
+        attrs.setdefault("system", {})["environment"] = dict(environment)
+    return spec
+
+
 def parse_module_args(args: Iterable[str]) -> EngineOptions:
     """Module arguments -> :class:`EngineOptions`; ValueError with a clear message.
 

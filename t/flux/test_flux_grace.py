@@ -110,6 +110,9 @@ def test_a_checkpointing_job_is_signalled_requeued_and_restarts_first(inst, tmp_
                 requeued = jid
         time.sleep(0.5)
     assert requeued is not None, "no requeued copy of the checkpointing job"
+    # with its environment, from the first job's J (the job-manager's jobspec has none)
+    original = inst.json("job", "info", "--original", requeued, "jobspec")
+    assert "PATH" in original["attributes"]["system"]["environment"]
     inst.wait_event(requeued, "alloc", timeout=60)
     assert inst.run("jobs", "-no", "{state}", other).strip() == "SCHED"
     stats = inst.json("module", "stats", "sched-py")
