@@ -104,15 +104,23 @@ class Hooks:
         request, name, kind = self._checked
         if request is not job.request:  # not through checked(): read the attributes
             name, kind = campaign_of(job.request)
-        best_effort = job.preemptible_after is not None
-        if self.e.options.predict_runtimes and not best_effort:
+        if self.e.options.predict_runtimes and job.preemptible_after is None:
             self.predictor.submitted(job, self.e.options.predict_history)
-        if name is not None or best_effort:
-            self._info[job.id] = (name, best_effort)
-            if name is not None and duplicate_of(job.request) is None:  # a copy is no job still to run
-                self.runtimes.submitted(name, job.id)
-            if best_effort and (name is not None or kind != "default"):
-                self.ordered = True
+        self._joined(job, name, kind)
+
+    def _joined(self, job: Job, name: str | None, kind: str) -> bool:
+        """``job`` of campaign ``name`` (None: none) and ``kind`` is known from
+        now on; True when its campaign counts it as a job still to run."""
+        best_effort = job.preemptible_after is not None
+        if name is None and not best_effort:
+            return False
+        self._info[job.id] = (name, best_effort)
+        if best_effort and (name is not None or kind != "default"):
+            self.ordered = True
+        if name is not None and duplicate_of(job.request) is None:  # a copy is no job still to run
+            self.runtimes.submitted(name, job.id)
+            return True
+        return False
 
     def _job_recovered(self, job: Job, start: float) -> None:
         """A job running at a restart, with its jobspec: its campaign counts
@@ -120,15 +128,9 @@ class Hooks:
         it ends).  The runtime predictor learns only from jobs it saw start,
         so it is not told."""
         name, kind = campaign_of(job.request)
-        best_effort = job.preemptible_after is not None
-        if name is None and not best_effort:
-            return
-        self._info[job.id] = (name, best_effort)
-        if name is not None and duplicate_of(job.request) is None:
-            self.runtimes.submitted(name, job.id)
+        if self._joined(job, name, kind):
+            assert name is not None
             self.runtimes.started(name, job.id, start)
-        if best_effort and (name is not None or kind != "default"):
-            self.ordered = True
 
     def _job_started(self, job: Job, now: float) -> None:
         if job.duration < job.walltime:
