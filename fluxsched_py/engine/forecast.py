@@ -293,10 +293,6 @@ class SlicedForecast:
         reservations = self.engine.reservations
         window, allow = reservations.window(job), reservations.flex(job)
         limits = self._limits if job.preemptible_after is None else None
-        if limits is None:
-            return _place(
-                self.plan, job.id, job.request, job.duration, self.now, not_before, window, job.walltime, allow=allow
-            )
         placed = _place(
             self.plan,
             job.id,
@@ -306,11 +302,11 @@ class SlicedForecast:
             not_before,
             window,
             job.walltime,
-            lambda t, rs: limits.keeps(job, t, rs),
-            limits.after,
+            None if limits is None else (lambda t, rs: limits.keeps(job, t, rs)),
+            None if limits is None else limits.after,
             allow,
         )
-        if placed is not None:
+        if placed is not None and limits is not None:
             limits.add(job, placed[0], placed[0] + job.duration, placed[1])
         return placed
 
