@@ -15,7 +15,7 @@ finds its 3 nodes at 100): the start the pass never gives it.
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from fluxsched_py.engine import Engine
@@ -133,6 +133,9 @@ def limited_runs(draw):
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(limited_runs(), st.sampled_from(["fcfs", "easy", "conservative"]))
+# Found by this test: the engine's reservation of a job later in the queue
+# (job 5) was not counted when a job ahead of it (job 2, held) was placed.
+@example(([(A, 2, 10, 0), (A, 3, 10, 0), (B, 1, 10, 0), (B, 1, 10, 0), (A, 1, 10, 0)], {A: 3, B: 2, C: 1}), "fcfs")
 def test_the_forecast_keeps_every_users_limit_at_every_instant(run, policy):
     """Recounted from the forecast itself (an oracle apart from PlannedUsage):
     while a job the forecast places (``forecast`` or ``held``) runs, its

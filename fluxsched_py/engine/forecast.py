@@ -182,16 +182,22 @@ def _place(
 
 class _LimitPlan:
     """What the forecast's regular jobs hold over time, for the run limits:
-    each running job until its planned end, each planned job over its
-    planned run."""
+    each running job until its planned end, each of the engine's
+    reservations (``reserved``: job id -> start and resources, all in the
+    plan from the start, whatever their place in the queue) and each job
+    the forecast places, over its planned run."""
 
-    def __init__(self, e: Engine, now: float) -> None:
+    def __init__(self, e: Engine, now: float, reserved: Mapping[int, tuple[float, ResourceSet]]) -> None:
         self.limits = e.limits
         self.spans: list[tuple[float, float, str | None, int, tuple[int, int, int, int]]] = []
         for span in e.planner.spans():
             job = e.job(span.jobid)
             if span.running and job is not None and job.preemptible_after is None and job.resources is not None:
                 self.add(job, now, span.end, job.resources)
+        for jobid, (start, rs) in reserved.items():
+            job = e.job(jobid)
+            if job is not None and job.preemptible_after is None:
+                self.add(job, start, start + job.duration, rs)
 
     def add(self, job: Job, start: float, end: float, rs: ResourceSet) -> None:
         queue = (job.request.queue or None) if job.request is not None else None
@@ -256,7 +262,7 @@ class SlicedForecast:
         if self.plan is None:
             self.plan, self._reserved = _copy_plan(e, now)
             if e.limits:
-                self._limits = _LimitPlan(e, now)
+                self._limits = _LimitPlan(e, now, self._reserved)
         floors = self._floors
         while len(self.out) < len(self.jobs):
             if budget is not None and stopwatch() - t0 >= budget:
@@ -270,8 +276,6 @@ class SlicedForecast:
             if job.id in self._reserved:
                 t, rs = self._reserved[job.id]
                 self.out.append(Forecast(job.id, t, "reservation", rs, **job_facts(job)))
-                if self._limits is not None and job.preemptible_after is None:
-                    self._limits.add(job, t, t + job.duration, rs)
             elif i >= self.limit or (strict and floors.get(queue) == math.inf):
                 self.out.append(Forecast(job.id, None, "held" if held else "not planned", **facts))
                 continue
