@@ -17,7 +17,7 @@ from ..policy import QueuePolicy, make_policy
 from .annotations import end_pass, fmt_clock, resource_summary
 from .besteffort import BestEffort
 from .bounds import CampaignBounds
-from .duplicates import CancelCopy, Duplicate, Duplicates
+from .duplicates import CancelCopy, Duplicate, Duplicates, IdleRoom
 from .hooks import Hooks
 from .jobs import Job, depth_limits, run_queues
 from .jobtable import JobTable
@@ -155,7 +155,7 @@ class Engine:
         self.set_limits(limits)
         #: End-of-campaign copies and who won (engine/duplicates.py); after
         #: the hooks, which read a loser before it is forgotten.
-        self.duplicates = Duplicates(self)
+        self.duplicates = Duplicates(self.table.jobs, self.counters, job_name)
         self.table.observers.append(self.duplicates)
         #: Running jobs per campaign and node property (``campaign-max-running``).
         self.bounds = CampaignBounds(graph, lambda: self.options, lambda: self.planner.codec)
@@ -622,7 +622,26 @@ class Engine:
     def copies(self, now: float) -> list[Duplicate | CancelCopy]:
         """End-of-campaign copies to submit and copies to cancel, decided now
         (``duplicates``): call it after a complete pass (``more`` False)."""
-        return self.duplicates.actions(now)
+        return self.duplicates.actions(now, self.options, self.hooks.runtimes.campaigns, lambda: self._idle_room(now))
+
+    def _idle_room(self, now: float) -> IdleRoom:
+        planner = self.planner
+        free = planner.codec.encode(self.graph.free())
+        if planner.nreserved:
+            free ^= free & planner.reserved_during(now, now + 1e-9)
+        lent = self.besteffort.lent
+
+        def match(request: Request, bits: int, policy: str) -> Placement | None:
+            self.counters["matches"] += 1
+            return planner.match_bits(request, bits, policy)
+
+        return IdleRoom(
+            free,
+            self.table.pending_in(self.table.besteffort),
+            self.hooks.held,
+            match,
+            lambda jobid: jobid in lent or jobid in planner,
+        )
 
     def copy_dropped(self, of: int) -> None:
         """The copy of job ``of`` that :meth:`copies` asked for will not come

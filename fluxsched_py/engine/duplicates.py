@@ -36,7 +36,7 @@ and its job is not asked about again.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -46,10 +46,12 @@ from .states import JobState
 
 if TYPE_CHECKING:
     from ..jobspec import Request
-    from .core import Engine
+    from ..planner.placement import Placement
     from .jobs import Job
+    from .options import EngineOptions
+    from .runtimes import CampaignStats
 
-__all__ = ["CancelCopy", "Duplicate", "Duplicates", "duplicate_of"]
+__all__ = ["CancelCopy", "Duplicate", "Duplicates", "IdleRoom", "duplicate_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +70,24 @@ class CancelCopy:
     id: int
     winner: int
     note: str
+
+
+@dataclass(frozen=True, slots=True)
+class IdleRoom:
+    """What the engine tells :meth:`Duplicates.actions` of the machine after a
+    complete pass; asked for only when a campaign has all its jobs running,
+    so copies that are off cost no look at the plan."""
+
+    #: Flat bits of the nodes free now and reserved for no one.
+    free: int
+    #: The pending best-effort jobs.
+    pending: Sequence[Job]
+    #: What keeps a best-effort job off nodes (:meth:`.Hooks.held`).
+    held: Callable[[Job], tuple[int, str] | None]
+    #: A request's placement on some flat bits under a placement policy, or None.
+    match: Callable[[Request, int, str], Placement | None]
+    #: A running job holds its nodes (lent, or a planned run): it was not preempted.
+    holds_nodes: Callable[[int], bool]
 
 
 def duplicate_of(request: Request) -> int | None:
@@ -93,15 +113,19 @@ class _Group:
 class Duplicates:
     """See the module docstring: a job-table observer, and the actions drivers take."""
 
-    def __init__(self, engine: Engine) -> None:
-        self.e = engine
+    def __init__(
+        self, jobs: Mapping[int, Job], counters: dict[str, int | float], job_name: Callable[[int], str]
+    ) -> None:
+        self._jobs = jobs  # the job table's, read only
+        self._counters = counters
+        self._name = job_name
         self._groups: dict[int, _Group] = {}  # original -> group
         self._copy_of: dict[int, int] = {}  # live copy -> original
         self._losers: set[int] = set()  # cancelled, not yet freed or gone
         self._uncopied: set[int] = set()  # live jobs whose copy the driver dropped: never asked again
         self._actions: list[Duplicate | CancelCopy] = []
-        engine.counters.update({"duplicates_requested": 0, "duplicates_started": 0, "duplicates_cancelled": 0})
-        engine.counters["duplicates_won"] = 0  # groups a copy won
+        counters.update({"duplicates_requested": 0, "duplicates_started": 0, "duplicates_cancelled": 0})
+        counters["duplicates_won"] = 0  # groups a copy won
 
     # -- queries -----------------------------------------------------------------
 
@@ -124,7 +148,7 @@ class Duplicates:
         elif event == "hello" and job.request is not None:
             self._recovered(job)
         elif event == "start" and old is JobState.PENDING and job.id in self._copy_of:
-            self.e.counters["duplicates_started"] += 1
+            self._counters["duplicates_started"] += 1
         elif event == "free-final":
             self._ended(job.id, won=not preempted and job.id not in self._losers)
         elif event == "revoke" or (event in ("cancel", "deny") and old is JobState.PENDING):
@@ -158,7 +182,7 @@ class Duplicates:
         g = self._groups.setdefault(of, _Group(of))
         g.members.add(job.id)
         self._copy_of[job.id] = of
-        if (original := self.e.table.jobs.get(of)) is not None and original.state is JobState.RUNNING:
+        if (original := self._jobs.get(of)) is not None and original.state is JobState.RUNNING:
             g.members.add(of)
 
     def _ended(self, jobid: int, won: bool) -> None:
@@ -172,7 +196,7 @@ class Duplicates:
         if won and g.winner is None:
             g.winner = jobid
             if jobid != original:
-                self.e.counters["duplicates_won"] += 1
+                self._counters["duplicates_won"] += 1
             for other in sorted(g.members):
                 self._cancel(other, g)
         if not g.members and not g.requested:  # else a copy asked for is still to come (and be cancelled)
@@ -183,8 +207,8 @@ class Duplicates:
             return
         self._losers.add(jobid)
         if jobid in self._copy_of:
-            self.e.counters["duplicates_cancelled"] += 1
-        name = self.e.job_name
+            self._counters["duplicates_cancelled"] += 1
+        name = self._name
         what = "copy of" if jobid != g.original else "original of"
         self._actions.append(
             CancelCopy(jobid, g.winner or 0, f"{what} job {name(g.original)}: job {name(g.winner or 0)} finished first")
@@ -196,7 +220,7 @@ class Duplicates:
         if g is None or not g.requested:
             return
         g.requested -= 1
-        if (job := self.e.table.jobs.get(of)) is not None and job.state is JobState.RUNNING:
+        if (job := self._jobs.get(of)) is not None and job.state is JobState.RUNNING:
             self._uncopied.add(of)
         # no copy left (the original, alone, is a job like any other), or the group is over
         if not g.requested and (not g.members or (g.winner is None and g.members == {of})):
@@ -204,43 +228,46 @@ class Duplicates:
 
     # -- the decision, after a complete pass ------------------------------------------
 
-    def actions(self, now: float) -> list[Duplicate | CancelCopy]:
+    def actions(
+        self,
+        now: float,
+        opts: EngineOptions,
+        campaigns: Mapping[str, CampaignStats],
+        idle: Callable[[], IdleRoom],
+    ) -> list[Duplicate | CancelCopy]:
         """The copies to submit and the jobs to cancel, decided now (after a
         complete pass: drivers call it when ``schedule`` returned with
         ``more`` False).  Cancels are given whatever the options."""
-        if self.e.options.duplicates > 0:
-            self._request(now)
+        if opts.duplicates > 0:
+            self._request(now, opts, campaigns, idle)
         out, self._actions = self._actions, []
         return out
 
-    def _request(self, now: float) -> None:
-        e = self.e
-        opts = e.options
+    def _request(
+        self, now: float, opts: EngineOptions, campaigns: Mapping[str, CampaignStats], idle: Callable[[], IdleRoom]
+    ) -> None:
         per_job = opts.duplicates
         live = len(self._copy_of) + sum(g.requested for g in self._groups.values())
         room = opts.duplicates_running
         if room is not None and live >= room:
             return
-        runtimes = e.hooks.runtimes
-        if not any(c.running and not c.pending for c in runtimes.campaigns.values()):
+        if not any(c.running and not c.pending for c in campaigns.values()):
             return  # no campaign has all its remaining jobs running
-        planner = e.planner
-        free = planner.codec.encode(e.graph.free())
-        if planner.nreserved:
-            free ^= free & planner.reserved_during(now, now + 1e-9)
+        machine = idle()
+        free = machine.free
         if not free:
             return
-        pending = [j for j in e.table.pending_in(e.table.besteffort) if j.id not in self._copy_of]
+        pending = [j for j in machine.pending if j.id not in self._copy_of]
         busy = {campaign_of(j.request)[0] for j in pending}  # campaigns with jobs still to start
         if None in busy:  # best-effort jobs of no campaign are waiting: the nodes are not idle
             return
         cands: list[tuple[int, float, float, int]] = []  # (copies, -remaining, -elapsed, id): a heap
-        for name, c in runtimes.campaigns.items():
+        for name, c in campaigns.items():
             if c.pending or name in busy or not c.running:
                 continue
             for jid in c.running:
-                job = e.table.jobs.get(jid)
-                if job is None or not self._eligible(job):
+                job = self._jobs.get(jid)
+                if job is None or not self._eligible(job, machine.holds_nodes):
                     continue
                 g = self._groups.get(jid)
                 n = 0 if g is None else len(g.members) - 1 + g.requested
@@ -252,10 +279,9 @@ class Duplicates:
         policy = far_end(opts.placement)
         while cands and free and (room is None or live < room):
             n, left, elapsed, jid = heapq.heappop(cands)
-            job = e.table.jobs[jid]
-            held = e.hooks.held(job)  # a copy counts against its campaign's bounds (engine/bounds.py)
-            e.counters["matches"] += 1
-            found = planner.match_bits(job.request, free if held is None else free & ~held[0], policy)
+            job = self._jobs[jid]
+            held = machine.held(job)  # a copy counts against its campaign's bounds (engine/bounds.py)
+            found = machine.match(job.request, free if held is None else free & ~held[0], policy)
             if found is None:
                 continue
             free ^= free & found.bits
@@ -264,16 +290,15 @@ class Duplicates:
                 g = self._groups[jid] = _Group(jid, {jid})
             g.requested += 1
             live += 1
-            e.counters["duplicates_requested"] += 1
-            self._actions.append(Duplicate(jid, f"copy {n + 1} of job {e.job_name(jid)}: its campaign's last jobs run"))
+            self._counters["duplicates_requested"] += 1
+            self._actions.append(Duplicate(jid, f"copy {n + 1} of job {self._name(jid)}: its campaign's last jobs run"))
             if n + 1 < per_job:
                 heapq.heappush(cands, (n + 1, left, elapsed, jid))
 
-    def _eligible(self, job: Job) -> bool:
+    def _eligible(self, job: Job, holds_nodes: Callable[[int], bool]) -> bool:
         """A running best-effort original, not preempted, not a loser."""
         if job.state is not JobState.RUNNING or job.preemptible_after is None:
             return False
         if job.id in self._copy_of or job.id in self._losers or job.id in self._uncopied:
             return False
-        e = self.e
-        return job.id in e.besteffort.lent or job.id in e.planner  # else preempted, waiting for its free
+        return holds_nodes(job.id)  # else preempted, waiting for its free
