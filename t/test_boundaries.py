@@ -31,7 +31,6 @@ DRIVERS = ("flux/", "batsim/", "replay/", "matchcli/", "sweep/")
 HOLDS_ENGINE = {
     "engine/besteffort.py",
     "engine/forecast.py",
-    "engine/hooks.py",
     "engine/passctx.py",
     "engine/reservations.py",
 }

@@ -144,22 +144,22 @@ class Engine:
         self._dirty = True  # something changed since the last complete pass
         self._restart = False  # ... in a way that invalidates a pass in progress
         self._compress = True  # ... in a way that may let reservations move earlier
+        #: End-of-campaign copies and who won (engine/duplicates.py); it
+        #: observes after the hooks, which read a loser before it is forgotten.
+        self.duplicates = Duplicates(self.table.jobs, self.counters, job_name)
+        #: Running jobs per campaign and node property (``campaign-max-running``).
+        self.bounds = CampaignBounds(graph, lambda: self.options, lambda: self.planner.codec)
         #: Optional features (EASY++, affinity, campaigns, the sink effect):
         #: they observe job events through the table (engine/hooks.py).
-        self.hooks = Hooks(self)
-        self.table.observers.append(self.hooks)
+        self.hooks = Hooks(
+            self.table, graph, lambda: self.options, lambda: self.planner.codec, self.duplicates, self.bounds
+        )
+        self.table.observers += [self.hooks, self.duplicates, self.bounds]
         #: The limits (:mod:`.runlimits`) and, while there are any, the usage
         #: they are checked against (an observer of the job table).
         self.limits: RunLimits | None = None
         self.usage: Usage | None = None
         self.set_limits(limits)
-        #: End-of-campaign copies and who won (engine/duplicates.py); after
-        #: the hooks, which read a loser before it is forgotten.
-        self.duplicates = Duplicates(self.table.jobs, self.counters, job_name)
-        self.table.observers.append(self.duplicates)
-        #: Running jobs per campaign and node property (``campaign-max-running``).
-        self.bounds = CampaignBounds(graph, lambda: self.options, lambda: self.planner.codec)
-        self.table.observers.append(self.bounds)
         #: Power saving (``power-save``), only when it is on.
         self.power: PowerSaving | None = None
         if self.options.power_save != "off":
@@ -614,7 +614,12 @@ class Engine:
         EASY++ correction, the end of a best-effort job's protected window,
         a reservation window that opens or closes, a power-save decision
         that falls due); inf when never."""
-        t = self.hooks.wakeup()
+        window = self.besteffort.next_wakeup()  # regular jobs may preempt it then
+        t = min(
+            self.hooks.wakeup(),
+            math.inf if window is None else window,
+            self.reservations.next_change(),  # a reservation window opens or closes
+        )
         if self.power is not None:
             t = min(t, self.power.wakeup(self.planner))
         return t
@@ -651,7 +656,8 @@ class Engine:
         self.duplicates.dropped(of)
 
     def _schedule(self, now: float, budget: float | None) -> PassResult:
-        self.hooks.tick(now)  # before the plan is read: EASY++ corrections, campaign bookkeeping
+        if self.hooks.tick(now):  # before the plan is read: EASY++ corrections, campaign bookkeeping
+            self.changed()
         if self.power is not None and self.power.advance(now, self.table):
             self.changed()  # sleeping nodes are a boot from now: plan again
         out = self.besteffort.start_ready(now)

@@ -36,7 +36,6 @@ after a free).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -51,8 +50,13 @@ from .states import JobState
 
 if TYPE_CHECKING:
     from ..jobspec import Request
-    from .core import Engine
+    from ..planner.flat import FlatCodec
+    from ..resource import ResourceGraph
+    from .bounds import CampaignBounds
+    from .duplicates import Duplicates
     from .jobs import Job
+    from .jobtable import JobTable
+    from .options import EngineOptions
 
 __all__ = ["Hooks"]
 
@@ -60,8 +64,21 @@ __all__ = ["Hooks"]
 class Hooks:
     """See the module docstring."""
 
-    def __init__(self, engine: Engine) -> None:
-        self.e = engine
+    def __init__(
+        self,
+        table: JobTable,
+        graph: ResourceGraph,
+        options: Callable[[], EngineOptions],
+        codec: Callable[[], FlatCodec],
+        duplicates: Duplicates,
+        bounds: CampaignBounds,
+    ) -> None:
+        self._table = table
+        self._graph = graph
+        self._options = options  # the engine's current ones: a config reload turns a feature on or off
+        self._codec = codec  # the planner's, which a rebuild replaces
+        self._duplicates = duplicates
+        self._bounds = bounds
         self.predictor = RuntimePredictor()
         self.runtimes = CampaignRuntimes()
         self._usage: DecayedUsage | None = None
@@ -104,8 +121,9 @@ class Hooks:
         request, name, kind = self._checked
         if request is not job.request:  # not through checked(): read the attributes
             name, kind = campaign_of(job.request)
-        if self.e.options.predict_runtimes and job.preemptible_after is None:
-            self.predictor.submitted(job, self.e.options.predict_history)
+        opts = self._options()
+        if opts.predict_runtimes and job.preemptible_after is None:
+            self.predictor.submitted(job, opts.predict_history)
         self._joined(job, name, kind)
 
     def _joined(self, job: Job, name: str | None, kind: str) -> bool:
@@ -137,7 +155,7 @@ class Hooks:
             self.predictor.started(job, now)
         info = self._info.get(job.id)
         if info is not None:
-            if info[0] is not None and not self.e.duplicates.is_copy(job.id):
+            if info[0] is not None and not self._duplicates.is_copy(job.id):
                 self.runtimes.started(info[0], job.id, now)
 
     def _job_left(self, job: Job) -> None:
@@ -150,13 +168,14 @@ class Hooks:
     def _job_ended(self, job: Job, preempted: bool) -> None:
         """``job`` was freed; ``preempted``: killed for a regular job (its
         usage counts, its run time is no campaign run time)."""
-        if job.t_start is not None and (job.id in self._info or self.e.options.predict_runtimes):
+        if job.t_start is not None and (job.id in self._info or self._options().predict_runtimes):
             # a duplicate's loser (engine/duplicates.py) is killed, not a run time
-            self._ended.append((job, job.t_start, preempted or self.e.duplicates.is_loser(job.id)))
+            self._ended.append((job, job.t_start, preempted or self._duplicates.is_loser(job.id)))
 
-    def tick(self, now: float) -> None:
-        e = self.e
-        opts = e.options
+    def tick(self, now: float) -> bool:
+        """Measure the run times of the jobs freed since the last tick, and
+        correct EASY++ predictions now outlived; True when a plan changed."""
+        opts = self._options()
         ended, self._ended = self._ended, []
         for job, start, preempted in ended:
             runtime = max(0.0, now - start)
@@ -173,16 +192,16 @@ class Hooks:
                 sink = self._sink_detector()
                 if sink is not None:
                     self._drains += sink.ended(name, ranks, runtime, self.runtimes.get(name).median())
-        if self.predictor.tick(e, now, opts.predict_correction):
-            e.changed()
-        jobs = e.table.jobs
+        changed = self.predictor.tick(self._table, now, opts.predict_correction)
+        jobs = self._table.jobs
         if len(self._info) > 2 * len(jobs) + 1024:  # jobs that left pending (cancel, deny)
             self._info = {k: v for k, v in self._info.items() if k in jobs}
+        return changed
 
     # -- during a pass -------------------------------------------------------
 
     def usage(self) -> DecayedUsage:
-        half = self.e.options.campaign_half_life
+        half = self._options().campaign_half_life
         if self._usage is None:
             self._usage = DecayedUsage(half)
         self._usage.half_life = half
@@ -195,19 +214,18 @@ class Hooks:
     def held(self, job: Job) -> tuple[int, str] | None:
         """What keeps best-effort ``job`` off nodes now: (ranks mask, reason), or None.  Every node
         for a copy whose group was won, being cancelled (:mod:`.duplicates`); a campaign bound's (:mod:`.bounds`)."""
-        e = self.e
-        if e.duplicates.is_loser(job.id):
-            return e.planner.codec.ranks_mask(list(e.graph.ranks)), "cancelled: another copy finished first"
-        return e.bounds.held(job)
+        if self._duplicates.is_loser(job.id):
+            return self._codec().ranks_mask(list(self._graph.ranks)), "cancelled: another copy finished first"
+        return self._bounds.held(job)
 
     def excluded(self, job: Job) -> int | None:
         """The flat mask of ranks ``job`` should avoid when it can (``affinity``), or None."""
-        pairs = self.e.options.affinity
+        pairs = self._options().affinity
         if not pairs:
             return None
         if self._affinity is None or self._affinity.map != dict(pairs):
             self._affinity = Affinity(pairs, self.user_names)
-        return self._affinity.excluded(job, self.e.graph, self.e.planner.codec)
+        return self._affinity.excluded(job, self._graph, self._codec())
 
     def expected_duration(self, job: Job) -> float:
         """How long a best-effort ``job`` is expected to run: its campaign's
@@ -224,7 +242,7 @@ class Hooks:
     # -- outputs --------------------------------------------------------------
 
     def _sink_detector(self) -> SinkDetector | None:
-        n = self.e.options.sink_jobs
+        n = self._options().sink_jobs
         if n <= 0:
             return None
         if self._sink is None or self._sink.n != n:
@@ -234,16 +252,9 @@ class Hooks:
         return self._sink
 
     def wakeup(self) -> float:
-        """When the engine next needs a pass though nothing else happens (a
-        running job reaches its EASY++ prediction, or a best-effort job's
-        protected window ends: regular jobs may preempt it then); inf when
-        never.  An event-driven driver runs ``schedule`` then."""
-        window = self.e.besteffort.next_wakeup()
-        return min(
-            self.predictor.next_correction(),
-            math.inf if window is None else window,
-            self.e.reservations.next_change(),  # a reservation window opens or closes
-        )
+        """When a running job reaches its EASY++ prediction (a pass corrects
+        it then, though nothing else happens); inf when never."""
+        return self.predictor.next_correction()
 
     def drains(self) -> list[Drain]:
         """The drain actions found since the last call (drivers carry them out)."""

@@ -46,8 +46,8 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .core import Engine
     from .jobs import Job
+    from .jobtable import JobTable
 
 __all__ = ["INCREMENTS", "RuntimePredictor", "corrected", "predict"]
 
@@ -110,7 +110,7 @@ class RuntimePredictor:
         """A job of ``user`` completed after ``runtime`` seconds."""
         self._history.setdefault(user, deque(maxlen=HISTORY)).append(max(0.0, runtime))
 
-    def tick(self, engine: Engine, now: float, rule: str = "increment") -> bool:
+    def tick(self, table: JobTable, now: float, rule: str = "increment") -> bool:
         """Correct running jobs that outlived their prediction (``rule``:
         ``increment``, the paper's increments; ``walltime``, to the walltime
         at once): their planner spans grow, and the reservations in the way
@@ -119,7 +119,7 @@ class RuntimePredictor:
         watch = self._watch
         while watch and watch[0][0] <= now:
             _, jobid, job, first, k = heapq.heappop(watch)
-            if engine.job(jobid) is not job or job.t_start is None or not math.isfinite(job.duration):
+            if table.jobs.get(jobid) is not job or job.t_start is None or not math.isfinite(job.duration):
                 continue  # it ended (or its plan already moved)
             if rule == "walltime":
                 job.duration = job.walltime
@@ -127,8 +127,8 @@ class RuntimePredictor:
                 job.duration = corrected(first, k + 1, job.walltime)
                 if job.duration < job.walltime:
                     heapq.heappush(watch, (job.t_start + job.duration, jobid, job, first, k + 1))
-            if jobid in engine.planner:
+            if jobid in table.planner:
                 end = min(job.expiration, job.t_start + job.duration)
-                engine.set_plan_end(jobid, max(end, now + 1e-9))
+                table.set_plan_end(jobid, max(end, now + 1e-9))
             changed = True
         return changed
