@@ -19,7 +19,6 @@ import random
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import chain
 from typing import Any
 
 from ..engine import Engine, EngineOptions, JobState, ResponseType
@@ -56,11 +55,13 @@ class JobRecord:
     job: WorkloadJob
     start: float | None = None
     finish: float | None = None
-    #: the ranks it ran on, as runs of ranks ``(first, last, first, last,
-    #: ...)`` in one flat tuple (:attr:`ranks`, :attr:`nranks`): an IdSet
-    #: is a bit mask as wide as its highest rank, 25 KB per job of a
-    #: 200,000-node machine if kept for every job
-    runs: tuple[int, ...] | None = None
+    #: the ranks it ran on, as runs of ranks packed in one int (:attr:`ranks`,
+    #: :attr:`nranks`, :attr:`rank_runs`): 64 bits a run, its first rank
+    #: and one past its last in 32 bits each (so no run packs as 0).  An
+    #: IdSet is a bit mask as wide as its highest rank (25 KB per job of a
+    #: 200,000-node machine), and a tuple of runs with its ints takes about
+    #: four times the memory of this int, for every job of a trace.
+    runs: int | None = None
     state: str = NOT_STARTED
     first_estimate: float | None = None
     #: The start the forecast (:mod:`fluxsched_py.engine.forecast`) gave the
@@ -87,31 +88,38 @@ class JobRecord:
     @property
     def ranks(self) -> IdSet | None:
         """The ranks it ran on (None: it never started)."""
-        runs = self.runs
-        if runs is None:
+        if self.runs is None:
             return None
         mask = 0
-        for k in range(0, len(runs), 2):
-            lo, hi = runs[k], runs[k + 1]
+        for lo, hi in self.rank_runs():
             mask |= ((1 << (hi - lo + 1)) - 1) << lo
         return IdSet.from_mask(mask)
 
     @ranks.setter
     def ranks(self, value: IdSet | None) -> None:
-        self.runs = None if value is None else tuple(chain.from_iterable(value.runs()))
+        if value is None:
+            self.runs = None
+            return
+        packed, shift = 0, 0
+        for lo, hi in value.runs():
+            packed |= (lo | (hi + 1) << 32) << shift
+            shift += 64
+        self.runs = packed
 
     @property
     def nranks(self) -> int:
         """How many ranks it ran on (0: it never started), with no IdSet built."""
-        runs = self.runs
-        if runs is None:
-            return 0
-        return sum(runs[k + 1] - runs[k] + 1 for k in range(0, len(runs), 2))
+        return sum(hi - lo + 1 for lo, hi in self.rank_runs())
 
     def rank_runs(self) -> list[tuple[int, int]]:
         """The ranks it ran on as ``(first, last)`` runs, in order."""
-        runs = self.runs or ()
-        return [(runs[k], runs[k + 1]) for k in range(0, len(runs), 2)]
+        out = []
+        packed = self.runs or 0
+        while packed:
+            run = packed & 0xFFFFFFFFFFFFFFFF
+            out.append((run & 0xFFFFFFFF, (run >> 32) - 1))
+            packed >>= 64
+        return out
 
 
 @dataclass(slots=True)
