@@ -48,6 +48,29 @@ CANCELLED = "CANCELLED"  # an end-of-campaign copy that lost (or its original, w
 DUPLICATE_RUNTIMES = ("same", "campaign")
 
 
+class _Rare:
+    """A record's field that most jobs leave at its default (a trace's jobs
+    are rarely preempted, denied or copied): kept in the record's ``extra``
+    dict once set, so each record has room only for what every job has."""
+
+    def __init__(self, default: object) -> None:
+        self.default = default
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, rec: JobRecord | None, owner: type | None = None) -> Any:
+        if rec is None:
+            return self
+        extra = rec.extra
+        return self.default if extra is None else extra.get(self.name, self.default)
+
+    def __set__(self, rec: JobRecord, value: object) -> None:
+        if rec.extra is None:
+            rec.extra = {}
+        rec.extra[self.name] = value
+
+
 @dataclass(slots=True)
 class JobRecord:
     """What happened to one job."""
@@ -64,26 +87,28 @@ class JobRecord:
     runs: int | None = None
     state: str = NOT_STARTED
     first_estimate: float | None = None
+    #: The fields below that differ from their defaults, by name.
+    extra: dict[str, Any] | None = None
+
     #: The start the forecast (:mod:`fluxsched_py.engine.forecast`) gave the
     #: job at the first pass after its submission (``replay(forecast=True)``).
-    first_forecast: float | None = None
-    note: str | None = None
+    first_forecast = _Rare(None)
+    note = _Rare(None)
     #: When the engine denied the job (state ``REJECTED``): its submit time, or a later pass's.
-    rejected_at: float | None = None
+    rejected_at = _Rare(None)
     #: Best-effort jobs: times preempted, and node-seconds of work lost to it.
-    preemptions: int = 0
-    lost: float = 0.0
+    preemptions = _Rare(0)
+    lost = _Rare(0.0)
     #: A job a copy of it completed (end-of-campaign duplication): that copy's id.
-    won_by: int | None = None
+    won_by = _Rare(None)
     #: Node-seconds of its runs cancelled because another copy finished first.
-    wasted: float = 0.0
+    wasted = _Rare(0.0)
     #: Notices (``preempt-grace``) it got, and node-seconds of its work kept
     #: by checkpoints and not run again (a requeued checkpointing job).
-    notices: int = 0
-    recovered: float = 0.0
-    #: Each preempted run: (start, end, nodes), for the busy time of the
-    #: machine; None until the first (a list per job costs 56 bytes).
-    preempted_runs: list[tuple[float, float, int]] | None = None
+    notices = _Rare(0)
+    recovered = _Rare(0.0)
+    #: Each preempted run: (start, end, nodes), for the busy time of the machine.
+    preempted_runs = _Rare(None)
 
     @property
     def ranks(self) -> IdSet | None:
@@ -366,7 +391,8 @@ def _run(
             break
     for rec in records.values():
         if rec.state == NOT_STARTED and (job := engine.job(rec.job.id)) is not None:
-            rec.note = engine.over_limit(job)  # it asks for more than a limit allows
+            if (over := engine.over_limit(job)) is not None:
+                rec.note = over  # it asks for more than a limit allows
     nb = len(graph.ranks) if hasattr(graph, "ranks") else 0
     return ReplayResult(
         workload,
@@ -557,7 +583,8 @@ def _answer(
             ran = kept.get(r.id, 0.0) if kept else 0.0  # kept by checkpoints
             if checkpointed is not None:
                 checkpointed.pop(r.id, None)
-            rec.recovered = ran * len(r.resources.ranks) if ran else 0.0
+            if ran or rec.recovered:  # a field most records leave unset (_Rare)
+                rec.recovered = ran * len(r.resources.ranks) if ran else 0.0
             run = min(j.runtime - ran, j.walltime)
             if j.request.reservation is not None:
                 run = min(run, r.expiration - t)  # killed when its reservation ends
