@@ -528,7 +528,7 @@ class _Copies:
         pool = self._runtimes.get(orig.campaign or campaign_of(orig.request)[0] or "")
         if self.model == "campaign" and pool:
             runtime = random.Random(cid).choice(pool)
-        job = dataclasses.replace(orig, id=cid, name=f"{orig.name}+copy", submit=t, request=request, runtime=runtime)
+        job = dataclasses.replace(orig, id=cid, label=f"{orig.name}+copy", submit=t, request=request, runtime=runtime)
         self.records[cid] = JobRecord(job)
         self.of[cid] = of
         for r in engine.alloc(cid, 0, max(job.user, 0), t, request):

@@ -94,7 +94,10 @@ class WorkloadJob:
     """One job of a trace.  ``id`` orders ties; ``name`` is the trace's own id."""
 
     id: int
-    name: str
+    #: The trace's own id when it is not ``str(id)`` (a Batsim job's, a
+    #: copy's); "" for an archive trace's job, whose number is its id, so
+    #: that hundreds of thousands of jobs keep no string each (:attr:`name`).
+    label: str
     submit: float
     request: Request
     walltime: float  # math.inf when unlimited
@@ -109,6 +112,10 @@ class WorkloadJob:
     #: It loads its nodes' processors (an archive trace's job); a Batsim
     #: ``delay`` profile only waits, and its nodes draw idle watts.
     computes: bool = True
+
+    @property
+    def name(self) -> str:
+        return self.label or str(self.id)
 
     @property
     def preemptible_after(self) -> float | None:
@@ -537,6 +544,10 @@ def read_swf(
     skipped = filled = 0
     memo = _Floats()
     number_of = memo.__getitem__
+    #: One int object per distinct user and node count, shared by their
+    #: jobs (an int above 256 is a new object each time it is made).
+    ints: dict[int, int] = {}
+    shared = ints.setdefault
     quiet = quiet_bytes = 0  # lines and bytes since the last job line
     for lineno, line in lines:
         s = line.strip()
@@ -590,9 +601,8 @@ def read_swf(
             filled += 1
         user = int(values[10]) if len(values) > 10 and math.isfinite(values[10]) else -1
         queue = int(values[13]) if len(values) > 13 and math.isfinite(values[13]) else -1
-        jobs.append(
-            WorkloadJob(number, str(number), submit, node_request(nodes, wall), wall, runtime, nodes, "", user, queue)
-        )
+        user, nodes = shared(user, user), shared(nodes, nodes)
+        jobs.append(WorkloadJob(number, "", submit, node_request(nodes, wall), wall, runtime, nodes, "", user, queue))
         if len(memo) > _Floats.KEEP:
             memo.clear()
         if len(jobs) > MAX_JOBS:
