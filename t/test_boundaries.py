@@ -32,7 +32,6 @@ HOLDS_ENGINE = {
     "engine/besteffort.py",
     "engine/forecast.py",
     "engine/passctx.py",
-    "engine/reservations.py",
 }
 
 

@@ -118,7 +118,7 @@ class Engine:
         #: Best-effort jobs and preemption; the planner sees the graph through its view.
         self.besteffort = BestEffort(self)
         #: Advance reservations: windows the planner holds for their own jobs.
-        self.reservations = Reservations(self)
+        self.reservations = Reservations(self.table, graph, lambda: self.options, self.replan)
         self.table.use_planner(self.make_planner(MatchCache(matcher)))
         self.reservations.encode()
         self.build_R = build_R
@@ -661,9 +661,10 @@ class Engine:
         if self.power is not None and self.power.advance(now, self.table):
             self.changed()  # sleeping nodes are a boot from now: plan again
         out = self.besteffort.start_ready(now)
-        denied, due = self.reservations.tick(now)
-        if denied:
-            out += denied
+        orphans, due = self.reservations.tick(now)
+        for job, note in orphans:
+            self.deny_pending(job)
+            out.append(Response(job.id, ResponseType.DENY, note=note, reply=job.reply))
         if due:
             self.changed()  # a window opened or closed, or its jobs were denied
         if self._pass is not None and self._plan_due(self._pass.now, now):

@@ -52,13 +52,15 @@ from ..ids import IdSet, IdSetError
 from ..jobspec.constraints import ConstraintError, parse_constraint
 from ..jobspec.fsd import parse_fsd
 from ..jobspec.request import node_request
-from .states import JobState, Response, ResponseType
+from .states import JobState
 
 if TYPE_CHECKING:
     from ..jobspec import Request
     from ..planner import Window
-    from .core import Engine
+    from ..resource import ResourceGraph
     from .jobs import Job
+    from .jobtable import JobTable
+    from .options import EngineOptions
 
 __all__ = [
     "FLAGS",
@@ -357,8 +359,19 @@ def parse_spec(
 class Reservations:
     """The advance reservations of one engine (see the module docstring)."""
 
-    def __init__(self, engine: Engine) -> None:
-        self.e = engine
+    def __init__(
+        self,
+        table: JobTable,
+        graph: ResourceGraph,
+        options: Callable[[], EngineOptions],
+        replan: Callable[[], None],
+    ) -> None:
+        self._table = table
+        self._graph = graph
+        self._options = options  # the engine's current ones
+        #: Drops every pending job's reservation and marks a pass due
+        #: (:meth:`.Engine.replan`): a window added or removed moves them all.
+        self._replan = replan
         self._by_name: dict[str, Reservation] = {}
         #: Each reservation's ranks, flat in the planner's layout (made by :meth:`encode`).
         self._bits: dict[str, int] = {}
@@ -438,7 +451,7 @@ class Reservations:
             raise ReservationError("end", "must be after start")
         if end <= now:
             raise ReservationError("end", "already past")
-        g = self.e.graph
+        g = self._graph
         ignore_jobs = "IGNORE_JOBS" in flags
         if ranks is not None:
             unknown = IdSet(r for r in ranks if r not in g.ranks)
@@ -469,8 +482,13 @@ class Reservations:
         time limit ends later.  A best-effort job does not count: it is
         preempted when the window opens (docs/rfcs/preemption.md)."""
         out: set[int] = set()
-        for job in self.e.running:
-            if job.expiration > start and job.preemptible_after is None and job.resources is not None:
+        for job in self._table.jobs.values():
+            if (
+                job.state is JobState.RUNNING
+                and job.expiration > start
+                and job.preemptible_after is None
+                and job.resources is not None
+            ):
                 out.update(job.resources.ranks)
         return IdSet(out)
 
@@ -573,13 +591,13 @@ class Reservations:
         those free over the whole window in the plan, else free when it
         opens, else (``ignore_jobs``) any, else those no running job holds
         at its start."""
-        planner = self.e.planner
+        planner = self._table.planner
         request = dataclasses.replace(node_request(n, end - start), constraints=requires)
         others = planner.blocked_during(start, end)
         pool = planner.pool_bits()
         if not ignore_jobs:
             pool &= ~planner.codec.ranks_mask(self._busy_ranks(start))
-        policy = self.e.options.placement
+        policy = self._options().placement
         for keep_off in (others, 0) if maint else (others,):
             for avail in (planner.available_bits(start, end), planner.available_bits(start, start), pool):
                 avail &= ~keep_off
@@ -595,7 +613,7 @@ class Reservations:
         """Every pending job is planned anew around the new windows."""
         self.encode()
         self._held.clear()
-        self.e.replan()
+        self._replan()
         if store and self.on_change is not None:
             self.on_change(list(self))
 
@@ -604,11 +622,11 @@ class Reservations:
     def encode(self) -> None:
         """Have the job table hold every window in the engine's planner (a
         new one, or after a change), its ranks in the planner's layout."""
-        codec = self.e.planner.codec
+        codec = self._table.planner.codec
         self._bits = {r.name: codec.ranks_mask(r.ranks) for r in self._by_name.values()}
         #: Some windows share ranks over overlapping times (a MAINT one over another).
         self._overlaps = any("MAINT" in r.flags for r in self._by_name.values()) and len(self._by_name) > 1
-        self.e.table.hold_windows([(r.name, self._bits[r.name], r.start, r.end) for r in self._by_name.values()])
+        self._table.hold_windows([(r.name, self._bits[r.name], r.start, r.end) for r in self._by_name.values()])
 
     def window(self, job: Job) -> Window | None:
         """``(start, end, bits, avoid)`` of the reservation ``job`` runs
@@ -660,9 +678,9 @@ class Reservations:
             return f"reservation {name}: {why}"
         if "FLEX" in r.flags:
             return None  # it may run outside the window: any feasible request
-        planner = self.e.planner
+        planner = self._table.planner
         whole = self._bits[name] & planner.pool_bits()
-        if planner.match_bits(request, whole, self.e.options.placement) is None:
+        if planner.match_bits(request, whole, self._options().placement) is None:
             return f"reservation {name}: the request does not fit its ranks {r.ranks}"
         if request.duration and request.duration > r.end - r.start:
             return f"reservation {name}: walltime longer than the reservation"
@@ -687,10 +705,11 @@ class Reservations:
 
     # -- time ----------------------------------------------------------------
 
-    def tick(self, now: float) -> tuple[list[Response], bool]:
-        """At the start of a pass: forget ended reservations and deny the
-        pending jobs of those gone.  Returns the DENY responses and whether a
-        window opened or closed since the last tick (a pass is due)."""
+    def tick(self, now: float) -> tuple[list[tuple[Job, str]], bool]:
+        """At the start of a pass: forget ended reservations.  Returns the
+        pending jobs of those gone, each with the reason the engine denies it
+        for, in queue order, and whether a window opened or closed since the
+        last tick (a pass is due)."""
         before, self._now = self._now, now
         if not self._by_name and not self._orphans:
             return [], False  # the common case: no reservation, nothing to do
@@ -701,18 +720,17 @@ class Reservations:
         if ended:
             self._orphans = True
             self._changed()
-        out: list[Response] = []
+        out: list[tuple[Job, str]] = []
+        jobs = self._table.jobs
         if self._orphans:
             self._orphans = False
-            e = self.e
-            for job in e.pending():
+            pending = sorted((j for j in jobs.values() if j.state is JobState.PENDING), key=lambda j: j.sortkey)
+            for job in pending:
                 name = getattr(job.request, "reservation", None)
-                if name is not None and name not in self._by_name and job.state is JobState.PENDING:
-                    e.deny_pending(job)
-                    note = f"reservation {name} ended or was removed"
-                    out.append(Response(job.id, ResponseType.DENY, note=note, reply=job.reply))
+                if name is not None and name not in self._by_name:
+                    out.append((job, f"reservation {name} ended or was removed"))
         if len(self._held) > 4096:
-            self._held = {i: n for i, n in self._held.items() if (j := self.e.job(i)) and j.state is JobState.PENDING}
+            self._held = {i: n for i, n in self._held.items() if (j := jobs.get(i)) and j.state is JobState.PENDING}
         return out, crossed or bool(out)
 
     def next_change(self) -> float:
