@@ -34,7 +34,9 @@ checkpoint.
 
 from __future__ import annotations
 
+import math
 import statistics
+from array import array
 from dataclasses import asdict, dataclass
 
 from ..report.metrics import TAU, schedule_metrics
@@ -123,22 +125,38 @@ class Summary:
 
 
 def summarize(result: ReplayResult, tau: float = TAU) -> Summary:
-    recs = [r for r in result.records if r.job.preemptible_after is None]
-    be = [r for r in result.records if r.job.preemptible_after is not None]
-    m = schedule_metrics(
-        [r.job.submit for r in recs],
-        [r.start if r.finish is not None else None for r in recs],
-        [r.finish if r.start is not None else None for r in recs],
-        [r.nranks if r.runs is not None else r.job.nodes for r in recs],
-        [r.state for r in recs],
-        result.nb_nodes,
-        tau,
-    )
-    started = [r for r in recs if r.start is not None and r.finish is not None]
-    first_submit = min((r.job.submit for r in recs), default=0.0)
-    est = [r for r in started if r.first_estimate is not None]
-    mae = statistics.fmean(abs(r.start - r.first_estimate) for r in est) if est else None
-    kept = sum(1 for r in est if r.start <= r.first_estimate + 1e-6) / len(est) if est else None
+    # One walk over the records, the regular jobs' times kept as C doubles
+    # (NaN: it never ran): an archive trace has hundreds of thousands of jobs.
+    nan = math.nan
+    submit, start, finish, size = array("d"), array("d"), array("d"), array("q")
+    states: list[str] = []
+    be = []
+    estimate_errors, forecast_errors = array("d"), array("d")
+    kept_estimates = 0
+    for r in result.records:
+        j = r.job
+        if j.preemptible_after is not None:
+            be.append(r)
+            continue
+        t0, t1 = r.start, r.finish
+        ran = t0 is not None and t1 is not None
+        submit.append(j.submit)
+        start.append(t0 if ran else nan)  # type: ignore[arg-type]
+        finish.append(t1 if ran else nan)  # type: ignore[arg-type]
+        size.append(r.nranks if r.started else j.nodes)
+        states.append(r.state)
+        if not ran:
+            continue
+        if (est := r.first_estimate) is not None:
+            estimate_errors.append(abs(t0 - est))  # type: ignore[operator]
+            kept_estimates += t0 <= est + 1e-6  # type: ignore[operator]
+        if result.forecast and (fc := r.first_forecast) is not None:
+            forecast_errors.append(abs(t0 - fc))  # type: ignore[operator]
+    m = schedule_metrics(submit, start, finish, size, states, result.nb_nodes, tau)
+    first_submit = min(submit, default=0.0)
+    n_est = len(estimate_errors)
+    mae = statistics.fmean(estimate_errors) if n_est else None
+    kept = kept_estimates / n_est if n_est else None
     extra = _besteffort(be, result.copies, first_submit, m.makespan, m.span, m.used) if be else {}
     if result.energy is not None:
         e = result.energy
@@ -150,9 +168,8 @@ def summarize(result: ReplayResult, tau: float = TAU) -> Summary:
             power_on=result.stats.get("power_on", 0),
         )
     if result.forecast:
-        fc = [r for r in started if r.first_forecast is not None]
-        extra["forecasted"] = len(fc)
-        extra["forecast_mae"] = statistics.fmean(abs(r.start - r.first_forecast) for r in fc) if fc else None
+        extra["forecasted"] = len(forecast_errors)
+        extra["forecast_mae"] = statistics.fmean(forecast_errors) if forecast_errors else None
     return Summary(
         **extra,
         policy=result.policy,
@@ -166,7 +183,7 @@ def summarize(result: ReplayResult, tau: float = TAU) -> Summary:
         max_wait=m.max_wait,
         mean_bsld=m.mean_bsld,
         utilization=m.utilization,
-        estimated=len(est),
+        estimated=n_est,
         estimate_mae=mae,
         estimate_kept=kept,
         elapsed=result.elapsed,

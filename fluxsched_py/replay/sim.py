@@ -33,118 +33,24 @@ from ..ids import IdSet
 from ..power import PowerModel
 from ..resource import ResourceGraph
 from .energy import Energy, PowerLog, account, node_states, power_series
+from .records import CANCELLED, COMPLETED, KILLED, NOT_STARTED, PREEMPTED, REJECTED, JobRecord, Records
 from .workload import Workload, WorkloadJob
 
-__all__ = ["JobRecord", "ReplayResult", "replay"]
+__all__ = [
+    "CANCELLED",
+    "COMPLETED",
+    "KILLED",
+    "NOT_STARTED",
+    "PREEMPTED",
+    "REJECTED",
+    "JobRecord",
+    "ReplayResult",
+    "replay",
+]
 
-COMPLETED = "COMPLETED_SUCCESSFULLY"
-KILLED = "COMPLETED_WALLTIME_REACHED"
-PREEMPTED = "COMPLETED_KILLED"  # Batsim's state for a job it was told to kill
-REJECTED = "REJECTED"
-NOT_STARTED = "NOT_STARTED"
-CANCELLED = "CANCELLED"  # an end-of-campaign copy that lost (or its original, which then completes by its copy)
 #: ``duplicate_runtime`` models: a copy runs its original's run time, or one
 #: drawn (seeded by the copy's id) from the run times of its campaign's jobs.
 DUPLICATE_RUNTIMES = ("same", "campaign")
-
-
-class _Rare:
-    """A record's field that most jobs leave at its default (a trace's jobs
-    are rarely preempted, denied or copied): kept in the record's ``extra``
-    dict once set, so each record has room only for what every job has."""
-
-    def __init__(self, default: object) -> None:
-        self.default = default
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
-
-    def __get__(self, rec: JobRecord | None, owner: type | None = None) -> Any:
-        if rec is None:
-            return self
-        extra = rec.extra
-        return self.default if extra is None else extra.get(self.name, self.default)
-
-    def __set__(self, rec: JobRecord, value: object) -> None:
-        if rec.extra is None:
-            rec.extra = {}
-        rec.extra[self.name] = value
-
-
-@dataclass(slots=True)
-class JobRecord:
-    """What happened to one job."""
-
-    job: WorkloadJob
-    start: float | None = None
-    finish: float | None = None
-    #: the ranks it ran on, as runs of ranks packed in one int (:attr:`ranks`,
-    #: :attr:`nranks`, :attr:`rank_runs`): 64 bits a run, its first rank
-    #: and one past its last in 32 bits each (so no run packs as 0).  An
-    #: IdSet is a bit mask as wide as its highest rank (25 KB per job of a
-    #: 200,000-node machine), and a tuple of runs with its ints takes about
-    #: four times the memory of this int, for every job of a trace.
-    runs: int | None = None
-    state: str = NOT_STARTED
-    first_estimate: float | None = None
-    #: The fields below that differ from their defaults, by name.
-    extra: dict[str, Any] | None = None
-
-    #: The start the forecast (:mod:`fluxsched_py.engine.forecast`) gave the
-    #: job at the first pass after its submission (``replay(forecast=True)``).
-    first_forecast = _Rare(None)
-    note = _Rare(None)
-    #: When the engine denied the job (state ``REJECTED``): its submit time, or a later pass's.
-    rejected_at = _Rare(None)
-    #: Best-effort jobs: times preempted, and node-seconds of work lost to it.
-    preemptions = _Rare(0)
-    lost = _Rare(0.0)
-    #: A job a copy of it completed (end-of-campaign duplication): that copy's id.
-    won_by = _Rare(None)
-    #: Node-seconds of its runs cancelled because another copy finished first.
-    wasted = _Rare(0.0)
-    #: Notices (``preempt-grace``) it got, and node-seconds of its work kept
-    #: by checkpoints and not run again (a requeued checkpointing job).
-    notices = _Rare(0)
-    recovered = _Rare(0.0)
-    #: Each preempted run: (start, end, nodes), for the busy time of the machine.
-    preempted_runs = _Rare(None)
-
-    @property
-    def ranks(self) -> IdSet | None:
-        """The ranks it ran on (None: it never started)."""
-        if self.runs is None:
-            return None
-        mask = 0
-        for lo, hi in self.rank_runs():
-            mask |= ((1 << (hi - lo + 1)) - 1) << lo
-        return IdSet.from_mask(mask)
-
-    @ranks.setter
-    def ranks(self, value: IdSet | None) -> None:
-        if value is None:
-            self.runs = None
-            return
-        packed, shift = 0, 0
-        for lo, hi in value.runs():
-            packed |= (lo | (hi + 1) << 32) << shift
-            shift += 64
-        self.runs = packed
-
-    @property
-    def nranks(self) -> int:
-        """How many ranks it ran on (0: it never started), with no IdSet built."""
-        return sum(hi - lo + 1 for lo, hi in self.rank_runs())
-
-    def rank_runs(self) -> list[tuple[int, int]]:
-        """The ranks it ran on as ``(first, last)`` runs, in order."""
-        out = []
-        packed = self.runs or 0
-        while packed:
-            run = packed & 0xFFFFFFFFFFFFFFFF
-            out.append((run & 0xFFFFFFFF, (run >> 32) - 1))
-            packed >>= 64
-        return out
 
 
 @dataclass(slots=True)
@@ -152,7 +58,7 @@ class ReplayResult:
     workload: Workload
     options: EngineOptions
     nb_nodes: int
-    records: list[JobRecord]
+    records: Sequence[JobRecord]
     elapsed: float
     stats: dict = field(default_factory=dict)
     #: (time, ranks, reason) of each node drained for the sink effect (marked down: no job placed there after)
@@ -160,7 +66,7 @@ class ReplayResult:
     #: Whether first forecasts were recorded (``JobRecord.first_forecast``).
     forecast: bool = False
     #: End-of-campaign copies (``duplicates``): one record each, ``job.name`` is ``ORIGINAL+copy``.
-    copies: list[JobRecord] = field(default_factory=list)
+    copies: Sequence[JobRecord] = field(default_factory=list)
     #: With a power model: the node power state changes, and the energy drawn.
     power_log: PowerLog | None = None
     energy: Energy | None = None
@@ -264,9 +170,7 @@ def replay(
     )
     add_entries(engine.reservations, reservations, 0.0, group=groups)
     jobs = sorted(workload.jobs, key=lambda j: (j.submit, j.id))
-    records = {j.id: JobRecord(j) for j in jobs}
-    if len(records) != len(jobs):
-        raise ValueError("workload job ids must be unique")
+    records = Records(jobs)
     total = len(jobs)
     # The workload, the graph and the records live as long as the replay and
     # are never garbage: out of the collector's sight, its full collections
@@ -290,7 +194,7 @@ def _run(
     graph: ResourceGraph,
     engine: Engine,
     jobs: list[WorkloadJob],
-    records: dict[int, JobRecord],
+    records: Records,
     total: int,
     progress: Callable[[int, int], None] | None,
     check: Callable[[Engine], None] | None,
@@ -398,12 +302,12 @@ def _run(
         workload,
         engine.options,
         nb,
-        [records[j.id] for j in jobs],
+        records.of(j.id for j in jobs),
         time.perf_counter() - t_wall,
         dict(engine.stats),
         drains,
         with_forecast,
-        [records[c] for c in copies.of],
+        records.of(copies.of),
         power_log=None if switches is None else switches.log,
     )
 
@@ -459,7 +363,7 @@ def _energy(models: Sequence[PowerModel], result: ReplayResult) -> Energy:
     return account(models, result.job_runs(), result.power_log or PowerLog(), first, last)
 
 
-def _first_forecasts(engine: Engine, t: float, submitted: set[int], records: dict[int, JobRecord]) -> None:
+def _first_forecasts(engine: Engine, t: float, submitted: set[int], records: Records) -> None:
     """Record the forecast start of each job of ``submitted`` (pending ones: a
     denied job has none), then empty it."""
     for f in plan_forecast(engine, t, FORECAST_LIMIT):
@@ -471,7 +375,7 @@ def _first_forecasts(engine: Engine, t: float, submitted: set[int], records: dic
 class _Copies:
     """The replay's end-of-campaign copies: their records and run times."""
 
-    def __init__(self, jobs: list[WorkloadJob], records: dict[int, JobRecord], model: str) -> None:
+    def __init__(self, jobs: list[WorkloadJob], records: Records, model: str) -> None:
         self.records = records
         self.model = model
         self.of: dict[int, int] = {}  # copy -> original
@@ -529,11 +433,10 @@ class _Copies:
         if self.model == "campaign" and pool:
             runtime = random.Random(cid).choice(pool)
         job = dataclasses.replace(orig, id=cid, label=f"{orig.name}+copy", submit=t, request=request, runtime=runtime)
-        self.records[cid] = JobRecord(job)
+        rec = self.records.add(job)
         self.of[cid] = of
         for r in engine.alloc(cid, 0, max(job.user, 0), t, request):
             if r.type is ResponseType.DENY:
-                rec = self.records[cid]
                 rec.state, rec.note, rec.rejected_at = REJECTED, r.note, t
 
 
@@ -547,7 +450,7 @@ def requeued(request: Any, first: int) -> Any:
 def _notices(
     engine: Engine,
     notices: list[Any],
-    records: dict[int, JobRecord],
+    records: Records,
     kept: dict[int, float],
     checkpointed: dict[int, float],
     t: float,
@@ -566,7 +469,7 @@ def _notices(
 def _answer(
     engine: Engine,
     responses: list[Any],
-    records: dict[int, JobRecord],
+    records: Records,
     ends: list[tuple[float, int, int]],
     runs: dict[int, int],
     t: float,
@@ -583,7 +486,7 @@ def _answer(
             ran = kept.get(r.id, 0.0) if kept else 0.0  # kept by checkpoints
             if checkpointed is not None:
                 checkpointed.pop(r.id, None)
-            if ran or rec.recovered:  # a field most records leave unset (_Rare)
+            if ran or rec.recovered:  # a field most records leave unset (records.RARE)
                 rec.recovered = ran * len(r.resources.ranks) if ran else 0.0
             run = min(j.runtime - ran, j.walltime)
             if j.request.reservation is not None:
