@@ -156,7 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--dynamic-jobs",
         action="store_true",
         help="v4, with batsim --enable-dynamic-jobs: register jobs with Batsim (REGISTER_PROFILE, "
-        'REGISTER_JOB): a preempted checkpointing job ("checkpoint": "signal" in its workload entry) '
+        "REGISTER_JOB): a preempted checkpointing job (its workload entry says checkpoint: signal) "
         "again for its remaining work, and the end-of-campaign copies of --duplicates; off by default",
     )
     ap.add_argument("--record", metavar="FILE", help="write every message, both directions, as JSON lines")
