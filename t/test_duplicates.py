@@ -276,12 +276,13 @@ def test_replay_json_reports_copies_and_campaign_makespan(tmp_path):
     assert s["campaigns"] == [["c", 110.0]]
 
 
-def test_the_batsim_driver_refuses_duplicates_in_one_line():
+def test_the_batsim_driver_refuses_duplicates_without_dynamic_jobs_in_one_line():
     exe = Path(sys.executable).with_name("fluxsched-py")
     out = subprocess.run([str(exe), "batsim", "--duplicates", "1"], capture_output=True, text=True)
     assert out.returncode == 2
     assert out.stderr == (
-        "fluxsched-py batsim: --duplicates 1: the Batsim drivers do not register copies (docs/rfcs/campaigns.md)\n"
+        "fluxsched-py batsim: --duplicates 1: copies are registered with Batsim only with --dynamic-jobs "
+        "(and batsim --enable-dynamic-jobs; docs/rfcs/batsim-v4.md)\n"
     )
 
 

@@ -152,6 +152,13 @@ def build_parser() -> argparse.ArgumentParser:
         "annotates) or its number of preemptions changes, so Batsim's out_jobs.csv metadata column says "
         "preemptions=N;reason_pending=TEXT; off by default (each event costs Batsim simulated time)",
     )
+    ap.add_argument(
+        "--dynamic-jobs",
+        action="store_true",
+        help="v4, with batsim --enable-dynamic-jobs: register jobs with Batsim (REGISTER_PROFILE, "
+        "REGISTER_JOB): a preempted checkpointing job (its workload entry says checkpoint: signal) "
+        "again for its remaining work, and the end-of-campaign copies of --duplicates; off by default",
+    )
     ap.add_argument("--record", metavar="FILE", help="write every message, both directions, as JSON lines")
     ap.add_argument("--stats", metavar="FILE", help="write round-trip times and counters as JSON at the end")
     ap.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for every message)")
@@ -172,9 +179,10 @@ def make_driver(
     reservations: list[dict] | None = None,
     campaigns: bool = False,
     metadata: bool = False,
+    dynamic: bool = False,
 ) -> Driver:
     """The sans-I/O driver for ``protocol``; ``limits``, ``reservations``,
-    ``campaigns`` and ``metadata`` are the v4 driver's (:class:`~.v4driver.V4Driver`)."""
+    ``campaigns``, ``metadata`` and ``dynamic`` are the v4 driver's (:class:`~.v4driver.V4Driver`)."""
     if protocol == "v4":
         from .v4driver import V4Driver
 
@@ -186,7 +194,13 @@ def make_driver(
             if power is None and options.power_save != "off":
                 raise PlatformError(f"{platform}: --power-save needs an energy platform (no wattage_per_state)")
         return V4Driver(
-            options, power, limits=limits, reservations=reservations or (), campaigns=campaigns, metadata=metadata
+            options,
+            power,
+            limits=limits,
+            reservations=reservations or (),
+            campaigns=campaigns,
+            metadata=metadata,
+            dynamic=dynamic,
         )
     if protocol == "batprotocol":
         from .batprotocol import BatprotocolDriver
@@ -451,6 +465,7 @@ def _setup(args: argparse.Namespace) -> _Setup:
         ("--reservations", args.reservations),
         ("--campaigns", args.campaigns),
         ("--job-metadata", args.job_metadata),
+        ("--dynamic-jobs", args.dynamic_jobs),
     ):
         if given and args.protocol != "v4":
             raise UsageError(f"{flag} is only for --protocol v4 so far")
@@ -459,9 +474,10 @@ def _setup(args: argparse.Namespace) -> _Setup:
         options = from_flags(args, {**ENGINE_DEFAULTS, **config.options})
     except EngineError as exc:
         raise UsageError(str(exc)) from None
-    if options.duplicates:
+    if options.duplicates and not args.dynamic_jobs:
         raise UsageError(
-            f"--duplicates {options.duplicates}: the Batsim drivers do not register copies (docs/rfcs/campaigns.md)"
+            f"--duplicates {options.duplicates}: copies are registered with Batsim only with --dynamic-jobs "
+            "(and batsim --enable-dynamic-jobs; docs/rfcs/batsim-v4.md)"
         )
     if args.nodes and args.protocol != "legacy":
         raise UsageError("--nodes is only for --protocol legacy (the JSON protocols carry the machines)")
@@ -488,6 +504,7 @@ def _driver(args: argparse.Namespace, setup: _Setup) -> Driver:
             reservations=setup.reservations,
             campaigns=args.campaigns,
             metadata=args.job_metadata,
+            dynamic=args.dynamic_jobs,
         )
     except (EngineError, ProtocolError, ValueError) as exc:
         raise CLIError(str(exc)) from None

@@ -43,7 +43,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..engine import Engine, EngineOptions, ResponseType
+from ..engine import Engine, EngineOptions, JobState, ResponseType
+from ..engine.duplicates import CancelCopy, Duplicate
 from ..engine.power import PowerOff, PowerOn
 from ..engine.reservations import add_entries
 from ..engine.runlimits import RunLimits
@@ -53,6 +54,7 @@ from ..power import PowerModel
 from .errors import ProtocolError
 
 __all__ = [
+    "Register",
     "SetMetadata",
     "SetPower",
     "BatsimScheduler",
@@ -129,7 +131,21 @@ class SetMetadata:
     metadata: str
 
 
-Decision = Execute | Reject | CallMeLater | Kill | SetPower | SetMetadata
+@dataclass(frozen=True, slots=True)
+class Register:
+    """Register a job with Batsim (``--dynamic-jobs``): REGISTER_PROFILE of
+    ``profile`` as ``profile_name`` in the job's workload, then REGISTER_JOB
+    of ``job``, the workload entry whose ``id`` is ``job_id`` and whose
+    ``profile`` is ``profile_name``.  A requeued checkpointing job (its
+    remaining work) or an end-of-campaign copy."""
+
+    job_id: str
+    job: Mapping[str, Any]
+    profile_name: str
+    profile: Mapping[str, Any]
+
+
+Decision = Execute | Reject | CallMeLater | Kill | SetPower | SetMetadata | Register
 
 
 def job_metadata(preemptions: int, reason: str | None) -> str:
@@ -241,6 +257,15 @@ class _Job:
     reason: str | None = None  # the last reason_pending the engine gave it (metadata)
     preemptions: int = 0
     metadata: str | None = None  # what Batsim holds as its metadata (sent last)
+    # -- dynamic jobs (--dynamic-jobs) --
+    profile: Mapping[str, Any] | None = None  # its profile's JSON, when Batsim sent it
+    entry: Mapping[str, Any] | None = None  # its workload entry (what a job registered for it copies)
+    root: _Job | None = None  # the workload job it continues (requeued) or copies; None: it is one
+    copy_of: int | None = None  # a copy: the engine id of its original
+    kept: float = 0.0  # seconds of the root's work kept by checkpoints, all its runs so far
+    checkpointed: float | None = None  # workload time of the current run's last checkpoint
+    registered: int = 0  # registrations made from it (a root: its requeues and copies, for their names)
+    acked: bool | None = None  # a registered job: whether Batsim's JOB_SUBMITTED came back (None: not one)
 
 
 @dataclass(order=True, slots=True)
@@ -289,8 +314,17 @@ class BatsimScheduler:
         limits: RunLimits | None = None,
         reservations: Sequence[Mapping[str, Any]] = (),
         metadata: bool = False,
+        dynamic: bool = False,
     ) -> None:
         self.options = options if isinstance(options, EngineOptions) else EngineOptions.parse(options)
+        #: Register jobs with Batsim (``--dynamic-jobs``: Batsim runs with
+        #: ``--enable-dynamic-jobs``): a preempted checkpointing job again,
+        #: with its remaining work, and the end-of-campaign copies the
+        #: engine asks for (:class:`Register`), as the replay submits them.
+        self.dynamic = dynamic
+        #: The Batsim workload the registered jobs and profiles go in (the
+        #: protocol driver picks one no static workload has).
+        self.dyn_workload = "dyn"
         #: Tell Batsim each job's last reason_pending and preemptions
         #: (:class:`SetMetadata`), when they change.
         self.metadata = metadata
@@ -308,8 +342,10 @@ class BatsimScheduler:
         self._by_engine_id: dict[int, _Job] = {}
         self._next_fresh = _FRESH_BASE
         self._pending: list[_Pending] = []
-        self._ends: list[tuple[float, int]] = []  # (workload end, engine id) of running jobs with a known run time
-        self._expiries: list[tuple[float, int]] = []  # (reservation end, engine id): jobs to kill then
+        # (workload end, seq, job) of running jobs with a known run time; the
+        # job, not its engine id, which a requeued job takes over
+        self._ends: list[tuple[float, int, _Job]] = []
+        self._expiries: list[tuple[float, int, _Job]] = []  # (reservation end, seq, job): jobs to kill then
         self._seq = 0
         self.vnow = 0.0  # workload time of the last pass
         self.lag = 0.0  # Batsim time minus workload time at the last pass
@@ -383,10 +419,14 @@ class BatsimScheduler:
         user: int = 0,
         reservation: str | None = None,
         attributes: Mapping[str, Any] | None = None,
+        profile: Mapping[str, Any] | None = None,
+        entry: Mapping[str, Any] | None = None,
     ) -> None:
         """JOB_SUBMITTED at workload time ``t``; ``runtime`` only if the profile fixes it (see the class doc);
         ``preemptible_after`` for a best-effort job; ``user`` its uid (limits, reservations' users, EASY++
-        history); ``reservation`` the advance reservation it runs in; ``attributes`` its jobspec's."""
+        history); ``reservation`` the advance reservation it runs in; ``attributes`` its jobspec's;
+        ``profile`` and ``entry`` its profile's JSON and its workload entry, what the jobs registered
+        for it (``dynamic``) are made of."""
         self._engine()
         if batsim_id in self.jobs:
             raise ProtocolError(f"job {batsim_id} submitted twice")
@@ -403,11 +443,16 @@ class BatsimScheduler:
             user,
             reservation,
             attributes,
+            profile=profile,
+            entry=entry,
         )
-        self.jobs[batsim_id] = job
+        self._add(job)
+        self._push(t, 2, "submit", job)
+
+    def _add(self, job: _Job) -> None:
+        self.jobs[job.batsim_id] = job
         self._by_engine_id[job.engine_id] = job
         self.stats["submitted"] += 1
-        self._push(t, 2, "submit", job)
 
     def _reject(self, job: _Job, reason: str) -> Reject:
         job.state = "done"
@@ -498,8 +543,8 @@ class BatsimScheduler:
     def _blocked(self, v: float) -> bool:
         """True while a running job known to end by workload time ``v`` has not reported it yet."""
         ends = self._ends
-        while ends and self._by_engine_id[ends[0][1]].state != "running":
-            heapq.heappop(ends)  # reported already
+        while ends and ends[0][2].state != "running":
+            heapq.heappop(ends)  # reported already (or preempted)
         return bool(ends) and ends[0][0] <= v + SAME_INSTANT
 
     def decide(self, now: float) -> list[Decision]:
@@ -514,6 +559,16 @@ class BatsimScheduler:
         pending = self._pending
         while pending:
             v = pending[0].vtime
+            early = [c for c in self._calls if c < v - SAME_INSTANT]
+            if early:
+                # A timer of ours falls before this event in workload time: its pass
+                # comes first, as in the replay, though Batsim's REQUESTED_CALL for it
+                # comes later (Batsim time lags workload time by more at some jobs'
+                # starts than at others': a job that ended meanwhile can report first).
+                for c in early:
+                    del self._calls[c]
+                    self._push(c, 3, "tick")
+                continue
             if self._blocked(v):
                 break
             while pending and pending[0].vtime <= v + SAME_INSTANT:
@@ -555,17 +610,31 @@ class BatsimScheduler:
                     if self.metadata:
                         self._tell(victim, out)  # before Batsim writes its row (at the kill)
                     out.append(Kill(victim.batsim_id, a.note))
+                    if a.requeue and self.dynamic and victim.copy_of is None:  # a copy is not run again
+                        self._requeue(engine, victim, v, now, out)
+                if self.dynamic:
+                    self._checkpoint(engine, result.notice, v)
                 self._switch(result.power, out)
-                if result.preempt:
+                if result.preempt or result.more:
                     continue
-                if not result.more:
-                    break
+                if self.dynamic and self.options.duplicates:
+                    acts = engine.copies(v)  # after a complete pass, as the replay asks
+                    if acts:
+                        self._copies(engine, acts, v, now, out)
+                        continue
+                break
         for job in changed:  # pending, or started or denied since: V4Driver puts each where it counts
             self._tell(job, out)
         if not pending:
             when = self._wakeup(self.vnow)
             if when is not None:
                 at = now + (when - self.vnow)
+                if self.dynamic:
+                    # At the workload time itself, not with this message's lag: a pass
+                    # due then waits anyway for the jobs known to end by then (_blocked),
+                    # and a regular job started by the timer (a victim's grace time
+                    # over) does not inherit the lag of whatever message set it.
+                    at = max(when, now)
                 self._calls[when] = at
                 self.stats["calls"] += 1
                 out.append(CallMeLater(at))
@@ -575,20 +644,13 @@ class BatsimScheduler:
         job = ev.job
         if ev.kind == "free":
             assert job is not None
+            if job.state != "ending":
+                return  # a copy that lost: freed when it was cancelled
             job.state = "done"
             engine.free(job.engine_id, final=True)
         elif ev.kind == "submit":
             assert job is not None
-            request = node_request(job.res, job.walltime)
-            if job.preemptible_after is not None:
-                request = dataclasses.replace(request, preemptible_after=job.preemptible_after)
-            if job.reservation is not None:
-                request = dataclasses.replace(request, reservation=job.reservation)
-            if job.attributes:
-                request = dataclasses.replace(request, attributes=job.attributes)
-            for r in engine.alloc(job.engine_id, 0, job.user, job.submit, request):
-                if r.type is ResponseType.DENY:
-                    out.append(self._reject(job, r.note or "infeasible"))
+            self._alloc(engine, job, out)
         elif ev.kind == "down":
             engine.resource_update(down=ev.arg)
         elif ev.kind == "up":
@@ -597,6 +659,162 @@ class BatsimScheduler:
             ranks, on = ev.arg
             self._switch(engine.power_changed(ranks, on, ev.vtime), out)
         # "tick": nothing to give; the pass runs at its time.
+
+    # -- dynamic jobs (--dynamic-jobs) ------------------------------------------------
+
+    def _checkpoint(self, engine: Engine, notices: Sequence[Any], v: float) -> None:
+        """A job that checkpoints on its notice keeps the work done so far
+        (the replay's ``_notices``): Batsim has no signal, so the driver
+        counts it, and a requeue registers only what is left."""
+        for n in notices:
+            job = self._by_engine_id.get(n.id)
+            ej = engine.job(n.id)
+            if job is None or ej is None or job.state != "running" or not engine.besteffort.checkpoints(ej):
+                continue
+            since = job.checkpointed if job.checkpointed is not None else job.vstart
+            if since is None:  # pragma: no cover - a running job has a start
+                continue
+            job.kept += v - since
+            job.checkpointed = v
+
+    def _register(
+        self, root: _Job, kind: str, profile: Mapping[str, Any], now: float, **fields: Any
+    ) -> tuple[str, Register]:
+        """A new Batsim job made of ``root``'s workload entry, in the dynamic
+        workload, with a profile of its own: Batsim removes a profile with the
+        first job of it that ends unless run with ``--enable-profile-reuse``
+        (``src/jobs.cpp``, ``Jobs::delete_job``), so a registered job never
+        names a workload's profile."""
+        root.registered += 1
+        name = f"{root.batsim_id.replace('!', '.')}.{kind}{root.registered}"
+        job_id = f"{self.dyn_workload}!{name}"
+        entry = {k: v for k, v in (root.entry or {}).items() if k not in ("id", "profile", "subtime")}
+        entry.update(id=job_id, subtime=now, profile=name, **fields)
+        return job_id, Register(job_id, entry, name, dict(profile))
+
+    def _requeue(self, engine: Engine, old: _Job, v: float, now: float, out: list[Decision]) -> None:
+        """Preempted checkpointing job ``old``, registered again for its
+        remaining work (a ``delay`` profile of the seconds left) and queued
+        under its engine id, as the replay requeues it
+        (``attributes.user.requeued-from``); a profile that does not fix
+        the run time is registered whole (its checkpoints cannot be counted)."""
+        root = old.root or old
+        kept = old.kept
+        if root.runtime is not None:
+            left = max(0.0, root.runtime - kept)
+            profile: Mapping[str, Any] | None = {"type": "delay", "delay": left}
+        else:
+            left, kept, profile = None, 0.0, root.profile
+            log.warning("job %s: its profile does not fix its run time; requeued with all its work", root.batsim_id)
+        if profile is None:
+            log.warning("job %s: Batsim did not send its profile; not requeued", root.batsim_id)
+            return
+        job_id, reg = self._register(root, "r", profile, now, **{"requeued-from": root.batsim_id})
+        user = dict((old.attributes or {}).get("user") or {})
+        user["requeued-from"] = old.engine_id
+        attrs = {**(old.attributes or {}), "user": user}
+        job = _Job(
+            job_id,
+            old.engine_id,
+            old.res,
+            old.walltime,
+            v,
+            left,
+            old.preemptible_after,
+            old.user,
+            old.reservation,
+            attrs,
+            profile=profile,
+            root=root,
+            kept=kept,
+            acked=False,
+        )
+        self._add(job)
+        out.append(reg)
+        log.info("job %s requeued as %s: %s s kept, %s s left", old.batsim_id, job_id, f"{kept:.3f}", left)
+        self._alloc(engine, job, out)
+
+    def _copies(
+        self, engine: Engine, acts: Sequence[Duplicate | CancelCopy], v: float, now: float, out: list[Decision]
+    ) -> None:
+        """The engine's end-of-campaign copies: each :class:`Duplicate`
+        registered with its original's profile and queued, as the replay
+        submits it; each :class:`CancelCopy` killed (running) or rejected
+        (pending: Batsim ends only once every job it knows has run or been
+        rejected)."""
+        for a in acts:
+            if isinstance(a, Duplicate):
+                orig = self._by_engine_id[a.of]
+                root = orig.root or orig
+                if root.profile is None:
+                    log.warning("job %s: Batsim did not send its profile; no copy", root.batsim_id)
+                    engine.copy_dropped(a.of)
+                    continue
+                job_id, reg = self._register(root, "c", root.profile, now, **{"copy-of": orig.batsim_id})
+                system = {**((root.attributes or {}).get("system") or {}), "duplicate-of": a.of, "preemptible-after": 0}
+                self._next_fresh += 1
+                job = _Job(
+                    job_id,
+                    self._next_fresh,
+                    root.res,
+                    root.walltime,
+                    v,
+                    root.runtime,
+                    0.0,
+                    root.user,
+                    root.reservation,
+                    {**(root.attributes or {}), "system": system},
+                    profile=root.profile,
+                    root=root,
+                    copy_of=a.of,
+                    acked=False,
+                )
+                self._add(job)
+                out.append(reg)
+                self._alloc(engine, job, out)
+                continue
+            job = self._by_engine_id[a.id]
+            ej = engine.job(a.id)
+            if ej is None:
+                continue  # it ended (with the winner, and lost the tie)
+            if ej.state is JobState.PENDING:
+                engine.cancel(a.id)
+                out.append(self._reject(job, a.note))
+                continue
+            engine.free(a.id, final=True)
+            if job.state == "running":
+                job.state, job.vkill = "killed", v
+                self.stats["killed"] += 1
+                out.append(Kill(job.batsim_id, a.note))
+            else:  # Batsim reported its end, not given to the engine yet
+                job.state = "done"
+
+    def acknowledged(self, batsim_id: str, res: int) -> bool:
+        """JOB_SUBMITTED for a job this scheduler registered
+        (``--acknowledge-dynamic-jobs``): True if it is one (checked against
+        what was registered), False if not (a workload job)."""
+        job = self.jobs.get(batsim_id)
+        if job is None or job.acked is None:
+            return False
+        if job.acked:
+            raise ProtocolError(f"JOB_SUBMITTED for registered job {batsim_id} came twice")
+        if res != job.res:
+            raise ProtocolError(f"JOB_SUBMITTED for registered job {batsim_id}: res {res}, registered with {job.res}")
+        job.acked = True
+        return True
+
+    def _alloc(self, engine: Engine, job: _Job, out: list[Decision]) -> None:
+        """``sched.alloc`` of ``job``, with the replay's request for it."""
+        request = node_request(job.res, job.walltime)
+        if job.preemptible_after is not None:
+            request = dataclasses.replace(request, preemptible_after=job.preemptible_after)
+        if job.reservation is not None:
+            request = dataclasses.replace(request, reservation=job.reservation)
+        if job.attributes:
+            request = dataclasses.replace(request, attributes=job.attributes)
+        for r in engine.alloc(job.engine_id, 0, job.user, job.submit, request):
+            if r.type is ResponseType.DENY:
+                out.append(self._reject(job, r.note or "infeasible"))
 
     def _switch(self, actions: Sequence[PowerOff | PowerOn], out: list[Decision]) -> None:
         """The engine's switches as SET_RESOURCE_STATE decisions, one per target pstate."""
@@ -619,11 +837,13 @@ class BatsimScheduler:
             # Batsim kills it at its walltime only: the driver kills it when its
             # reservation ends, as the replay ends it then.
             job.vexpire = limit = expiration
-            heapq.heappush(self._expiries, (expiration, job.engine_id))
+            self._seq += 1
+            heapq.heappush(self._expiries, (expiration, self._seq, job))
         if job.runtime is not None:
             job.vend = min(v + job.runtime, limit)
             if job.vexpire is None or job.vend < job.vexpire:
-                heapq.heappush(self._ends, (job.vend, job.engine_id))
+                self._seq += 1
+                heapq.heappush(self._ends, (job.vend, self._seq, job))
         self.stats["started"] += 1
 
     def _tell(self, job: _Job, out: list[Decision]) -> None:
@@ -637,8 +857,7 @@ class BatsimScheduler:
         """Kill the running jobs whose reservation has ended by workload time ``v``."""
         heap = self._expiries
         while heap and heap[0][0] <= v + SAME_INSTANT:
-            _, jid = heapq.heappop(heap)
-            job = self._by_engine_id[jid]
+            _, _, job = heapq.heappop(heap)
             if job.state != "running":
                 continue  # it ended first
             job.state, job.vkill = "killed", v

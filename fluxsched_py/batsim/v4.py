@@ -33,6 +33,8 @@ __all__ = [
     "notify",
     "parse_hosts",
     "parse_job",
+    "register_job",
+    "register_profile",
     "reject_job",
     "set_job_metadata",
 ]
@@ -82,6 +84,12 @@ class BatsimJob:
     #: Its CiGri campaign (``campaign``) and the campaign's type (``campaign-type``), "" when none.
     campaign: str = ""
     campaign_type: str = ""
+    #: It checkpoints on its preemption notice (``"checkpoint": "signal"``,
+    #: as the replay reads a Batsim workload: ``attributes.user.checkpoint``).
+    checkpoint: bool = False
+    #: The workload entry as Batsim forwarded it: a copy registered with
+    #: ``--dynamic-jobs`` is this entry under a new id.
+    entry: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
 class MessageDecoder:
@@ -139,6 +147,9 @@ def parse_job(event: Event) -> BatsimJob:
     ctype = job.get("campaign-type", "")
     if ctype not in ("", "test", "default"):
         raise ProtocolError(f'job {job_id}: \'campaign-type\' must be "test" or "default", got {_shown(ctype)}')
+    checkpoint = job.get("checkpoint")
+    if checkpoint not in (None, "signal"):
+        raise ProtocolError(f"job {job_id}: 'checkpoint' must be \"signal\", got {_shown(checkpoint)}")
     return BatsimJob(
         job_id,
         res,
@@ -150,6 +161,8 @@ def parse_job(event: Event) -> BatsimJob:
         reservation,
         campaign or "",
         ctype,
+        checkpoint == "signal",
+        job,
     )
 
 
@@ -223,6 +236,20 @@ def kill_job(ts: float, job_ids: list[str]) -> dict[str, Any]:
 
 def reject_job(ts: float, job_id: str) -> dict[str, Any]:
     return _event(ts, "REJECT_JOB", {"job_id": job_id})
+
+
+def register_profile(ts: float, workload: str, name: str, profile: dict[str, Any]) -> dict[str, Any]:
+    """REGISTER_PROFILE (``--enable-dynamic-jobs``): ``profile`` named ``name``
+    in ``workload``, which Batsim creates if it has no such workload yet
+    (``src/protocol.cpp``, ``handle_register_profile``)."""
+    return _event(ts, "REGISTER_PROFILE", {"workload_name": workload, "profile_name": name, "profile": profile})
+
+
+def register_job(ts: float, job_id: str, job: dict[str, Any]) -> dict[str, Any]:
+    """REGISTER_JOB (``--enable-dynamic-jobs``): ``job`` (its ``id`` is
+    ``job_id``, ``WORKLOAD!NAME``), whose profile must be known to Batsim
+    by then, in its workload: registered before, in this reply or earlier."""
+    return _event(ts, "REGISTER_JOB", {"job_id": job_id, "job": job})
 
 
 def call_me_later(ts: float, when: float) -> dict[str, Any]:

@@ -5,6 +5,14 @@ Batsim 4 forwards a job's whole workload entry in JOB_SUBMITTED (the
 fields it does not use included, ``src/jobs.cpp`` keeps the job's JSON
 text), so a workload can say what the replay reads from it: ``user``,
 ``reservation``, and, with ``campaigns``, ``campaign`` and ``campaign-type``.
+
+With ``dynamic`` (``--dynamic-jobs``; Batsim runs with
+``--enable-dynamic-jobs``) the driver registers jobs (REGISTER_PROFILE,
+REGISTER_JOB): a preempted checkpointing job (``"checkpoint": "signal"``)
+again, for its remaining work, and end-of-campaign copies; it checks the
+JOB_SUBMITTED acknowledgements Batsim sends back for them, and says
+``registration_finished`` once no job is left, which Batsim needs to end
+the simulation (docs/rfcs/batsim-v4.md, "Dynamic jobs").
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ from .driver import (
     Execute,
     Host,
     Kill,
+    Register,
     Reject,
     SetMetadata,
     SetPower,
@@ -34,6 +43,10 @@ from .intervals import parse_intervals
 from .ordering import order_decisions
 
 __all__ = ["V4Driver"]
+
+#: Simulated seconds Batsim may take per event of a reply before a CALL_ME_LATER
+#: (about 1.2 ms on cluster512.xml: :mod:`.ordering`), with room to spare.
+CALL_MARGIN = 0.005
 
 log = logging.getLogger("fluxsched_py.batsim")
 
@@ -50,12 +63,19 @@ class V4Driver(Driver):
         reservations: Sequence[Mapping[str, Any]] = (),
         campaigns: bool = False,
         metadata: bool = False,
+        dynamic: bool = False,
     ) -> None:
         from . import v4
 
         self._v4 = v4
         self.decoder = v4.MessageDecoder()
-        self.scheduler = BatsimScheduler(options, power, limits=limits, reservations=reservations, metadata=metadata)
+        self.scheduler = BatsimScheduler(
+            options, power, limits=limits, reservations=reservations, metadata=metadata, dynamic=dynamic
+        )
+        #: Whether ``registration_finished`` was sent (Batsim runs with
+        #: dynamic jobs: it ends the simulation only after it).
+        self.registration_finished = False
+        self._dynamic_enabled = False
         #: A job's ``campaign`` becomes ``attributes.user.campaign`` (off: the
         #: engine sees no campaign, and decides as with no campaign field).
         self.campaigns = campaigns
@@ -104,6 +124,14 @@ class V4Driver(Driver):
                 # every job has ended: what did the machine draw? (batsim -E answers)
                 self.asked_energy = True
                 out.append(v4.query(now, {"consumed_energy": {}}))
+            if (
+                self._dynamic_enabled
+                and not self.registration_finished
+                and (not sched.dynamic or (sched.no_more_static_jobs and not sched.unfinished()))
+            ):
+                # no job left that could be requeued or copied (or none ever registered)
+                self.registration_finished = True
+                out.append(v4.notify(now, "registration_finished"))
         return v4.encode_message(now, out)
 
     def _encode(self, now: float, decisions: list[Decision]) -> list[dict[str, Any]]:
@@ -138,8 +166,14 @@ class V4Driver(Driver):
                 out.append(v4.reject_job(now, d.job_id))
             elif isinstance(d, SetPower):
                 out.append(v4.set_resource_state(now, d.ranks, d.pstate))
+            elif isinstance(d, Register):
+                out.append(v4.register_profile(now, self.scheduler.dyn_workload, d.profile_name, dict(d.profile)))
+                out.append(v4.register_job(now, d.job_id, dict(d.job)))
             else:
-                out.append(v4.call_me_later(now, d.when))
+                # Batsim refuses a wake-up time it has passed ("You asked to be awaken in the
+                # past!", src/server.cpp), and its clock runs on while it applies the events
+                # before this one: ask for no earlier than they can take.
+                out.append(v4.call_me_later(now, max(d.when, now + CALL_MARGIN * (len(out) + 1))))
         out.extend(later)
         return out
 
@@ -158,22 +192,37 @@ class V4Driver(Driver):
                 "Batsim runs with Redis enabled: job descriptions are not in the protocol (run batsim without "
                 "--enable-redis)"
             )
-        if self.config.get("dynamic-jobs-enabled"):
-            log.warning("dynamic job registration is enabled in Batsim; this scheduler registers no jobs")
+        self._dynamic_enabled = self.config.get("dynamic-jobs-enabled") is True
+        sched = self.scheduler
+        if sched.dynamic and not self._dynamic_enabled:
+            raise ProtocolError(
+                "--dynamic-jobs: Batsim runs without dynamic job registration (run batsim with --enable-dynamic-jobs)"
+            )
+        if self._dynamic_enabled and not sched.dynamic:
+            log.info("dynamic job registration is enabled in Batsim; without --dynamic-jobs none is made")
+        # The registered jobs' workload: one Batsim does not have (REGISTER_PROFILE creates it).
+        while sched.dyn_workload in self.workloads:
+            sched.dyn_workload += "_"
         hosts = [Host(h["id"], h["name"], h["properties"]) for h in self._v4.parse_hosts(ev)]
         self.scheduler.begin(hosts)
         return []
 
     def _on_job_submitted(self, ev: Any, now: float) -> list[dict[str, Any]]:
         job = self._v4.parse_job(ev)
+        if self.scheduler.acknowledged(job.id, job.res):
+            return []  # a job this scheduler registered: Batsim says it has it
         profile = ev.data.get("profile")  # present when Batsim forwards profiles on submission
         if not isinstance(profile, dict) and job.profile is not None:
             profile = (self.profiles.get(job.id.split("!", 1)[0]) or {}).get(job.profile)
         attributes = None
+        user: dict[str, Any] = {}
+        if self.scheduler.dynamic and job.checkpoint:
+            user["checkpoint"] = "signal"  # as the replay reads it; requeued only with --dynamic-jobs
         if self.campaigns and job.campaign:
-            user = {"campaign": job.campaign}
+            user["campaign"] = job.campaign
             if job.campaign_type:
                 user["campaign-type"] = job.campaign_type
+        if user:
             attributes = {"user": user}
         self.scheduler.submit(
             job.id,
@@ -185,6 +234,8 @@ class V4Driver(Driver):
             user=job.user,
             reservation=job.reservation,
             attributes=attributes,
+            profile=profile if isinstance(profile, dict) else None,
+            entry=job.entry,
         )
         return []
 

@@ -10,7 +10,8 @@ for it has been freed (:mod:`.besteffort`).
 :class:`Notice` comes first when the victim has a grace time
 (``preempt-grace``): the driver sends it ``signal`` (the Flux driver through
 ``job-manager.kill``; the replay checkpoints a job that checkpoints on it;
-the Batsim drivers, whose protocols have no signal, drop it), and the
+the Batsim drivers, whose protocols have no signal, send nothing, and
+with ``--dynamic-jobs`` count the work a checkpointing job keeps), and the
 :class:`Preempt` follows at the end of the grace time unless the job ended
 first.
 """
