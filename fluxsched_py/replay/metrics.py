@@ -37,10 +37,11 @@ from __future__ import annotations
 import math
 import statistics
 from array import array
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 
 from ..report.metrics import TAU, schedule_metrics
-from .sim import CANCELLED, COMPLETED, ReplayResult
+from .sim import CANCELLED, COMPLETED, JobRecord, ReplayResult
 
 __all__ = ["Summary", "summarize", "TAU"]
 _BESTEFFORT_FIELDS = (
@@ -125,35 +126,34 @@ class Summary:
 
 
 def summarize(result: ReplayResult, tau: float = TAU) -> Summary:
-    # One walk over the records, the regular jobs' times kept as C doubles
-    # (NaN: it never ran): an archive trace has hundreds of thousands of jobs.
-    nan = math.nan
-    submit, start, finish, size = array("d"), array("d"), array("d"), array("q")
-    states: list[str] = []
-    be = []
+    be: list[JobRecord] = []
     estimate_errors, forecast_errors = array("d"), array("d")
     kept_estimates = 0
-    for r in result.records:
-        j = r.job
-        if j.preemptible_after is not None:
-            be.append(r)
-            continue
-        t0, t1 = r.start, r.finish
-        ran = t0 is not None and t1 is not None
-        submit.append(j.submit)
-        start.append(t0 if ran else nan)  # type: ignore[arg-type]
-        finish.append(t1 if ran else nan)  # type: ignore[arg-type]
-        size.append(r.nranks if r.started else j.nodes)
-        states.append(r.state)
-        if not ran:
-            continue
-        if (est := r.first_estimate) is not None:
-            estimate_errors.append(abs(t0 - est))  # type: ignore[operator]
-            kept_estimates += t0 <= est + 1e-6  # type: ignore[operator]
-        if result.forecast and (fc := r.first_forecast) is not None:
-            forecast_errors.append(abs(t0 - fc))  # type: ignore[operator]
-    m = schedule_metrics(submit, start, finish, size, states, result.nb_nodes, tau)
-    first_submit = min(submit, default=0.0)
+    first_submit = math.inf
+
+    def regular() -> Iterator[tuple[float, float | None, float | None, int, str]]:
+        # One walk over the records for every figure, the best-effort jobs set aside.
+        nonlocal kept_estimates, first_submit
+        for r in result.records:
+            j = r.job
+            if j.preemptible_after is not None:
+                be.append(r)
+                continue
+            t0, t1 = r.start, r.finish
+            ran = t0 is not None and t1 is not None
+            first_submit = min(first_submit, j.submit)
+            yield j.submit, t0 if ran else None, t1 if ran else None, r.nranks if r.started else j.nodes, r.state
+            if not ran:
+                continue
+            if (est := r.first_estimate) is not None:
+                estimate_errors.append(abs(t0 - est))  # type: ignore[operator]
+                kept_estimates += t0 <= est + 1e-6  # type: ignore[operator]
+            if result.forecast and (fc := r.first_forecast) is not None:
+                forecast_errors.append(abs(t0 - fc))  # type: ignore[operator]
+
+    m = schedule_metrics(regular(), result.nb_nodes, tau)
+    if first_submit == math.inf:
+        first_submit = 0.0
     n_est = len(estimate_errors)
     mae = statistics.fmean(estimate_errors) if n_est else None
     kept = kept_estimates / n_est if n_est else None

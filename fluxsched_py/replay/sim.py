@@ -223,6 +223,7 @@ def _run(
             _, jobid, run = heapq.heappop(ends)
             if runs.get(jobid) != run:
                 continue  # preempted (or cancelled: a copy won) before it ended
+            del runs[jobid]  # it ended: it never runs again, and a trace's every job would stay here
             engine.free(jobid, final=True)
             if jobid in copies.of:
                 copies.finished(engine, jobid, t)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import statistics
 from array import array
-from collections.abc import Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .data import KILLED, REJECTED, RunData, size_class
@@ -76,24 +76,26 @@ def _ran(start: float | None, finish: float | None) -> bool:
 
 
 def schedule_metrics(
-    submit: Sequence[float],
-    start: Sequence[float | None],
-    finish: Sequence[float | None],
-    size: Sequence[int],
-    state: Sequence[str],
-    nb_nodes: int,
-    tau: float = TAU,
+    jobs: Iterable[tuple[float, float | None, float | None, int, str]], nb_nodes: int, tau: float = TAU
 ) -> ScheduleMetrics:
-    """The metrics of one schedule; ``start``/``finish`` None or NaN for a job that never ran.
+    """The metrics of one schedule from its jobs' ``(submit, start, finish,
+    size, state)``; ``start``/``finish`` None or NaN for a job that never ran.
 
-    One walk over the jobs, the waits and slowdowns kept as C doubles: an
-    archive trace has hundreds of thousands of jobs, and a list of float
-    objects per metric would cost more than the schedule itself."""
+    One walk over the jobs, which may come from a generator, with only the
+    waits and slowdowns kept, as C doubles: an archive trace has hundreds of
+    thousands of jobs, and a list of float objects per metric would cost
+    more than the schedule itself."""
     waits = array("d")
     bsld = array("d")
     used = 0.0
     makespan = -math.inf
-    for sub, s, f, n in zip(submit, start, finish, size, strict=True):
+    first_submit = math.inf
+    njobs = killed = rejected = 0
+    for sub, s, f, n, state in jobs:
+        njobs += 1
+        first_submit = min(first_submit, sub)
+        killed += state == KILLED
+        rejected += state == REJECTED
         if not _ran(s, f):
             continue
         w, run = s - sub, f - s  # type: ignore[operator]
@@ -103,13 +105,14 @@ def schedule_metrics(
         makespan = max(makespan, f)  # type: ignore[type-var]
     if not waits:
         makespan = 0.0
-    first_submit = min(submit, default=0.0)
+    if not njobs:
+        first_submit = 0.0
     span = (makespan - min(first_submit, makespan)) * max(nb_nodes, 1)
     return ScheduleMetrics(
-        jobs=len(submit),
+        jobs=njobs,
         started=len(waits),
-        killed=sum(1 for s in state if s == KILLED),
-        rejected=sum(1 for s in state if s == REJECTED),
+        killed=killed,
+        rejected=rejected,
         makespan=makespan,
         mean_wait=statistics.fmean(waits) if waits else 0.0,
         median_wait=statistics.median(waits) if waits else 0.0,
@@ -122,7 +125,7 @@ def schedule_metrics(
 
 
 def run_metrics(run: RunData, tau: float = TAU) -> ScheduleMetrics:
-    return schedule_metrics(run.submit, run.start, run.finish, run.size, run.state, run.nb_nodes, tau)
+    return schedule_metrics(zip(run.submit, run.start, run.finish, run.size, run.state, strict=True), run.nb_nodes, tau)
 
 
 def runtime_class(seconds: float) -> str:
