@@ -20,7 +20,8 @@ import pytest
 from fluxsched_py.engine import Engine, EngineError, EngineOptions, JobState, ResponseType
 from fluxsched_py.engine.duplicates import CancelCopy, Duplicate
 from fluxsched_py.replay.platform import nodes_graph
-from fluxsched_py.replay.sim import CANCELLED, COMPLETED, replay
+from fluxsched_py.replay.records import CANCELLED, COMPLETED
+from fluxsched_py.replay.sim import replay
 from fluxsched_py.replay.workload import Workload, WorkloadJob
 
 from .test_affinity import jobspec

@@ -16,7 +16,8 @@ from fluxsched_py.engine import Engine
 from fluxsched_py.engine.reservations import ReservationError
 from fluxsched_py.ids import IdSet
 from fluxsched_py.replay.platform import nodes_graph
-from fluxsched_py.replay.sim import PREEMPTED, replay
+from fluxsched_py.replay.records import PREEMPTED
+from fluxsched_py.replay.sim import replay
 from fluxsched_py.replay.workload import read_batsim
 
 from .test_preempt_grace import spec, started

@@ -21,7 +21,8 @@ from fluxsched_py.batsim.v4driver import V4Driver
 from fluxsched_py.engine import Engine, EngineError, EngineOptions, ResponseType
 from fluxsched_py.replay.metrics import summarize
 from fluxsched_py.replay.platform import nodes_graph, nodes_R
-from fluxsched_py.replay.sim import COMPLETED, PREEMPTED, replay
+from fluxsched_py.replay.records import COMPLETED, PREEMPTED
+from fluxsched_py.replay.sim import replay
 from fluxsched_py.replay.workload import WorkloadError, load_workload
 from fluxsched_py.resource import ResourceGraph
 

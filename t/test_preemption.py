@@ -27,7 +27,8 @@ from fluxsched_py.match.policy import get_policy
 from fluxsched_py.planner import Placement
 from fluxsched_py.replay.metrics import summarize
 from fluxsched_py.replay.platform import nodes_graph
-from fluxsched_py.replay.sim import COMPLETED, PREEMPTED, replay
+from fluxsched_py.replay.records import COMPLETED, PREEMPTED
+from fluxsched_py.replay.sim import replay
 from fluxsched_py.replay.workload import Workload, load_workload
 
 DATA = Path(__file__).parent / "data" / "batsim"

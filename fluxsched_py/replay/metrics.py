@@ -41,7 +41,8 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 
 from ..report.metrics import TAU, schedule_metrics
-from .sim import CANCELLED, COMPLETED, JobRecord, ReplayResult
+from .records import CANCELLED, COMPLETED, JobRecord
+from .sim import ReplayResult
 
 __all__ = ["Summary", "summarize", "TAU"]
 _BESTEFFORT_FIELDS = (

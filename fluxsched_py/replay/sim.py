@@ -36,17 +36,7 @@ from .energy import Energy, PowerLog, account, node_states, power_series
 from .records import CANCELLED, COMPLETED, KILLED, NOT_STARTED, PREEMPTED, REJECTED, JobRecord, Records
 from .workload import Workload, WorkloadJob
 
-__all__ = [
-    "CANCELLED",
-    "COMPLETED",
-    "KILLED",
-    "NOT_STARTED",
-    "PREEMPTED",
-    "REJECTED",
-    "JobRecord",
-    "ReplayResult",
-    "replay",
-]
+__all__ = ["JobRecord", "ReplayResult", "replay"]
 
 #: ``duplicate_runtime`` models: a copy runs its original's run time, or one
 #: drawn (seeded by the copy's id) from the run times of its campaign's jobs.
