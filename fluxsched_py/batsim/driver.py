@@ -586,6 +586,8 @@ class BatsimScheduler:
                 request = dataclasses.replace(request, reservation=job.reservation)
             if job.attributes:
                 request = dataclasses.replace(request, attributes=job.attributes)
+            if job.runtime is not None:  # a delay profile: it draws idle watts (power-cap plans it so)
+                request = dataclasses.replace(request, computes=False)
             for r in engine.alloc(job.engine_id, 0, job.user, job.submit, request):
                 if r.type is ResponseType.DENY:
                     out.append(self._reject(job, r.note or "infeasible"))
