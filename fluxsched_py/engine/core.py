@@ -636,7 +636,7 @@ class Engine:
         """When the engine next needs a pass though no message comes (an
         EASY++ correction, the end of a best-effort job's protected window,
         a reservation window that opens or closes, a power-save decision
-        that falls due); inf when never."""
+        that falls due, the end of the power cap's window); inf when never."""
         window = self.besteffort.next_wakeup()  # regular jobs may preempt it then
         t = min(
             self.hooks.wakeup(),
@@ -645,6 +645,8 @@ class Engine:
         )
         if self.power is not None:
             t = min(t, self.power.wakeup(self.planner))
+        if self.cap is not None and self.pending_count:
+            t = min(t, self.cap.wakeup())  # its window ends: jobs may start then
         return t
 
     def copies(self, now: float) -> list[Duplicate | CancelCopy]:
@@ -683,6 +685,8 @@ class Engine:
             self.changed()
         if self.power is not None and self.power.advance(now, self.table):
             self.changed()  # sleeping nodes are a boot from now: plan again
+        if self.cap is not None and self.cap.tick(now):
+            self.changed()  # the cap's window ended: what it held back may start
         out = self.besteffort.start_ready(now)
         denied, due = self.reservations.tick(now)
         if denied:

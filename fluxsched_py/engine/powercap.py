@@ -20,7 +20,8 @@ nothing (``Request.computes``: the replay's Batsim ``delay`` jobs, which
 SimGrid counts at idle watts).  Two jobs that share a node each count the
 node's extra watts.
 
-Why there is no state here: what runs is the job table's and what is
+Why there is no state here (but the clock of the last pass, for the end of
+the window): what runs is the job table's and what is
 reserved is the planner's, both changed only through the job table (its
 one door).  The draw over time is made from them when asked, so it can
 never disagree with them; a pass asks only when the cap is set, and an
@@ -70,6 +71,8 @@ class PowerCap:
         self.idle = sum(m.idle_watts for m in self.models)
         #: rank -> what a computing job adds to it
         self._extra = [m.computing_watts - m.idle_watts for m in self.models]
+        #: The time of the last pass (:meth:`tick`), for the window's end.
+        self._now = -math.inf
 
     def check(self, options: EngineOptions) -> None:
         """EngineError when ``options`` ask for a cap that cannot be held."""
@@ -89,6 +92,22 @@ class PowerCap:
         """The cap in force (``power-cap``)."""
         cap = self._options().power_cap
         return math.inf if cap is None else cap
+
+    def tick(self, now: float) -> bool:
+        """Before a pass at ``now``: True when the cap's window ended since
+        the last one, so that what it held back is planned again."""
+        window = self._options().power_cap_window
+        last, self._now = self._now, max(self._now, now)
+        return window is not None and last < window[1] <= now
+
+    def wakeup(self) -> float:
+        """When a pass is due though nothing ends: the end of the cap's
+        window after the last pass, when jobs held by it may start (a
+        reservation may be placed there, and no job need end then)."""
+        window = self._options().power_cap_window
+        if window is None or window[1] <= self._now:
+            return math.inf
+        return window[1]
 
     def need(self, job: Job, ranks: Iterable[int]) -> float:
         """What ``job`` on ``ranks`` adds to the machine's draw while it runs."""
