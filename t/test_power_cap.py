@@ -9,6 +9,7 @@ job starts later than its first ``t_estimate``.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 
 import pytest
@@ -172,3 +173,20 @@ def seed_figures(seed: int, policy: str = "easy") -> dict[str, float]:
 def test_a_cap_of_60_percent_of_peak_holds_on_the_seed_workloads(seed):
     f = seed_figures(seed)
     assert f["max_watts"] <= f["cap"] + 1e-6
+
+
+@needs_shared
+def test_the_v4_driver_takes_the_cap_and_plans_batsims_delay_jobs_at_idle_watts():
+    # the s1-off recording from a real Batsim 4.2.1 -E: its jobs are delay profiles,
+    # which draw idle watts, so a 60 % cap leaves every decision as Batsim saw it
+    from fluxsched_py.batsim.platform import batsim_power
+    from fluxsched_py.batsim.v4driver import V4Driver
+    from t.batsim_recordings import BATSIM_DATA, message_pairs
+
+    models = batsim_power(PLATFORM)
+    cap = 0.6 * sum(m.computing_watts for m in models)
+    driver = V4Driver({"queue-policy": "easy", "power-cap": str(cap)}, models)
+    pairs = message_pairs(BATSIM_DATA / "energy" / "s1-off.jsonl.gz")
+    sent = [json.loads(reply)["events"] for _, reply in pairs]
+    assert [json.loads(driver.handle(msg))["events"] for msg, _ in pairs] == sent
+    assert driver.scheduler.engine.cap is not None

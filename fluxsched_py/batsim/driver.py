@@ -336,7 +336,7 @@ class BatsimScheduler:
             raise ProtocolError(f"cannot build a resource graph from the compute resources: {exc}") from None
         self.hosts = sorted(hosts, key=lambda h: h.id)
         extra = {}
-        if self.options.power_save != "off":
+        if self.options.power_save != "off" or self.options.power_cap is not None:
             if self.power is None or len(self.power) != len(hosts):
                 have = 0 if self.power is None else len(self.power)
                 raise ProtocolError(f"the platform has {have} compute hosts with a power model, Batsim {len(hosts)}")
