@@ -72,6 +72,8 @@ SAMPLES = {
     "power-keep-on": ("4", "power-keep-on", 4),
     "power-exclude": ("0-3,7", "power-exclude", "0-3,7"),
     "power-rate": ("10", "power-rate", 10),
+    "power-cap": ("20000", "power-cap", 20000.0),
+    "power-cap-window": ("3600-7200", "power-cap-window", "3600-7200"),
 }
 #: Flux module arguments only, by design (the table says why).
 MODULE_ONLY = {"mode", "log-level"}
@@ -109,6 +111,9 @@ REPORTED_DEFAULTS = {
     "power-keep-on": 0,
     "power-exclude": "",
     "power-rate": None,
+    # the power cap (issue 36)
+    "power-cap": None,
+    "power-cap-window": None,
 }
 
 
@@ -137,7 +142,7 @@ def test_each_option_is_a_replay_flag(name, capsys):
     text, reported, value = SAMPLES[name]
     fixed = [] if name == "queue-policy" else ["--queue-policy", "easy"]
     others = {"jobs": 20}
-    if name == "power-save":  # it needs a power model per node: an energy platform
+    if name in ("power-save", "power-cap"):  # it needs a power model per node: an energy platform
         if not ENERGY_PLATFORM.exists():
             pytest.skip("needs ../shared/conformance (an energy platform)")
         fixed += ["--platform", str(ENERGY_PLATFORM)]
@@ -164,9 +169,9 @@ def test_each_option_is_a_batsim_flag(name):
 @pytest.mark.parametrize("name", sorted(SAMPLES))
 def test_each_option_is_a_module_argument_and_a_site_config_key(name):
     text, reported, value = SAMPLES[name]
-    if name == "power-save":
-        # the module has no power model per node yet ([sched-py.power]): refused, saying so
-        with pytest.raises(EngineError, match="power-save=planned: no power model for rank 0"):
+    if name in ("power-save", "power-cap"):
+        # no power model per node without [sched-py.power]: refused, saying so
+        with pytest.raises(EngineError, match=f"{name}={text}: no power model for rank 0"):
             make([f"{name}={text}"])
     else:
         d, _ = make([f"{name}={text}"])

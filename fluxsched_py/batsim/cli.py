@@ -193,6 +193,8 @@ def make_driver(
             power = batsim_power(platform)
             if power is None and options.power_save != "off":
                 raise PlatformError(f"{platform}: --power-save needs an energy platform (no wattage_per_state)")
+            if power is None and options.power_cap is not None:
+                raise PlatformError(f"{platform}: --power-cap needs an energy platform (no wattage_per_state)")
         return V4Driver(
             options,
             power,
@@ -483,8 +485,12 @@ def _setup(args: argparse.Namespace) -> _Setup:
         raise UsageError("--nodes is only for --protocol legacy (the JSON protocols carry the machines)")
     if options.power_save != "off" and not args.platform:
         raise UsageError(f"--power-save {options.power_save} needs --platform XML, the energy platform Batsim runs")
+    if options.power_cap is not None and not args.platform:
+        raise UsageError(f"--power-cap {options.power_cap:g} needs --platform XML, the energy platform Batsim runs")
     if options.power_save != "off" and args.protocol != "v4":
         raise UsageError(f"--power-save {options.power_save}: only --protocol v4 switches nodes so far")
+    if options.power_cap is not None and args.protocol != "v4":
+        raise UsageError(f"--power-cap {options.power_cap:g}: only --protocol v4 reads the platform's power models")
     if args.workload and args.protocol == "v4":
         raise UsageError("--workload is only for --protocol legacy and batprotocol (v4 carries the jobs)")
     reservations = _reservations(args.reservations) if args.reservations else None

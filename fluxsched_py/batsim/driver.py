@@ -372,7 +372,7 @@ class BatsimScheduler:
             raise ProtocolError(f"cannot build a resource graph from the compute resources: {exc}") from None
         self.hosts = sorted(hosts, key=lambda h: h.id)
         extra = {}
-        if self.options.power_save != "off":
+        if self.options.power_save != "off" or self.options.power_cap is not None:
             if self.power is None or len(self.power) != len(hosts):
                 have = 0 if self.power is None else len(self.power)
                 raise ProtocolError(f"the platform has {have} compute hosts with a power model, Batsim {len(hosts)}")
@@ -812,6 +812,8 @@ class BatsimScheduler:
             request = dataclasses.replace(request, reservation=job.reservation)
         if job.attributes:
             request = dataclasses.replace(request, attributes=job.attributes)
+        if job.runtime is not None:  # a delay profile: it draws idle watts (power-cap plans it so)
+            request = dataclasses.replace(request, computes=False)
         for r in engine.alloc(job.engine_id, 0, job.user, job.submit, request):
             if r.type is ResponseType.DENY:
                 out.append(self._reject(job, r.note or "infeasible"))

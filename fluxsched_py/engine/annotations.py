@@ -121,6 +121,11 @@ def reason_pending(e: Engine, p: Pass, job: Job, head: Job | None) -> str:
                 f"waiting for {booting} node{'s' if booting > 1 else ''} to power on "
                 f"— reserved to start at {e.time_format(job.estimate)}"
             )
+    if (capped := p.cap_text.get(job.id)) is not None:
+        # the power cap holds it back (engine/powercap.py)
+        if job.estimate is not None:
+            return f"{capped} — reserved to start at {e.time_format(job.estimate)}"
+        return capped
     why = p.held.get(job.id)
     if why == "limit":
         return p.limit_text[job.id]

@@ -783,6 +783,8 @@ class BestEffort:
                         found = self._match(job, here, policy)
                 if found is None and avail:
                     found = self._match(job, avail, policy)
+                if found is not None and e.cap is not None and not e.cap.fits(job, planner.resolve(found).ranks, now):
+                    found = None  # over the power cap for its walltime: it waits like a job that does not fit
                 if found is not None:
                     self._start(job, found, now, window, out)
                     free ^= free & found.bits

@@ -24,6 +24,7 @@ from .jobtable import JobTable
 from .options import EngineOptions
 from .passctx import Pass
 from .power import PowerOn, PowerSaving
+from .powercap import PowerCap
 from .reservations import Reservations
 from .resources import apply_resource_update
 from .runlimits import RunLimits, Usage, need_of
@@ -171,6 +172,26 @@ class Engine:
                     "(give the platform's or the [sched-py.power] table)"
                 )
             self.power = PowerSaving(power, self.options)
+        self._models = power
+        self.cap: PowerCap | None = None
+        #: The power cap (``power-cap``), only when it is set.
+        self.cap = self._make_cap(self.options)
+
+    def _make_cap(self, options: EngineOptions) -> PowerCap | None:
+        """The power cap ``options`` ask for (None: none); EngineError when it cannot be held."""
+        if options.power_cap is None:
+            return None
+        need = max(self.graph.ranks, default=-1) + 1
+        models = self._models
+        if models is None or len(models) < need:
+            have = 0 if models is None else len(models)
+            raise EngineError(
+                f"power-cap={options.power_cap:g}: no power model for rank {have} "
+                "(give the platform's or the [sched-py.power] table)"
+            )
+        cap = self.cap if self.cap is not None else PowerCap(models, self.table, lambda: self.options)
+        cap.check(options)
+        return cap
 
     # ------------------------------------------------------------------
     # Queries
@@ -462,7 +483,9 @@ class Engine:
         raises EngineError before anything changes.  ``queue_depth`` is also
         the RFC 27 ready mode: the driver decides whether it may change."""
         new = options if isinstance(options, EngineOptions) else EngineOptions.parse(options)
+        cap = self._make_cap(new)
         self.options = new
+        self.cap = cap
         self.queue_policy = make_policy(new.queue_policy, new.reserve_depth)
         self._policies = {name: make_policy(pol, new.reserve_depth) for name, pol in new.queue_policy_per_queue}
         # Jobs already queued stay where they wait; new ones follow the new parents.
@@ -613,7 +636,7 @@ class Engine:
         """When the engine next needs a pass though no message comes (an
         EASY++ correction, the end of a best-effort job's protected window,
         a reservation window that opens or closes, a power-save decision
-        that falls due); inf when never."""
+        that falls due, the end of the power cap's window); inf when never."""
         window = self.besteffort.next_wakeup()  # regular jobs may preempt it then
         t = min(
             self.hooks.wakeup(),
@@ -622,6 +645,8 @@ class Engine:
         )
         if self.power is not None:
             t = min(t, self.power.wakeup(self.planner))
+        if self.cap is not None and self.pending_count:
+            t = min(t, self.cap.wakeup())  # its window ends: jobs may start then
         return t
 
     def copies(self, now: float) -> list[Duplicate | CancelCopy]:
@@ -660,6 +685,8 @@ class Engine:
             self.changed()
         if self.power is not None and self.power.advance(now, self.table):
             self.changed()  # sleeping nodes are a boot from now: plan again
+        if self.cap is not None and self.cap.tick(now):
+            self.changed()  # the cap's window ended: what it held back may start
         out = self.besteffort.start_ready(now)
         orphans, due = self.reservations.tick(now)
         for job, note in orphans:

@@ -187,6 +187,39 @@ def _seconds(key: str, value: Any) -> float:
     return x
 
 
+def _watts(key: str, value: Any) -> float | None:
+    """A positive, finite number of watts, or None (``none``, ``off`` or empty) for no cap."""
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("none", "off", "")):
+        return None
+    x = math.nan if isinstance(value, bool) else value
+    try:
+        x = float(x)
+    except (TypeError, ValueError):
+        x = math.nan
+    if not (x > 0 and math.isfinite(x)):
+        raise EngineError(f"{key}={value!r}: expected a positive number of watts, or 'none'")
+    return x
+
+
+def _span(key: str, value: Any) -> tuple[float, float] | None:
+    """``START-END`` in seconds of the driver's clock (END may be ``inf``), or None for always."""
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("none", "always", "")):
+        return None
+    text = value if isinstance(value, str) else None
+    a, sep, b = (text or "").partition("-")
+    try:
+        start, end = float(a), float(b)
+    except ValueError:
+        sep = ""
+    if not sep or not (0 <= start < end) or math.isnan(end) or math.isinf(start):
+        raise EngineError(f"{key}={value!r}: expected START-END, seconds of the driver's clock with START < END")
+    return (start, end)
+
+
+def _span_report(value: tuple[float, float] | None) -> str | None:
+    return None if value is None else f"{value[0]:g}-{value[1]:g}"
+
+
 def _count(key: str, value: Any) -> int:
     """A non-negative integer (0 turns the feature off)."""
     try:
@@ -464,6 +497,13 @@ OPTIONS: tuple[Option, ...] = (
            "ranks power-save never switches off (Slurm's SuspendExcNodes)"),
     Option("power-rate", "power_rate", Syntax(_depth, "N"), None,
            "power-save switches at most N nodes off a minute (Slurm's SuspendRate), or unlimited"),
+    Option("power-cap", "power_cap", Syntax(_watts, "WATTS", toml=(int, float)), None,
+           "a machine-wide power budget: a job starts only if the machine's planned draw, idle nodes "
+           "included, stays at most WATTS over its whole run (its walltime); reservations and t_estimate "
+           "plan around it; none, no cap (needs a power model per node and power-save=off)"),
+    Option("power-cap-window", "power_cap_window", Syntax(_span, "START-END", report=_span_report), None,
+           "when power-cap applies: from START to END, seconds of the driver's clock (the replay's and "
+           "Batsim's simulated time, Unix time under Flux); none, always"),
 )  # fmt: skip
 
 _BY_NAME = {o.name: o for o in OPTIONS}

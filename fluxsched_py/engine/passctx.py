@@ -13,7 +13,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from ..planner import Placement, Slot
@@ -95,6 +95,10 @@ class Pass:
         #: ``affinity`` is set: placements first try the job's preferred nodes.
         self.prefer = bool(engine.options.affinity)
         self.backfill_order = engine.options.backfill_order
+        #: The power cap (``power-cap``), or None: every placement is then checked against it.
+        self.cap = engine.cap
+        #: The ``reason_pending`` of each job the cap held back in this pass.
+        self.cap_text: dict[int, str] = {}
 
     def enter(self, queue: JobQueue, depth: int | None = None) -> None:
         """Start on ``queue``'s jobs (at most ``depth`` of them)."""
@@ -246,6 +250,7 @@ class Pass:
         planner = self.planner
         return (
             e.limits is None
+            and self.cap is None
             and not self.prefer
             and not e.options.predict_runtimes
             and planner.nreserved == 1
@@ -358,14 +363,30 @@ class Pass:
         found = self._match_windows(job, avail) if planner.nblocked else self._match(job, avail)
         if found is not None and planner.ncounted and not n and not planner.counts_hold(found.bits, self.now, end):
             return None
+        if found is not None and self.cap is not None and not self._cap_allows(job, found):
+            return None
         return found
+
+    def _cap_allows(self, job: Job, placement: Placement) -> bool:
+        """Whether ``job`` started now on ``placement`` keeps the machine under
+        the power cap for its whole run; if not, the cap is its reason."""
+        cap = self.cap
+        assert cap is not None
+        ranks = self.planner.resolve(placement).ranks
+        if cap.fits(job, ranks, self.now):
+            return True
+        self.cap_text[job.id] = cap.reason(job, ranks, self.now)
+        return False
 
     def fits_unplanned(self, job: Job) -> Placement | None:
         """What :meth:`fits_now` answers once this queue's reservations are
         cleared, asked while they are still in the plan; only when they are
         all the plan holds beyond running jobs (one queue, no window)."""
         assert not self.multi and not self.planner.nblocked
-        return self._match(job, self.free())
+        found = self._match(job, self.free())
+        if found is not None and self.cap is not None and not self._cap_allows(job, found):
+            return None
+        return found
 
     def fits_now_ignoring(self, job: Job, reserved: Job) -> Placement | None:
         planner = self.planner
@@ -377,9 +398,10 @@ class Pass:
             if others:
                 avail = as_int(avail)
                 avail ^= avail & others
-        if planner.nblocked:
-            return self._match_windows(job, avail)
-        return self._match(job, avail)
+        found = self._match_windows(job, avail) if planner.nblocked else self._match(job, avail)
+        if found is not None and self.cap is not None and not self._cap_allows(job, found):
+            return None
+        return found
 
     def _match_windows(self, job: Job, avail: Any) -> Placement | None:
         """:meth:`_match` with advance reservations (engine/reservations.py):
@@ -520,15 +542,54 @@ class Pass:
             since = u[2]
         if planner.nblocked and (w := e.reservations.window(job)) is not None:
             # for its walltime (none: until the window ends)
-            return planner.earliest_in(job.request, self.now, job.walltime, e.options.placement, w, before, not_before)
+            window = w
+
+            def search_in(t: float) -> Slot | None:
+                return planner.earliest_in(job.request, self.now, job.walltime, e.options.placement, window, before, t)
+
+            found = search_in(not_before)
+            if self.cap is not None and found is not None:
+                found = self._cap_earliest(job, found, before, search_in)
+            return found
         allow = e.reservations.flex(job) if planner.nblocked else None
         found = planner.earliest_bits(
             job.request, self.now, job.duration, e.options.placement, before, not_before, since, job.id, allow=allow
         )
+        if self.cap is not None and found is not None:
+            found = self._cap_earliest(
+                job,
+                found,
+                before,
+                lambda t: planner.earliest_bits(
+                    job.request, self.now, job.duration, e.options.placement, before, t, -1, job.id, allow=allow
+                ),
+            )
         if planner.nblocked:
             e.reservations.note_held(job, planner.held_by)
         if not_before <= self.now:
             self._searched = (job, before if found is None else found.start, planner.log_end)
+        return found
+
+    def _cap_earliest(
+        self, job: Job, found: Slot | None, before: float, search: Callable[[float], Slot | None]
+    ) -> Slot | None:
+        """The earliest slot from ``found`` on where both the nodes and the
+        power cap's watts allow ``job``: the cap's earliest time on the
+        nodes found, then the nodes' earliest from that time (``search``),
+        until they agree.  Each turn starts later, at a time the draw or the
+        plan changes, so it ends."""
+        cap = self.cap
+        assert cap is not None
+        while found is not None:
+            ranks = self.planner.resolve(found.placement).ranks
+            t = cap.earliest(job, ranks, found.start)
+            if t <= found.start:
+                return found
+            if job.id not in self.cap_text:
+                self.cap_text[job.id] = cap.reason(job, ranks, self.now)
+            if t >= before or t == math.inf:
+                return None
+            found = search(t)
         return found
 
     def keeps_reservation(self, job: Job) -> bool:
@@ -541,6 +602,8 @@ class Pass:
         after :meth:`unreserve` rather than search again."""
         e = self.e
         planner = self.planner
+        if self.cap is not None:
+            return False  # watts freed elsewhere may let it start earlier: re-planned
         if planner.unchanged_for(job.id, job.duration, self.now):
             e.counters["matches"] += 1  # the search it stands for
             return True
@@ -572,6 +635,7 @@ class Pass:
         self._searched = None
         # Nothing fits before t, as of now: the search just made says so.
         fresh = searched is not None and searched[0] is job and searched[1] == t and searched[2] == planner.log_end
+        fresh = fresh and self.cap is None  # under a cap, nodes may fit before t where watts do not
         self.e.table.plan_reservation(job.id, placement.resources, t, t + job.duration, placement.bits)
         if fresh:
             planner.searched(job.id)
@@ -594,7 +658,7 @@ class Pass:
         :meth:`fits_just_before`'s to tell.  Call it before this pass
         changes the plan."""
         planner = self.planner
-        if stamp is None or self.multi or planner.nblocked:
+        if stamp is None or self.multi or planner.nblocked or self.cap is not None:
             return False
         owner, log_end, running, pool = stamp
         if owner is not planner or planner.running_added != running or planner.pool_bits() != pool:
@@ -615,6 +679,8 @@ class Pass:
     def still_free(self, job: Job, slot: Slot) -> bool:
         bits, t = slot.placement.bits, slot.start
         planner = self.planner
+        if self.cap is not None and not self.cap.fits(job, planner.resolve(slot.placement).ranks, t):
+            return False
         if planner.counted and (n := planner.whole_of(bits)) is not None and not planner.nblocked:
             return planner.counts_allow(t, t + job.duration, n)  # it promises a count
         return self._avail(job, t, t + job.duration) & bits == bits
@@ -660,6 +726,9 @@ class Pass:
         start now in this pass (nothing a pass does frees resources)."""
         if job.request.reservation is not None:
             return False  # its window, not its shape, decides
+        if self.cap is not None:
+            # Its watts too: only a job of the same shape that draws the same (see failed)
+            return (job.shape_id, job.request.computes) in self._failed_shapes
         if job.shape_id in self._failed_shapes:
             return True
         n = job.whole_nodes
@@ -673,6 +742,10 @@ class Pass:
     def failed(self, job: Job) -> None:
         """Record that ``job`` could not start now (see :meth:`hopeless`)."""
         if job.request.reservation is not None:
+            return
+        if self.cap is not None:
+            # A bigger job need not draw more (a job that computes nothing adds no watts)
+            self._failed_shapes.add((job.shape_id, job.request.computes))
             return
         self._failed_shapes.add(job.shape_id)
         n = job.whole_nodes

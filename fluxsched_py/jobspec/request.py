@@ -196,6 +196,13 @@ class Request:
     #: best-effort job asks for before it is preempted (capped by the
     #: scheduler's ``preempt-grace``).  None when not given.  Not part of :attr:`key`.
     preempt_grace: float | None = None
+    #: False for a job that computes nothing, whose nodes draw their idle
+    #: watts while it runs (a Batsim ``delay`` profile: SimGrid's host energy
+    #: model draws idle watts for a host that only sleeps).  Set by the
+    #: drivers that know it (the replay, the Batsim driver), never read from
+    #: a jobspec: a user who could claim it would escape ``power-cap``.  Not
+    #: part of :attr:`key`.
+    computes: bool = True
     #: A hashable key identifying the request's shape (for caches).
     key: RequestKey = field(init=False, compare=False, hash=False, repr=False)
     #: Minimum number of slots: the slot count times the counts above it.

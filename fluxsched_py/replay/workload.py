@@ -397,6 +397,7 @@ def read_batsim(text: str | dict, name: str = "workload", source: str = "<batsim
         job = WorkloadJob(number, str(raw_id), subtime, request, walltime_s, runtime, res, prof_name, *extra[1:])
         if prof.get("type") == "delay":
             job.computes = False
+            job.request = dataclasses.replace(job.request, computes=False)  # the power cap plans it so
         jobs.append(job)
     return Workload(jobs, nb_res, name)
 

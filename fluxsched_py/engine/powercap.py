@@ -1,0 +1,206 @@
+"""The power cap: a machine-wide budget of watts the machine stays under.
+
+``power-cap=WATTS`` (optionally only over ``power-cap-window=START-END``,
+as in the energy-budget work done with Batsim) is a one-dimensional
+resource over time, like a count of processors: the machine draws its
+nodes' idle watts with nothing running, and each job raises that by its
+nodes' computing less idle watts for as long as it may run.  A job starts
+only if that planned draw stays under the cap over its whole run, and a
+reservation (so a ``t_estimate``) is placed only where both its nodes and
+the watts are free: the planner's earliest place for the nodes and this
+module's earliest time for the watts are asked in turn until they agree
+(:meth:`Pass.earliest <fluxsched_py.engine.passctx.Pass.earliest>`).
+
+Why the plan must never be below what the machine will draw: the cap is
+checked against the power the machine really draws at every instant, and
+a job may run until its kill time.  So a job's watts are planned from its
+start to its kill time (its walltime, never an EASY++ prediction), and a
+job is planned at computing watts unless its request says it computes
+nothing (``Request.computes``: the replay's Batsim ``delay`` jobs, which
+SimGrid counts at idle watts).  Two jobs that share a node each count the
+node's extra watts.
+
+Why there is no state here (but the clock of the last pass, for the end of
+the window): what runs is the job table's and what is
+reserved is the planner's, both changed only through the job table (its
+one door).  The draw over time is made from them when asked, so it can
+never disagree with them; a pass asks only when the cap is set, and an
+engine without ``power-cap`` makes no :class:`PowerCap` at all.
+
+Only with ``power-save=off``: a node switched off, or switching, draws
+other watts than idle, and the switches power saving decides are not yet
+planned against the cap, so the engine refuses the two together.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING
+
+from ..power import PowerModel
+from .states import EngineError, JobState
+
+if TYPE_CHECKING:
+    from .jobs import Job
+    from .jobtable import JobTable
+    from .options import EngineOptions
+
+__all__ = ["PowerCap"]
+
+#: Watts of float noise a planned draw may be over the cap by.
+_EPS = 1e-6
+
+#: A step function of watts: (the times it changes, sorted; the watts from each on).
+Profile = tuple[list[float], list[float]]
+
+
+class PowerCap:
+    """The watts the plan leaves under the cap (see the module docstring).
+
+    ``models[rank]`` is rank's power model; ``table`` the job table whose
+    running jobs and planner's reservations are what draws; ``options``
+    gives the options in force (the cap and its window)."""
+
+    def __init__(self, models: Sequence[PowerModel], table: JobTable, options: Callable[[], EngineOptions]) -> None:
+        self.models = list(models)
+        self._table = table
+        self._options = options
+        #: What the machine draws with every node on and idle (every node
+        #: modelled: a node down draws as much, for all the cap knows).
+        self.idle = sum(m.idle_watts for m in self.models)
+        #: rank -> what a computing job adds to it
+        self._extra = [m.computing_watts - m.idle_watts for m in self.models]
+        #: The time of the last pass (:meth:`tick`), for the window's end.
+        self._now = -math.inf
+
+    def check(self, options: EngineOptions) -> None:
+        """EngineError when ``options`` ask for a cap that cannot be held."""
+        watts = options.power_cap
+        if watts is None:
+            return
+        if options.power_save != "off":
+            raise EngineError(
+                f"power-cap={watts:g}: not supported with power-save={options.power_save} yet "
+                "(the switches are not planned against the cap)"
+            )
+        if watts + _EPS < self.idle:
+            raise EngineError(f"power-cap={watts:g}: below the {self.idle:g} W the machine draws with every node idle")
+
+    @property
+    def watts(self) -> float:
+        """The cap in force (``power-cap``)."""
+        cap = self._options().power_cap
+        return math.inf if cap is None else cap
+
+    def tick(self, now: float) -> bool:
+        """Before a pass at ``now``: True when the cap's window ended since
+        the last one, so that what it held back is planned again."""
+        window = self._options().power_cap_window
+        last, self._now = self._now, max(self._now, now)
+        return window is not None and last < window[1] <= now
+
+    def wakeup(self) -> float:
+        """When a pass is due though nothing ends: the end of the cap's
+        window after the last pass, when jobs held by it may start (a
+        reservation may be placed there, and no job need end then)."""
+        window = self._options().power_cap_window
+        if window is None or window[1] <= self._now:
+            return math.inf
+        return window[1]
+
+    def need(self, job: Job, ranks: Iterable[int]) -> float:
+        """What ``job`` on ``ranks`` adds to the machine's draw while it runs."""
+        if not getattr(job.request, "computes", True):
+            return 0.0
+        extra = self._extra
+        return sum(extra[r] for r in ranks)
+
+    def _planned_end(self, job: Job, start: float) -> float:
+        """Until when ``job``, started at ``start``, may draw: its kill time."""
+        end = job.expiration if job.state is not JobState.PENDING else start + job.walltime
+        return max(end, start)
+
+    def profile(self, exclude: int | None = None) -> Profile:
+        """The machine's planned draw over time (running jobs to their kill
+        time, reservations to their start plus walltime), ``exclude``'s
+        reservation left out."""
+        table = self._table
+        jobs = table.jobs
+        deltas: dict[float, float] = {}
+
+        def add(a: float, b: float, w: float) -> None:
+            if w and b > a:
+                deltas[a] = deltas.get(a, 0.0) + w
+                deltas[b] = deltas.get(b, 0.0) - w
+
+        for job in jobs.values():
+            if job.state is JobState.PENDING or job.resources is None or job.t_start is None:
+                continue
+            add(job.t_start, self._planned_end(job, job.t_start), self.need(job, job.resources.ranks))
+        for span in table.planner.reserved():
+            job = jobs.get(span.jobid)
+            if job is None or span.jobid == exclude or job.state is not JobState.PENDING:
+                continue
+            add(span.start, max(span.end, self._planned_end(job, span.start)), self.need(job, span.resources.ranks))
+        times = sorted(deltas)
+        watts = []
+        level = self.idle
+        for t in times:
+            level += deltas[t]
+            watts.append(level)
+        return [-math.inf, *times], [self.idle, *watts]
+
+    def _over(self, profile: Profile, need: float) -> list[tuple[float, float]]:
+        """The intervals in which ``need`` more watts would cross the cap, in order."""
+        cap = self.watts
+        window = self._options().power_cap_window
+        lo, hi = (-math.inf, math.inf) if window is None else window
+        times, watts = profile
+        out: list[tuple[float, float]] = []
+        for k, t in enumerate(times):
+            if watts[k] + need <= cap + _EPS:
+                continue
+            a, b = max(t, lo), min(times[k + 1] if k + 1 < len(times) else math.inf, hi)
+            if a < b:
+                if out and out[-1][1] >= a:
+                    out[-1] = (out[-1][0], b)
+                else:
+                    out.append((a, b))
+        return out
+
+    def earliest(self, job: Job, ranks: Iterable[int], t0: float, exclude: int | None = None) -> float:
+        """The earliest time from ``t0`` on at which ``job`` on ``ranks``
+        keeps the machine under the cap for its whole run (inf: never)."""
+        need = self.need(job, ranks)
+        if not need:
+            return t0
+        length = job.walltime
+        t = t0
+        for a, b in self._over(self.profile(exclude if exclude is not None else job.id), need):
+            if b <= t:
+                continue
+            if a >= t + length:
+                break
+            t = b
+        return t
+
+    def fits(self, job: Job, ranks: Iterable[int], start: float) -> bool:
+        """Whether ``job`` on ``ranks`` from ``start`` keeps the machine under the cap."""
+        return self.earliest(job, ranks, start) <= start
+
+    def reason(self, job: Job, ranks: Iterable[int], now: float) -> str:
+        """``reason_pending`` words for ``job``, held by the cap at ``now``:
+        what it adds, and the least the cap leaves over its run from now."""
+        need = self.need(job, ranks)
+        times, watts = self.profile(job.id)
+        end = now + job.walltime
+        window = self._options().power_cap_window
+        lo, hi = (-math.inf, math.inf) if window is None else window
+        peak = -math.inf
+        for k, t in enumerate(times):
+            nxt = times[k + 1] if k + 1 < len(times) else math.inf
+            if nxt > max(now, lo) and t < min(end, hi):
+                peak = max(peak, watts[k])
+        left = max(0.0, self.watts - peak) if peak > -math.inf else self.watts
+        return f"power cap: needs {need:.0f} W more over its run, {left:.0f} W left under the {self.watts:.0f} W cap"

@@ -1,0 +1,192 @@
+"""The power cap (issue 36, docs/rfcs/energy.md "The power cap").
+
+The cap is checked from the replay's own power series (what the machine
+drew at each instant, ``ReplayResult.power_series``), never from the
+scheduler's view: the series never exceeds the cap, every job runs, and no
+job starts later than its first ``t_estimate``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fluxsched_py.engine import Engine, EngineError, EngineOptions
+from fluxsched_py.power import PowerModel
+from fluxsched_py.replay import replay
+from fluxsched_py.replay.platform import load_platform, load_power, nodes_graph
+from fluxsched_py.replay.workload import Workload, WorkloadJob, load_workload, node_request
+
+from .shared import CONFORMANCE
+from .test_policy_conservative import assert_no_start_after_first_estimate
+
+PLATFORM = CONFORMANCE / "batsim" / "platforms" / "energy_platform_homogeneous_no_net_128.xml"
+WORKLOADS = CONFORMANCE / "batsim" / "workloads"
+needs_shared = pytest.mark.skipif(not PLATFORM.exists(), reason="needs ../shared/conformance (the Batsim platforms)")
+
+#: The energy platform's hosts (rfcs/energy.md): 95 W idle, 190.738 W computing.
+MODEL = PowerModel(95.0, 190.738, 9.75, 6.1, 101.0, 151.52, 125.17)
+
+
+def max_watts(result, t0: float = -math.inf, t1: float = math.inf) -> float:
+    """The most the replay's machine drew at any instant of [t0, t1), from its power series."""
+    times, watts = result.power_series()
+    top = -math.inf
+    for k, t in enumerate(times):
+        nxt = times[k + 1] if k + 1 < len(times) else math.inf
+        if nxt > t0 and t < t1 and nxt > t:
+            top = max(top, watts[k])
+    return top
+
+
+def _replay(nodes: int, jobs, options, computes=None, models=None):
+    computes = computes or [True] * len(jobs)
+    wl = []
+    for (i, submit, res, wall, run), c in zip(jobs, computes, strict=True):
+        job = WorkloadJob(i, str(i), submit, node_request(res, wall), wall, run, res)
+        if not c:
+            job.computes = False
+            job.request = dataclasses.replace(job.request, computes=False)
+        wl.append(job)
+    power = models or [MODEL] * nodes
+    return replay(Workload(wl, nodes), nodes_graph(nodes), options, power=power, check=Engine.check_invariants)
+
+
+@st.composite
+def capped_workloads(draw):
+    nodes = draw(st.integers(2, 10))
+    n = draw(st.integers(1, 20))
+    # the cap leaves room for 1 to all nodes computing: every job fits under it alone
+    room = draw(st.integers(1, nodes))
+    biggest = draw(st.integers(1, room))
+    jobs = []
+    for i in range(n):
+        submit = float(draw(st.integers(0, 60)))
+        res = draw(st.integers(1, biggest))
+        wall = float(draw(st.integers(1, 40)))
+        run = float(draw(st.integers(1, int(wall))))
+        jobs.append((i, submit, res, wall, run))
+    computes = draw(st.lists(st.booleans(), min_size=n, max_size=n))
+    slack = draw(st.floats(0.0, 0.99))
+    cap = nodes * MODEL.idle_watts + (room + slack) * (MODEL.computing_watts - MODEL.idle_watts)
+    return nodes, jobs, computes, cap
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(capped_workloads(), st.sampled_from(["easy", "conservative", "fcfs", "hybrid"]), st.booleans())
+def test_the_replay_never_draws_more_than_the_cap_every_job_runs_and_none_starts_after_its_first_estimate(
+    wl, policy, windowed
+):
+    nodes, jobs, computes, cap = wl
+    options = {"queue-policy": policy, "power-cap": str(cap)}
+    window = (20.0, 90.0) if windowed else None
+    if window:
+        options["power-cap-window"] = "20-90"
+    result = _replay(nodes, jobs, options, computes)
+    assert_no_start_after_first_estimate(result.records)  # every job ran, none after its first t_estimate
+    t0, t1 = window or (-math.inf, math.inf)
+    assert max_watts(result, t0, t1) <= cap + 1e-6
+
+
+def test_a_job_over_the_cap_waits_with_the_cap_as_its_reason_and_its_estimate_where_the_watts_are():
+    # 4 nodes; the cap leaves room for 2 computing nodes: a 2-node job runs 0-100,
+    # a 2-node job (on the 2 free nodes) must wait until it ends
+    cap = 4 * 95.0 + 2 * (190.738 - 95.0) + 1.0
+    engine = Engine(nodes_graph(4), {"queue-policy": "easy", "power-cap": str(cap)}, power=[MODEL] * 4)
+    engine.alloc(1, 0, 0, 0.0, node_request(2, 100.0))
+    engine.alloc(2, 0, 0, 0.0, node_request(2, 50.0))
+    responses = engine.schedule(0.0).responses
+    started = [r.id for r in responses if r.type.name == "SUCCESS"]
+    assert started == [1]
+    (ann,) = [r.annotations["sched"] for r in responses if r.id == 2 and r.type.name == "ANNOTATE"]
+    assert ann["reason_pending"].startswith("power cap: needs 191 W more over its run, 1 W left under the")
+    assert ann["t_estimate"] == 100.0
+    # a job that computes nothing adds no watts: it backfills on the free nodes at once
+    engine.alloc(3, 0, 0, 1.0, dataclasses.replace(node_request(1, 10.0), computes=False))
+    engine.alloc(4, 0, 0, 1.0, node_request(1, 10.0))  # one that computes would cross the cap
+    assert [r.id for r in engine.schedule(1.0).responses if r.type.name == "SUCCESS"] == [3]
+    # unset, the same jobs start together
+    plain = Engine(nodes_graph(4), {"queue-policy": "easy"}, power=[MODEL] * 4)
+    plain.alloc(1, 0, 0, 0.0, node_request(2, 100.0))
+    plain.alloc(2, 0, 0, 0.0, node_request(2, 50.0))
+    assert [r.id for r in plain.schedule(0.0).responses if r.type.name == "SUCCESS"] == [1, 2]
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["power-cap=-5"], "power-cap='-5': expected a positive number of watts, or 'none'"),
+        (["power-cap=lots"], "power-cap='lots': expected a positive number of watts, or 'none'"),
+        (["power-cap=0"], "power-cap='0': expected a positive number of watts, or 'none'"),
+        (["power-cap-window=90-20"], "power-cap-window='90-20': expected START-END"),
+    ],
+)
+def test_a_bad_cap_is_one_clear_error(args, words):
+    with pytest.raises(EngineError) as e:
+        EngineOptions.parse(args)
+    assert str(e.value).startswith(words)
+
+
+def test_a_cap_that_cannot_be_held_is_refused_at_once():
+    with pytest.raises(EngineError, match=r"power-cap=300: below the 380 W the machine draws with every node idle"):
+        Engine(nodes_graph(4), ["power-cap=300"], power=[MODEL] * 4)
+    with pytest.raises(EngineError, match=r"power-cap=1000: no power model for rank 0"):
+        Engine(nodes_graph(4), ["power-cap=1000"])
+    with pytest.raises(EngineError, match=r"power-cap=1000: not supported with power-save=planned yet"):
+        Engine(nodes_graph(4), ["power-cap=1000", "power-save=planned"], power=[MODEL] * 4)
+
+
+def test_unset_the_cap_changes_nothing():
+    jobs = [(i, float(3 * i), 1 + i % 4, 30.0 + i % 7, 20.0 + i % 5) for i in range(40)]
+    for policy in ("easy", "conservative", "fcfs"):
+        plain = _replay(6, jobs, {"queue-policy": policy})
+        none = _replay(6, jobs, {"queue-policy": policy, "power-cap": "none"})
+        loose = _replay(6, jobs, {"queue-policy": policy, "power-cap": str(6 * MODEL.computing_watts)})
+        want = [(r.start, r.ranks, r.first_estimate) for r in plain.records]
+        assert [(r.start, r.ranks, r.first_estimate) for r in none.records] == want
+        assert [(r.start, r.ranks) for r in loose.records] == [(s, rk) for s, rk, _ in want]
+
+
+def seed_figures(seed: int, policy: str = "easy") -> dict[str, float]:
+    """The 60 %-of-peak must-hold on a seed workload: the figures the note gives."""
+    models = load_power(PLATFORM)
+    cap = 0.6 * sum(m.computing_watts for m in models)
+    workload = load_workload(WORKLOADS / f"example_workload_hpc_seed{seed}_jobs250.json")
+    result = replay(workload, load_platform(PLATFORM), {"queue-policy": policy, "power-cap": str(cap)}, power=models)
+    assert_no_start_after_first_estimate(result.records)
+    waits = [r.start - r.job.submit for r in result.records]
+    return {
+        "cap": cap,
+        "max_watts": max_watts(result),
+        "energy": result.energy.total,
+        "mean_wait": sum(waits) / len(waits),
+    }
+
+
+@needs_shared
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_cap_of_60_percent_of_peak_holds_on_the_seed_workloads(seed):
+    f = seed_figures(seed)
+    assert f["max_watts"] <= f["cap"] + 1e-6
+
+
+@needs_shared
+def test_the_v4_driver_takes_the_cap_and_plans_batsims_delay_jobs_at_idle_watts():
+    # the s1-off recording from a real Batsim 4.2.1 -E: its jobs are delay profiles,
+    # which draw idle watts, so a 60 % cap leaves every decision as Batsim saw it
+    from fluxsched_py.batsim.platform import batsim_power
+    from fluxsched_py.batsim.v4driver import V4Driver
+    from t.batsim_recordings import BATSIM_DATA, message_pairs
+
+    models = batsim_power(PLATFORM)
+    cap = 0.6 * sum(m.computing_watts for m in models)
+    driver = V4Driver({"queue-policy": "easy", "power-cap": str(cap)}, models)
+    pairs = message_pairs(BATSIM_DATA / "energy" / "s1-off.jsonl.gz")
+    sent = [json.loads(reply)["events"] for _, reply in pairs]
+    assert [json.loads(driver.handle(msg))["events"] for msg, _ in pairs] == sent
+    assert driver.scheduler.engine.cap is not None
