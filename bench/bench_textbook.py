@@ -58,8 +58,13 @@ def filtered_copy(source: Path, out: Path) -> int:
 
 
 def measured(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
-    """(CPU seconds, peak RSS MiB) of one run of ``cmd``, which must succeed."""
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    """(CPU seconds, peak RSS MiB) of one run of ``cmd``, which must succeed.
+
+    It runs in the tree its ``PYTHONPATH`` names: ``python -m`` puts the
+    working directory first on the path, so a run started in another
+    checkout would import that one's code instead."""
+    cwd = (env or {}).get("PYTHONPATH") or None
+    proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(proc.pid, 0)
     err = proc.stderr.read().decode() if proc.stderr else ""
     proc.returncode = os.waitstatus_to_exitcode(status)
