@@ -176,29 +176,30 @@ def _bool(key: str, value: Any) -> bool:
     raise EngineError(f"{key}={value!r}: expected true or false")
 
 
-def _seconds(key: str, value: Any) -> float:
-    """A positive number of seconds."""
+def _positive(key: str, value: Any, what: str) -> float:
+    """A positive, finite number, else EngineError expecting ``what``."""
     try:
         x = float(value)
     except (TypeError, ValueError):
         x = math.nan
     if not (x > 0 and math.isfinite(x)):
-        raise EngineError(f"{key}={value!r}: expected a positive number of seconds")
+        raise EngineError(f"{key}={value!r}: expected {what}")
     return x
+
+
+def _seconds(key: str, value: Any) -> float:
+    """A positive number of seconds."""
+    return _positive(key, value, "a positive number of seconds")
 
 
 def _watts(key: str, value: Any) -> float | None:
     """A positive, finite number of watts, or None (``none``, ``off`` or empty) for no cap."""
     if value is None or (isinstance(value, str) and value.strip().lower() in ("none", "off", "")):
         return None
-    x = math.nan if isinstance(value, bool) else value
-    try:
-        x = float(x)
-    except (TypeError, ValueError):
-        x = math.nan
-    if not (x > 0 and math.isfinite(x)):
-        raise EngineError(f"{key}={value!r}: expected a positive number of watts, or 'none'")
-    return x
+    what = "a positive number of watts, or 'none'"
+    if isinstance(value, bool):
+        raise EngineError(f"{key}={value!r}: expected {what}")
+    return _positive(key, value, what)
 
 
 def _span(key: str, value: Any) -> tuple[float, float] | None:
