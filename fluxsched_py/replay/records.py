@@ -220,7 +220,13 @@ def _rare(name: str) -> property:
         return default if extra is None else extra.get(name, default)
 
     def put(rec: JobRecord, value: Any) -> None:
-        rec._t.extra.setdefault(rec._i, {})[name] = value
+        rows = rec._t.extra
+        extra = rows.get(rec._i)
+        if extra is None:
+            if value is default or (value == default and type(value) is type(default)):
+                return  # a row that sets nothing keeps no dict
+            extra = rows[rec._i] = {}
+        extra[name] = value
 
     return property(get, put)
 

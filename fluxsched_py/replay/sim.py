@@ -286,8 +286,7 @@ def _run(
             break
     for rec in records.values():
         if rec.state == NOT_STARTED and (job := engine.job(rec.job.id)) is not None:
-            if (over := engine.over_limit(job)) is not None:
-                rec.note = over  # it asks for more than a limit allows
+            rec.note = engine.over_limit(job)  # it asks for more than a limit allows
     nb = len(graph.ranks) if hasattr(graph, "ranks") else 0
     return ReplayResult(
         workload,
@@ -477,8 +476,7 @@ def _answer(
             ran = kept.get(r.id, 0.0) if kept else 0.0  # kept by checkpoints
             if checkpointed is not None:
                 checkpointed.pop(r.id, None)
-            if ran or rec.recovered:  # a field most records leave unset (records.RARE)
-                rec.recovered = ran * len(r.resources.ranks) if ran else 0.0
+            rec.recovered = ran * len(r.resources.ranks) if ran else 0.0
             run = min(j.runtime - ran, j.walltime)
             if j.request.reservation is not None:
                 run = min(run, r.expiration - t)  # killed when its reservation ends
