@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import sys
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -100,3 +101,8 @@ def assert_starts_equal_replay(
 def workload_job_number(job: str) -> int:
     """``w0!7`` -> 7: the workload's own job id."""
     return int(job.rsplit("!", 1)[1])
+
+
+def driver_command(endpoint: str, *options: str) -> list[str]:
+    """``fluxsched-py batsim`` on ``endpoint``, quiet, giving up after 10 s, with ``options``."""
+    return [sys.executable, "-m", "fluxsched_py", "batsim", "--socket", endpoint, "--timeout", "10", "-q", *options]

@@ -20,7 +20,6 @@ import io
 import json
 import math
 import subprocess
-import sys
 from collections import Counter
 
 import pytest
@@ -29,7 +28,7 @@ from fluxsched_py.batsim.cli import driver_for
 from fluxsched_py.batsim.errors import ProtocolError
 from fluxsched_py.replay import load_workload, replay
 from fluxsched_py.replay.platform import nodes_graph
-from t.batsim_recordings import BATSIM_DATA, batsim_side, manifest, message_pairs, plain_workloads
+from t.batsim_recordings import BATSIM_DATA, batsim_side, driver_command, manifest, message_pairs, plain_workloads
 
 DATA = BATSIM_DATA / "features"
 RECORDINGS = {r["feature"]: r for r in manifest(DATA)["recordings"]}
@@ -214,18 +213,7 @@ def test_dynamic_jobs_against_a_batsim_without_them_ends_with_one_line(tmp_path)
     first = json.loads(pairs(DUPLICATES)[0][0])
     first["events"][0]["data"]["config"]["dynamic-jobs-enabled"] = False
     endpoint = f"ipc://{tmp_path}/batsim.sock"
-    cmd = [
-        sys.executable,
-        "-m",
-        "fluxsched_py",
-        "batsim",
-        "--socket",
-        endpoint,
-        "--timeout",
-        "10",
-        "-q",
-        "--dynamic-jobs",
-    ]
+    cmd = driver_command(endpoint, "--dynamic-jobs")
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
     with batsim_side(endpoint) as sock:
         sock.send(json.dumps(first).encode())

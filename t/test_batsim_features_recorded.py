@@ -34,7 +34,7 @@ from fluxsched_py.engine.runlimits import RunLimits
 from fluxsched_py.ids import IdSet, user_id
 from fluxsched_py.replay import load_workload, replay
 from fluxsched_py.replay.platform import nodes_graph
-from t.batsim_recordings import BATSIM_DATA, batsim_side, manifest, message_pairs, workload_job_number
+from t.batsim_recordings import BATSIM_DATA, batsim_side, driver_command, manifest, message_pairs, workload_job_number
 
 DATA = BATSIM_DATA / "features"
 RECORDINGS = {r["feature"]: r for r in manifest(DATA)["recordings"]}
@@ -171,19 +171,7 @@ def test_a_reservation_the_platform_cannot_hold_ends_the_run_with_one_line(tmp_p
     f.write_text("- {name: m, ranks: 40, start: 0, end: 100}\n")
     endpoint = f"ipc://{tmp_path}/batsim.sock"
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "fluxsched_py",
-            "batsim",
-            "--socket",
-            endpoint,
-            "--timeout",
-            "10",
-            "-q",
-            "--reservations",
-            str(f),
-        ],
+        driver_command(endpoint, "--reservations", str(f)),
         stderr=subprocess.PIPE,
         text=True,
     )
