@@ -60,6 +60,8 @@ if TYPE_CHECKING:
     from ..jobspec import Request
     from ..resource import ResourceGraph, ResourceSet
     from .core import Engine
+    from .jobtable import JobTable
+    from .runlimits import RunLimits
 
 __all__ = [
     "DEFAULT_URGENCY",
@@ -123,17 +125,16 @@ class Forecast:
         return [graph.hostname(r) or str(r) for r in self.resources.ranks]
 
 
-def _copy_plan(e: Engine, now: float) -> tuple[Planner, dict[int, Any]]:
-    """A planner with the engine's running spans and reservations; and the reservations by job id."""
-    src = e.planner
+def _copy_plan(table: JobTable, now: float) -> tuple[Planner, dict[int, Any]]:
+    """A planner with the table's running spans and reservations; and the reservations by job id."""
+    src = table.planner
     plan = Planner(src.graph, matcher=MatchCache(src.matcher.matcher), counted=src.counted)
     reserved = {}
     for span in src.spans():
         if span.running:
             plan.add_running(span.jobid, span.resources, span.start, span.end)
     for span in src.reserved():
-        job = e.job(span.jobid)
-        if job is None:
+        if span.jobid not in table.jobs:
             continue
         start = max(span.start, now)
         plan.reserve(span.jobid, span.resources, start, start + (span.end - span.start))
@@ -187,15 +188,17 @@ class _LimitPlan:
     plan from the start, whatever their place in the queue) and each job
     the forecast places, over its planned run."""
 
-    def __init__(self, e: Engine, now: float, reserved: Mapping[int, tuple[float, ResourceSet]]) -> None:
-        self.limits = e.limits
+    def __init__(
+        self, limits: RunLimits, table: JobTable, now: float, reserved: Mapping[int, tuple[float, ResourceSet]]
+    ) -> None:
+        self.limits = limits
         self.spans: list[tuple[float, float, str | None, int, tuple[int, int, int, int]]] = []
-        for span in e.planner.spans():
-            job = e.job(span.jobid)
+        for span in table.planner.spans():
+            job = table.jobs.get(span.jobid)
             if span.running and job is not None and job.preemptible_after is None and job.resources is not None:
                 self.add(job, now, span.end, job.resources)
         for jobid, (start, rs) in reserved.items():
-            job = e.job(jobid)
+            job = table.jobs.get(jobid)
             if job is not None and job.preemptible_after is None:
                 self.add(job, start, start + job.duration, rs)
 
@@ -224,15 +227,24 @@ class SlicedForecast:
     The plan is a copy made at the first step, over the engine's graph: it
     stays right only while nothing starts or ends, so a driver starts a new
     one when the queue or the resources change (:meth:`valid` tells whether
-    the graph changed since).  The engine is only read.
+    the graph changed since).  It keeps only what it reads of the engine:
+    the job table (jobs, and the planner it copies), the advance
+    reservations, and the engine's answers to which queue a job waits in,
+    with what policy, whether a limit holds it and whether it can ever run.
     """
 
     def __init__(self, e: Engine, now: float, jobs: list[Job] | None = None, limit: int = FORECAST_LIMIT) -> None:
-        self.engine = e
+        self.table = e.table
+        self.reservations = e.reservations
+        self.limits = e.limits
+        self.over_limit = e.over_limit
+        self.feasibility = e.feasibility
+        self.scheduled_as = e.scheduled_as
+        self.policy_for = e.policy_for
         self.now = now
         self.jobs = e.pending() if jobs is None else jobs
         self.limit = limit
-        self.version = e.planner.graph.version
+        self.version = self.table.graph.version
         self.plan: Planner | None = None
         self.out: list[Forecast] = []
         #: :meth:`step` calls so far (slices)
@@ -250,7 +262,7 @@ class SlicedForecast:
 
     def valid(self) -> bool:
         """Nothing started or ended on the engine's graph since the plan was copied."""
-        return self.engine.planner.graph.version == self.version
+        return self.table.graph.version == self.version
 
     def step(self, budget: float | None = None, stopwatch: Callable[[], float] = time.perf_counter) -> bool:
         """Plan the next jobs, until ``budget`` seconds are spent (read before
@@ -258,20 +270,20 @@ class SlicedForecast:
         Returns :attr:`done`."""
         t0 = stopwatch()
         self.steps += 1
-        e, now = self.engine, self.now
+        now = self.now
         if self.plan is None:
-            self.plan, self._reserved = _copy_plan(e, now)
-            if e.limits:
-                self._limits = _LimitPlan(e, now, self._reserved)
+            self.plan, self._reserved = _copy_plan(self.table, now)
+            if self.limits:
+                self._limits = _LimitPlan(self.limits, self.table, now, self._reserved)
         floors = self._floors
         while len(self.out) < len(self.jobs):
             if budget is not None and stopwatch() - t0 >= budget:
                 return False
             i = len(self.out)
             job = self.jobs[i]
-            queue = e.scheduled_as(getattr(job.request, "queue", None))
-            strict = e.policy_for(queue).name == "fcfs"
-            held = _held(e, job)
+            queue = self.scheduled_as(getattr(job.request, "queue", None))
+            strict = self.policy_for(queue).name == "fcfs"
+            held = self.held(job)
             facts = job_facts(job) if held is None else {**job_facts(job), "reason": held}
             if job.id in self._reserved:
                 t, rs = self._reserved[job.id]
@@ -283,7 +295,7 @@ class SlicedForecast:
                 if held is not None:  # it needs more than a limit allows
                     self.out.append(Forecast(job.id, None, "held", **facts))
                     continue  # the policy never sees it: no floor either
-                kind = "never" if e.feasibility(job.request) is not None else "unknown"
+                kind = "never" if self.feasibility(job.request) is not None else "unknown"
                 self.out.append(Forecast(job.id, None, kind, **facts))
             else:
                 self.out.append(Forecast(job.id, placed[0], "forecast" if held is None else "held", placed[1], **facts))
@@ -294,7 +306,7 @@ class SlicedForecast:
 
     def _place(self, job: Job, not_before: float) -> tuple[float, ResourceSet] | None:
         assert self.plan is not None
-        reservations = self.engine.reservations
+        reservations = self.reservations
         window, allow = reservations.window(job), reservations.flex(job)
         limits = self._limits if job.preemptible_after is None else None
         placed = _place(
@@ -314,6 +326,10 @@ class SlicedForecast:
             limits.add(job, placed[0], placed[0] + job.duration, placed[1])
         return placed
 
+    def held(self, job: Job) -> str | None:
+        """The run limit that holds pending regular ``job`` now, or None."""
+        return None if job.preemptible_after is not None else self.over_limit(job)
+
     def place(self, job: Job) -> tuple[float, ResourceSet] | None:
         """Place ``job`` after every job planned so far (for :func:`when`)."""
         return self._place(job, -math.inf)
@@ -321,7 +337,7 @@ class SlicedForecast:
     def finish(self) -> None:
         """Give every job not planned yet its engine reservation, or ``"not planned"``."""
         if self.plan is None:
-            self.plan, self._reserved = _copy_plan(self.engine, self.now)
+            self.plan, self._reserved = _copy_plan(self.table, self.now)
         for job in self.jobs[len(self.out) :]:
             if job.id in self._reserved:
                 t, rs = self._reserved[job.id]
@@ -333,11 +349,6 @@ class SlicedForecast:
         """The jobs in the order they would start (jobs without a start last, in queue order)."""
         order = {f.jobid: i for i, f in enumerate(self.out)}
         return sorted(self.out, key=lambda f: (f.start if f.start is not None else math.inf, order[f.jobid]))
-
-
-def _held(e: Engine, job: Job) -> str | None:
-    """The run limit that holds pending regular ``job`` now, or None."""
-    return None if job.preemptible_after is not None else e.over_limit(job)
 
 
 def job_facts(job: Job) -> dict[str, Any]:
@@ -386,11 +397,11 @@ def when(
     request = parse_jobspec(jobspec)
     probe = Job(-1, priority, userid, now, request)
     queue = getattr(request, "queue", None)
-    why = _held(e, probe)
     facts: dict[str, Any] = {"userid": userid, "queue": queue, "duration": probe.duration}
     key = order_key(priority, now, math.inf)
     ahead = [j for j in e.pending() if j.sortkey < key]
     s = SlicedForecast(e, now, ahead, limit)
+    why = s.held(probe)
     s.step(budget, stopwatch)
     s.finish()
     placed = s.place(probe)
