@@ -30,7 +30,6 @@ DRIVERS = ("flux/", "batsim/", "replay/", "matchcli/", "sweep/")
 #: instead; remove a line when its module stops holding the engine.
 HOLDS_ENGINE = {
     "engine/besteffort.py",
-    "engine/passctx.py",
 }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
@@ -825,7 +826,26 @@ class Engine:
         self._restart = False
         self.counters["passes"] += 1
         self.planner.set_now(now)
-        p = self._pass = Pass(self, now, self._compress, multi=len(queues) > 1)
+        multi = len(queues) > 1
+        limits, usage = self.limits, self.usage
+        p = self._pass = Pass(
+            self.table,
+            self.options,
+            now,
+            start=self._start_in_pass,
+            counters=self.counters,
+            reservations=self.reservations,
+            lent=self.besteffort.lent,
+            excluded=self.hooks.excluded,
+            feasibility=self.feasibility,
+            limit_check=None if limits is None or usage is None else functools.partial(limits.check, usage),
+            cap=self.cap,
+            compress=self._compress,
+            multi=multi,
+            plan_read=(
+                self.estimates or multi or self.besteffort.seen or self.power is not None or len(self.reservations) > 0
+            ),
+        )
         self._compress = False
         limits = depth_limits(queues, self.options.queue_depth, self.table.live)
         for queue in queues:
@@ -837,6 +857,16 @@ class Engine:
             self._pass_gen = queues[0].policy.run(p)
         else:
             self._pass_gen = run_queues(p, queues, limits)
+
+    def _start_in_pass(self, p: Pass, job: Job, placement: Placement) -> Placement:
+        """Start ``job`` from a pass on ``placement``: on what is free, or,
+        where it takes what best-effort jobs hold, once they are preempted
+        (``BestEffort.handoff``).  The placement it took."""
+        lent = self.besteffort.lent.bits
+        if lent and placement.bits & lent:
+            return self.besteffort.handoff(p, job, placement)
+        self.start_job(p, job, placement)
+        return placement
 
     def start_job(self, p: Pass, job: Job, placement: Placement) -> None:
         """Start pending ``job`` now on ``placement`` (a regular job on what

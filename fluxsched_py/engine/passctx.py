@@ -23,7 +23,12 @@ from .runlimits import held_by, need_of
 from .states import JobState, Response
 
 if TYPE_CHECKING:
-    from .core import Engine
+    from ..jobspec import Request
+    from .jobtable import JobTable
+    from .lent import Lent
+    from .options import EngineOptions
+    from .powercap import PowerCap
+    from .reservations import Reservations
 
 __all__ = ["Pass"]
 
@@ -39,23 +44,48 @@ class Pass:
 
     _SENTINEL = -1  # planner id for a tentative allocation (EASY rule 2)
 
-    def __init__(self, engine: Engine, now: float, compress: bool = True, multi: bool = False) -> None:
-        self.e = engine
+    def __init__(
+        self,
+        table: JobTable,
+        options: EngineOptions,
+        now: float,
+        *,
+        start: Callable[[Pass, Job, Placement], Placement],
+        counters: dict[str, int | float],
+        reservations: Reservations,
+        lent: Lent,
+        excluded: Callable[[Job], Any],
+        feasibility: Callable[[Request], str | None],
+        limit_check: Callable[[Job, Any], str | None] | None = None,
+        cap: PowerCap | None = None,
+        compress: bool = True,
+        multi: bool = False,
+        plan_read: bool = True,
+    ) -> None:
+        #: The job table: the one door to the jobs' spans (reserve, unplan).
+        self.table = table
+        self.options = options
         #: The engine's planner for this pass (a rebuild restarts the pass).
-        self.planner = engine.planner
+        self.planner = table.planner
+        #: Starts ``job`` on ``placement`` now (the engine's start, or the
+        #: handoff from best-effort jobs); returns the placement it took.
+        self._start = start
+        self.counters = counters
+        self.reservations = reservations
+        #: What best-effort jobs hold, lent to regular jobs.
+        self.lent = lent
+        #: A job's nodes to avoid where it fits elsewhere (``affinity``), or None.
+        self._excluded = excluded
+        self._feasibility = feasibility
+        #: The run limits' verdict on a job holding what it needs (None: no limits).
+        self.limit_check = limit_check
         self.now = now
         self.compress = compress
         #: More than one queue has pending jobs: reservations are not all the current queue's.
         self.multi = multi
         #: Something reads the plan beyond the starts a policy makes (see
         #: :attr:`~fluxsched_py.policy.PassContext.plan_read`).
-        self.plan_read = (
-            engine.estimates
-            or multi
-            or engine.besteffort.seen
-            or engine.power is not None
-            or len(engine.reservations) > 0
-        )
+        self.plan_read = plan_read
         self.queue: JobQueue | None = None
         self.depth: int | None = None
         self.out: list[Response] = []
@@ -93,10 +123,10 @@ class Pass:
         self._old = -1  # see skip_unfit
         self._windows: tuple[Any, tuple, int] | None = None  # see _window
         #: ``affinity`` is set: placements first try the job's preferred nodes.
-        self.prefer = bool(engine.options.affinity)
-        self.backfill_order = engine.options.backfill_order
+        self.prefer = bool(options.affinity)
+        self.backfill_order = options.backfill_order
         #: The power cap (``power-cap``), or None: every placement is then checked against it.
-        self.cap = engine.cap
+        self.cap = cap
         #: The ``reason_pending`` of each job the cap held back in this pass.
         self.cap_text: dict[int, str] = {}
 
@@ -121,7 +151,6 @@ class Pass:
     # -- PassContext ---------------------------------------------------------
 
     def jobs(self) -> Iterator[Job]:
-        e = self.e
         depth = self.depth
         queue = self.queue
         assert queue is not None
@@ -129,19 +158,19 @@ class Pass:
         i = queue.head
         prev = None
         q = queue.jobs
-        limits = e.limits
-        table = e.table.jobs
+        limit_check = self.limit_check
+        table = self.table.jobs
         # Past annotate-depth, what a job left out would have been told is
         # read by nobody: there, after skip_unfit(), the jobs that cannot
         # backfill are left out (see skip_unfit).  Not under run limits,
         # which act on every job they hold, nor in sjbf order, where the
         # policy takes every job before it starts any.
-        adepth = e.options.annotate_depth
-        skip_from = math.inf if adepth is None or limits is not None or self.backfill_order != "queue" else adepth
+        adepth = self.options.annotate_depth
+        skip_from = math.inf if adepth is None or limit_check is not None or self.backfill_order != "queue" else adepth
         planner = self.planner
         whole_fast = planner.matcher.whole_fast
         codec = planner.codec
-        placement = e.options.placement
+        placement = self.options.placement
         # Nodes wholly free when the policy last had a job (they only get
         # fewer in a pass), counted when a whole-node job asks; -1: leave out none.
         wholly = -1
@@ -161,8 +190,8 @@ class Pass:
             i += 1
             if job.state is not JobState.PENDING or table.get(job.id) is not job:
                 continue
-            if limits is not None:
-                why = limits.check(e.usage, job, need_of(job))  # type: ignore[arg-type]
+            if limit_check is not None:
+                why = limit_check(job, need_of(job))
                 if why is not None:
                     self.hold_limit(job, why)  # the policy never sees it: no reservation, nothing blocked
                     pend += 1
@@ -246,18 +275,17 @@ class Pass:
 
     def _counted(self, head: Job) -> bool:
         """Backfilling around ``head`` is a matter of node counts (see :meth:`settle`)."""
-        e = self.e
         planner = self.planner
         return (
-            e.limits is None
+            self.limit_check is None
             and self.cap is None
             and not self.prefer
-            and not e.options.predict_runtimes
+            and not self.options.predict_runtimes
             and planner.nreserved == 1
             and not planner.nblocked
-            and not e.besteffort.lent.bits
+            and not self.lent.bits
             and head.request.reservation is None
-            and planner.matcher.whole_fast(planner.codec, head.request, e.options.placement) > 0
+            and planner.matcher.whole_fast(planner.codec, head.request, self.options.placement) > 0
         )
 
     def free(self) -> Any:
@@ -293,7 +321,7 @@ class Pass:
         bound without a traversal (``MatchCache.flat``), so each job would
         fail.  One popcount of the free set, where walking the queue costs a
         step per pending job (issue 21)."""
-        need = self.e.table.pending_sizes.smallest()
+        need = self.table.pending_sizes.smallest()
         if not need:
             return False
         return self.planner.codec.count(as_int(self.free()), "node") < need
@@ -305,7 +333,7 @@ class Pass:
         a subset of what is free, so each of its matches would fail; the
         count is made once per free set, not once per job.  True otherwise."""
         planner = self.planner
-        n = planner.matcher.whole_fast(planner.codec, job.request, self.e.options.placement) if job.whole_nodes else 0
+        n = planner.matcher.whole_fast(planner.codec, job.request, self.options.placement) if job.whole_nodes else 0
         if not n:
             return True
         return n <= self._wholly_free()
@@ -324,7 +352,7 @@ class Pass:
         would, without visiting them: only those whose reason an annotation
         reads (within ``annotate-depth``) are looked at."""
         self.hold(job, why)
-        depth = self.e.options.annotate_depth
+        depth = self.options.annotate_depth
         if depth is not None and self.ahead + 1 >= depth:
             return
         for other in rest:
@@ -333,14 +361,13 @@ class Pass:
             self.hold(other, why)
 
     def _match(self, job: Job, avail: int) -> Placement | None:
-        e = self.e
-        e.counters["matches"] += 1
-        if self.prefer and (avoid := e.hooks.excluded(job)) is not None:
+        self.counters["matches"] += 1
+        if self.prefer and (avoid := self._excluded(job)) is not None:
             # affinity: on the preferred nodes alone when it fits there, else anywhere
-            found = self.planner.match_bits(job.request, avail ^ (avail & avoid), e.options.placement)
+            found = self.planner.match_bits(job.request, avail ^ (avail & avoid), self.options.placement)
             if found is not None:
                 return found
-        return self.planner.match_bits(job.request, avail, e.options.placement)
+        return self.planner.match_bits(job.request, avail, self.options.placement)
 
     def fits_now(self, job: Job) -> Placement | None:
         # Running jobs hold what is not free; only reservations can take more:
@@ -349,7 +376,7 @@ class Pass:
         # window with theirs kept, any other when what it takes leaves them.
         planner = self.planner
         end = self.now + job.duration
-        n = planner.matcher.whole_fast(planner.codec, job.request, self.e.options.placement) if planner.ncounted else 0
+        n = planner.matcher.whole_fast(planner.codec, job.request, self.options.placement) if planner.ncounted else 0
         if n and not planner.counts_allow(self.now, end, n):
             return None
         avail = self.free()
@@ -408,7 +435,7 @@ class Pass:
         a job of one runs inside its window only, on its ranks; any other
         job keeps off every window it would still be running in."""
         now = self.now
-        rs = self.e.reservations
+        rs = self.reservations
         w = rs.window(job)
         if w is not None:
             start, end, bits, avoid = w
@@ -438,7 +465,7 @@ class Pass:
         planner = self.planner
         avail = planner.available_bits(t0, t1)
         if planner.nblocked:
-            rs = self.e.reservations
+            rs = self.reservations
             w = rs.window(job)
             if w is not None:
                 if not (w[0] <= t0 and t1 <= w[1]):
@@ -459,10 +486,10 @@ class Pass:
             # included, is wholly left.  A no is told without the re-plan.
             window = self._window(job, held)
             if self.planner.codec.whole_count(window ^ (window & as_int(blocker.bits))) < job.whole_nodes:
-                self.e.counters["matches"] += 1  # the match it stands for
+                self.counters["matches"] += 1  # the match it stands for
                 return False
         kept = self.reservation(job)  # its placement as held: not decoded when it was not (issue 21)
-        table = self.e.table
+        table = self.table
         span = table.unplan(job.id)
         if span is None:
             return True
@@ -491,23 +518,18 @@ class Pass:
         return known[2]
 
     def start(self, job: Job, placement: Placement) -> None:
-        e = self.e
-        if e.limits is not None:
+        if self.limit_check is not None:
             # Checked again on what it would hold: a whole-node job holds
             # every core of its nodes, and a start earlier in this pass may
             # have used what :meth:`jobs` saw (sjbf sorts before it starts).
             rs = self.planner.resolve(placement)
-            why = e.limits.check(e.usage, job, held_by(rs))  # type: ignore[arg-type]
+            why = self.limit_check(job, held_by(rs))
             if why is not None:
                 self.hold_limit(job, why)
                 return
             placement = Placement(rs, placement.bits)
-        e.table.unplan(job.id)
-        lent = e.besteffort.lent.bits
-        if lent and placement.bits & lent:  # on resources best-effort jobs hold
-            placement = e.besteffort.handoff(self, job, placement)
-        else:
-            e.start_job(self, job, placement)
+        self.table.unplan(job.id)
+        placement = self._start(self, job, placement)
         free = self._free
         if type(free) is int and job.state is not JobState.PENDING:
             # The int of a graph with lent resources; the live set already
@@ -522,8 +544,7 @@ class Pass:
         since nothing fitted it there (:meth:`Planner.earliest_bits`,
         ``since``): the same answer, at the cost of the windows the gains
         touch."""
-        e = self.e
-        e.counters["matches"] += 1
+        self.counters["matches"] += 1
         planner = self.planner
         since = -1
         u = self._unreserved
@@ -535,25 +556,27 @@ class Pass:
             if gains is not None and all(g[3] == job.id for g in gains):
                 # Found with its reservation set aside; taking it out since
                 # changed nothing else.
-                e.counters["matches"] -= 1  # counted when it was found
+                self.counters["matches"] -= 1  # counted when it was found
                 self._searched = (job, a[2].start, planner.log_end)
                 return a[2]
         if u is not None and u[0] is job and u[1] == before:
             since = u[2]
-        if planner.nblocked and (w := e.reservations.window(job)) is not None:
+        if planner.nblocked and (w := self.reservations.window(job)) is not None:
             # for its walltime (none: until the window ends)
             window = w
 
             def search_in(t: float) -> Slot | None:
-                return planner.earliest_in(job.request, self.now, job.walltime, e.options.placement, window, before, t)
+                return planner.earliest_in(
+                    job.request, self.now, job.walltime, self.options.placement, window, before, t
+                )
 
             found = search_in(not_before)
             if self.cap is not None and found is not None:
                 found = self._cap_earliest(job, found, before, search_in)
             return found
-        allow = e.reservations.flex(job) if planner.nblocked else None
+        allow = self.reservations.flex(job) if planner.nblocked else None
         found = planner.earliest_bits(
-            job.request, self.now, job.duration, e.options.placement, before, not_before, since, job.id, allow=allow
+            job.request, self.now, job.duration, self.options.placement, before, not_before, since, job.id, allow=allow
         )
         if self.cap is not None and found is not None:
             found = self._cap_earliest(
@@ -561,11 +584,11 @@ class Pass:
                 found,
                 before,
                 lambda t: planner.earliest_bits(
-                    job.request, self.now, job.duration, e.options.placement, before, t, -1, job.id, allow=allow
+                    job.request, self.now, job.duration, self.options.placement, before, t, -1, job.id, allow=allow
                 ),
             )
         if planner.nblocked:
-            e.reservations.note_held(job, planner.held_by)
+            self.reservations.note_held(job, planner.held_by)
         if not_before <= self.now:
             self._searched = (job, before if found is None else found.start, planner.log_end)
         return found
@@ -600,23 +623,22 @@ class Pass:
         (:meth:`Planner.can_search_aside`), do only the bookkeeping.  When
         that search finds an earlier place, :meth:`earliest` hands it out
         after :meth:`unreserve` rather than search again."""
-        e = self.e
         planner = self.planner
         if self.cap is not None:
             return False  # watts freed elsewhere may let it start earlier: re-planned
         if planner.unchanged_for(job.id, job.duration, self.now):
-            e.counters["matches"] += 1  # the search it stands for
+            self.counters["matches"] += 1  # the search it stands for
             return True
         if not planner.can_search_aside(job.id, job.duration, self.now):
             return False
-        e.counters["matches"] += 1
+        self.counters["matches"] += 1
         span = planner.span(job.id)
         assert span is not None
         found = planner.earliest_bits(
             job.request,
             self.now,
             job.duration,
-            e.options.placement,
+            self.options.placement,
             before=span.start,
             since=span.seq,
             own=job.id,
@@ -636,7 +658,7 @@ class Pass:
         # Nothing fits before t, as of now: the search just made says so.
         fresh = searched is not None and searched[0] is job and searched[1] == t and searched[2] == planner.log_end
         fresh = fresh and self.cap is None  # under a cap, nodes may fit before t where watts do not
-        self.e.table.plan_reservation(job.id, placement.resources, t, t + job.duration, placement.bits)
+        self.table.plan_reservation(job.id, placement.resources, t, t + job.duration, placement.bits)
         if fresh:
             planner.searched(job.id)
         if job.first_estimate is None:
@@ -670,11 +692,11 @@ class Pass:
         """Whether ``job`` fits anywhere in ``[now, t)`` around the running
         jobs alone: reservations that start at ``t`` or later (this queue's
         forecasts behind a head forecast at ``t``) do not count."""
-        return self.planner.fits_just_before(job.request, t, self.e.options.placement)
+        return self.planner.fits_just_before(job.request, t, self.options.placement)
 
     def count_match(self) -> None:
         """Count a search that a reservation kept as it is stands for."""
-        self.e.counters["matches"] += 1
+        self.counters["matches"] += 1
 
     def still_free(self, job: Job, slot: Slot) -> bool:
         bits, t = slot.placement.bits, slot.start
@@ -688,19 +710,19 @@ class Pass:
     def clear_reservations(self) -> None:
         """Drop the current queue's reservations (another queue's stay)."""
         planner = self.planner
-        jobs = self.e.table.jobs
+        jobs = self.table.jobs
         queue = self.queue
         for span in planner.reserved():
             job = jobs.get(span.jobid)
             if self.multi and (job is None or job.queue is not queue):
                 continue
-            self.e.table.unplan(span.jobid)
+            self.table.unplan(span.jobid)
 
     def drop_reservations(self, jobids: list[int]) -> None:
         """Drop the reservations of ``jobids`` (those that have one)."""
         for jobid in jobids:
             if jobid in self.planner:
-                self.e.table.unplan(jobid)
+                self.table.unplan(jobid)
 
     # A placement's resources are None until decoded: see Planner.resolve.
 
@@ -714,7 +736,7 @@ class Pass:
         return None if span is None or span.running else span.start
 
     def unreserve(self, job: Job) -> Slot | None:
-        span = self.e.table.unplan(job.id)
+        span = self.table.unplan(job.id)
         if span is None:
             return None
         if not span.running and span.end == span.start + job.duration:
@@ -758,7 +780,7 @@ class Pass:
         self.held[job.id] = "limit"
         self.held_ok.add(job.id)
         self.limit_text[job.id] = why
-        self.e.table.unplan(job.id)
+        self.table.unplan(job.id)
 
     def hold(self, job: Job, why: str) -> None:
         self.held[job.id] = why
@@ -772,19 +794,19 @@ class Pass:
         key = job.shape_id
         if key in self._constraint_cache:
             return self._constraint_cache[key]
-        e = self.e
-        g = e.graph
+        g = self.table.graph
+        match = self.planner.matcher
         free = g.free()
         blocked = False
         if free:
             unconstrained = dataclasses.replace(job.request, constraints=None)
-            with_c = e.match(g, job.request, policy=e.options.placement, available=free)
+            with_c = match(g, job.request, policy=self.options.placement, available=free)
             if with_c is None:
-                blocked = e.match(g, unconstrained, policy=e.options.placement, available=free) is not None
+                blocked = match(g, unconstrained, policy=self.options.placement, available=free) is not None
         if not blocked and job.request.constraints is not None:
             # Or: the constraint leaves too few resources ever to run.
             unconstrained = dataclasses.replace(job.request, constraints=None)
-            blocked = e.feasibility(job.request) is not None and e.feasibility(unconstrained) is None
+            blocked = self._feasibility(job.request) is not None and self._feasibility(unconstrained) is None
         self._constraint_cache[key] = blocked
         return blocked
 
