@@ -424,10 +424,12 @@ class BestEffort:
 
     # -- starting a regular job on lent resources ---------------------------------
 
-    def handoff(self, p: Pass, job: Job, placement: Placement) -> Placement:
+    def handoff(self, p: Pass, job: Job, placement: Placement) -> tuple[Placement, bool]:
         """Start ``job`` (regular) where ``placement`` meets lent resources:
         choose victims, preempt them, hold what they free for ``job``.
-        Returns the placement used."""
+        Returns the placement used, and whether ``job`` waits for victims
+        (in ``STARTING``); when it needs none (what is free holds it), the
+        caller starts it there now (:meth:`.Engine.start_job`)."""
         e = self.e
         planner = e.planner
         now = p.now
@@ -457,8 +459,7 @@ class BestEffort:
         victims, placement = chosen
         rs = planner.resolve(placement)
         if not victims:
-            e.start_job(p, job, placement)
-            return placement
+            return placement, False
         end = e.kill_time(job, now)
         e.table.apply(job, "preempt", now=now, resources=rs, expiration=end)
         own = rs & e.graph.free()
@@ -503,7 +504,7 @@ class BestEffort:
         else:
             ann = {"reason_pending": f"preempting {what}: {', '.join(name(v.id) for v in victims)}"}
         self._annotate(job, ann, p.out)
-        return placement
+        return placement, True
 
     def _young_checkpointing(self, victims: list[Job], waits: Container[int]) -> bool:
         """Some of ``victims`` would make a regular job wait (``waits``), and

@@ -863,9 +863,11 @@ class Engine:
         where it takes what best-effort jobs hold, once they are preempted
         (``BestEffort.handoff``).  The placement it took."""
         lent = self.besteffort.lent.bits
+        waits = False
         if lent and placement.bits & lent:
-            return self.besteffort.handoff(p, job, placement)
-        self.start_job(p, job, placement)
+            placement, waits = self.besteffort.handoff(p, job, placement)
+        if not waits:  # (a handoff needing no victim: what is free holds it)
+            self.start_job(p, job, placement)
         return placement
 
     def start_job(self, p: Pass, job: Job, placement: Placement) -> None:
