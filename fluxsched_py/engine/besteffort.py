@@ -292,8 +292,9 @@ class BestEffort:
         pa = job.preemptible_after
         return job.expiration if pa is None else min(job.expiration, (job.t_start or 0.0) + pa)
 
-    def advance(self, now: float) -> None:
-        """Lend the jobs whose protected window ended by ``now``."""
+    def advance(self, now: float) -> bool:
+        """Lend the jobs whose protected window ended by ``now``.  True when
+        any was: for regular jobs, resources were freed (a pass is due)."""
         w = self._windows
         changed = False
         while w and w[0][0] <= now:
@@ -302,12 +303,14 @@ class BestEffort:
                 self.e.table.unplan(jobid)
                 self._lend(self.e.table.jobs[jobid])
                 changed = True
-        if changed:
-            self.e.changed()  # for regular jobs, resources were freed
+        return changed
 
-    def freed(self, job: Job, event: str = "free-final") -> list[Response]:
+    def freed(self, job: Job, event: str = "free-final") -> bool:
         """``sched.free`` (final) of a best-effort job, or (``event``
-        ``revoke``) its start undone (:meth:`Engine.revoke`)."""
+        ``revoke``) its start undone (:meth:`Engine.revoke`).  True when it
+        was still in its protected window: it ended early, and regular jobs
+        may move up (a pass is due); a lent job's free changes nothing for
+        them."""
         e = self.e
         jobid = job.id
         released = e.table.release(jobid)
@@ -331,10 +334,8 @@ class BestEffort:
                 h.waiting.discard(jobid)
                 if not h.waiting:
                     self._ready.append(h.job.id)
-        if span is not None:
-            e.changed()  # its protected window ended early: regular jobs may move up
         self.dirty = True
-        return []
+        return span is not None
 
     def resized(self, job: Job, released: Any) -> None:
         """A best-effort job freed part of what it holds (``released``).
@@ -360,7 +361,8 @@ class BestEffort:
         """``sched.cancel`` of a regular job waiting for its victims: what it
         holds goes back; victims whose preemption went out stay preempted,
         victims still in their grace time are spared: lent again, no
-        preemption (their notice was sent, and stays: docs/rfcs/preemption.md)."""
+        preemption (their notice was sent, and stays: docs/rfcs/preemption.md).
+        What it held is free again: the engine marks a pass due."""
         e = self.e
         h = self._handoffs.pop(job.id)
         for vid in h.waiting:
@@ -376,7 +378,6 @@ class BestEffort:
         if e.graph.jobs.get(job.id) is not None:
             e.table.release(job.id)
         e.table.unplan(job.id)
-        e.changed()
         return [Response(job.id, ResponseType.CANCEL, reply=job.reply)]
 
     def adopt(self, job: Job, preempted: bool) -> None:
@@ -657,11 +658,15 @@ class BestEffort:
         if r is not None:
             out.append(r)
 
-    def start_ready(self, now: float) -> list[Response]:
+    def start_ready(self, now: float) -> tuple[list[Response], bool]:
         """Move protected windows on, and answer SUCCESS for the regular jobs
-        whose victims have all been freed (called first in every schedule)."""
+        whose victims have all been freed (called first in every schedule).
+
+        Returns the responses, and whether the plan changed (a job was lent,
+        or a started job's span, moved to its kill time, dropped reservations
+        in its way): then a pass is due."""
         self._due_kills(now)
-        self.advance(now)
+        changed = self.advance(now)
         out: list[Response] = []
         e = self.e
         ready, self._ready = self._ready, []
@@ -673,9 +678,9 @@ class BestEffort:
             end = e.kill_time(job, now)
             if (job.t_start, job.expiration) != (now, end):
                 if e.set_plan_end(job.id, min(end, now + job.duration)):
-                    e.changed()
+                    changed = True
             e.succeed(job, h.rs, now, end, {}, out)
-        return out
+        return out, changed
 
     # -- the best-effort pass -------------------------------------------------------
 

@@ -396,7 +396,9 @@ class Engine:
         """``sched.cancel``: answer the pending alloc with CANCEL, else ignore."""
         job = self.table.jobs.get(jobid)
         if job is not None and job.state is JobState.STARTING:
-            return self.besteffort.cancel_starting(job)
+            out = self.besteffort.cancel_starting(job)
+            self.changed()  # what it held, and its span, are free for others
+            return out
         if job is None or job.state is not JobState.PENDING:
             log.debug("cancel: job %d has no pending alloc; ignored", jobid)
             return []
@@ -411,7 +413,9 @@ class Engine:
             return []
         try:
             if final and job.preemptible_after is not None:
-                return self.besteffort.freed(job)
+                if self.besteffort.freed(job):
+                    self.changed()  # its protected window ended early: regular jobs may move up
+                return []  # a lent job's free: for regular jobs, nothing changed
             if final:
                 self.table.release(jobid)
                 self.table.unplan(jobid)
@@ -688,7 +692,9 @@ class Engine:
             self.changed()  # sleeping nodes are a boot from now: plan again
         if self.cap is not None and self.cap.tick(now):
             self.changed()  # the cap's window ended: what it held back may start
-        out = self.besteffort.start_ready(now)
+        out, moved = self.besteffort.start_ready(now)
+        if moved:
+            self.changed()  # a job was lent, or a started job's span dropped reservations
         orphans, due = self.reservations.tick(now)
         for job, note in orphans:
             self.deny_pending(job)
