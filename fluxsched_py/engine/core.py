@@ -117,6 +117,17 @@ class Engine:
         #: Every job the engine knows, its state and its queue: changed only
         #: through :meth:`JobTable.apply` (:mod:`.jobtable`).
         self.table = JobTable(graph, self.policy_for, self.scheduled_as)
+        #: End-of-campaign copies and who won (engine/duplicates.py); it
+        #: observes after the hooks, which read a loser before it is forgotten.
+        self.duplicates = Duplicates(self.table.jobs, self.counters, job_name)
+        #: Running jobs per campaign and node property (``campaign-max-running``).
+        self.bounds = CampaignBounds(graph, lambda: self.options, lambda: self.planner.codec)
+        #: Optional features (EASY++, affinity, campaigns, the sink effect):
+        #: they observe job events through the table (engine/hooks.py).
+        self.hooks = Hooks(
+            self.table, graph, lambda: self.options, lambda: self.planner.codec, self.duplicates, self.bounds
+        )
+        self.table.observers += [self.hooks, self.duplicates, self.bounds]
         #: Best-effort jobs and preemption; the planner sees the graph through its view.
         self.besteffort = BestEffort(self)
         #: Advance reservations: windows the planner holds for their own jobs.
@@ -146,17 +157,6 @@ class Engine:
         self._dirty = True  # something changed since the last complete pass
         self._restart = False  # ... in a way that invalidates a pass in progress
         self._compress = True  # ... in a way that may let reservations move earlier
-        #: End-of-campaign copies and who won (engine/duplicates.py); it
-        #: observes after the hooks, which read a loser before it is forgotten.
-        self.duplicates = Duplicates(self.table.jobs, self.counters, job_name)
-        #: Running jobs per campaign and node property (``campaign-max-running``).
-        self.bounds = CampaignBounds(graph, lambda: self.options, lambda: self.planner.codec)
-        #: Optional features (EASY++, affinity, campaigns, the sink effect):
-        #: they observe job events through the table (engine/hooks.py).
-        self.hooks = Hooks(
-            self.table, graph, lambda: self.options, lambda: self.planner.codec, self.duplicates, self.bounds
-        )
-        self.table.observers += [self.hooks, self.duplicates, self.bounds]
         #: The limits (:mod:`.runlimits`) and, while there are any, the usage
         #: they are checked against (an observer of the job table).
         self.limits: RunLimits | None = None
