@@ -10,8 +10,8 @@
   (``matchcli/``: a planner of its own, with no engine and no job table),
   and the planner's clock (``set_now``), which changes no span.
 - Which modules keep a reference to the engine (``self.e`` or
-  ``self.engine``): the drivers may; each other module that still does is
-  listed in :data:`HOLDS_ENGINE`, which may only shrink.
+  ``self.engine``): the drivers may; no other module does
+  (:data:`HOLDS_ENGINE` is empty, and may not grow).
 """
 
 from __future__ import annotations
@@ -25,12 +25,10 @@ ALLOCATION_MUTATORS = {"allocate", "release"}
 DOOR = "engine/jobtable.py"
 NOT_THE_ENGINES = ("planner/", "matchcli/")
 DRIVERS = ("flux/", "batsim/", "replay/", "matchcli/", "sweep/")
-#: Modules below the drivers that keep the engine (``self.e = engine``).
-#: The optional features should get what they ask for through one protocol
-#: instead; remove a line when its module stops holding the engine.
-HOLDS_ENGINE = {
-    "engine/besteffort.py",
-}
+#: Modules below the drivers that keep the engine (``self.e = engine``):
+#: none is left.  A feature is given what it uses (the job table, the graph,
+#: getters of what a reload replaces, the engine's own acts as callables).
+HOLDS_ENGINE: set[str] = set()
 
 
 def _modules():

@@ -61,10 +61,14 @@ from .regularview import RegularView
 from .states import JobState, PassResult, Response, ResponseType
 
 if TYPE_CHECKING:
+    from ..planner import Planner
     from ..planner.flat import FlatCodec
-    from ..resource import ResourceSet
-    from .core import Engine
+    from ..resource import ResourceGraph, ResourceSet
+    from .hooks import Hooks
+    from .jobtable import JobTable
+    from .options import EngineOptions
     from .passctx import Pass
+    from .powercap import PowerCap
 
 __all__ = ["BestEffort", "checkpoints", "choose_victims", "far_end", "requeued_from"]
 
@@ -201,7 +205,16 @@ def choose_victims(
 
 
 class BestEffort:
-    """The engine's best-effort jobs: see the module docstring."""
+    """The engine's best-effort jobs: see the module docstring.
+
+    It keeps no engine: it is given the job table (the one door to spans
+    and allocations; the planner is read through it), the graph, the
+    engine's counters, the hooks and the live copies, and asks for the
+    current options and power cap (a config reload replaces them).  A job
+    starts only through the engine (``kill_time``, ``succeed``); what else
+    is the engine's to do it hands back: :meth:`handoff` says whether the
+    job still has to be started, :meth:`start_ready` and :meth:`freed`
+    whether a pass is due (after :meth:`cancel_starting`, one always is)."""
 
     #: Pending best-effort jobs a pass looks at past the last one it could
     #: try (the others were of shapes that already failed), once the
@@ -209,12 +222,41 @@ class BestEffort:
     #: failed match, not a million.
     LOOKAHEAD = 256
 
-    def __init__(self, engine: Engine) -> None:
-        self.e = engine
+    def __init__(
+        self,
+        table: JobTable,
+        graph: ResourceGraph,
+        options: Callable[[], EngineOptions],
+        counters: dict[str, int | float],
+        hooks: Hooks,
+        copies: Callable[[], frozenset[int]],
+        cap: Callable[[], PowerCap | None],
+        *,
+        kill_time: Callable[[Job, float], float],
+        succeed: Callable[[Job, ResourceSet, float, float, dict[str, Any], list[Response]], None],
+        time_format: Callable[[float], str],
+        job_name: Callable[[int], str],
+    ) -> None:
+        #: The one door to spans and allocations, and every job by id; its
+        #: planner is read through it (a rebuild replaces the planner).
+        self._table = table
+        self._graph = graph
+        self._options = options  # the engine's current ones: a config reload replaces them
+        self._counters = counters  # the engine's (Engine.stats)
+        #: Campaign order, affinity, what a pending job may not use, predicted run times.
+        self._hooks = hooks
+        self._copies = copies  # the live end-of-campaign copies (Duplicates.copies): victims first
+        self._cap = cap  # the power cap, which a config reload may replace or remove
+        #: The engine's own acts: when a job started now is killed, and the
+        #: one way a job starts running (:meth:`.Engine.succeed`).
+        self._kill_time = kill_time
+        self._succeed = succeed
+        self._time_format = time_format
+        self._job_name = job_name
         #: What is lent: jobs preemptible now, their resources and flat bits.
         self.lent = Lent()
         #: The graph the planner reads: lent resources count as free.
-        self.view = RegularView(engine.graph, self.lent)
+        self.view = RegularView(graph, self.lent)
         #: A best-effort job arrived or left: the best-effort pass is due.
         self.dirty = False
         #: A best-effort job was ever known: preemption reads the regular
@@ -246,7 +288,7 @@ class BestEffort:
         self._ran_on: dict[int, Any] = {}
         #: When the next notice for a reservation window is due (:meth:`clear_windows`).
         self._window_notice: float | None = None
-        engine.counters.update({"preemptions": 0, "preempted_node_seconds": 0.0})
+        counters.update({"preemptions": 0, "preempted_node_seconds": 0.0})
 
     # -- queries ---------------------------------------------------------------
 
@@ -268,21 +310,26 @@ class BestEffort:
     def grace(self, job: Job) -> float:
         """The notice ``job`` gets before it is preempted: ``preempt-grace``,
         or less when its ``attributes.system.preempt-grace`` asks for less."""
-        g = self.e.options.preempt_grace
+        g = self._options().preempt_grace
         own = job.request.preempt_grace if job.request is not None else None
         return g if own is None else min(g, own)
 
     def checkpoints(self, job: Job) -> bool:
         """``job`` checkpoints on its notice (see :func:`checkpoints`)."""
-        return checkpoints(job, self.e.options.checkpoint_campaigns)
+        return checkpoints(job, self._options().checkpoint_campaigns)
 
     def starting(self) -> dict[int, set[int]]:
         """Regular jobs waiting for victims: ``{job: victims not freed yet}``."""
         return {y: set(h.waiting) for y, h in self._handoffs.items()}
 
     def _protected(self, jobid: int) -> bool:
-        job = self.e.job(jobid)
-        return job is not None and job.state is JobState.RUNNING and jobid in self.e.planner and jobid not in self.lent
+        job = self._table.jobs.get(jobid)
+        return job is not None and job.state is JobState.RUNNING and jobid in self._planner and jobid not in self.lent
+
+    @property
+    def _planner(self) -> Planner:
+        """The engine's planner, the job table's (a rebuild replaces it)."""
+        return self._table.planner
 
     # -- engine hooks -------------------------------------------------------------
 
@@ -300,8 +347,8 @@ class BestEffort:
         while w and w[0][0] <= now:
             _, jobid = heapq.heappop(w)
             if self._protected(jobid):
-                self.e.table.unplan(jobid)
-                self._lend(self.e.table.jobs[jobid])
+                self._table.unplan(jobid)
+                self._lend(self._table.jobs[jobid])
                 changed = True
         return changed
 
@@ -311,12 +358,12 @@ class BestEffort:
         was still in its protected window: it ended early, and regular jobs
         may move up (a pass is due); a lent job's free changes nothing for
         them."""
-        e = self.e
+        table = self._table
         jobid = job.id
-        released = e.table.release(jobid)
-        span = e.table.unplan(jobid)
+        released = table.release(jobid)
+        span = table.unplan(jobid)
         killed = jobid in self._killed
-        e.table.apply(job, event, preempted=killed)
+        table.apply(job, event, preempted=killed)
         if jobid in self.lent:
             self._unlend(jobid)
         self._spent.discard(jobid)
@@ -355,7 +402,7 @@ class BestEffort:
         """Give the job waiting in ``h`` what its placement needs of what a victim just released."""
         part = released & h.rs
         if part:  # held by nobody now, even if its rank went down meanwhile
-            self.e.table.allocate(h.job.id, part, running=True)
+            self._table.allocate(h.job.id, part, running=True)
 
     def cancel_starting(self, job: Job) -> list[Response]:
         """``sched.cancel`` of a regular job waiting for its victims: what it
@@ -363,10 +410,10 @@ class BestEffort:
         victims still in their grace time are spared: lent again, no
         preemption (their notice was sent, and stays: docs/rfcs/preemption.md).
         What it held is free again: the engine marks a pass due."""
-        e = self.e
+        table = self._table
         h = self._handoffs.pop(job.id)
         for vid in h.waiting:
-            v = e.job(vid)
+            v = table.jobs.get(vid)
             if vid in self._killed or v is None or v.state is not JobState.RUNNING:
                 self._preempted[vid] = None
                 continue
@@ -374,10 +421,10 @@ class BestEffort:
             self._lend(v)
         if job.id in self._ready:
             self._ready.remove(job.id)
-        e.table.apply(job, "cancel")
-        if e.graph.jobs.get(job.id) is not None:
-            e.table.release(job.id)
-        e.table.unplan(job.id)
+        table.apply(job, "cancel")
+        if self._graph.jobs.get(job.id) is not None:
+            table.release(job.id)
+        table.unplan(job.id)
         return [Response(job.id, ResponseType.CANCEL, reply=job.reply)]
 
     def adopt(self, job: Job, preempted: bool) -> None:
@@ -387,9 +434,8 @@ class BestEffort:
         and *spent*: lent, so that the regular job it was preempted for
         (re-sent after the restart) or another one takes its resources by
         waiting for its free rather than by preempting other jobs."""
-        e = self.e
         self.seen = True
-        e.table.unplan(job.id)
+        self._table.unplan(job.id)
         if preempted:
             self._preempted[job.id] = None
             self._killed.add(job.id)
@@ -398,7 +444,7 @@ class BestEffort:
             return
         until = self._protected_until(job)
         if until > (job.t_start or 0.0):
-            e.table.plan_run(job.id, job.resources, job.t_start or 0.0, max(self.span_end(job), job.t_start + 1e-9))
+            self._table.plan_run(job.id, job.resources, job.t_start or 0.0, max(self.span_end(job), job.t_start + 1e-9))
             heapq.heappush(self._windows, (until, job.id))
         else:
             self._lend(job)
@@ -416,7 +462,7 @@ class BestEffort:
         self.lent.reencode(codec.encode)
 
     def _lend(self, job: Job) -> None:
-        self.lent.lend(job, self.e.planner.codec.encode(job.resources))
+        self.lent.lend(job, self._planner.codec.encode(job.resources))
 
     def _unlend(self, jobid: int, lent: Any = None) -> None:
         """Stop lending ``jobid``; ``lent`` is what was lent when the job's
@@ -431,44 +477,45 @@ class BestEffort:
         Returns the placement used, and whether ``job`` waits for victims
         (in ``STARTING``); when it needs none (what is free holds it), the
         caller starts it there now (:meth:`.Engine.start_job`)."""
-        e = self.e
-        planner = e.planner
+        opts = self._options()
+        planner = self._planner
+        counters = self._counters
         now = p.now
-        policy = e.options.placement
+        policy = opts.placement
         reserved = planner.reserved_during(now, now + job.duration) if planner.nreserved else 0
         base = p.free() & ~self.lent.bits & ~reserved
         cands = [(j, b & ~reserved) for j, b in self.lent.items() if b & ~reserved]
 
         def match(avail: int) -> Placement | None:
-            e.counters["matches"] += 1
+            counters["matches"] += 1
             return planner.match_bits(job.request, avail, policy)
 
-        waits = {j.id for j, _ in cands if self._waits_for(j, now)} if e.options.preempt_grace > 0 else ()
+        waits = {j.id for j, _ in cands if self._waits_for(j, now)} if opts.preempt_grace > 0 else ()
         chosen = None
-        if e.options.preempt_victims != "plan":
-            chosen = choose_victims(
-                match, base, cands, now, self._spent | e.duplicates.copies(), waits
-            )  # copies go first
+        if opts.preempt_victims != "plan":
+            chosen = choose_victims(match, base, cands, now, self._spent | self._copies(), waits)  # copies go first
         elif waits and self._young_checkpointing([j for j, b in self.lent.items() if b & placement.bits], waits):
             # The plan's victims are checkpointing jobs still in their first
             # notice: rather what is free and checkpointing jobs ready now
             # (when that fits), so that the job does not wait.
             ready = [c for c in cands if c[0].id not in waits and self.checkpoints(c[0])]
-            chosen = choose_victims(match, base, ready, now, self._spent | e.duplicates.copies())
+            chosen = choose_victims(match, base, ready, now, self._spent | self._copies())
         if chosen is None:  # the plan's placement (with fewest, only if lent resources went down)
             chosen = ([j for j, b in self.lent.items() if b & placement.bits], placement)
         victims, placement = chosen
         rs = planner.resolve(placement)
         if not victims:
             return placement, False
-        end = e.kill_time(job, now)
-        e.table.apply(job, "preempt", now=now, resources=rs, expiration=end)
-        own = rs & e.graph.free()
+        table = self._table
+        end = self._kill_time(job, now)
+        table.apply(job, "preempt", now=now, resources=rs, expiration=end)
+        own = rs & self._graph.free()
         if own:
-            e.table.allocate(job.id, own)
-        e.table.plan_run(job.id, rs, now, min(end, now + job.duration), placement.bits)
+            table.allocate(job.id, own)
+        table.plan_run(job.id, rs, now, min(end, now + job.duration), placement.bits)
         h = self._handoffs[job.id] = _Handoff(job, rs)
-        name = e.job_name
+        name = self._job_name
+        fmt = self._time_format
         spent = [v for v in victims if v.id in self._spent]
         last = now
         for v in victims:
@@ -485,7 +532,7 @@ class BestEffort:
                 g = self.grace(v)
                 noticed = self._first_noticed.get(v.id)
                 if noticed is None:
-                    self._notice(v, now, now + g, f"preempted at {e.time_format(now + g)} for job {name(job.id)}")
+                    self._notice(v, now, now + g, f"preempted at {fmt(now + g)} for job {name(job.id)}")
                     noticed = now
                 at = noticed + g
             if at <= now:
@@ -500,7 +547,7 @@ class BestEffort:
         elif last > now:
             ann = {
                 "reason_pending": f"preempting {what}: {', '.join(name(v.id) for v in victims)}; notice given, "
-                f"waiting at most until {e.time_format(last)} (preempt-grace)"
+                f"waiting at most until {fmt(last)} (preempt-grace)"
             }
         else:
             ann = {"reason_pending": f"preempting {what}: {', '.join(name(v.id) for v in victims)}"}
@@ -537,24 +584,24 @@ class BestEffort:
         first = self._first_noticed.get(v.id)
         if g <= 0 or (first is not None and first + g <= now + 1e-9):
             return False
-        wait = self.e.options.preempt_wait
+        wait = self._options().preempt_wait
         return wait == "grace" or (wait == "checkpoint" and self.checkpoints(v))
 
     def _notice(self, v: Job, now: float, at: float, note: str) -> None:
         self._noticed[v.id] = now
         self._first_noticed.setdefault(v.id, now)
-        self.e.counters["notices"] = self.e.counters.get("notices", 0) + 1
-        self._notices.append(Notice(v.id, self.e.options.preempt_signal, at, note))
+        self._counters["notices"] = self._counters.get("notices", 0) + 1
+        self._notices.append(Notice(v.id, self._options().preempt_signal, at, note))
 
     def _kill(self, v: Job, for_id: int | None, now: float, why: str | None = None) -> None:
         """Send the preemption of victim ``v`` (for job ``for_id``; None: that
         job was cancelled meanwhile, or ``why`` says what it is for)."""
-        e = self.e
+        counters, name = self._counters, self._job_name
         self._killed.add(v.id)
         ck = self.checkpoints(v)
-        e.counters["preemptions"] += 1
-        e.counters["preempted_node_seconds"] += lost_work(v, now, self._noticed.get(v.id) if ck else None)
-        note = "preempted for a job since cancelled" if for_id is None else f"preempted for job {e.job_name(for_id)}"
+        counters["preemptions"] += 1
+        counters["preempted_node_seconds"] += lost_work(v, now, self._noticed.get(v.id) if ck else None)
+        note = "preempted for a job since cancelled" if for_id is None else f"preempted for job {name(for_id)}"
         note = why or note
         self._actions.append(Preempt(v.id, -1 if for_id is None else for_id, note, requeue=ck))
 
@@ -564,7 +611,7 @@ class BestEffort:
         while k and k[0][0] <= now:
             _, vid = heapq.heappop(k)
             if (owner := self._preempted.get(vid)) is not None and vid not in self._killed:
-                v = self.e.job(vid)
+                v = self._table.jobs.get(vid)
                 if v is not None and v.state is JobState.RUNNING:
                     self._kill(v, owner, now)
 
@@ -582,12 +629,11 @@ class BestEffort:
           resources starts, so that the reservation's job starts on time.
 
         Remember when the next one is due (:meth:`next_wakeup`)."""
-        e = self.e
-        g = e.options.preempt_grace
+        g = self._options().preempt_grace
         self._next_notice = None
         if g <= 0 or not len(self.lent):
             return
-        planner = e.planner
+        planner = self._planner
         soon = planner.reserved_during(now, now + g + 1e-6) if planner.nreserved else 0  # starting by now + g
         nxt = None
         waiting = 0  # lent jobs that do not checkpoint and got no notice yet
@@ -619,14 +665,14 @@ class BestEffort:
         is past) and is preempted when the window opens, through the same
         path as a regular job's victims (a checkpointing one is requeued).
         Remember when the next notice is due (:meth:`next_wakeup`)."""
-        e = self.e
+        planner = self._planner
         self._window_notice = None
         running = [(j, b) for j, b in self.lent.items()]
-        running += [(j, e.planner.codec.encode(j.resources)) for _, i in self._windows if (j := self._running_be(i))]
+        running += [(j, planner.codec.encode(j.resources)) for _, i in self._windows if (j := self._running_be(i))]
         if not running:
             return
-        fmt = e.time_format
-        for name, (start, end, bits) in sorted(e.planner.blocks().items(), key=lambda kv: kv[1][0]):
+        fmt = self._time_format
+        for name, (start, end, bits) in sorted(planner.blocks().items(), key=lambda kv: kv[1][0]):
             if end <= now:
                 continue
             for v, b in running:
@@ -649,12 +695,12 @@ class BestEffort:
 
     def _running_be(self, jobid: int) -> Job | None:
         """Best-effort job ``jobid`` while it runs in its protected window, else None."""
-        return self.e.table.jobs[jobid] if self._protected(jobid) else None
+        return self._table.jobs[jobid] if self._protected(jobid) else None
 
     def _annotate(self, job: Job, ann: dict[str, Any], out: list[Response]) -> None:
         """Annotations of a job the regular pass does not annotate (a pending
         best-effort job, a job waiting for its victims)."""
-        r = self.e.table.annotate(job, ann, managed=False)
+        r = self._table.annotate(job, ann, managed=False)
         if r is not None:
             out.append(r)
 
@@ -668,18 +714,17 @@ class BestEffort:
         self._due_kills(now)
         changed = self.advance(now)
         out: list[Response] = []
-        e = self.e
         ready, self._ready = self._ready, []
         for jobid in ready:
             h = self._handoffs.pop(jobid, None)
             if h is None:
                 continue
             job = h.job
-            end = e.kill_time(job, now)
+            end = self._kill_time(job, now)
             if (job.t_start, job.expiration) != (now, end):
-                if e.set_plan_end(job.id, min(end, now + job.duration)):
+                if self._table.set_plan_end(job.id, min(end, now + job.duration)):
                     changed = True
-            e.succeed(job, h.rs, now, end, {}, out)
+            self._succeed(job, h.rs, now, end, {}, out)
         return out, changed
 
     # -- the best-effort pass -------------------------------------------------------
@@ -701,12 +746,11 @@ class BestEffort:
         """After the regular pass (``passed``), or when only best-effort
         jobs changed: start pending best-effort jobs where no regular job
         can go, annotate them; return the pass's result."""
-        e = self.e
-        if e.planner.nblocked:
+        if self._planner.nblocked:
             self.clear_windows(now)
-        q = e.table.besteffort
+        q = self._table.besteffort
         if (self.dirty or passed) and q.npending:
-            e.table.sort_queue(q)
+            self._table.sort_queue(q)
             self._start_pending(now, out)
         self.dirty = False
         self._notice_planned(now)
@@ -716,45 +760,46 @@ class BestEffort:
         """Pending best-effort jobs in the order they may start: queue order,
         or campaign order (test campaigns first, then least decayed usage:
         :mod:`.campaigns`) once a job named a campaign."""
-        e = self.e
-        pending = e.table.pending_in(e.table.besteffort)
+        table, hooks = self._table, self._hooks
+        pending = table.pending_in(table.besteffort)
         if self._requeued:  # requeued checkpointing jobs first (with what they ran kept)
-            jobs = e.table.jobs
+            jobs = table.jobs
             live = [j for j in (jobs.get(i) for i in self._requeued) if j is not None and j.state is JobState.PENDING]
             self._requeued = {j.id for j in live}
             first = sorted(live, key=lambda j: j.sortkey)
-            yield from e.hooks.order(first, now) if e.hooks.ordered else first
+            yield from hooks.order(first, now) if hooks.ordered else first
             skip = self._requeued
             pending = (j for j in pending if j.id not in skip)
-        if e.hooks.ordered:
-            yield from e.hooks.order(list(pending), now)
+        if hooks.ordered:
+            yield from hooks.order(list(pending), now)
             return
         yield from pending
 
     def _match(self, job: Job, avail: int, policy: str) -> Placement | None:
         """A placement in ``avail``: on ``job``'s preferred nodes (``affinity``) when it fits there."""
-        e = self.e
-        e.counters["matches"] += 1
-        if e.options.affinity and (avoid := e.hooks.excluded(job)) is not None:
-            found = e.planner.match_bits(job.request, avail ^ (avail & avoid), policy)
+        planner = self._planner
+        self._counters["matches"] += 1
+        if self._options().affinity and (avoid := self._hooks.excluded(job)) is not None:
+            found = planner.match_bits(job.request, avail ^ (avail & avoid), policy)
             if found is not None:
                 return found
-        return e.planner.match_bits(job.request, avail, policy)
+        return planner.match_bits(job.request, avail, policy)
 
     def _start_pending(self, now: float, out: list[Response]) -> None:
-        e = self.e
-        planner = e.planner
-        free = planner.codec.encode(e.graph.free())
-        policy = far_end(e.options.placement)
+        opts, hooks, graph = self._options(), self._hooks, self._graph
+        planner = self._planner
+        cap = self._cap()
+        free = planner.codec.encode(graph.free())
+        policy = far_end(opts.placement)
         failed: set[tuple[int, float, float]] = set()  # (shape, window, walltime near reservations) that did not fit
         windows = planner.nblocked
-        depth = e.options.annotate_depth
-        predict = e.options.campaign_predictor
-        require = e.options.besteffort_fit == "require"
+        depth = opts.annotate_depth
+        predict = opts.campaign_predictor
+        require = opts.besteffort_fit == "require"
         shown = misses = 0
         for job in self._pending(now):
             window = min(job.walltime, job.preemptible_after or 0.0)
-            held = e.hooks.held(job)  # (ranks it may not use, reason): a campaign bound, a copy being cancelled
+            held = hooks.held(job)  # (ranks it may not use, reason): a campaign bound, a copy being cancelled
             # Not where a reservation starts within its notice: it could not
             # be given its notice in time (docs/rfcs/preemption.md).
             guard = max(window, self.grace(job))
@@ -767,7 +812,7 @@ class BestEffort:
                     avail ^= avail & planner.blocked_during(now, now + job.walltime, job.request.reservation)
                 if planner.nreserved:
                     avail ^= avail & planner.reserved_during(now, now + max(guard, 1e-9))
-                    expected = e.hooks.expected_duration(job) if predict else 0.0
+                    expected = hooks.expected_duration(job) if predict else 0.0
                     if expected > guard:
                         # First where its campaign's predicted run time ends
                         # before any reservation claims the nodes: less work
@@ -783,13 +828,13 @@ class BestEffort:
                 if found is None and avail and first is not None and (ran := self._ran_on.get(first)) is not None:
                     # a requeued checkpointing job: where it ran, when that is free (its checkpoint is there);
                     # else on nodes sharing a property with those (the same cluster)
-                    here = avail & planner.codec.encode(ran & e.graph.free())
+                    here = avail & planner.codec.encode(ran & graph.free())
                     found = self._match(job, here, policy) if here else None
                     if found is None and (here := avail & self._near(job, ran)):
                         found = self._match(job, here, policy)
                 if found is None and avail:
                     found = self._match(job, avail, policy)
-                if found is not None and e.cap is not None and not e.cap.fits(job, planner.resolve(found).ranks, now):
+                if found is not None and cap is not None and not cap.fits(job, planner.resolve(found).ranks, now):
                     found = None  # over the power cap for its walltime: it waits like a job that does not fit
                 if found is not None:
                     self._start(job, found, now, window, out)
@@ -803,7 +848,7 @@ class BestEffort:
                 shown += 1
                 why = "best-effort: waiting for resources no regular job needs" if held is None else held[1]
                 ann: dict[str, Any] = {"reason_pending": why}
-                if (eta := e.hooks.campaign_eta(job, now)) is not None:
+                if (eta := hooks.campaign_eta(job, now)) is not None:
                     ann["campaign_eta"] = eta  # the campaign predictor (engine/runtimes.py)
                 self._annotate(job, ann, out)
             elif not free or misses > self.LOOKAHEAD:
@@ -814,10 +859,9 @@ class BestEffort:
         (where a requeued ``job`` last ran: the same cluster, rack or file
         server), or 0.  Also 0 when ``job`` has an ``affinity`` property:
         :meth:`_match` then prefers that one's nodes."""
-        e = self.e
-        if e.options.affinity and e.hooks.excluded(job) is not None:
+        if self._options().affinity and self._hooks.excluded(job) is not None:
             return 0
-        g = e.graph
+        g = self._graph
         ranks = g.ranks
         props: set[str] = set()
         for r in ran.ranks:
@@ -825,19 +869,19 @@ class BestEffort:
                 props |= g.properties(r)
         if not props:
             return 0
-        return e.planner.codec.ranks_mask([r for r in ranks if g.properties(r) & props])
+        return self._planner.codec.ranks_mask([r for r in ranks if g.properties(r) & props])
 
     def _start(self, job: Job, found: Placement, now: float, window: float, out: list[Response]) -> None:
-        e = self.e
-        planner = e.planner
-        rs = planner.resolve(found)
-        e.table.allocate(job.id, rs)
+        table = self._table
+        rs = self._planner.resolve(found)
+        table.allocate(job.id, rs)
         if (first := requeued_from(job)) is not None:
             self._ran_on.pop(first, None)  # (it is noted again if preempted again)
         until = now + (job.preemptible_after or 0.0)
-        e.succeed(job, rs, now, e.kill_time(job, now), {"besteffort": f"preemptible from {e.time_format(until)}"}, out)
+        end = self._kill_time(job, now)
+        self._succeed(job, rs, now, end, {"besteffort": f"preemptible from {self._time_format(until)}"}, out)
         if until > now:  # planned as a job that ends then (or at its walltime)
-            e.table.plan_run(job.id, rs, now, now + window, found.bits)
+            table.plan_run(job.id, rs, now, now + window, found.bits)
             heapq.heappush(self._windows, (until, job.id))
         else:
             self._lend(job)

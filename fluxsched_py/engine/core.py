@@ -128,8 +128,24 @@ class Engine:
             self.table, graph, lambda: self.options, lambda: self.planner.codec, self.duplicates, self.bounds
         )
         self.table.observers += [self.hooks, self.duplicates, self.bounds]
-        #: Best-effort jobs and preemption; the planner sees the graph through its view.
-        self.besteffort = BestEffort(self)
+        #: Best-effort jobs and preemption; the planner sees the graph through
+        #: its view (so it comes before the planner, and after the hooks and
+        #: copies it reads).  It asks for the options and the power cap (a
+        #: config reload replaces them) and starts a job through the engine's
+        #: kill_time and succeed.
+        self.besteffort = BestEffort(
+            self.table,
+            graph,
+            lambda: self.options,
+            self.counters,
+            self.hooks,
+            self.duplicates.copies,
+            lambda: self.cap,
+            kill_time=self.kill_time,
+            succeed=self.succeed,
+            time_format=time_format,
+            job_name=job_name,
+        )
         #: Advance reservations: windows the planner holds for their own jobs.
         self.reservations = Reservations(self.table, graph, lambda: self.options, self.replan)
         self.table.use_planner(self.make_planner(MatchCache(matcher)))
