@@ -7,7 +7,8 @@ job-manager prolog runs: the perilog plugin holds its start) loses it.
 So the module waits for ``shell.start`` in the job's exec eventlog
 (``guest.exec.eventlog``, watched through ``job-info.eventlog-watch``)
 before it sends a notice; the preemption still comes a grace time after
-the notice was given.
+the notice was given.  A victim taken again by a second regular job keeps
+that deadline too (no second signal, no later preemption).
 
 One broker, one node, real execution, a 3 s job-manager prolog
 (``perilog.so``, ``[job-manager.prolog] command = ["sleep", "3"]``),
@@ -80,3 +81,33 @@ def test_a_notice_given_during_the_prolog_reaches_the_job_once_its_shells_start(
     stats = inst.json("module", "stats", "sched-py")
     assert stats["notices_sent"] == 1 and stats["notices_held"] == 1, stats
     inst.wait_event(regular, "alloc", timeout=30)
+
+
+def test_a_victim_taken_again_after_a_cancel_keeps_the_deadline_of_its_first_notice(inst, tmp_path):
+    """A regular job arrives (the victim gets SIGUSR1: its deadline is a
+    grace time later) and is cancelled; a second one arrives 4 s after the
+    first and takes the same victim: no second signal, and the ``preempt``
+    exception comes a grace time after the first notice, not after the
+    second job's arrival."""
+    out = tmp_path / "got-usr1"
+    be = inst.submit(*BE, "sh", "-c", TRAP.format(out=out))
+    inst.wait_event(be, "start", timeout=30)
+    time.sleep(1)  # its shells run, its trap is set
+    t0 = time.time()
+    first = inst.submit("-n1", "-t", "1m", "sleep", "1")
+    deadline = time.monotonic() + 5
+    while not signals(out) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert len(signals(out)) == 1
+    inst.run("cancel", first)
+    inst.wait_event(first, "clean", timeout=30)
+    time.sleep(max(0.0, t0 + 4 - time.time()))
+    t1 = time.time()
+    second = inst.submit("-n1", "-t", "1m", "sleep", "1")
+    inst.wait_event(be, "exception", timeout=30 + GRACE)
+    exc = event(inst, be, "exception")
+    assert exc["context"]["type"] == "preempt" and second in exc["context"]["note"]
+    assert GRACE - 0.5 <= exc["timestamp"] - t0 < GRACE + 2, (exc["timestamp"], t0, t1)
+    assert exc["timestamp"] - t1 < GRACE - 2, (exc["timestamp"], t1)  # not a grace time after the second
+    assert len(signals(out)) == 1  # noticed once
+    inst.wait_event(second, "alloc", timeout=30)
