@@ -32,6 +32,12 @@ class RecordingTransport:
         self.pass_delays: list[float] = []
         #: Jobs the job-manager does not hold running: ``signal`` is refused (EINVAL).
         self.not_running: set[int] = set()
+        #: Jobs whose shells have not started (a job-manager prolog runs):
+        #: ``watch_shells`` waits until the test calls :meth:`start_shells`.
+        self.shells_pending: set[int] = set()
+        #: The jobs ``watch_shells`` was asked about, in order.
+        self.shell_watches: list[int] = []
+        self._shell_waiters: dict[int, list[Callable[[str | None], None]]] = {}
         self.flush_requests: list[float] = []
         self.forecast_requested = False
         #: Programs the driver ran (power-save): [argv, timeout, done], in order; a test calls ``done``.
@@ -78,6 +84,20 @@ class RecordingTransport:
         self.sent.append(("kill", None, {"id": jobid, "signum": signum}))
         if jobid in self.not_running and refused is not None:  # flux-core's kill.c answer
             refused("job is not running")
+
+    def watch_shells(self, jobid: int, done: Callable[[str | None], None]) -> None:
+        """``done(None)`` at once, unless ``jobid`` is in :attr:`shells_pending`."""
+        self.shell_watches.append(jobid)
+        if jobid in self.shells_pending:
+            self._shell_waiters.setdefault(jobid, []).append(done)
+        else:
+            done(None)
+
+    def start_shells(self, jobid: int, err: str | None = None) -> None:
+        """The shells of ``jobid`` start (``err``: its exec eventlog ended without ``shell.start``)."""
+        self.shells_pending.discard(jobid)
+        for done in self._shell_waiters.pop(jobid, []):
+            done(err)
 
     def requeue(self, jobid: int) -> None:
         self.sent.append(("requeue", None, {"id": jobid}))

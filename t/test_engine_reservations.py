@@ -15,7 +15,7 @@ import math
 import pytest
 
 from fluxsched_py.engine.forecast import forecast, when
-from fluxsched_py.engine.reservations import ReservationError, parse_spec
+from fluxsched_py.engine.reservations import Reservation, ReservationError, parse_spec
 from fluxsched_py.engine.states import ResponseType
 from fluxsched_py.ids import IdSet
 
@@ -173,6 +173,37 @@ def test_nodes_honour_requires():
     e = make_engine()
     con = parse_spec({"name": "x", "nodes": 1, "requires": {"ranks": ["1"]}, "start": 5, "duration": 5}, 0.0)
     assert str(e.reservations.add(now=0.0, **con).ranks) == "1"
+
+
+def test_a_declared_reservation_whose_requires_alone_changes_picks_its_nodes_again():
+    """A config reload (``Reservations.declare``) of a ``nodes = 2`` entry
+    with the same name, count and times: the same ``requires`` keeps its
+    ranks (nothing changes), another one picks them again under it, as a
+    new node count does; ``requires`` goes through the KVS form, so a
+    module reload compares it too."""
+    e = make_engine(properties={"lyon": "0-1", "nancy": "2-3"}, options=["queue-policy=easy", "policy=low"])
+    rs = e.reservations
+    entry = {"name": "x", "nodes": 2, "start": 100, "duration": 50}
+
+    def declare(requires):
+        return rs.declare([parse_spec({**entry, "requires": requires}, 0.0)], 0.0)
+
+    assert declare({"properties": ["nancy"]}) == ["added x"]
+    assert str(rs.get("x").ranks) == "2-3"
+    assert declare({"properties": ["nancy"]}) == [] and str(rs.get("x").ranks) == "2-3"
+    assert declare({"properties": ["lyon"]}) == ["updated x"]
+    assert str(rs.get("x").ranks) == "0-1"
+    kept = rs.get("x").as_dict()
+    assert kept["requires"] == {"properties": ["lyon"]}
+    # a module reload: the reservation read back from the KVS compares the same
+    e2 = make_engine(properties={"lyon": "0-1", "nancy": "2-3"}, options=["queue-policy=easy", "policy=low"])
+    e2.reservations.load([Reservation.from_dict(kept)])
+    e2.reservations.declared = {"x"}
+    assert e2.reservations.declare([parse_spec({**entry, "requires": {"properties": ["lyon"]}}, 0.0)], 0.0) == []
+    # named ranks keep no requires
+    named = {"name": "x", "ranks": "0-1", "start": 100, "duration": 50}
+    assert rs.declare([parse_spec(named, 0.0)], 0.0) == ["updated x"]
+    assert rs.get("x").requires is None and "requires" not in rs.get("x").as_dict()
 
 
 def test_when_and_forecast_plan_inside_the_window(e):

@@ -735,3 +735,74 @@ def test_a_refused_notice_is_given_up_after_signal_tries_or_when_the_job_ended()
     assert kills(t).count(1) == 20
     (err,) = t.errors()
     assert "signal 10 to job 1 failed: job is not running" in err
+
+
+def test_a_notice_waits_for_the_jobs_shells_and_its_kill_time_does_not_move():
+    """A job-manager prolog runs: the job is in RUN (job-manager.kill would
+    take the signal) but its shells have not started, and a signal taken
+    then reaches no one.  The notice waits for the shells
+    (``transport.watch_shells``: ``shell.start`` in the exec eventlog) and
+    goes out when they start; the preemption still comes a grace time
+    after the notice, not after the signal."""
+    d, t = make(["preempt-grace=10"], job_name=lambda i: f"f{i}")
+    start = d.clock.t
+    for i in (1, 2):
+        t.shells_pending.add(i)
+        alloc(d, t, i, _besteffort(4))  # one node each
+    alloc(d, t, 20, FULL100)  # needs both nodes: both get their notice now
+    assert sorted(t.shell_watches) == [1, 2] and kills(t) == []
+    stats = d.stats_get()
+    assert stats["notices_sent"] == 2 and stats["notices_held"] == 2
+    d.clock.t = start + 4
+    t.start_shells(1)  # its shells run: the notice goes out
+    assert kills(t) == [1]
+    d.clock.t = start + 9.5
+    t.start_shells(2)
+    assert kills(t) == [1, 2]
+    d.run_pass()
+    assert not [p for k, _, p in t.sent if k == "exception"]
+    assert d.engine.wakeup() == start + 10  # a grace time after the notice, not after its signal
+    d.clock.t = start + 10
+    d.run_pass()
+    assert sorted(p["id"] for k, _, p in t.sent if k == "exception") == [1, 2]
+    assert t.errors() == []
+
+
+def test_notices_held_for_the_shells_go_once_and_later_ones_at_once():
+    """A checkpointing job's notices (its first 2 s after its start, then
+    every 10 s) while its shells do not run are held as one signal; once
+    they run, later notices go out at once, with no new watch; its final
+    free forgets them."""
+    d, t = make(["preempt-grace=10"])
+    start = d.clock.t
+    t.shells_pending.add(1)
+    alloc(d, t, 1, _checkpointing(1))
+    for now in (2, 12):
+        d.clock.t = start + now
+        d.run_pass()
+    assert d.stats_get()["notices_sent"] == 2 and kills(t) == [] and t.shell_watches == [1]
+    t.start_shells(1)
+    assert kills(t) == [1]
+    d.clock.t = start + 22
+    d.run_pass()
+    assert kills(t) == [1, 1] and t.shell_watches == [1]
+    R = replies(t, "alloc-1")[-1]["R"]
+    d.handle("sched.free", "free-1", {"id": 1, "R": R, "final": True})
+    assert 1 not in d._shells_up
+
+
+def test_a_held_notice_is_dropped_when_the_job_ends_first_and_sent_when_the_watch_fails():
+    d, t = make(["preempt-grace=10"])
+    start = d.clock.t
+    t.shells_pending.update({1, 2})
+    alloc(d, t, 1, _checkpointing(1))
+    alloc(d, t, 2, _checkpointing(1))
+    d.clock.t = start + 2
+    d.run_pass()
+    R = replies(t, "alloc-1")[-1]["R"]
+    d.handle("sched.free", "free-1", {"id": 1, "R": R, "final": True})  # it ended in its prolog
+    t.start_shells(1, "its exec eventlog ended without shell.start")
+    assert kills(t) == [] and d.stats_get()["notices_dropped"] == 1
+    t.start_shells(2, "watching its exec eventlog failed: Function not implemented")
+    assert kills(t) == [2]  # still running: sent anyway, the watch could not tell
+    assert any("sending its notice anyway" in text for _, text in t.logs) and t.errors() == []

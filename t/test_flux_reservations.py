@@ -213,6 +213,31 @@ def test_an_unchanged_config_changes_nothing():
     assert d.stats["config_reloads"] == 0 and [s for s in t.sent if s[0] == "commit"] == commits
 
 
+def test_a_reload_that_changes_only_requires_picks_the_nodes_again():
+    """A ``nodes = 1`` entry under ``requires = {ranks = ["0"]}`` holds rank 0;
+    the same entry under ``ranks = ["1"]`` picks rank 1 at the reload
+    (logged as updated, one KVS commit with the new ``requires``); the same
+    config again changes nothing, even after a module reload (the KVS keeps
+    the constraint it was picked under)."""
+    d, t = make(["queue-policy=easy"])
+    entry = {"name": "n", "nodes": 1, "start": 1060, "duration": "10m", "requires": {"ranks": ["0"]}}
+    reservestore.load(d, None, config(entry), owner=0)
+    assert windows(d, t) == [("n", "0", 1060.0, 1660.0)]
+    moved = {**entry, "requires": {"ranks": ["1"]}}
+    assert reload(d, t, config(moved), "a") is None
+    assert windows(d, t) == [("n", "1", 1060.0, 1660.0)]
+    assert any("config reload: reservations: updated n" in text for _, text in t.logs)
+    (kept,) = t.kvs["sched-py.reservations"]
+    assert kept["requires"] == {"ranks": ["1"]} and kept["config"] is True
+    commits = [s for s in t.sent if s[0] == "commit"]
+    assert reload(d, t, config(moved), "b") is None
+    assert [s for s in t.sent if s[0] == "commit"] == commits
+    d2, t2 = make(["queue-policy=easy"])
+    reservestore.load(d2, t.kvs["sched-py.reservations"], config(moved), owner=0)
+    assert reload(d2, t2, config(moved), "c") is None
+    assert windows(d2, t2) == [("n", "1", 1060.0, 1660.0)] and d2.stats["config_reloads"] == 0
+
+
 @pytest.mark.parametrize(
     ("entries", "text"),
     [

@@ -162,6 +162,23 @@ def test_constraint_hostlist_and_ranks_and_or_not():
     assert rs.ranks == IdSet([1])
 
 
+@pytest.mark.parametrize(
+    "obj",
+    [
+        {"properties": ["lyon", "^login"]},
+        {"hostlist": ["node[0-3]", "x1"], "ranks": ["0-2,5"]},
+        {"or": [{"hostlist": ["node3"]}, {"ranks": ["1"]}], "not": [{"ranks": ["3"]}]},
+        {},
+    ],
+)
+def test_a_constraint_written_back_as_json_parses_to_an_equal_one(obj):
+    """``Constraint.to_json`` (a reservation keeps its ``requires`` in the KVS
+    that way, and a config reload compares it): parsed again, it is equal."""
+    c = parse_constraint(obj)
+    assert parse_constraint(c.to_json()) == c
+    assert parse_constraint(c.to_json()).to_json() == c.to_json()
+
+
 def test_constraint_that_no_node_meets_never_matches():
     g = graph(nodes=2)
     assert match(g, req(rr("slot", 1, rr("core", 1)), constraints={"hostlist": ["nowhere"]})) is None

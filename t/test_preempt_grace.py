@@ -6,7 +6,10 @@ unless it ends first (then it completed); a job's own
 ``attributes.system.preempt-grace`` shortens it; a regular reservation's
 victims are noticed ahead, so its job starts when planned; a checkpointing
 job keeps its work up to its notice, is requeued with the rest and restarts
-before the campaign's other pending jobs, on the node where it ran.
+before the campaign's other pending jobs, on the node where it ran.  A
+victim noticed again (taken by a second regular job, its reservation
+moved, a checkpoint notice) keeps the deadline of its first notice
+(issue 37).
 """
 
 from __future__ import annotations
@@ -464,3 +467,101 @@ def test_batsim_v4_has_no_signal_so_the_kill_goes_out_at_the_end_of_the_grace_ti
     r = reply(d, 35.0, (35.0, "REQUESTED_CALL", {}))
     assert types(r) == ["KILL_JOB", "EXECUTE_JOB"]
     assert sorted(r["events"][0]["data"]["job_ids"]) == ["w0!1", "w0!2"]
+
+
+# -- a victim noticed again keeps its first deadline (issue 37) ---------------------
+#
+# A victim's deadline is its first notice plus its grace time
+# (``BestEffort._first_noticed``): a later regular job that takes it, a plan
+# that moves, a checkpoint notice, none of them gives it a new one, so it is
+# never preempted later than that (the regular job waiting for it would wait
+# longer) nor earlier (it was promised the grace time).
+
+
+def test_a_victim_taken_again_by_a_second_regular_job_keeps_its_first_deadline():
+    """Job 1 (two nodes) at t=10 notices 100 and 101 (deadline t=70); it is
+    cancelled at t=20, so they are spared.  Job 2 (two nodes) at t=40 takes
+    them again: no new notice, no preemption at once (their grace is not
+    over), and not a grace time from t=40 (t=100): at t=70."""
+    e = two_besteffort()
+    e.alloc(1, 0, 0, 10.0, spec(2, 100))
+    assert sorted((n.id, n.at) for n in e.schedule(10.0).notice) == [(100, 70.0), (101, 70.0)]
+    e.cancel(1)
+    assert not e.schedule(20.0).preempt
+    e.alloc(2, 0, 0, 40.0, spec(2, 100))
+    r = e.schedule(40.0)
+    assert not r.notice and not r.preempt and not started(r)
+    assert "waiting at most until t=70s" in e.job(2).reply.sent["reason_pending"]
+    assert e.wakeup() == 70.0
+    assert not e.schedule(69.0).preempt
+    assert sorted((a.id, a.for_id) for a in e.schedule(70.0).preempt) == [(100, 2), (101, 2)]
+    e.free(100)
+    e.free(101)
+    assert started(e.schedule(70.0)) == [2]
+    assert e.stats["notices"] == 2 and e.stats["preemptions"] == 2
+    e.check_invariants()
+
+
+def test_a_victim_noticed_ahead_of_a_reservation_that_moves_later_is_not_noticed_again():
+    """The reservation of test_a_reservations_victims_are_noticed_ahead_...:
+    100 is noticed at t=40, 60 s before job 2's reservation at t=100.  Job 1's
+    expiration moves to t=200, and the reservation with it: 100 is not noticed
+    again at t=140 (its deadline stays t=100), and when job 1 ends at t=150
+    and job 2 can start, 100 is preempted at once, not a grace time later."""
+    e = Engine(nodes_graph(2), {"queue-policy": "easy", "preempt-grace": "60"}, build_R=False)
+    e.alloc(1, 0, 0, 0.0, spec(1, 100))
+    e.schedule(0.0)
+    e.alloc(100, 0, 0, 0.0, spec(1, 1000, pa=0))
+    e.schedule(0.0)
+    e.alloc(2, 0, 0, 5.0, spec(2, 100))
+    e.schedule(5.0)
+    assert [(n.id, n.at) for n in e.schedule(40.0).notice] == [(100, 100.0)]
+    e.expiration(1, 200.0)
+    r = e.schedule(41.0)
+    assert e.job(2).estimate == 200.0 and not r.notice and not r.preempt
+    for now in (100.0, 140.0):
+        r = e.schedule(now)
+        assert not r.notice and not r.preempt, now
+    e.free(1)
+    r = e.schedule(150.0)
+    assert [a.id for a in r.preempt] == [100] and not r.notice
+    e.free(100)
+    assert started(e.schedule(150.0)) == [2]
+    assert e.stats["notices"] == 1
+
+
+def test_a_checkpointing_victims_deadline_is_its_first_notice_not_its_next_checkpoint():
+    """100 checkpoints: its first notice at t=2 (FIRST_NOTICE), the next due at
+    t=62.  Regular job 1 (two nodes, with 101 which does not checkpoint) at
+    t=30 waits for 100 until t=62, its first notice plus 60 s, not t=90
+    (a grace time from t=30); 101 gets its notice at t=30 and its deadline
+    t=90; at t=62 100 is preempted with no checkpoint notice first."""
+    e = Engine(nodes_graph(2), {"queue-policy": "easy", "preempt-grace": "60"}, build_R=False)
+    e.alloc(100, 0, 0, 0.0, spec(1, 1000, pa=0, checkpoint="signal"))
+    e.alloc(101, 0, 0, 0.0, spec(1, 1000, pa=0))
+    e.schedule(0.0)
+    assert [(n.id, n.at) for n in e.schedule(2.0).notice] == [(100, 62.0)]
+    e.alloc(1, 0, 0, 30.0, spec(2, 100))
+    r = e.schedule(30.0)
+    assert [(n.id, n.at) for n in r.notice] == [(101, 90.0)] and not r.preempt
+    assert not e.schedule(61.0).preempt
+    r = e.schedule(62.0)
+    assert [a.id for a in r.preempt] == [100] and not r.notice
+    assert [a.id for a in e.schedule(90.0).preempt] == [101]
+    assert e.stats["notices"] == 2
+
+
+def test_a_checkpointing_victim_noticed_twice_is_preempted_at_once_after_its_first_deadline():
+    """100 checkpoints: notices at t=2 and t=62 (each a checkpoint).  Regular
+    job 1 at t=70 preempts it at once: its deadline was t=62, a grace time
+    after its first notice; the checkpoint notice at t=62 did not move it to
+    t=122.  It loses the 8 s since that checkpoint."""
+    e = Engine(nodes_graph(1), {"queue-policy": "easy", "preempt-grace": "60"}, build_R=False)
+    e.alloc(100, 0, 0, 0.0, spec(1, 1000, pa=0, checkpoint="signal"))
+    e.schedule(0.0)
+    assert [n.at for n in e.schedule(2.0).notice] == [62.0]
+    assert [n.at for n in e.schedule(62.0).notice] == [122.0]
+    e.alloc(1, 0, 0, 70.0, spec(1, 100))
+    r = e.schedule(70.0)
+    assert [a.id for a in r.preempt] == [100] and not r.notice
+    assert e.stats["preempted_node_seconds"] == 8.0

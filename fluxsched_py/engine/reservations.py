@@ -8,7 +8,10 @@ them (docs/rfcs/reservations.md):
   ranks (``--ranks IDSET``), or by a count (``--nodes N``, optionally with an
   RFC 31 constraint), in which case the N nodes are picked when it is added
   (those free over the window in the current plan first, then those free
-  when it opens, then any up node) and stay fixed from then on.
+  when it opens, then any up node) and stay fixed from then on, unless a
+  config reload declares it with another count or another constraint
+  (:meth:`Reservations.declare`: it keeps the constraint they were picked
+  under to compare).
 - Two reservations may not share a rank over overlapping times: the second
   is refused, as Slurm refuses it without ``OVERLAP``, unless one of them
   has Slurm's flag ``MAINT``; nor may one take a rank whose running job
@@ -49,7 +52,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import FluxschedError
 from ..ids import IdSet, IdSetError
-from ..jobspec.constraints import ConstraintError, parse_constraint
+from ..jobspec.constraints import Constraint, ConstraintError, parse_constraint
 from ..jobspec.fsd import parse_fsd
 from ..jobspec.request import node_request
 from .states import JobState
@@ -100,7 +103,10 @@ class Reservation:
     """Whole ``ranks`` held over ``[start, end)`` for ``users`` (uids) or the
     members of ``groups`` (``members``: their uids, resolved when it was
     added), and for jobs of ``accounts`` (banks); none of them: the instance
-    owner only.  ``flags`` are Slurm's (:data:`FLAGS`)."""
+    owner only.  ``flags`` are Slurm's (:data:`FLAGS`).  ``requires``: the
+    RFC 31 constraint its ranks were picked under (``--nodes N --requires``;
+    None for named ranks or none given), kept so that a config reload that
+    changes it picks them again."""
 
     name: str
     ranks: IdSet
@@ -111,6 +117,7 @@ class Reservation:
     accounts: tuple[str, ...] = ()
     groups: tuple[str, ...] = ()
     members: tuple[int, ...] = ()
+    requires: Constraint | None = None
 
     def refusal(self, userid: int, bank: str | None, owner: int | None) -> str | None:
         """Why a job of ``userid`` charged to ``bank`` may not run in it, or
@@ -131,8 +138,9 @@ class Reservation:
 
     def as_dict(self) -> dict[str, Any]:
         """Its wire and KVS form: ``{name, ranks, start, end, users, flags,
-        accounts, groups, members}``."""
-        return {
+        accounts, groups, members, requires?}`` (``requires``, an RFC 31
+        object, only when its ranks were picked under one)."""
+        out = {
             "name": self.name,
             "ranks": str(self.ranks),
             "start": self.start,
@@ -143,6 +151,9 @@ class Reservation:
             "groups": list(self.groups),
             "members": list(self.members),
         }
+        if self.requires is not None:
+            out["requires"] = self.requires.to_json()
+        return out
 
     @classmethod
     def from_dict(cls, x: Mapping[str, Any]) -> Reservation:
@@ -157,6 +168,7 @@ class Reservation:
             tuple(str(a) for a in x.get("accounts") or ()),
             tuple(str(g) for g in x.get("groups") or ()),
             tuple(int(u) for u in x.get("members") or ()),
+            None if x.get("requires") is None else parse_constraint(x["requires"], "requires"),
         )
 
 
@@ -463,6 +475,8 @@ class Reservations:
         else:
             assert nodes is not None
             ranks = self._pick(name, nodes, requires, max(start, now), end, "MAINT" in flags, ignore_jobs)
+        if nodes is None:
+            requires = None  # named ranks: nothing was picked (parse_spec refuses both)
         self._check_overlap(name, ranks, start, end, "MAINT" in flags)
         return Reservation(
             name,
@@ -474,6 +488,7 @@ class Reservations:
             tuple(accounts),
             tuple(groups),
             tuple(members),
+            requires,
         )
 
     def _busy_ranks(self, start: float) -> IdSet:
@@ -517,9 +532,10 @@ class Reservations:
     def declare(self, specs: Sequence[Mapping[str, Any]], now: float, where: str = "reservation") -> list[str]:
         """Make the reservations a config declares (``specs``: :func:`parse_spec`
         results, in order) as it declares them, all or nothing: add those not
-        there, replace those that differ (ranks, or the node count of a
-        ``nodes`` entry, start, end, users, groups, accounts, flags; one of that name added by RPC is
-        taken over), remove those :attr:`declared` before and declared no
+        there, replace those that differ (ranks, or the node count or the
+        ``requires`` of a ``nodes`` entry, whose nodes are then picked again;
+        start, end, users, groups, accounts, flags; one of that name added
+        by RPC is taken over), remove those :attr:`declared` before and declared no
         more.  Reservations added otherwise (by RPC) are never removed.  An
         ended entry is skipped.  Raises :class:`ReservationError` (field
         ``where #N: field``) and changes nothing when one is refused.
@@ -764,9 +780,11 @@ class Reservations:
 
 def _same(r: Reservation, spec: Mapping[str, Any]) -> bool:
     """``r`` is what ``spec`` (:func:`parse_spec`) declares (a ``nodes`` spec:
-    as many ranks; its ``requires`` is not compared)."""
+    as many ranks, picked under the same ``requires``: a new constraint
+    alone picks them again, as a new count does)."""
     ranks = spec.get("ranks")
     same_ranks = r.ranks == ranks if ranks is not None else len(r.ranks) == spec.get("nodes")
+    same_ranks = same_ranks and r.requires == spec.get("requires")
     access = ("users", "flags", "accounts", "groups", "members")
     return (
         same_ranks

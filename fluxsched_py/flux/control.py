@@ -23,11 +23,12 @@ A job in a response is ``{id, t_estimate, kind, reason, userid, queue,
 duration, ranks, nodelist}`` (``t_estimate`` null when there is none,
 ``duration`` null when unlimited; see :mod:`fluxsched_py.engine.forecast`).
 A reservation in a response is ``{name, ranks, nodelist, start, end,
-users, flags, accounts, groups, members, active}``
-(:mod:`fluxsched_py.engine.reservations`; times as epoch seconds; in a
-request, also ISO 8601 dates or ``+FSD`` from now, users by name, groups
-by name or gid, resolved to their members when it is added; ``members``
-is not given in a request).  Further RPCs (limits) are entries of :data:`RPCS`.
+users, flags, accounts, groups, members, requires?, active}``
+(:mod:`fluxsched_py.engine.reservations`; times as epoch seconds;
+``requires`` the RFC 31 object its nodes were picked under, when one was
+given; in a request, also ISO 8601 dates or ``+FSD`` from now, users by
+name, groups by name or gid, resolved to their members when it is added;
+``members`` is not given in a request).  Further RPCs (limits) are entries of :data:`RPCS`.
 
 The forecast off the scheduling path
     :class:`Control` keeps a whole-queue forecast

@@ -194,6 +194,11 @@ class Driver(Startup):
         self._wake_at = math.inf  # when the armed wakeup is due
         #: Notices the job-manager refused (the job not RUNNING yet): (when to try again, id, signal, tries).
         self._resignal: list[tuple[float, int, int, int]] = []
+        #: Running jobs whose shells are known to have started (``transport.watch_shells``):
+        #: a notice to one goes out at once.  Forgotten at the job's final free.
+        self._shells_up: set[int] = set()
+        #: Notices held until the job's shells start: job id -> signals, each once, in order.
+        self._held_notices: dict[int, list[int]] = {}
         self._last_change = 0.0
         self._interval_ewma = 0.0
         self._duration_ewma = 0.0
@@ -389,6 +394,8 @@ class Driver(Startup):
             self.error(f"sched.free: job {jobid}: partial free without R; ignored")
             return
         self.engine.free(jobid, R, final)
+        if final:
+            self._shells_up.discard(jobid)
         self._changed()
 
     def on_cancel(self, msg: Any, p: Any) -> None:
@@ -631,7 +638,7 @@ class Driver(Startup):
         )
         for n in res.notice:  # preempt-grace: the victim's notice, through job-manager.kill
             self.stats["notices_sent"] = self.stats.get("notices_sent", 0) + 1
-            self._signal(n.id, n.signal, 1)
+            self._notify(n.id, n.signal)
         self._resend()
         for a in res.preempt:  # the job-manager ends it; its sched.free follows as usual
             self.stats["preempt_raised"] = self.stats.get("preempt_raised", 0) + 1
@@ -738,6 +745,55 @@ class Driver(Startup):
         self._pass_armed = self._wakeup_armed = True
         self._wake_at = at
         self.transport.request_pass(max(0.0, at - self.clock()))
+
+    def _notify(self, jobid: int, signum: int) -> None:
+        """Send a notice once the job's shells run.  A signal the job-manager
+        takes before then is lost: flux-core 0.88's ``job-manager.kill``
+        accepts any job in RUN (a job-manager prolog may still be running,
+        the shells not started) and publishes the event ``shell-<id>.kill``,
+        which only a running shell listens to.  So the first notice to a job
+        waits for ``shell.start`` in its exec eventlog
+        (``transport.watch_shells``); notices given meanwhile are held with
+        it (the same signal once).  The engine's kill time does not move:
+        it stays a grace time after the notice, so a late signal leaves the
+        job that much less of it."""
+        watch = getattr(self.transport, "watch_shells", None)
+        if watch is None or jobid in self._shells_up:
+            self._signal(jobid, signum, 1)
+            return
+        held = self._held_notices.get(jobid)
+        if held is not None:  # already waiting for the shells
+            if signum not in held:
+                held.append(signum)
+            return
+        self._held_notices[jobid] = [signum]
+        self._count("notices_held")
+        try:
+            watch(jobid, lambda err: self._shells_started(jobid, err))
+        except Exception as exc:  # the transport's own failure: as a failed watch
+            self._shells_started(jobid, f"cannot watch its shells: {exc!r}")
+
+    def _shells_started(self, jobid: int, err: str | None) -> None:
+        """``transport.watch_shells`` answered for ``jobid``: its shells run
+        (``err`` None), and its held notices go out.  Otherwise (its exec
+        eventlog ended without ``shell.start``, the watch failed) they are
+        dropped when the engine no longer holds the job running (it ended
+        before its shells ran), and sent anyway when it does: the watch
+        cannot tell, and a signal that may be lost beats none."""
+        self.last_work = ("shells started", jobid)
+        signals = self._held_notices.pop(jobid, [])
+        job = self.engine.job(jobid) if self.engine is not None else None
+        if job is None or job.state is not JobState.RUNNING:
+            if err is not None:
+                self._count("notices_dropped")
+                self.log(LOG_DEBUG, f"notice to job {self._job_name(jobid)} dropped: it ended ({err})")
+            return
+        if err is None:
+            self._shells_up.add(jobid)
+        else:
+            self.log(LOG_WARNING, f"job {self._job_name(jobid)}: {err}; sending its notice anyway")
+        for signum in signals:
+            self._signal(jobid, signum, 1)
 
     def _signal(self, jobid: int, signum: int, tries: int) -> None:
         """Send a notice (``transport.signal``); one the job-manager refuses

@@ -3,9 +3,10 @@
 This is the only file that imports ``flux``; the broker's
 ``flux module-python-exec`` imports it through the entry file
 ``modules/sched-py.py`` and calls :func:`mod_main`.  It uses only the plain
-handle API (message watchers, RPCs, futures, timers, KVS transactions),
-not ``flux.scheduler`` or ``flux.brokermod``, so it needs nothing newer than
-the Python broker module loader itself.
+handle API (message watchers, RPCs, futures, timers, KVS transactions,
+``flux.job``'s submit and eventlog watch), not ``flux.scheduler`` or
+``flux.brokermod``, so it needs nothing newer than the Python broker
+module loader itself.
 
 Startup, in order:
 
@@ -265,6 +266,55 @@ class FluxBinding:
                     self.log(LOG_ERR, f"signal {signum} to job {jobid} failed: {exc}")
 
         f.then(cont)
+
+    def watch_shells(self, jobid: int, done: Callable[[str | None], None]) -> None:
+        """``done(None)`` once the shells of job ``jobid`` have started:
+        ``shell.start`` in its exec eventlog (``guest.exec.eventlog``, which
+        the rank 0 shell writes once every shell has started its tasks),
+        read through ``job-info.eventlog-watch`` (``flux.job.event_watch_async``),
+        which waits for the job's start and its guest namespace, and replays
+        the events already there.  ``done(reason)`` when the eventlog ends
+        without it (the job ended before its shells ran) or the watch
+        fails.  Asynchronous: the broker is never blocked; the watch is
+        cancelled at ``shell.start``."""
+        import flux.job
+
+        finished: list[bool] = []
+
+        def finish(err: str | None) -> None:
+            if finished:
+                return
+            finished.append(True)
+            try:
+                done(err)
+            except Exception as exc:  # pragma: no cover - the driver never raises
+                self.log(LOG_ERR, f"job {_f58(jobid)}: shells watch callback failed: {exc!r}")
+
+        def cont(future: Any, _arg: Any = None) -> None:
+            if finished:
+                return
+            try:
+                event = future.get_event()
+            except OSError as exc:
+                finish(f"watching its exec eventlog failed: {exc.strerror or exc}")
+                return
+            except Exception as exc:  # an entry that cannot be read: as a failed watch
+                finish(f"watching its exec eventlog failed: {exc!r}")
+                return
+            if event is None:
+                finish("its exec eventlog ended without shell.start")
+            elif event.name == "shell.start":
+                try:
+                    future.cancel(stop=True)
+                except OSError:
+                    pass
+                finish(None)
+
+        try:
+            f = flux.job.event_watch_async(self.h, jobid, "guest.exec.eventlog")
+            f.then(self._timed(cont, "shells-watch"))
+        except OSError as exc:
+            finish(f"cannot watch its exec eventlog: {exc.strerror or exc}")
 
     def requeue(self, jobid: int) -> None:
         """Submit preempted checkpointing job ``jobid`` again, with

@@ -1,7 +1,9 @@
 """Advance reservations under Flux: kept in the KVS, declared in the TOML config.
 
 The module owns one KVS key, ``<name>.reservations`` (``sched-py.reservations``):
-the list of reservations as ``{name, ranks, start, end, users}`` objects,
+the list of reservations as ``{name, ranks, start, end, users, ...}`` objects
+(:meth:`Reservation.as_dict <fluxsched_py.engine.reservations.Reservation.as_dict>`,
+with the ``requires`` a ``nodes`` one was picked under),
 written (one commit) after every change and read when the module loads, so
 reservations survive ``flux module reload sched-py``, and an instance
 restart that keeps its KVS (``flux start -Sstatedir=DIR``, a system
@@ -24,8 +26,9 @@ logged (``flux dmesg``) and skipped: it never stops the scheduler.
 ``flux config reload`` applies the entries as the new config declares them
 (:func:`reload`, :meth:`Reservations.declare
 <fluxsched_py.engine.reservations.Reservations.declare>`): new ones are
-added, changed ones replaced, and those a config declared before and
-declares no more are removed; a reservation added by RPC is never removed
+added, changed ones replaced (a ``nodes`` entry whose count or
+``requires`` changed picks its nodes again), and those a config declared
+before and declares no more are removed; a reservation added by RPC is never removed
 by a reload.  Which names the config declared is kept in the KVS too (a
 ``"config": true`` member of the entry), so a module reload keeps knowing.
 A bad entry at reload refuses the whole reload, with one error, and the

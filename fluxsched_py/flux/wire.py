@@ -63,10 +63,16 @@ class Transport(Protocol):
     # Optional (``preempt-grace``, checkpoints): ``signal(jobid, signum, refused)``
     # sends a running job a signal (``job-manager.kill``), and calls
     # ``refused(error text)`` when the job-manager answers EINVAL (the job
-    # is not running yet, or no longer); ``requeue(jobid)``
-    # submits a preempted checkpointing job again, its jobspec with
+    # is not running yet, or no longer); ``requeue(jobid)`` submits a
+    # preempted checkpointing job again, its jobspec with
     # ``attributes.user.requeued-from`` set.  Without them notices and
-    # requeues are only counted.
+    # requeues are only counted.  ``watch_shells(jobid, done)`` calls
+    # ``done(None)`` once the job's shells have started (``shell.start`` in
+    # its exec eventlog), or ``done(reason)`` when they never will (the
+    # eventlog ended without it, or the watch failed), without blocking:
+    # the first notice to a job waits for it, since a signal the
+    # job-manager takes before the shells run (during a job-manager
+    # prolog) reaches no one.  Without it notices are sent at once.
     # Optional (``duplicates``): ``duplicate(jobid, done)`` submits an
     # end-of-campaign copy of running job ``jobid`` as the instance owner
     # (:func:`copy_jobspec`), then calls ``done(None)``, or ``done(error

@@ -87,6 +87,17 @@ class Constraint:
             return "not(" + " and ".join(inner) + ")"
         return "(" + f" {self.op} ".join(inner) + ")" if len(inner) > 1 else inner[0] if inner else "true"
 
+    def to_json(self) -> dict[str, Any]:
+        """The RFC 31 object of this constraint: :func:`parse_constraint` of
+        it is an equal one (so a reservation keeps its ``requires`` in the KVS
+        and compares it at a config reload).  Several keys of one object come
+        back as one ``and``."""
+        if self.op == "properties":
+            return {"properties": list(self.args)}
+        if self.op in ("hostlist", "ranks"):
+            return {self.op: [a.encode() for a in self.args]}
+        return {self.op: [c.to_json() for c in self.args]}
+
     def __str__(self) -> str:
         return self.describe()
 

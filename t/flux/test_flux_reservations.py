@@ -229,6 +229,38 @@ def test_config_reload_applies_the_declared_reservations_and_keeps_rpc_ones(tmp_
         assert names() == [("mine", "0")]
 
 
+def test_config_reload_that_changes_only_requires_picks_the_nodes_again(tmp_path):
+    """A ``nodes = 1`` entry under ``requires = {properties = ["lyon"]}``
+    holds a lyon node (rank 0 under ``policy=low``); ``flux config reload``
+    of the same entry under ``nancy`` picks a nancy node (rank 2): the name,
+    the count and the window are the same, only the constraint changed."""
+    env = {"FLUX_EXEC_PATH_PREPEND": str(cmd_dir())}
+    entry = (
+        '[[sched-py.reservation]]\nname = "r"\nnodes = 1\nrequires = {{ properties = ["{}"] }}\n'
+        'start = "2099-01-01T08:00:00"\nduration = "1h"\n'
+    )
+    conf = tmp_path / "sched.toml"
+    conf.write_text(entry.format("lyon"))
+    with Instance(1, env=env, broker_opts=["-c", str(tmp_path)]) as i:
+        i.use_scheduler(None)
+        i.set_resources(4, 2, properties={"lyon": "0-1", "nancy": "2-3"})
+        i.use_scheduler("sched-py", "queue-policy=easy", "policy=low")
+
+        def held():
+            return [
+                (r["name"], r["ranks"])
+                for r in json.loads(i.run("sched-py", "reserve", "list", "--json"))["reservations"]
+            ]
+
+        assert held() == [("r", "0")]
+        conf.write_text(entry.format("nancy"))
+        i.run("config", "reload")
+        assert held() == [("r", "2")]
+        i.run("module", "reload", "sched-py", "queue-policy=easy", "policy=low")
+        i.run("config", "reload")  # the same config: the KVS kept the constraint, nothing moves
+        assert held() == [("r", "2")]
+
+
 def test_flags_are_given_with_flags_and_shown_by_list(inst):
     out = inst.run(
         "sched-py",
