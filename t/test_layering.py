@@ -23,6 +23,7 @@ PKG = Path(__file__).resolve().parents[1] / "fluxsched_py"
 #: Top-level subpackage (or module) -> layer; higher may import lower.
 LAYER = {
     "ids": 0,
+    "memo": 0,  # the memos' off switch
     "errors": 0,  # FluxschedError, the base of every project error
     "limits": 0,  # the one table of input limits
     "inputs": 0,  # capped reads, for every reader

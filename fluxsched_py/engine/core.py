@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from cachetools import LRUCache
 
+from .. import memo
 from ..ids import IdSet
 from ..planner import MatchCache, Placement, Planner
 from ..policy import QueuePolicy, make_policy
@@ -159,8 +160,9 @@ class Engine:
         self.job_name = job_name
         self.instance_expiration: float = 0.0  # 0 = none
 
-        self._parse_cache: LRUCache = LRUCache(maxsize=4096)
-        self._feasible_cache: LRUCache = LRUCache(maxsize=4096)
+        self._parse_cache: LRUCache = memo.store("jobspec", lambda: LRUCache(maxsize=4096))
+        self._feasible_cache: LRUCache = memo.store("feasible", lambda: LRUCache(maxsize=4096))
+        self._remember_whole = memo.on("feasible")
         #: The most nodes a whole-node request (``Request.whole_nodes``) is
         #: known to be feasible for since the graph last changed: fewer are
         #: too (a subset of its nodes), with no search of the whole machine
@@ -808,15 +810,17 @@ class Engine:
             # in it (the match cache's whole-node fast path), so one count
             # answers every size up to it, with no search of the machine.
             codec = self.planner.codec
-            self._whole_feasible = codec.whole_count(codec.encode(self.graph.all()))
-            if whole <= self._whole_feasible:
+            fit = codec.whole_count(codec.encode(self.graph.all()))
+            if self._remember_whole:
+                self._whole_feasible = fit
+            if whole <= fit:
                 return None
         try:
             reason = self._feasibility(self.graph, request)
         except Exception as exc:
             reason = f"unsatisfiable request: {exc}"
         self._feasible_cache[key] = reason
-        if whole and reason is None:
+        if whole and reason is None and self._remember_whole:
             self._whole_feasible = max(self._whole_feasible, whole)
         return reason
 

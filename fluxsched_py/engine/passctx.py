@@ -16,6 +16,7 @@ import math
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from .. import memo
 from ..planner import Placement, Slot
 from ..resource.flatfree import as_int
 from .jobs import Job, JobQueue
@@ -94,7 +95,7 @@ class Pass:
         #: The ``reason_pending`` of each job held by a limit (:mod:`.runlimits`).
         self.limit_text: dict[int, str] = {}
         self._free: Any = None
-        self._constraint_cache: dict[Any, bool] = {}
+        self._constraint_cache: dict[Any, bool] | None = None  # made when first asked
         self.need_text: dict[int, tuple[Any, str]] = {}
         self._failed_shapes: set[Any] = set()
         self._failed_nodes: list[tuple[int, float]] = []
@@ -792,6 +793,8 @@ class Pass:
     def constraint_blocks(self, job: Job) -> bool:
         """True when ``job`` would fit now but for its constraint."""
         key = job.shape_id
+        if self._constraint_cache is None:
+            self._constraint_cache = memo.store("constraint")
         if key in self._constraint_cache:
             return self._constraint_cache[key]
         g = self.table.graph

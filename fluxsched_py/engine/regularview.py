@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .. import memo
 from .lent import Lent
 
 if TYPE_CHECKING:
@@ -34,6 +35,7 @@ class RegularView:
         self._g = graph
         self._lent = lent
         self._cache: tuple[Any, Any] | None = None
+        self._remember = memo.on("view")
         self._flat: tuple[Any, int] | None = None
 
     @property
@@ -51,7 +53,8 @@ class RegularView:
             return c[1]
         lent = self._lent_up()
         rs = g.free() | lent
-        self._cache = (key, rs)
+        if self._remember:
+            self._cache = (key, rs)
         return rs
 
     def free_bits(self) -> Any:

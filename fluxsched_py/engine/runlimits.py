@@ -42,6 +42,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..memo import store as memo_store
 from .jobs import Job
 from .states import TRANSITIONS, JobState
 
@@ -105,12 +106,16 @@ class RunLimits:
     instance: Scope = field(default_factory=Scope)
     default: Scope = field(default_factory=Scope)
     queues: Mapping[str, Scope] = field(default_factory=dict)
-    _cache: dict[Any, tuple[int | None, ...]] = field(default_factory=dict, compare=False, repr=False)
+    _cache: dict[Any, tuple[int | None, ...]] = field(
+        default_factory=lambda: memo_store("limits"), compare=False, repr=False
+    )
     #: (queue, uid, need) -> (the usage it was checked against, at which
     #: version, the answer): see :meth:`check`.  One RunLimits may serve
     #: several engines (the replay's ``--compare``, a restart), so an answer
     #: stands only for the same usage.
-    _memo: dict[Any, tuple[Usage, int, str | None]] = field(default_factory=dict, compare=False, repr=False)
+    _memo: dict[Any, tuple[Usage, int, str | None]] = field(
+        default_factory=lambda: memo_store("limits"), compare=False, repr=False
+    )
 
     def __bool__(self) -> bool:
         return bool(self.instance or self.default or any(self.queues.values()))

@@ -28,6 +28,7 @@ import bisect
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from .. import memo
 from ..ids import IdSet
 from ..resource.flatfree import CHUNK_SHIFT, FlatLayout, as_int, remember_chunks
 
@@ -127,7 +128,7 @@ class FlatCodec:
         self.flat_nodes = False
         self.unit_shift: int | None = None
         self._rank_base: int | None = None
-        self._whole_cache: dict[tuple[int, int], int] = {}
+        self._whole_cache: dict[tuple[int, int], int] = memo.store("whole")
         if not nodes or any(topo.parent[v] != 0 for v in nodes):
             return
         ranks = [topo.rank[v] for v in nodes]

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from .. import memo
 from ..match.policy import POLICIES as MATCH_POLICIES
 from ..resource.flatfree import as_int
 from .fastfit import take_slots
@@ -62,7 +63,7 @@ class MatchCache:
         self.matcher = matcher
         self.fast_paths = fast_paths
         self.fast = 0
-        self._cache: LRUCache = LRUCache(maxsize=maxsize)
+        self._cache: LRUCache = memo.store("match", lambda: LRUCache(maxsize=maxsize))
         self.calls = 0
         self.hits = 0
         self.rejects = 0

@@ -77,6 +77,7 @@ import bisect
 import math
 from typing import TYPE_CHECKING, Any
 
+from .. import memo
 from ..errors import FluxschedError
 from ..ids import IdSet
 from ..resource.flatfree import Bits, as_int
@@ -326,7 +327,8 @@ class Timeline:
         # Planner._whole_free: (pool, {segment's union: whole nodes free in it},
         # {id of a segment's union: (that union, whole nodes free in it)})
         self._whole_free_cache: tuple[int, dict[int, int], dict[int, tuple[int, int]]] | None = None
-        self._vertex_cache: dict[int, tuple[int, int]] = {}  # a segment's vertex bits, by its int's id (search.py)
+        #: A segment's vertex bits, by its int's id (search.py).
+        self._vertex_cache: dict[int, tuple[int, int]] = memo.store("vertices")
         # Planner's short ranges (search.py): (p, q, c, t0, t1), the segments
         # over [t0, t1) leave at most c whole nodes free; dropped by any gain
         # over [t0, t1) (_log_gain), the only way a range gets freer.
@@ -350,6 +352,8 @@ class Timeline:
         self._reserved_cache: dict[tuple[float, float, int | None], int] = {}
         self._last_reserved_start: float | None = None
         self._pool_cache: tuple[tuple, int] | None = None
+        self._remember_reserved = memo.on("reserved")
+        self._remember_pool = memo.on("pool")
         #: The latest time the planner was told about (``earliest(now=...)``
         #: or :meth:`set_now`): running jobs expected to end before it are
         #: overdue and keep their resources until removed.
@@ -577,7 +581,7 @@ class Timeline:
             for s in self._reserved.values():
                 if s.start < t1 and s.end > t0 and s.jobid != exclude and s.count is None:
                     out |= s.bits
-        if len(c) < 64:
+        if len(c) < 64 and self._remember_reserved:
             c[key] = out
         return out
 
@@ -727,7 +731,8 @@ class Timeline:
         if version is not None and c is not None and c[0] == key:
             return c[1]
         pool = self._pool_bits()
-        self._pool_cache = (key, pool)
+        if self._remember_pool:
+            self._pool_cache = (key, pool)
         seen = self._pool_seen
         if seen is not None and pool != seen:
             joined = pool ^ (pool & seen)  # & ~ without a negative int
