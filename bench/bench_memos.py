@@ -5,8 +5,9 @@
 Each run is one process (``fluxsched-py replay``, each processor a one-core
 node, the trace cut by predictsim's filter as in ``bench_textbook.py``),
 timed as CPU seconds of the child.  ``FLUXSCHED_PY_MEMOS`` turns memos off
-(:mod:`fluxsched_py.memo`).  The table gives each run's CPU, its ratio to the
-run with every memo on (above 1: the memo saves that much), and whether its
+(:mod:`fluxsched_py.memo`).  Each run with memos off alternates with one with
+every memo on; the table gives the median CPU of each side, the median of the
+pairs' ratios (above 1: the memo saves that much), and whether every
 ``jobs.csv`` is byte for byte the one with every memo on.  A memo whose
 ratio stays near 1 on every trace and policy is not worth its code.
 """
@@ -38,8 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--swf-dir", type=Path, default=HERE.parent.parent / "shared" / "conformance" / "swf")
     a = ap.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="bench-memos-"))
-    variants = [("all on", ""), ("all off", "off"), *((f"{name} off", name) for name in MEMOS)]
-    print(f"{'trace':6} {'policy':13} {'memos':16} {'CPU s':>8} {'ratio':>6}  same jobs.csv")
+    variants = [("all off", "off"), *((f"{name} off", name) for name in MEMOS)]
+    print(f"{'trace':6} {'policy':13} {'memos':16} {'on CPU':>8} {'off CPU':>8} {'ratio':>6}  same jobs.csv")
     for trace in a.traces.split(","):
         src = work / "heavy-source.swf" if trace == "heavy" else a.swf_dir / TRACES[trace]
         if trace == "heavy":
@@ -47,31 +48,34 @@ def main(argv: list[str] | None = None) -> int:
         swf = work / f"{trace}.swf"
         filtered_copy(src, swf)
         for policy in a.policies.split(","):
-            base_cpu = None
-            base_csv = None
-            for label, value in variants:
+
+            def run(
+                label: str, value: str, policy: str = policy, trace: str = trace, swf: Path = swf
+            ) -> tuple[float, bytes]:
                 out = work / f"{trace}-{policy}-{label.replace(' ', '-')}"
                 env = dict(os.environ, PYTHONPATH=str(HERE.parent), **{ENV: value})
-                cmd = [
-                    sys.executable,
-                    "-m",
-                    "fluxsched_py.cli",
-                    "replay",
-                    str(swf),
-                    "--procs-per-node",
-                    "1",
-                    "--queue-policy",
-                    policy,
-                    "--no-progress",
-                    "--output-dir",
-                    str(out),
-                ]
-                cpu = statistics.median(measured(cmd, env)[0] for _ in range(a.repeat))
-                csv = (out / "jobs.csv").read_bytes()
-                if base_cpu is None:
-                    base_cpu, base_csv = cpu, csv
-                same = "yes" if csv == base_csv else "NO"
-                print(f"{trace:6} {policy:13} {label:16} {cpu:8.2f} {cpu / base_cpu:6.2f}  {same}", flush=True)
+                cmd = [sys.executable, "-m", "fluxsched_py.cli", "replay", str(swf), "--procs-per-node", "1"]
+                cmd += ["--queue-policy", policy, "--no-progress", "--output-dir", str(out)]
+                cpu = measured(cmd, env)[0]
+                return cpu, (out / "jobs.csv").read_bytes()
+
+            # Each variant alternates with a run with every memo on, so a drift
+            # of the machine's speed moves both sides of each ratio alike.
+            for label, value in variants:
+                ons, offs, ratios, same = [], [], [], True
+                for _ in range(a.repeat):
+                    on_cpu, on_csv = run("all on", "")
+                    off_cpu, off_csv = run(label, value)
+                    ons.append(on_cpu)
+                    offs.append(off_cpu)
+                    ratios.append(off_cpu / on_cpu)
+                    same = same and off_csv == on_csv
+                cpu, ratio = statistics.median(offs), statistics.median(ratios)
+                print(
+                    f"{trace:6} {policy:13} {label:16} {statistics.median(ons):8.2f} {cpu:8.2f} {ratio:6.2f}  "
+                    f"{'yes' if same else 'NO'}",
+                    flush=True,
+                )
     return 0
 
 
