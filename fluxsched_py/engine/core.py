@@ -853,7 +853,7 @@ class Engine:
         self.counters["passes"] += 1
         self.planner.set_now(now)
         multi = len(queues) > 1
-        limits, usage = self.limits, self.usage
+        run_limits, usage = self.limits, self.usage
         p = self._pass = Pass(
             self.table,
             self.options,
@@ -864,7 +864,7 @@ class Engine:
             lent=self.besteffort.lent,
             excluded=self.hooks.excluded,
             feasibility=self.feasibility,
-            limit_check=None if limits is None or usage is None else functools.partial(limits.check, usage),
+            limit_check=None if run_limits is None or usage is None else functools.partial(run_limits.check, usage),
             cap=self.cap,
             compress=self._compress,
             multi=multi,
