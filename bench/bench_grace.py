@@ -10,6 +10,7 @@ notice).  Under fcfs, easy and conservative it replays:
 * ``main``: the main this branch started from (``--base DIR``, a
   worktree of it; made only when given), with no option;
 * ``default``: this code (``--code``, default this tree) with no option;
+* ``prefer``: ``besteffort-fit=prefer``, the default before ``require``;
 * ``fit``: ``besteffort-fit=require`` and no grace time;
 * ``fit+grace``: ``fit`` with ``preempt-grace=60``, no job checkpointing;
 * ``fit+ckpt``: ``fit+grace`` with every campaign job checkpointing on its notice;
@@ -57,6 +58,7 @@ GRACE = [*FIT, "--preempt-grace", "60"]
 RUNS = {
     "main": ("main", "plain", []),
     "default": ("here", "plain", []),
+    "prefer": ("here", "plain", ["--besteffort-fit", "prefer"]),
     "fit": ("here", "plain", FIT),
     "fit+grace": ("here", "plain", GRACE),
     "fit+ckpt": ("here", "checkpoint", GRACE),

@@ -821,7 +821,7 @@ CONFIGS = [
             "queue-policy=conservative",
             "policy=low",
             "preempt-grace=20",
-            "besteffort-fit=require",
+            "besteffort-fit=prefer",
             "preempt-wait=checkpoint",
         ],
         [None],

@@ -65,7 +65,7 @@ SAMPLES = {
     "preempt-grace": ("90s", "preempt-grace", 90.0),
     "preempt-signal": ("SIGTERM", "preempt-signal", 15),
     "checkpoint-campaigns": ("c1,c2", "checkpoint-campaigns", ["c1", "c2"]),
-    "besteffort-fit": ("require", "besteffort-fit", "require"),
+    "besteffort-fit": ("prefer", "besteffort-fit", "prefer"),
     "preempt-wait": ("checkpoint", "preempt-wait", "checkpoint"),
     "power-save": ("planned", "power-save", "planned"),
     "power-idle-time": ("5m", "power-idle-time", 300.0),
@@ -103,7 +103,7 @@ REPORTED_DEFAULTS = {
     "preempt-grace": 0.0,
     "preempt-signal": 10,
     "checkpoint-campaigns": [],
-    "besteffort-fit": "prefer",
+    "besteffort-fit": "require",
     "preempt-wait": "grace",
     # power saving (issue 36), added after the table made the list
     "power-save": "off",

@@ -289,15 +289,18 @@ def test_protected_window_delays_the_regular_job_and_says_until_when():
     assert 1 in started(e.schedule(60.0))
 
 
-def test_best_effort_job_never_delays_a_reservation():
-    e = engine(2)
+@pytest.mark.parametrize("fit, starts", [("prefer", {101}), ("require", set())])
+def test_best_effort_job_never_delays_a_reservation(fit, starts):
+    # prefer: only the job whose unpreemptible window ends before the reservation starts;
+    # require (the default): neither, as both are predicted to run 1000 s past it
+    e = engine(2, **{"besteffort-fit": fit})
     e.alloc(1, 0, 0, 0.0, node_request(1, 100.0))
     e.schedule(0.0)
     e.alloc(2, 0, 0, 1.0, node_request(2, 100.0))  # reserved at t=100
     e.alloc(100, 0, 0, 1.0, be_request(1, 1000.0, pa=200.0))  # its window would cross t=100
     e.alloc(101, 0, 0, 1.0, be_request(1, 1000.0, pa=50.0))  # fits before t=100
     r = e.schedule(1.0)
-    assert set(started(r)) == {101}
+    assert set(started(r)) == starts
 
 
 def test_cancel_of_a_job_waiting_for_victims():

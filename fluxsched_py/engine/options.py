@@ -477,10 +477,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("checkpoint-campaigns", "checkpoint_campaigns", Syntax(_names, "NAME,...", report=list), (),
            "campaigns whose jobs all checkpoint on the notice signal, as attributes.user.checkpoint=signal "
            "says of one job: a preempted one is requeued with its remaining work"),
-    Option("besteffort-fit", "besteffort_fit", _choices("prefer", "require"), "prefer",
-           "where a pending best-effort job starts: prefer, first where its campaign's predicted run "
-           "time ends before a regular reservation claims the nodes, else on any free nodes; require, "
-           "only there (it waits otherwise: less work lost to preemption)"),
+    Option("besteffort-fit", "besteffort_fit", _choices("prefer", "require"), "require",
+           "where a pending best-effort job starts: require, only where its campaign's predicted run "
+           "time ends before a regular reservation claims the nodes (it waits otherwise: less work lost "
+           "to preemption); prefer, there first, else on any free nodes"),
     Option("preempt-wait", "preempt_wait", _choices("grace", "checkpoint", "none"), "grace",
            "which victims a regular job that can start now waits for when their notice (preempt-grace) is "
            "not over: grace, every victim; checkpoint, only victims that checkpoint on the notice (the "
