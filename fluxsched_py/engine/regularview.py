@@ -59,16 +59,20 @@ class RegularView:
 
     def free_bits(self) -> Any:
         """:meth:`free` as a flat set: the graph's live one while nothing is
-        lent, else an int (made once per change of either)."""
+        lent, else an int (with the ``view`` memo on, made once per change of
+        either)."""
         g = self._g
         live = g.free_bits()
         if self._lent.resources is None:
             return live
         key = (g.version, self._lent.epoch)
         c = self._flat
-        if c is None or c[0] != key:
-            c = self._flat = (key, live.value() | g.flat_layout.encode(self._lent_up()))
-        return c[1]
+        if c is not None and c[0] == key:
+            return c[1]
+        bits = live.value() | g.flat_layout.encode(self._lent_up())
+        if self._remember:
+            self._flat = (key, bits)
+        return bits
 
     def _lent_up(self) -> Any:
         """What is lent, on ranks that are up and not drained."""
