@@ -6,7 +6,7 @@
 Each run is one process (``fluxsched-py replay``), timed as CPU seconds of
 the child.  A trace of ``--traces`` is cut by predictsim's filter as in
 ``bench_textbook.py``, each processor a one-core node.  The SWF traces
-exercise none of the jobspec, limits, reserved, view and constraint memos,
+exercise none of the jobspec, limits, reserved and constraint memos,
 so ``--workloads`` adds inputs that do:
 
 - ``limits``: KTH-SP2 with run limits on every user (``--config`` with

@@ -37,7 +37,6 @@ MEMOS: dict[str, str] = {
     "pool": "Timeline.pool_bits: the up resources, per graph version and time",
     "whole": "FlatCodec.whole_count: the whole nodes of a flat set",
     "vertices": "the planner's search: the node vertices of a segment's set",
-    "view": "RegularView.free: the free set with what is lent, per graph version and lending",
     "constraint": "Pass.constraint_blocks: whether a shape waits only for its constraint, for one pass",
 }
 

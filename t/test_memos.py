@@ -4,7 +4,7 @@ Each replay below runs twice in this process, once as users get it and once
 with ``FLUXSCHED_PY_MEMOS=off``, and the two ``jobs.csv`` (every job's
 start, end, state and allocated resources) must be equal byte for byte.
 The inputs reach every memo: the bundled default under the three policies;
-an SWF trace with best-effort jobs (what is lent: ``view``), run limits
+an SWF trace with best-effort jobs (what is lent), run limits
 (``limits``), two cores per node (the match cache's non-whole-node
 matches) and counted reservations.  One test checks that the switch is
 read, so the comparison cannot pass by comparing a run with itself.

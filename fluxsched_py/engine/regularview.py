@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .. import memo
 from .lent import Lent
 
 if TYPE_CHECKING:
@@ -34,9 +33,6 @@ class RegularView:
     def __init__(self, graph: ResourceGraph, lent: Lent) -> None:
         self._g = graph
         self._lent = lent
-        self._cache: tuple[Any, Any] | None = None
-        self._remember = memo.on("view")
-        self._flat: tuple[Any, int] | None = None
 
     @property
     def version(self) -> Any:
@@ -47,32 +43,16 @@ class RegularView:
         g = self._g
         if self._lent.resources is None:
             return g.free()
-        key = (g.version, self._lent.epoch)
-        c = self._cache
-        if c is not None and c[0] == key:
-            return c[1]
-        lent = self._lent_up()
-        rs = g.free() | lent
-        if self._remember:
-            self._cache = (key, rs)
-        return rs
+        return g.free() | self._lent_up()
 
     def free_bits(self) -> Any:
         """:meth:`free` as a flat set: the graph's live one while nothing is
-        lent, else an int (with the ``view`` memo on, made once per change of
-        either)."""
+        lent, else an int."""
         g = self._g
         live = g.free_bits()
         if self._lent.resources is None:
             return live
-        key = (g.version, self._lent.epoch)
-        c = self._flat
-        if c is not None and c[0] == key:
-            return c[1]
-        bits = live.value() | g.flat_layout.encode(self._lent_up())
-        if self._remember:
-            self._flat = (key, bits)
-        return bits
+        return live.value() | g.flat_layout.encode(self._lent_up())
 
     def _lent_up(self) -> Any:
         """What is lent, on ranks that are up and not drained."""
