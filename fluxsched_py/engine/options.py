@@ -487,9 +487,10 @@ OPTIONS: tuple[Option, ...] = (
            "others are preempted at once, so regular jobs start as with no grace time); none, no victim"),
     Option("power-save", "power_save", _choices("off", "idle", "planned"), "off",
            "switch idle nodes off (needs a power model per node): idle, a node idle for power-idle-time "
-           "(Slurm's SuspendTime), a job that needs it waits for its boot; planned, only a node the plan "
-           "leaves idle longer than its break-even time, woken a boot time before the start the plan "
-           "holds for a job on it; off, never"),
+           "(Slurm's SuspendTime), a job that needs it waits for its boot; planned, never a node a pending "
+           "job is reserved on (it may start there before its planned start), and a sleeping node it is "
+           "reserved on is woken a boot before that start, or at once when as many of its nodes wait on "
+           "for it; off, never"),
     Option("power-idle-time", "power_idle_time", Syntax(_duration, "FSD", toml=(int, float)), 60.0,
            "how long a node is idle before power-save may switch it off (a Flux Standard Duration)"),
     Option("power-keep-on", "power_keep_on", Syntax(_count, "N"), 0,

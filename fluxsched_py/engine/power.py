@@ -2,12 +2,20 @@
 
 ``power-save=idle`` is Slurm's power saving (``SuspendTime``): a node idle
 for ``power-idle-time`` is switched off, and a job that needs it waits for
-its boot.  ``power-save=planned`` uses the plan: an idle node is switched
-off only when the plan holds nothing on it for longer than its break-even
-time (:attr:`~fluxsched_py.power.PowerModel.break_even`: the shortest gap
-whose sleep saves more than the switch costs), and never before
-``power-idle-time``; a sleeping node is woken a boot time before the start
-the plan holds for a job on it, so that job does not wait for the boot.
+its boot.  ``power-save=planned`` uses the plan: an idle node that a
+pending job's reservation holds is never switched off, and a sleeping one
+it holds is woken before the job could start, so that job does not wait
+for the boot.  The plan's starts are upper bounds: it ends running jobs at
+their walltimes, and a job ends at its walltime or sooner, so a reserved
+job may start at any instant before its planned start.  A gap measured on
+the plan therefore says nothing about how long a reserved node would sleep
+(switched off, it would most often be woken again soon, the job waiting
+for its boot), while a node no job is reserved on is idle until a job
+arrives for it.  A sleeping node a reservation holds is woken a boot before
+the planned start at the latest, and at once when the reservation holds at
+least as many nodes on and free as asleep: those wait for the job too, so
+every second its start would wait for the boot costs their idle watts,
+which is at least what booting the sleeping ones that much earlier costs.
 
 How the plan sees a node that is not on: its items are held, in the graph
 and in the planner, by a *power hold* (id :func:`hold_id`, made and changed
@@ -22,14 +30,15 @@ Decisions are made after each complete pass (:meth:`PowerSaving.decide`),
 in this order:
 
 1. *wake*: for each reservation that holds sleeping nodes, when its
-   start is a boot time away or less (under ``idle``, only when the rest of
-   what it holds is free now too: the job would start but for the boot);
+   start is a boot time away or less, or (under ``planned``) when it holds
+   at least as many nodes on and free; under ``idle``, only when the rest
+   of what it holds is free now too (the job would start but for the boot);
    and for each pending job without a reservation (a backfill candidate),
    when the earliest start the plan gives it is a boot away and lands on
    sleeping nodes (the job waits for their boot, and nothing else);
 2. *switch off*: each node idle for ``power-idle-time`` that no job is
    planned on before a switch off and back on could end (under
-   ``planned``, before its break-even time), keeping
+   ``planned``, that no job is reserved on at all), keeping
    ``power-keep-on`` idle nodes on, at most ``power-rate`` switches a
    minute, never a node of ``power-exclude``.
 
@@ -187,6 +196,10 @@ class PowerSaving:
             if opts.power_save == "idle":
                 # ... and, reactive, only when the rest of what it holds is free now
                 due = due and all(r in free_ranks or r in sleeping for r in ranks)
+            elif not due:
+                # ... or sooner, once as many of its nodes wait for it on as asleep
+                # (their idle watts over a late boot outweigh booting early)
+                due = sum(1 for r in ranks if r in free_ranks and r not in self.state) >= len(asleep)
             if due:
                 for r in asleep:
                     wake.setdefault(r, f"job {span.jobid}")
@@ -223,8 +236,8 @@ class PowerSaving:
             gap = next_use.get(r, math.inf) - now
             if gap <= model.off_time + model.on_time:
                 continue  # a job waits for it (it could not be back in time)
-            if opts.power_save == "planned" and gap <= model.break_even:
-                continue
+            if opts.power_save == "planned" and gap < math.inf:
+                continue  # a job is reserved on it, and may start on it any time before its planned start
             candidates.append(r)
         if keep:
             # keep the idle nodes that would be left on last: those idle the shortest
