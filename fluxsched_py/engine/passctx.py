@@ -171,10 +171,11 @@ class Pass:
         # Under run limits, past annotate-depth and in queue order, the stretches
         # held at the last pass are passed over whole while they would all be
         # held again (see _held_runs).
-        runs = self._held_runs(queue, adepth is not None and self.backfill_order == "queue")
+        runs, gaps = self._held_runs(queue, adepth is not None and self.backfill_order == "queue")
         held_from = math.inf if runs is None or adepth is None else adepth
         streak: list[Any] | None = None  # the stretch being held: [its first index, its jobs, their needs]
         walked: list[Any] | None = None  # a stretch not all held now, being walked: [its end, jobs left, needs]
+        stale: int | None = None  # where the stale entries just walked begin
         planner = self.planner
         whole_fast = planner.matcher.whole_fast
         codec = planner.codec
@@ -194,8 +195,13 @@ class Pass:
                     # left out (pend, from now on a lower bound, stays past skip_from).
                     i = self._old
                     continue
+            if walked is not None and i >= walked[0]:
+                walked = None  # walked to its end, every job held
             if runs is not None and (run := runs.pop(i, None)) is not None:
-                assert limit_check is not None
+                assert limit_check is not None and gaps is not None
+                if stale is not None:
+                    gaps[stale] = i
+                    stale = None
                 end, count, needs = run
                 if pend >= held_from and all(limit_check(j, need) is not None for m in needs.values() for need, j in m):
                     # Each of its jobs would be held again, beyond annotate-depth:
@@ -211,15 +217,23 @@ class Pass:
                     i = end
                     continue
                 walked = [end, count, needs]
+            if gaps is not None and (end := gaps.pop(i, None)) is not None:
+                if stale is None:
+                    stale = i
+                i = end  # stale entries only (within a stretch, its range grows over them)
+                continue
             job = q[i]
             i += 1
             if job.state is not JobState.PENDING or table.get(job.id) is not job:
+                if stale is None and gaps is not None:
+                    stale = i - 1
                 continue
+            if stale is not None:
+                assert gaps is not None
+                gaps[stale] = i - 1
+                stale = None
             if walked is not None:
-                if i > walked[0]:
-                    walked = None  # walked to its end, every job held
-                else:
-                    walked[1] -= 1
+                walked[1] -= 1
             if limit_check is not None:
                 need = need_of(job)
                 why = limit_check(job, need)
@@ -265,12 +279,19 @@ class Pass:
         if streak is not None:
             assert runs is not None
             runs[streak[0]] = (i, streak[1], streak[2])
+        if stale is not None:
+            assert gaps is not None
+            gaps[stale] = i
 
-    def _held_runs(self, queue: JobQueue, beyond: bool) -> dict[int, tuple[int, int, dict[Any, list]]] | None:
+    def _held_runs(
+        self, queue: JobQueue, beyond: bool
+    ) -> tuple[dict[int, tuple[int, int, dict[Any, list]]], dict[int, int]] | tuple[None, None]:
         """The stretches of ``queue.jobs`` that run limits held at its last
         pass beyond ``annotate-depth``, by first index: (end index, how many
-        pending jobs, the least needs of their users).  None when there are
-        no limits, or every job is read (``beyond`` false).
+        pending jobs, the least needs of their users); and its gaps, the
+        stretches of stale entries only, by first index: their end (a job
+        that left pending never comes back), passed over anywhere.  None
+        when there are no limits, or every job is read (``beyond`` false).
 
         A stretch holds only jobs :meth:`jobs` held; it stays as it was until
         a job leaves it other than by starting (the queue's ``reshaped``
@@ -282,11 +303,11 @@ class Pass:
         when the least needs of a stretch are all held, so is each of its jobs."""
         if self.limit_check is None or not beyond:
             queue.held_runs = None  # such a pass hands out any job: what was known no longer holds
-            return None
+            return None, None
         known = queue.held_runs
         if known is None or known[0] != queue.reshaped:
-            known = queue.held_runs = (queue.reshaped, memo.store("held"))
-        return known[1]
+            known = queue.held_runs = (queue.reshaped, memo.store("held"), memo.store("held"))
+        return known[1], known[2]
 
     def _wholly_now(self) -> int:
         """For :meth:`jobs`, which asks only when a job is placed by the
