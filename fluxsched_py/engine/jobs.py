@@ -111,8 +111,9 @@ class JobQueue:
         #: is rebuilt or shifted (the job table counts it): what is known of
         #: stretches of ``jobs`` by index holds only while it stays the same.
         self.reshaped = 0
-        #: (``reshaped`` then, the stretches) that run limits held at the
-        #: last pass (:meth:`~.passctx.Pass.jobs`): None when nothing is known.
+        #: (``reshaped`` then, the stretches run limits held at the last
+        #: pass, the stretches of stale entries): see
+        #: :meth:`~.passctx.Pass.jobs`; None when nothing is known.
         self.held_runs: Any = None
 
     def __repr__(self) -> str:

@@ -170,7 +170,7 @@ class Pass:
         skip_from = math.inf if adepth is None or limit_check is not None or self.backfill_order != "queue" else adepth
         # Under run limits, past annotate-depth and in queue order, the stretches
         # held at the last pass are passed over whole while they would all be
-        # held again (see _held_runs).
+        # held again, and stale entries anywhere in stretches (see _held_runs).
         runs, gaps = self._held_runs(queue, adepth is not None and self.backfill_order == "queue")
         held_from = math.inf if runs is None or adepth is None else adepth
         streak: list[Any] | None = None  # the stretch being held: [its first index, its jobs, their needs]
