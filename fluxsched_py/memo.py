@@ -37,6 +37,7 @@ MEMOS: dict[str, str] = {
     "pool": "Timeline.pool_bits: the up resources, per graph version and time",
     "whole": "FlatCodec.whole_count: the whole nodes of a flat set",
     "vertices": "the planner's search: the node vertices of a segment's set",
+    "held": "Pass.jobs: the stretches of a queue that run limits held at its last pass, and its stale ones",
     "constraint": "Pass.constraint_blocks: whether a shape waits only for its constraint, for one pass",
 }
 

@@ -16,6 +16,7 @@ import random
 
 import pytest
 
+from fluxsched_py import memo
 from fluxsched_py.engine import Engine, ResponseType
 from fluxsched_py.engine.runlimits import RunLimits
 from fluxsched_py.jobspec.request import node_request
@@ -381,3 +382,44 @@ def test_random_replays_with_queues_keep_queue_and_instance_limits(policy):
     result = replay(Workload(jobs, 16), nodes_graph(16), {"queue-policy": policy}, check=check, limits=lim)
     assert all(r.start is not None for r in result.records)  # no job is bigger than a limit
     assert seen["batch full"] > 0
+
+
+def _annotated_run(policy, seed):
+    """Every response of a seeded run (starts and annotations, in order):
+    three users on 4 nodes under ``annotate-depth=3``, a backlog mostly held
+    by user limits, jobs ending, cancelled and re-prioritized."""
+    rng = random.Random(seed)
+    lim = limits(default={"user": {"jobs": 2, "nodes": 3}, "users": {str(C): {"jobs": 1}}})
+    e = Checked(graph(), {"queue-policy": policy, "annotate-depth": 3}, limits=lim)
+    out = []
+    running: list[int] = []
+    pending: set[int] = set()
+    now = 0.0
+    for jobid in range(1, 241):
+        now += rng.choice([0, 0, 1, 5])
+        spec = jobspec(nnodes=rng.choice([1, 1, 2, 3]), cores=4, duration=rng.choice([50.0, 200.0]))
+        assert not e.alloc(jobid, 16, rng.choice([A, A, B, C]), now, spec)
+        pending.add(jobid)
+        if running and rng.random() < 0.4:
+            out += e.free(running.pop(rng.randrange(len(running))))
+        if rng.random() < 0.05:
+            out += e.cancel(victim := rng.choice(sorted(pending)))
+            pending.discard(victim)
+        if rng.random() < 0.03:
+            out += e.prioritize([(rng.choice(sorted(pending)), rng.randint(0, 31))])
+        for r in e.schedule(now).responses:
+            out.append(r)
+            if r.type is ResponseType.SUCCESS:
+                running.append(r.id)
+                pending.discard(r.id)
+    return [(r.type, r.id, r.annotations) for r in out]
+
+
+@pytest.mark.parametrize("policy", ["fcfs", "easy", "conservative"])
+def test_held_stretches_passed_over_change_no_start_and_no_annotation(monkeypatch, policy):
+    # What Pass.jobs passes over whole (memo "held") against each job checked.
+    for seed in (1, 2):
+        monkeypatch.setenv(memo.ENV, "-held")
+        reference = _annotated_run(policy, seed)
+        monkeypatch.delenv(memo.ENV)
+        assert _annotated_run(policy, seed) == reference

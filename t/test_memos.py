@@ -69,6 +69,25 @@ def test_best_effort_jobs_limits_and_shared_nodes(tmp_path, monkeypatch, policy)
     _same_on_and_off(tmp_path, monkeypatch, policy, [*argv, "--queue-policy", policy])
 
 
+@pytest.mark.parametrize("policy", ["fcfs", "easy", "conservative"])
+def test_held_stretches_a_deep_backlog_behind_user_limits(tmp_path, monkeypatch, policy):
+    # Hundreds of jobs wait beyond annotate-depth, most held by a user
+    # limit: the stretches passed over whole (memo "held") against each
+    # job checked at every pass.
+    swf = _swf(tmp_path / "w.swf", njobs=900, nodes=16, seed=5)
+    conf = tmp_path / "flux.toml"
+    conf.write_text("[policy.scheduler.limits]\nuser = { jobs = 2, nodes = 6 }\nusers.2 = { jobs = 1 }\n")
+    argv = [str(swf), "--procs-per-node", "1", "--config", str(conf), "--queue-policy", policy, "--no-progress"]
+    out = {}
+    for env in ("", "-held"):
+        monkeypatch.setenv(memo.ENV, env)
+        assert memo.on("held") == (not env)
+        path = tmp_path / f"{policy}{env}"
+        assert replay_cli.main([*argv, "--output-dir", str(path)]) == 0
+        out[env] = (path / "jobs.csv").read_bytes()
+    assert out[""] == out["-held"]
+
+
 def test_counted_reservations(tmp_path, monkeypatch):
     swf = _swf(tmp_path / "w.swf", seed=11)
     argv = [str(swf), "--procs-per-node", "1", "--queue-policy", "conservative", "--reservation-nodes", "counted"]

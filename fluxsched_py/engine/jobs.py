@@ -93,7 +93,7 @@ class JobQueue:
     as the queue is walked; entries before ``head`` are all stale.
     """
 
-    __slots__ = ("name", "policy", "jobs", "head", "sorted", "npending", "npartial", "settled")
+    __slots__ = ("name", "policy", "jobs", "head", "sorted", "npending", "npartial", "settled", "reshaped", "held_runs")
 
     def __init__(self, name: str | None, policy: QueuePolicy) -> None:
         self.name = name
@@ -107,6 +107,14 @@ class JobQueue:
         #: What the queue's last complete pass ended with, for the next one
         #: (:meth:`~.passctx.Pass.settle`): None when nothing is known.
         self.settled: Any = None
+        #: Changes whenever a job leaves other than by starting, or ``jobs``
+        #: is rebuilt or shifted (the job table counts it): what is known of
+        #: stretches of ``jobs`` by index holds only while it stays the same.
+        self.reshaped = 0
+        #: (``reshaped`` then, the stretches run limits held at the last
+        #: pass, the stretches of stale entries): see
+        #: :meth:`~.passctx.Pass.jobs`; None when nothing is known.
+        self.held_runs: Any = None
 
     def __repr__(self) -> str:
         return f"JobQueue({self.name!r}, {self.policy.name}, {self.npending} pending)"

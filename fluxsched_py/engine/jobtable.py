@@ -156,6 +156,8 @@ class JobTable:
         if unqueue:
             self._drop_shape(job)
             job.queue.npending -= 1
+            if not run:  # a job starts only when a pass hands it out; any other leaves unseen
+                job.queue.reshaped += 1
             if not job.whole_nodes:
                 job.queue.npartial -= 1
         if run:
@@ -320,6 +322,7 @@ class JobTable:
         live = self.live
         if not queue.sorted or len(q) - queue.head > 2 * queue.npending + 64:
             queue.jobs = sorted((j for j in q[queue.head :] if live(j)), key=lambda j: j.sortkey)
+            queue.reshaped += 1
             queue.sorted = True
             queue.head = 0
             return
@@ -330,6 +333,7 @@ class JobTable:
         if h > 4096 and h > n // 2:
             del q[:h]
             h = 0
+            queue.reshaped += 1
         queue.head = h
 
     def pending_in(self, queue: JobQueue) -> Iterator[Job]:

@@ -168,6 +168,14 @@ class Pass:
         # policy takes every job before it starts any.
         adepth = self.options.annotate_depth
         skip_from = math.inf if adepth is None or limit_check is not None or self.backfill_order != "queue" else adepth
+        # Under run limits, past annotate-depth and in queue order, the stretches
+        # held at the last pass are passed over whole while they would all be
+        # held again, and stale entries anywhere in stretches (see _held_runs).
+        runs, gaps = self._held_runs(queue, adepth is not None and self.backfill_order == "queue")
+        held_from = math.inf if runs is None or adepth is None else adepth
+        streak: list[Any] | None = None  # the stretch being held: [its first index, its jobs, their needs]
+        walked: list[Any] | None = None  # a stretch not all held now, being walked: [its end, jobs left, needs]
+        stale: int | None = None  # where the stale entries just walked begin
         planner = self.planner
         whole_fast = planner.matcher.whole_fast
         codec = planner.codec
@@ -187,16 +195,68 @@ class Pass:
                     # left out (pend, from now on a lower bound, stays past skip_from).
                     i = self._old
                     continue
+            if walked is not None and i >= walked[0]:
+                walked = None  # walked to its end, every job held
+            if runs is not None and (run := runs.pop(i, None)) is not None:
+                assert limit_check is not None and gaps is not None
+                if stale is not None:
+                    gaps[stale] = i
+                    stale = None
+                end, count, needs = run
+                if pend >= held_from and all(limit_check(j, need) is not None for m in needs.values() for need, j in m):
+                    # Each of its jobs would be held again, beyond annotate-depth:
+                    # none has a reservation to drop, no reason of theirs is read.
+                    if streak is None:
+                        streak = [i, count, needs]
+                    else:
+                        streak[1] += count
+                        for m in needs.values():
+                            for need, j in m:
+                                _least(streak[2], j, need)
+                    pend += count
+                    i = end
+                    continue
+                walked = [end, count, needs]
+            if gaps is not None and (end := gaps.pop(i, None)) is not None:
+                if stale is None:
+                    stale = i
+                i = end  # stale entries only (within a stretch, its range grows over them)
+                continue
             job = q[i]
             i += 1
             if job.state is not JobState.PENDING or table.get(job.id) is not job:
+                if stale is None and gaps is not None:
+                    stale = i - 1
                 continue
+            if stale is not None:
+                assert gaps is not None
+                gaps[stale] = i - 1
+                stale = None
+            if walked is not None:
+                walked[1] -= 1
             if limit_check is not None:
-                why = limit_check(job, need_of(job))
+                need = need_of(job)
+                why = limit_check(job, need)
                 if why is not None:
                     self.hold_limit(job, why)  # the policy never sees it: no reservation, nothing blocked
+                    if pend >= held_from:
+                        if streak is None:
+                            streak = [i - 1, 0, {}]
+                        streak[1] += 1
+                        _least(streak[2], job, need)
                     pend += 1
                     continue
+            if streak is not None:
+                assert runs is not None  # a streak is only kept with them
+                runs[streak[0]] = (i - 1, streak[1], streak[2])
+                streak = None
+            if walked is not None:
+                assert runs is not None
+                if i < walked[0] and walked[1]:
+                    # The rest of the stretch, to pass over once its jobs would all be held
+                    # again (its needs still cover them): after a start, or at the next pass.
+                    runs[i] = (walked[0], walked[1], walked[2])
+                walked = None
             n += 1
             if depth and n > depth:
                 return
@@ -216,6 +276,38 @@ class Pass:
             if job.state is JobState.PENDING:
                 pend += 1
             wholly = -2 if self._skip_unfit else -1  # -2: not known yet (see _wholly_now)
+        if streak is not None:
+            assert runs is not None
+            runs[streak[0]] = (i, streak[1], streak[2])
+        if stale is not None:
+            assert gaps is not None
+            gaps[stale] = i
+
+    def _held_runs(
+        self, queue: JobQueue, beyond: bool
+    ) -> tuple[dict[int, tuple[int, int, dict[Any, list]]], dict[int, int]] | tuple[None, None]:
+        """The stretches of ``queue.jobs`` that run limits held at its last
+        pass beyond ``annotate-depth``, by first index: (end index, how many
+        pending jobs, the least needs of their users); and its gaps, the
+        stretches of stale entries only, by first index: their end (a job
+        that left pending never comes back), passed over anywhere.  None
+        when there are no limits, or every job is read (``beyond`` false).
+
+        A stretch holds only jobs :meth:`jobs` held; it stays as it was until
+        a job leaves it other than by starting (the queue's ``reshaped``
+        changes) or a pass hands one of its jobs out (that pass walks it and
+        records it anew), and :meth:`start` starts only jobs handed out.  Its
+        jobs, held and never handed out, have no reservation.  Nothing
+        between two held jobs changes the usage, and a job that needs at
+        least as much as a held job of the same user and queue is held too:
+        when the least needs of a stretch are all held, so is each of its jobs."""
+        if self.limit_check is None or not beyond:
+            queue.held_runs = None  # such a pass hands out any job: what was known no longer holds
+            return None, None
+        known = queue.held_runs
+        if known is None or known[0] != queue.reshaped:
+            known = queue.held_runs = (queue.reshaped, memo.store("held"), memo.store("held"))
+        return known[1], known[2]
 
     def _wholly_now(self) -> int:
         """For :meth:`jobs`, which asks only when a job is placed by the
@@ -812,6 +904,21 @@ class Pass:
             blocked = self._feasibility(job.request) is not None and self._feasibility(unconstrained) is None
         self._constraint_cache[key] = blocked
         return blocked
+
+
+def _least(needs: dict[Any, list[tuple[Any, Job]]], job: Job, need: Any) -> None:
+    """Add ``job``'s ``need`` to ``needs``, the least needs (none of them at
+    least another, resource by resource) of the jobs of each user and queue."""
+    key = (job.request.queue, job.userid)
+    mins = needs.get(key)
+    if mins is None:
+        needs[key] = [(need, job)]
+        return
+    for m, _ in mins:
+        if m[0] <= need[0] and m[1] <= need[1] and m[2] <= need[2] and m[3] <= need[3]:
+            return
+    mins[:] = [e for e in mins if not all(a <= b for a, b in zip(need, e[0], strict=True))]
+    mins.append((need, job))
 
 
 def _sortkey(job: Job) -> tuple[int, float, int]:
