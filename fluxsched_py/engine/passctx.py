@@ -914,11 +914,15 @@ def _least(needs: dict[Any, list[tuple[Any, Job]]], job: Job, need: Any) -> None
     if mins is None:
         needs[key] = [(need, job)]
         return
-    for m, _ in mins:
-        if m[0] <= need[0] and m[1] <= need[1] and m[2] <= need[2] and m[3] <= need[3]:
-            return
-    mins[:] = [e for e in mins if not all(a <= b for a, b in zip(need, e[0], strict=True))]
+    if any(_covers(m, need) for m, _ in mins):
+        return
+    mins[:] = [e for e in mins if not _covers(need, e[0])]
     mins.append((need, job))
+
+
+def _covers(less: Any, more: Any) -> bool:
+    """Whether ``less`` needs no more than ``more`` of every resource."""
+    return all(a <= b for a, b in zip(less, more, strict=True))
 
 
 def _sortkey(job: Job) -> tuple[int, float, int]:
