@@ -107,8 +107,47 @@ def test_a_bad_config_is_one_line_and_exit_1(tmp_path):
         assert line.startswith(f"fluxsched-py replay: --config {tmp_path / 'flux.toml'}: ") and words in line, line
 
 
-def test_module_options_in_the_file_are_noted_not_taken(tmp_path):
+def _backfill_case(tmp_path):
+    """2 nodes: job 0 holds one until t=100, job 1 asks both, job 2 (one node,
+    50 s) arrives at t=1: EASY backfills it at 1, fcfs starts it after job 1, at 200."""
+    profiles = {"p": {"type": "delay", "delay": 100}, "q": {"type": "delay", "delay": 50}}
+    jobs = [job(0, 0, "alice"), job(1, 0, "alice", res=2), {**job(2, 1, "bob"), "walltime": 50, "profile": "q"}]
+    w = tmp_path / "w.json"
+    w.write_text(json.dumps({"nb_res": 2, "jobs": jobs, "profiles": profiles}))
+    return w
+
+
+def test_the_files_engine_options_stand_where_no_flag_is_given(tmp_path):
+    w = _backfill_case(tmp_path)
+    p, jobs = run(tmp_path, w, '[sched-py]\nqueue-policy = "easy"\n', "--json")
+    assert p.returncode == 0, p.stderr
+    (row,) = json.loads(p.stdout)  # the file's one policy, not the three compared by default
+    assert row["policy"] == "easy" and starts(jobs) == {0: 0.0, 1: 100.0, 2: 1.0}
+
+
+def test_a_flag_wins_over_the_file(tmp_path):
+    w = _backfill_case(tmp_path)
+    p, jobs = run(tmp_path, w, '[sched-py]\nqueue-policy = "easy"\n', "--queue-policy", "fcfs")
+    assert p.returncode == 0, p.stderr
+    assert starts(jobs) == {0: 0.0, 1: 100.0, 2: 200.0}
+    again = tmp_path / "compare"
+    again.mkdir()
+    p, jobs = run(again, w, '[sched-py]\nqueue-policy = "easy"\n', "--compare", "fcfs,conservative")
+    assert p.returncode == 0, p.stderr
+    assert sorted(d.name for d in jobs.parent.iterdir()) == ["conservative", "fcfs"]
+
+
+def test_the_modules_own_keys_are_noted_not_taken(tmp_path):
     w = batsim(tmp_path, [job(0, 0, "alice")])
-    p, _ = run(tmp_path, w, '[sched-py]\nqueue-policy = "conservative"\n', "--queue-policy", "easy")
-    assert p.returncode == 0
-    assert "[sched-py] queue-policy: module options, not read here" in p.stderr
+    # the module's reservations store and power programs: the replay has --reservations and --platform
+    p, _ = run(tmp_path, w, '[[sched-py.reservation]]\nname = "m"\n[sched-py.power]\n', "--queue-policy", "easy")
+    assert p.returncode == 0, p.stderr
+    assert "[sched-py] power, reservation: the module's, not read here" in p.stderr
+
+
+def test_a_bad_option_in_the_file_is_one_line_and_exit_1(tmp_path):
+    w = batsim(tmp_path, [job(0, 0, "alice")])
+    p, _ = run(tmp_path, w, '[sched-py]\nqueue-policy = "sjf"\n')
+    assert p.returncode == 1 and p.stdout == "", p.stderr
+    (line,) = p.stderr.splitlines()
+    assert line.startswith(f"fluxsched-py replay: --config {tmp_path / 'flux.toml'}: ") and "queue-policy" in line

@@ -7,9 +7,9 @@ limits (:mod:`.runlimits`), and ``[queues.NAME] parent`` keys make virtual
 queues (``queue-parent``).  The Flux module reads it from the broker
 (:mod:`fluxsched_py.flux.siteconf`); the simulators read it from a file
 with :func:`read_config`, so a site can try its own config on a trace or
-under Batsim: ``batsim --config`` takes its options and limits as the module
-would apply them, ``replay --config`` its limits (the replay's engine
-options come from its flags, and its queue policies from ``--compare``).
+under Batsim: ``batsim --config`` and ``replay --config`` take its options
+and limits as the module would apply them, a flag given winning over the
+file (and the replay's ``--compare`` over the file's queue policy).
 
 Every option's value goes through the same checks here whatever reads it:
 a TOML string is the module argument's text; otherwise the value must be of

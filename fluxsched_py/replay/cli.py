@@ -1,8 +1,10 @@
 """``fluxsched-py replay``: evaluate queue policies on a workload trace, no Flux needed.
 
 Which policies run is one rule: ``--compare P1,P2`` runs those,
-``--queue-policy P`` runs that one, and with neither the replay compares
-fcfs, easy and conservative, whatever the other options.  With no workload it
+``--queue-policy P`` runs that one, then the ``queue-policy`` of the
+``--config`` file, and with none of them the replay compares fcfs, easy and
+conservative, whatever the other options.  The file's other ``[sched-py]``
+options stand where no flag is given, as under ``fluxsched-py batsim``.  With no workload it
 replays the bundled synthetic example.
 
 Errors are one plain line on stderr (:mod:`fluxsched_py.cliutil`): exit
@@ -22,7 +24,7 @@ from typing import Any
 
 from ..cliutil import ArgumentParser, CLIError, UsageError, boundary, bounded_int, check_output_dir
 from ..engine import Engine, EngineError
-from ..engine.config import ConfigError, read_config
+from ..engine.config import ConfigError, SiteConfig, read_config
 from ..engine.options import OPTIONS, add_flags, from_flags
 from ..engine.reservations import (
     Calendar,
@@ -33,7 +35,6 @@ from ..engine.reservations import (
     read_entries,
     read_groups,
 )
-from ..engine.runlimits import RunLimits
 from ..inputs import read_text
 from ..limits import MAX_JOBS, MAX_NODES, MAX_PER_NODE
 from ..policy import POLICIES
@@ -195,9 +196,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument(
         "--config",
         metavar="FILE",
-        help="a Flux instance's TOML config: its run limits ([sched-py.limits], [policy.scheduler.limits], "
-        "[queues.NAME.policy.scheduler.limits]) hold jobs as the module does; users are SWF field 12 or a "
-        "Batsim job's user",
+        help="a Flux instance's TOML config: its [sched-py] engine options stand where no flag is given, and "
+        "its run limits ([sched-py.limits], [policy.scheduler.limits], [queues.NAME.policy.scheduler.limits]) "
+        "hold jobs as the module does; users are SWF field 12 or a Batsim job's user",
     )
     ap.add_argument(
         "--forecast",
@@ -209,23 +210,24 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
-def _limits(path: str) -> RunLimits | None:
-    """The run limits of the TOML config ``path`` (CLIError names the file and the key)."""
+def _config(path: str) -> SiteConfig:
+    """``--config FILE``: its ``[sched-py]`` engine options and its run limits,
+    as the Batsim driver reads them (CLIError names the file and the key).
+    Its ``[[sched-py.reservation]]`` and ``[sched-py.power]`` tables are the
+    module's (the replay has ``--reservations`` and ``--platform``): noted, left."""
     try:
         conf = read_config(path, user_id)
     except ConfigError as exc:
         raise CLIError(f"--config {exc}") from None
-    others = sorted({*conf.options, *conf.ignored})
-    if others:
+    if conf.ignored:
         print(
-            f"{PROG}: note: --config {path}: [sched-py] {', '.join(others)}: module options, not read here "
-            "(the replay takes engine options from its flags)",
+            f"{PROG}: note: --config {path}: [sched-py] {', '.join(conf.ignored)}: the module's, not read here",
             file=sys.stderr,
         )
-    return conf.limits
+    return conf
 
 
-def _policies(args: argparse.Namespace) -> list[str]:
+def _policies(args: argparse.Namespace, config: SiteConfig) -> list[str]:
     if args.compare is not None:
         policies = [p.strip() for p in args.compare.split(",") if p.strip()]
         if not policies:
@@ -240,6 +242,8 @@ def _policies(args: argparse.Namespace) -> list[str]:
         return policies
     if args.queue_policy is not None:
         return [args.queue_policy]
+    if "queue-policy" in config.options:  # the file's policy, as the module would run it
+        return [str(config.options["queue-policy"])]
     return list(DEFAULT_POLICIES)
 
 
@@ -363,13 +367,15 @@ def main(argv: list[str] | None = None) -> int:
     out: Any = None
     if not args.json:  # rich only for the table and the bar (start-up time, issue 15)
         out = stdout_console() if sys.stdout.isatty() else stdout_console(width=120)
-    policies = _policies(args)
+    config = _config(args.config) if args.config else SiteConfig()
+    limits = config.limits
+    policies = _policies(args, config)
     try:
-        opts = [from_flags(args, REPLAY_ENGINE_DEFAULTS, {"queue-policy": pol}) for pol in policies]
+        defaults = {**REPLAY_ENGINE_DEFAULTS, **config.options}
+        opts = [from_flags(args, defaults, {"queue-policy": pol}) for pol in policies]
     except EngineError as exc:
         raise UsageError(str(exc)) from None
     outdir = check_output_dir(args.output_dir, "--output-dir") if args.output_dir else None
-    limits = _limits(args.config) if args.config else None
     try:
         workload = _load(args)
         make_graph = _graph_factory(args, workload)
