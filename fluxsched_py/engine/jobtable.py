@@ -49,6 +49,12 @@ class JobObserver(Protocol):
         ``preempted`` is True for the final free of a preempted job."""
 
 
+#: Stale entries past a queue's first pending job (jobs that started ahead
+#: of jobs that wait: backfilled) kept before its list is rebuilt without
+#: them: every pass steps over each one, a rebuild costs one step per entry.
+_STALE_MAX = 16
+
+
 class JobTable:
     """See the module docstring.  ``policy_for(name)`` is the policy of a new
     queue; ``scheduled_as(name)`` the queue a job of queue ``name`` waits in
@@ -320,7 +326,7 @@ class JobTable:
         """Put ``queue``'s live jobs in order from its head, dropping stale ones."""
         q = queue.jobs
         live = self.live
-        if not queue.sorted or len(q) - queue.head > 2 * queue.npending + 64:
+        if not queue.sorted:
             queue.jobs = sorted((j for j in q[queue.head :] if live(j)), key=lambda j: j.sortkey)
             queue.reshaped += 1
             queue.sorted = True
@@ -330,6 +336,14 @@ class JobTable:
         h, n = queue.head, len(q)
         while h < n and not live(q[h]):
             h += 1
+        # Under run limits the stretches they held index the list (a rebuild
+        # drops them) and step over stale entries whole: rebuilt more rarely.
+        most = _STALE_MAX if queue.held_runs is None else queue.npending + 64
+        if n - h - queue.npending > most:
+            queue.jobs = [j for j in q[h:] if live(j)]
+            queue.reshaped += 1
+            queue.head = 0
+            return
         if h > 4096 and h > n // 2:
             del q[:h]
             h = 0
