@@ -729,6 +729,10 @@ class Engine:
             if not self.table.npending and not self.table.annotated and not self.planner.nreserved:
                 self._idle_pass(now)  # what a pass with no job would do (half the replay's passes)
                 return self.besteffort.run(now, out, passed=True)
+            if not self._compress and self._waits_as_before():
+                self._idle_pass(now)  # only jobs came, behind heads that stay where they were
+                self.counters["matches"] += len(self.table.queues)  # the heads' matches it stands for
+                return self.besteffort.run(now, out, passed=True)
             self._begin_pass(now)
         p = self._pass
         assert p is not None and self._pass_gen is not None
@@ -832,10 +836,28 @@ class Engine:
     def _drop_ranks(self, rs: ResourceSet, ranks: IdSet) -> ResourceSet:
         return rs - rs.restrict(ranks)
 
+    def _waits_as_before(self) -> bool:
+        """A pass would change nothing: only jobs came since the last one,
+        every queue's policy says its head waits as it did
+        (:meth:`~fluxsched_py.policy.base.QueuePolicy.waits_as_it_did`), and
+        nobody reads what the pass would say of the new jobs (no
+        annotations, no forecasts, no run limits to hold them)."""
+        if self.options.annotate_depth != 0 or self.limits is not None:
+            return False
+        if self.table.annotated or self.planner.nreserved:
+            return False
+        table = self.table
+        for queue in table.queues.values():
+            table.sort_queue(queue)  # its first pending job first
+            if queue.head >= len(queue.jobs) or not queue.policy.waits_as_it_did(queue.jobs[queue.head]):
+                return False
+        return True
+
     def _idle_pass(self, now: float) -> None:
-        """A pass with no pending job, no reservation and no annotation left:
-        what the full pass would do, without building one (drop the empty
-        queues, clear the dirty flags, count the pass, move the planner's clock)."""
+        """A pass that can change nothing (no pending job, no reservation and
+        no annotation left, or :meth:`_waits_as_before`): what the full pass
+        would do, without building one (drop the empty queues, clear the
+        dirty flags, count the pass, move the planner's clock)."""
         self.table.drop_idle_queues()
         self._dirty = self._restart = self._compress = False
         self.counters["passes"] += 1

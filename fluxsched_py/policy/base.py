@@ -189,6 +189,13 @@ class QueuePolicy:
         #: None is unlimited.
         self.reserve_depth = self.default_reserve_depth if reserve_depth is POLICY_DEFAULT else reserve_depth
 
+    def waits_as_it_did(self, head: PendingJob) -> bool:
+        """Whether a pass would start nothing and plan nothing when only new
+        jobs came since this policy's last pass (nothing was freed,
+        cancelled or re-prioritized) and ``head`` is the queue's first
+        pending job: the engine then leaves the pass out.  Never, by default."""
+        return False
+
     def run(self, ctx: PassContext) -> Iterator[None]:  # pragma: no cover - abstract
         raise NotImplementedError
         yield

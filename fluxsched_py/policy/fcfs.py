@@ -83,8 +83,18 @@ class FCFSPolicy(QueuePolicy):
         # (PassContext.forecast_stamp); void while a pass runs.
         self._chain: _Forecasts = []
         self._stamp: tuple[Any, ...] | None = None
+        #: The head the last pass left waiting with no forecast made
+        #: (nothing read one), or None (see :meth:`waits_as_it_did`).
+        self._unfit: int | None = None
+
+    def waits_as_it_did(self, head: PendingJob) -> bool:
+        """The head did not fit at the last pass, and nothing read a
+        forecast: until something is freed it does not fit, and in strict
+        order nothing behind it starts."""
+        return head.id == self._unfit
 
     def run(self, ctx: PassContext) -> Iterator[None]:
+        self._unfit = None
         chain, stamp = self._chain, self._stamp
         self._chain, self._stamp = [], None
         made: _Forecasts = []
@@ -149,6 +159,7 @@ class FCFSPolicy(QueuePolicy):
                 if not forecast:
                     # Its start and those behind it are the same with or
                     # without a forecast: nothing else reads one.
+                    self._unfit = job.id
                     return
                 if standing:
                     if ctx.fits_just_before(job, standing[0][2]):
