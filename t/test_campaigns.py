@@ -8,6 +8,8 @@ code): decayed usage from the half-life formula, orders from the rule
 
 from __future__ import annotations
 
+import csv
+import json
 import math
 from types import SimpleNamespace
 
@@ -18,6 +20,7 @@ from fluxsched_py.engine.campaigns import DecayedUsage, campaign_of, campaign_or
 from fluxsched_py.engine.jobs import Job
 from fluxsched_py.engine.sink import SinkDetector
 from fluxsched_py.jobspec import parse_jobspec
+from fluxsched_py.replay import cli as replay_cli
 from fluxsched_py.replay.platform import nodes_R
 from fluxsched_py.resource import ResourceGraph
 
@@ -315,3 +318,49 @@ def test_a_preempted_job_counts_as_usage_not_as_a_campaign_run_time():
     assert (st["pending"], st["running"], st["completed"], st["mean_runtime"]) == (0, 0, 0, None)
     assert st["usage"] == pytest.approx(100.0)
     assert e.hooks.expected_duration(e.job(3)) == 100.0  # no campaign history: the walltime
+
+
+def _campaign_workload(path) -> None:
+    """2 one-core nodes, fcfs, every job one node, all submitted at 0.  Job
+    0 (regular) holds one node for 10,000 s; campaign s's jobs 1-6 (100 s
+    each) then 7-11 (1 s each) run one after the other on the other; job
+    12 and 13 (campaign s, 100 s) come last.  After job 11 ends at 605 s,
+    s's last five jobs there each took 1 s, under a tenth of its median
+    (100 s over jobs 1-11)."""
+    jobs = [(0, 10000.0, None)] + [(i, 100.0, "s") for i in range(1, 7)]
+    jobs += [(i, 1.0, "s") for i in range(7, 12)] + [(12, 100.0, "s"), (13, 100.0, "s")]
+    lines = ["nb_res: 2", "jobs:"]
+    for jobid, runtime, campaign in jobs:
+        spec = jobspec(duration=20000.0, campaign=campaign)
+        lines.append(f"  - {{id: {jobid}, submit: 0, runtime: {runtime}, jobspec: {json.dumps(spec)}}}")
+    path.write_text("\n".join(lines) + "\n")
+
+
+def _jobs_csv(out) -> dict[int, dict[str, str]]:
+    with (out / "jobs.csv").open() as f:
+        return {int(r["job_id"]): r for r in csv.DictReader(f)}
+
+
+def test_the_replay_drains_a_sink_node_and_places_no_job_there_after(tmp_path, capsys):
+    _campaign_workload(tmp_path / "w.yaml")
+    out = tmp_path / "out"
+    argv = [str(tmp_path / "w.yaml"), "--queue-policy", "fcfs", "--no-progress", "--output-dir", str(out)]
+    assert replay_cli.main(argv) == 0
+    err = capsys.readouterr().err
+    rows = _jobs_csv(out)
+    held, sink = rows[0]["allocated_resources"], {rows[i]["allocated_resources"] for i in range(1, 12)}
+    assert sink == {"1" if held == "0" else "0"}  # the campaign ran on the node job 0 left
+    (sink_rank,) = sink
+    assert f"fcfs: t=605s: drained rank {sink_rank}: sink effect: the last 5 jobs of campaign s" in err
+    starts = [float(rows[i]["starting_time"]) for i in range(12)]
+    assert starts == [0, 0, 100, 200, 300, 400, 500, 600, 601, 602, 603, 604]
+    # The drain is found by the pass after job 11's end, which has placed
+    # job 12 there already (it is the driver's to carry out, after the
+    # pass): job 12 is the last job on the sink, job 13 waits for job 0's node.
+    assert float(rows[12]["starting_time"]) == 605.0 and rows[12]["allocated_resources"] == sink_rank
+    assert float(rows[13]["starting_time"]) == 10000.0 and rows[13]["allocated_resources"] == held
+    # with sink-jobs=0 nothing is drained, and job 13 follows job 12 on the sink
+    assert replay_cli.main([*argv, "--sink-jobs", "0"]) == 0
+    assert "drained" not in capsys.readouterr().err
+    rows = _jobs_csv(out)
+    assert float(rows[13]["starting_time"]) == 705.0 and rows[13]["allocated_resources"] == sink_rank
