@@ -364,3 +364,30 @@ def test_the_replay_drains_a_sink_node_and_places_no_job_there_after(tmp_path, c
     assert "drained" not in capsys.readouterr().err
     rows = _jobs_csv(out)
     assert float(rows[13]["starting_time"]) == 705.0 and rows[13]["allocated_resources"] == sink_rank
+
+
+def test_affinity_places_a_campaigns_jobs_on_its_site_through_the_replay_driver(tmp_path, capsys):
+    # 4 one-core nodes: lyon ranks 0-1, grenoble ranks 2-3.  Campaign g's
+    # three one-node jobs all start at 0.  The replay places from the top
+    # rank down (3, 2, 1); with affinity=g:lyon the first two run on lyon,
+    # the third on grenoble (it falls back, and starts at once).
+    R = nodes_R([f"n{i}" for i in range(4)], 1)
+    R["execution"]["properties"] = {"lyon": "0-1", "grenoble": "2-3"}
+    (tmp_path / "R.json").write_text(json.dumps(R))
+    spec = json.dumps(jobspec(campaign="g"))
+    lines = ["jobs:"] + [f"  - {{id: {i}, submit: 0, runtime: 100, jobspec: {spec}}}" for i in (1, 2, 3)]
+    (tmp_path / "w.yaml").write_text("\n".join(lines) + "\n")
+    out = tmp_path / "out"
+    argv = [str(tmp_path / "w.yaml"), "--platform", str(tmp_path / "R.json"), "--queue-policy", "fcfs"]
+    argv += ["--no-progress", "--output-dir", str(out)]
+
+    def placed(*extra: str) -> dict[int, tuple[float, str]]:
+        assert replay_cli.main([*argv, *extra]) == 0
+        capsys.readouterr()
+        return {i: (float(r["starting_time"]), r["allocated_resources"]) for i, r in _jobs_csv(out).items()}
+
+    assert placed() == {1: (0.0, "3"), 2: (0.0, "2"), 3: (0.0, "1")}
+    site = placed("--affinity", "g:lyon")
+    assert sorted(site[i][1] for i in (1, 2)) == ["0", "1"]
+    assert site[3][1] in ("2", "3")
+    assert {t for t, _ in site.values()} == {0.0}  # where, never when
