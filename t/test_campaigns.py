@@ -205,7 +205,8 @@ def test_expected_duration_is_the_campaign_mean_capped_at_the_walltime():
 def _sink_run(sink_jobs: str):
     """2 nodes, policy low.  Four long jobs (100 s) of campaign s run on both
     nodes; then H (regular) holds rank 0 and s's jobs go to rank 1, each
-    ending after 1 s.  Median 100 s: a tenth is 10 s."""
+    ending after 1 s.  Median 100 s: a tenth is 10 s.  Returns each pass's
+    drains and where job 14 started (None: it waits)."""
     e = engine(nodes=2, **{"sink-jobs": sink_jobs})
     drains = []
     for jobid in (1, 2, 3, 4):
@@ -219,26 +220,57 @@ def _sink_run(sink_jobs: str):
     for jobid in (11, 12, 13, 14):
         e.alloc(jobid, 0, 1, t, jobspec(campaign="s"))
         result = e.schedule(t)
+        e.check_invariants()
         got = [(r.id, list(r.resources.ranks)) for r in result.responses if r.type is ResponseType.SUCCESS]
-        assert got[-1] == (jobid, [1])
         drains.append(result.drains)
+        if jobid == 14:
+            return drains, got
+        assert got[-1] == (jobid, [1])
         e.free(jobid)
         t += 1.0
-    drains.append(e.schedule(t).drains)
-    return drains
+    raise AssertionError("unreachable")
 
 
 def test_the_sink_effect_drains_the_node_after_n_short_jobs():
-    drains = _sink_run("3")
-    # Freed: 11 (seen at 201), 12 (202), 13 (203, third short one on rank 1), 14.
-    assert [len(d) for d in drains] == [0, 0, 0, 1, 0]
+    drains, got = _sink_run("3")
+    # Freed: 11 (seen at 201), 12 (202), 13 (203, the third short one on rank 1).
+    assert [len(d) for d in drains] == [0, 0, 0, 1]
     (d,) = drains[3]
     assert list(d.ranks) == [1]
     assert "the last 3 jobs of campaign s" in d.reason and "median run time (100s)" in d.reason
+    # The pass that finds it starts nothing there (the driver drains it after
+    # the pass): job 14 waits for H's node.
+    assert got == []
 
 
 def test_the_sink_effect_can_be_turned_off():
-    assert all(not d for d in _sink_run("0"))
+    drains, got = _sink_run("0")
+    assert all(not d for d in drains)
+    assert got == [(14, [1])]
+
+
+def _best_effort_sink_run(sink_jobs: str) -> list[tuple[int, list[int]]]:
+    """As :func:`_sink_run` with campaign s best-effort: where job 14 starts."""
+    e = engine(nodes=2, **{"sink-jobs": sink_jobs})
+    for jobid in (1, 2, 3, 4):
+        e.alloc(jobid, 0, 1, 0.0, jobspec(campaign="s", best_effort=True))
+    assert sorted(started(e, 0.0)) == [(1, [1]), (2, [0])]
+    e.free(1), e.free(2)
+    assert sorted(started(e, 100.0)) == [(3, [1]), (4, [0])]
+    e.free(3), e.free(4)
+    e.alloc(10, 0, 1, 200.0, jobspec(duration=1000.0))
+    assert started(e, 200.0) == [(10, [0])]
+    for t, jobid in ((201.0, 11), (202.0, 12), (203.0, 13)):
+        e.alloc(jobid, 0, 1, t, jobspec(campaign="s", best_effort=True))
+        assert started(e, t) == [(jobid, [1])]
+        e.free(jobid)
+    e.alloc(14, 0, 1, 204.0, jobspec(campaign="s", best_effort=True))
+    return started(e, 204.0)
+
+
+def test_no_best_effort_job_starts_on_a_node_the_pass_finds_sinking():
+    assert _best_effort_sink_run("3") == []
+    assert _best_effort_sink_run("0") == [(14, [1])]
 
 
 def test_campaign_half_life_and_sink_jobs_reject_bad_values():
@@ -354,16 +386,16 @@ def test_the_replay_drains_a_sink_node_and_places_no_job_there_after(tmp_path, c
     assert f"fcfs: t=605s: drained rank {sink_rank}: sink effect: the last 5 jobs of campaign s" in err
     starts = [float(rows[i]["starting_time"]) for i in range(12)]
     assert starts == [0, 0, 100, 200, 300, 400, 500, 600, 601, 602, 603, 604]
-    # The drain is found by the pass after job 11's end, which has placed
-    # job 12 there already (it is the driver's to carry out, after the
-    # pass): job 12 is the last job on the sink, job 13 waits for job 0's node.
-    assert float(rows[12]["starting_time"]) == 605.0 and rows[12]["allocated_resources"] == sink_rank
-    assert float(rows[13]["starting_time"]) == 10000.0 and rows[13]["allocated_resources"] == held
-    # with sink-jobs=0 nothing is drained, and job 13 follows job 12 on the sink
+    # The drain is found by the pass after job 11's end, which starts
+    # nothing there: jobs 12 and 13 wait for job 0's node.
+    assert [float(rows[i]["starting_time"]) for i in (12, 13)] == [10000.0, 10100.0]
+    assert rows[12]["allocated_resources"] == rows[13]["allocated_resources"] == held
+    # with sink-jobs=0 nothing is drained, and both follow on the sink
     assert replay_cli.main([*argv, "--sink-jobs", "0"]) == 0
     assert "drained" not in capsys.readouterr().err
     rows = _jobs_csv(out)
-    assert float(rows[13]["starting_time"]) == 705.0 and rows[13]["allocated_resources"] == sink_rank
+    assert [float(rows[i]["starting_time"]) for i in (12, 13)] == [605.0, 705.0]
+    assert rows[12]["allocated_resources"] == rows[13]["allocated_resources"] == sink_rank
 
 
 def test_affinity_places_a_campaigns_jobs_on_its_site_through_the_replay_driver(tmp_path, capsys):

@@ -256,6 +256,10 @@ class Hooks:
         it then, though nothing else happens); inf when never."""
         return self.predictor.next_correction()
 
+    def pending_drains(self) -> list[Drain]:
+        """The drain actions found since :meth:`drains` was last called, left for it."""
+        return list(self._drains)
+
     def drains(self) -> list[Drain]:
         """The drain actions found since the last call (drivers carry them out)."""
         out, self._drains = self._drains, []

@@ -62,6 +62,7 @@ class Pass:
         compress: bool = True,
         multi: bool = False,
         plan_read: bool = True,
+        withheld: int = 0,
     ) -> None:
         #: The job table: the one door to the jobs' spans (reserve, unplan).
         self.table = table
@@ -95,6 +96,8 @@ class Pass:
         #: The ``reason_pending`` of each job held by a limit (:mod:`.runlimits`).
         self.limit_text: dict[int, str] = {}
         self._free: Any = None
+        #: Not free for this pass whatever the graph says (nodes being drained).
+        self._withheld = withheld
         self._constraint_cache: dict[Any, bool] | None = None  # made when first asked
         self.need_text: dict[int, tuple[Any, str]] = {}
         self._failed_shapes: set[Any] = set()
@@ -386,7 +389,8 @@ class Pass:
         live flat free set (allocating a job takes it out there), or an int
         when best-effort resources are lent (see :meth:`start`)."""
         if self._free is None:
-            self._free = self.planner.free_bits()
+            free = self.planner.free_bits()
+            self._free = free ^ (free & self._withheld) if self._withheld else free
         return self._free
 
     def withhold(self, bits: int) -> None:
