@@ -902,8 +902,9 @@ class Engine:
             plan_read=(
                 self.estimates or multi or self.besteffort.seen or self.power is not None or len(self.reservations) > 0
             ),
-            withheld=self._draining,
         )
+        if self._draining:
+            p.withhold(self._draining)  # the sink effect's nodes: nothing this pass starts goes there
         self._compress = False
         limits = depth_limits(queues, self.options.queue_depth, self.table.live)
         for queue in queues:

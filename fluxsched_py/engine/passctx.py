@@ -62,7 +62,6 @@ class Pass:
         compress: bool = True,
         multi: bool = False,
         plan_read: bool = True,
-        withheld: int = 0,
     ) -> None:
         #: The job table: the one door to the jobs' spans (reserve, unplan).
         self.table = table
@@ -96,8 +95,6 @@ class Pass:
         #: The ``reason_pending`` of each job held by a limit (:mod:`.runlimits`).
         self.limit_text: dict[int, str] = {}
         self._free: Any = None
-        #: Not free for this pass whatever the graph says (nodes being drained).
-        self._withheld = withheld
         self._constraint_cache: dict[Any, bool] | None = None  # made when first asked
         self.need_text: dict[int, tuple[Any, str]] = {}
         self._failed_shapes: set[Any] = set()
@@ -389,15 +386,15 @@ class Pass:
         live flat free set (allocating a job takes it out there), or an int
         when best-effort resources are lent (see :meth:`start`)."""
         if self._free is None:
-            free = self.planner.free_bits()
-            self._free = free ^ (free & self._withheld) if self._withheld else free
+            self._free = self.planner.free_bits()
         return self._free
 
     def withhold(self, bits: int) -> None:
         """``bits`` are not free for the rest of the pass (what a preempted
-        job holds beyond the placement it is preempted for)."""
-        if self._free is not None:
-            self._free &= ~bits
+        job holds beyond the placement it is preempted for; nodes the
+        driver drains once the pass is done)."""
+        free = self.free()
+        self._free = free ^ (free & bits)  # & ~ without a negative int
 
     def nothing_free(self) -> bool:
         # Asked before every backfill candidate: answered once per free set
