@@ -569,12 +569,15 @@ class Engine:
     ) -> list[Response]:
         """A ``resource.acquire`` update: ranks grown (an R fragment, up and
         free), ranks' properties replaced, ranks up/down/shrunk, or a new
-        instance expiration (see :mod:`.resources`)."""
-        if apply_resource_update(self, up, down, shrink, expiration, grow, properties):
+        instance expiration (see :mod:`.resources`).  An update that changes
+        nothing (ranks up that were up) leaves the plan as it is."""
+        rebuilt, changed = apply_resource_update(self, up, down, shrink, expiration, grow, properties)
+        if rebuilt:
             self._pass = self._pass_gen = None  # the planner it planned on is gone
-        self._feasible_cache.clear()
-        self._whole_feasible = 0
-        self.changed()
+        if changed:
+            self._feasible_cache.clear()
+            self._whole_feasible = 0
+            self.changed()
         return []
 
     def feasibility(self, jobspec: Mapping[str, Any] | Any) -> str | None:

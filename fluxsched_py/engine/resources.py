@@ -31,23 +31,28 @@ def apply_resource_update(
     expiration: float | None = None,
     grow: Mapping[str, Any] | None = None,
     properties: Mapping[int, Any] | None = None,
-) -> bool:
-    """See :meth:`Engine.resource_update`.  True when the planner was
-    rebuilt (a pass in progress planned on the old one)."""
+) -> tuple[bool, bool]:
+    """See :meth:`Engine.resource_update`.  Whether the planner was rebuilt
+    (a pass in progress planned on the old one), and whether anything
+    changed at all: ranks marked up that were up, or down that were down,
+    change nothing, and the plan stands."""
     g = engine.graph
     rebuilt = grow is not None or bool(properties)
     if rebuilt:
         g.update(grow=grow, properties=properties)
         rebuild_planner(engine)
+    changed = rebuilt
     if up:
-        g.set_up(IdSet.of(up))
+        changed |= g.set_up(IdSet.of(up))
     if down:
-        g.set_down(IdSet.of(down))
+        changed |= g.set_down(IdSet.of(down))
     if shrink:
         g.shrink(IdSet.of(shrink))
+        changed = True
     if expiration is not None:
         engine.instance_expiration = float(expiration)
-    return rebuilt
+        changed = True
+    return rebuilt, changed
 
 
 def rebuild_planner(engine: Engine) -> None:

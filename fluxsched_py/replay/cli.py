@@ -39,6 +39,7 @@ from ..inputs import read_text
 from ..limits import MAX_JOBS, MAX_NODES, MAX_PER_NODE
 from ..policy import POLICIES
 from ..resource import ResourceError
+from .events import EventsError, MachineEvent, load_events
 from .metrics import summarize
 from .platform import PlatformError, load_platform, load_power, nodes_graph
 from .provenance import REPLAY_ENGINE_DEFAULTS, describe, file_sha256
@@ -183,6 +184,13 @@ def build_parser() -> argparse.ArgumentParser:
         "accounts, flags}, or {reservations: [...], groups: {NAME: [uid, ...]}}; "
         "times in seconds of the replay's clock, +FSD from its start, or ISO 8601 dates placed by the SWF "
         "header's UnixStartTime, in its TimeZoneString or UTC): see docs/rfcs/reservations.md",
+    )
+    ap.add_argument(
+        "--events",
+        metavar="FILE",
+        help="Batsim external events (JSON lines: machine_unavailable, machine_available, with resources and "
+        "timestamp): a machine unavailable takes no new job, and a job running there runs on; "
+        "see docs/rfcs/batsim-events.md",
     )
     ap.add_argument("--output-dir", metavar="DIR", help="write DIR/jobs.csv (DIR/POLICY/jobs.csv with several)")
     ap.add_argument("--compare", metavar="P1,P2,...", help="replay under these queue policies, side by side")
@@ -387,6 +395,19 @@ def main(argv: list[str] | None = None) -> int:
     groups = None
     if args.reservations:
         reservations, groups = _reservations(args.reservations, make_graph, _calendar(workload, args.workload))
+    events: tuple[MachineEvent, ...] = ()
+    if args.events:
+        try:
+            read = load_events(args.events, len(make_graph().ranks))
+        except EventsError as exc:
+            raise CLIError(str(exc)) from None
+        events = read.events
+        if read.generic:
+            print(
+                f"{PROG}: note: {args.events}: {read.generic} generic events left "
+                "(the replay acts on machine events only)",
+                file=sys.stderr,
+            )
     saving = next((o.power_save for o in opts if o.power_save != "off"), None)
     if saving and not args.platform:
         raise UsageError(f"--power-save {saving} needs a power model per node: give --platform with an energy platform")
@@ -438,6 +459,7 @@ def main(argv: list[str] | None = None) -> int:
                     reservations=reservations,
                     groups=groups,
                     power=power,
+                    events=events,
                 )
         else:
             result = replay(
@@ -452,6 +474,7 @@ def main(argv: list[str] | None = None) -> int:
                 reservations=reservations,
                 groups=groups,
                 power=power,
+                events=events,
             )
         results.append(result)
         summaries.append(summarize(result))

@@ -33,6 +33,7 @@ from ..ids import IdSet
 from ..power import PowerModel
 from ..resource import ResourceGraph
 from .energy import Energy, PowerLog, account, node_states, power_series
+from .events import MachineEvent
 from .records import CANCELLED, COMPLETED, KILLED, NOT_STARTED, PREEMPTED, REJECTED, JobRecord, Records
 from .workload import Workload, WorkloadJob
 
@@ -105,6 +106,7 @@ def replay(
     reservations: Sequence[Mapping[str, Any]] = (),
     power: Sequence[PowerModel] | None = None,
     groups: GroupResolver | None = None,
+    events: Sequence[MachineEvent] = (),
 ) -> ReplayResult:
     """Replay ``workload`` on ``graph`` (which it allocates from) and return the records.
 
@@ -140,6 +142,11 @@ def replay(
     ends before its preemption completed.  A preempted checkpointing job is
     requeued at once with its remaining work (``attributes.user.requeued-from``
     names it); its lost work is what ran after its last checkpoint.
+
+    ``events`` are machines becoming unavailable and available again
+    (:mod:`.events`, Batsim's external events), in time order: at their
+    time, after the jobs that end then and before those submitted then,
+    their ranks go down or up; a job running there runs on.
     """
     if duplicate_runtime not in DUPLICATE_RUNTIMES:
         raise ValueError(f"duplicate_runtime={duplicate_runtime!r}: choose from {', '.join(DUPLICATE_RUNTIMES)}")
@@ -169,7 +176,19 @@ def replay(
     try:
         copies = _Copies(jobs, records, duplicate_runtime)
         result = _run(
-            workload, graph, engine, jobs, records, total, progress, check, resubmit_preempted, forecast, t_wall, copies
+            workload,
+            graph,
+            engine,
+            jobs,
+            records,
+            total,
+            progress,
+            check,
+            resubmit_preempted,
+            forecast,
+            t_wall,
+            copies,
+            events,
         )
         if power is not None:
             result.energy = _energy(power, result)
@@ -192,6 +211,7 @@ def _run(
     with_forecast: bool,
     t_wall: float,
     copies: _Copies,
+    events: Sequence[MachineEvent],
 ) -> ReplayResult:
     ends: list[tuple[float, int, int]] = []  # (finish, job id, run number)
     runs: dict[int, int] = {}  # job id -> its current run (stale ends are skipped)
@@ -205,8 +225,18 @@ def _run(
     wake = engine.wakeup  # EASY++ corrections, ends of protected windows, reservation windows
     submitted: set[int] = set()  # jobs submitted since the last pass (with_forecast)
     switches = _Switches(engine) if engine.power is not None else None
-    while i < total or ends or (engine.pending_count and (wake() < math.inf or (switches and switches.heap))):
-        t = min(jobs[i].submit if i < total else math.inf, ends[0][0] if ends else math.inf, wake())
+    k = 0  # the next machine event
+    while (
+        i < total
+        or ends
+        or (engine.pending_count and (wake() < math.inf or (switches and switches.heap) or k < len(events)))
+    ):
+        t = min(
+            jobs[i].submit if i < total else math.inf,
+            ends[0][0] if ends else math.inf,
+            wake(),
+            events[k].time if k < len(events) else math.inf,
+        )
         if switches is not None:
             t = switches.until(t)
         while ends and ends[0][0] <= t:
@@ -219,6 +249,13 @@ def _run(
                 copies.finished(engine, jobid, t)
             else:
                 done += 1
+        while k < len(events) and events[k].time <= t:
+            ev = events[k]
+            k += 1
+            if ev.available:
+                engine.resource_update(up=ev.ranks)
+            else:
+                engine.resource_update(down=ev.ranks)
         while i < total and jobs[i].submit <= t:
             j = jobs[i]
             i += 1

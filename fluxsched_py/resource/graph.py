@@ -385,17 +385,24 @@ class ResourceGraph(GraphReaders):
             raise ResourceError(f"ranks {IdSet.from_mask(unknown)} are not in the resource graph")
         return ids.mask
 
-    def set_up(self, ranks: IdSet | str | int) -> None:
-        """Mark ``ranks`` up."""
+    def set_up(self, ranks: IdSet | str | int) -> bool:
+        """Mark ``ranks`` up; False when every one of them already was."""
         m = self._rank_mask(ranks)
+        if not self._down & m:
+            return False
         self._down &= ~m
         self._refresh_ranks(m)
+        return True
 
-    def set_down(self, ranks: IdSet | str | int) -> None:
-        """Mark ``ranks`` down: no new allocation lands there; running jobs keep what they hold."""
+    def set_down(self, ranks: IdSet | str | int) -> bool:
+        """Mark ``ranks`` down: no new allocation lands there; running jobs
+        keep what they hold.  False when every one of them already was."""
         m = self._rank_mask(ranks)
+        if self._down & m == m:
+            return False
         self._down |= m
         self._refresh_ranks(m)
+        return True
 
     def drain(self, ranks: IdSet | str | int, reason: str = "") -> None:
         """Drain ``ranks``: like down for scheduling, with a reason kept until :meth:`undrain`."""

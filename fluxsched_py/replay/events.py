@@ -1,0 +1,122 @@
+"""Batsim external events: machines that become unavailable and available again.
+
+Batsim's ``--events FILE`` injects failures and repairs into a simulation;
+the replay takes the same file (``fluxsched-py replay --events FILE``), so a
+policy's resilience is measured offline on the events Batsim would send.
+The format is Batsim's (``docs/input-events.rst``, read by
+``src/events.cpp``): one JSON object per non-empty line::
+
+    {"type": "machine_unavailable", "resources": "0-1 3", "timestamp": 20}
+    {"type": "machine_available", "resources": "0 1", "timestamp": 250}
+
+``resources`` is a Batsim interval set of resource ids (the replay's ranks),
+``timestamp`` a number of seconds, not negative.  The lines need not be in
+time order: like Batsim, the reader sorts them by time, and at one time puts
+``machine_available`` before ``machine_unavailable``.  A ``generic`` event
+(Batsim forwards its ``data`` to the scheduler) carries nothing the replay
+acts on and is counted, not applied.
+
+An unavailable machine takes no new job, and a job already running there is
+not killed (Batsim: "jobs that were already running on these machines are
+not killed"): it is what the engine's ``down`` means.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from dataclasses import dataclass
+
+from ..batsim.errors import ProtocolError
+from ..batsim.intervals import parse_intervals
+from ..errors import FluxschedError
+from ..ids import IdSet
+from ..inputs import bounded_lines, open_stream
+from ..limits import MAX_LINE_CHARS, MAX_SECONDS
+
+__all__ = ["EventsError", "MachineEvent", "MachineEvents", "load_events", "read_events"]
+
+#: Batsim's order of event types at one timestamp (its ``EventType`` enum).
+_ORDER = {"machine_available": 0, "machine_unavailable": 1}
+
+
+class EventsError(FluxschedError, ValueError):
+    """A malformed events file: the message names the file, the line and the reason."""
+
+
+@dataclass(frozen=True, slots=True)
+class MachineEvent:
+    time: float
+    ranks: IdSet
+    available: bool
+
+
+@dataclass(frozen=True, slots=True)
+class MachineEvents:
+    events: tuple[MachineEvent, ...]
+    #: ``generic`` events read and left (the replay has nothing to do with their data)
+    generic: int = 0
+
+
+def load_events(path: str | os.PathLike[str], nb_nodes: int) -> MachineEvents:
+    """Read a Batsim events file (``-`` is stdin; gzip, bzip2 or xz allowed)
+    for a machine of ``nb_nodes`` ranks."""
+    source = os.fspath(path)
+    try:
+        with open_stream(source) as raw:
+            text = raw.read().decode("utf-8")
+    except OSError as exc:
+        raise EventsError(f"{source}: cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise EventsError(f"{source}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    return read_events(text, nb_nodes, source)
+
+
+def read_events(text: str, nb_nodes: int, source: str = "<events>") -> MachineEvents:
+    """Parse the events of ``text``, sorted as Batsim sorts them."""
+    events: list[tuple[float, int, int, MachineEvent]] = []
+    generic = 0
+    try:
+        for lineno, line in bounded_lines(io.StringIO(text), MAX_LINE_CHARS):
+            if not line.strip():
+                continue
+            where = f"{source}:{lineno}"
+            try:
+                obj = json.loads(line)
+            except ValueError as exc:
+                raise EventsError(f"{where}: not a JSON object ({exc})") from None
+            if not isinstance(obj, dict):
+                raise EventsError(f"{where}: an event is a JSON object, not {type(obj).__name__}")
+            kind = obj.get("type")
+            if not isinstance(kind, str):
+                raise EventsError(f"{where}: an event needs a 'type' string")
+            t = obj.get("timestamp")
+            if isinstance(t, bool) or not isinstance(t, int | float) or not 0 <= t <= MAX_SECONDS:
+                raise EventsError(f"{where}: 'timestamp' must be a number of seconds from 0 to {MAX_SECONDS:g}")
+            if kind == "generic":
+                generic += 1
+                continue
+            if kind not in _ORDER:
+                raise EventsError(
+                    f"{where}: unknown event type {kind!r} (machine_unavailable, machine_available or generic)"
+                )
+            res = obj.get("resources")
+            if not isinstance(res, str):
+                raise EventsError(f"{where}: {kind} needs a 'resources' interval set (a string such as \"0-3 7\")")
+            try:
+                ranks = parse_intervals(res)
+            except ProtocolError as exc:
+                raise EventsError(f"{where}: {exc}") from None
+            if not ranks:
+                raise EventsError(f"{where}: {kind} names no resource")
+            if ranks.last() >= nb_nodes:
+                raise EventsError(f"{where}: resource {ranks.last()} does not exist (the machine has 0-{nb_nodes - 1})")
+            ev = MachineEvent(float(t), ranks, kind == "machine_available")
+            events.append((ev.time, _ORDER[kind], len(events), ev))
+    except ValueError as exc:
+        if isinstance(exc, EventsError):
+            raise
+        raise EventsError(f"{source}: {exc}") from None
+    events.sort(key=lambda e: e[:3])
+    return MachineEvents(tuple(e[3] for e in events), generic)
