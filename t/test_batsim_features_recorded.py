@@ -18,6 +18,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
+import re
 import subprocess
 import sys
 import tomllib
@@ -410,6 +411,75 @@ def test_batsim_wrote_the_last_metadata_sent_in_out_jobs_csv():
     assert len(waited) > 10  # the reasons of jobs that waited, from the engine's texts
 
 
+def test_the_replays_metadata_column_is_batsims(tmp_path):
+    # The same workload replayed offline with --job-metadata: its jobs.csv
+    # says, job for job, what Batsim's own out_jobs.csv of the real run says,
+    # but for the times in the reasons, which the replay writes to the
+    # second (t=561s where Batsim's run said t=561.026: its starts are
+    # within 0.021 s of the replay's, the manifest's note).
+    rec = RECORDINGS["metadata"]
+    p = subprocess.run(
+        [
+            str(Path(sys.executable).with_name("fluxsched-py")),
+            "replay",
+            str(DATA / rec["workload"]),
+            "--nodes",
+            str(rec["nodes"]),
+            "--queue-policy",
+            "easy",
+            "--job-metadata",
+            "--output-dir",
+            str(tmp_path),
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert p.returncode == 0, p.stderr
+    with (tmp_path / "jobs.csv").open(newline="") as f:
+        ours = {r["job_id"]: r["metadata"] for r in csv.DictReader(f)}
+    with (DATA / rec["out_jobs"]).open(newline="") as f:
+        batsims = {r["job_id"]: r["metadata"] for r in csv.DictReader(f)}
+    assert ours.keys() == batsims.keys()
+    when = re.compile(r"t=([0-9.]+)s?")
+    for job, text in batsims.items():
+        assert when.sub("t=T", ours[job]) == when.sub("t=T", text), job
+        for a, b in zip(when.findall(ours[job]), when.findall(text), strict=True):
+            assert abs(float(a) - float(b)) <= 0.5 + 0.021, (job, a, b)
+    assert sum(1 for t in ours.values() if t.startswith("preemptions=1;")) == rec["batsim_out_jobs"]["COMPLETED_KILLED"]
+    assert sum(1 for t in ours.values() if t) == 40
+
+
+def test_without_job_metadata_the_replays_jobs_csv_has_batsims_columns_and_no_metadata(tmp_path):
+    rec = RECORDINGS["metadata"]
+    script = str(Path(sys.executable).with_name("fluxsched-py"))
+    w = str(DATA / rec["workload"])
+    p = subprocess.run(
+        [
+            script,
+            "replay",
+            w,
+            "--nodes",
+            "32",
+            "--queue-policy",
+            "easy",
+            "--output-dir",
+            str(tmp_path),
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert p.returncode == 0, p.stderr
+    with (tmp_path / "jobs.csv").open(newline="") as f:
+        assert "metadata" not in next(csv.reader(f))
+    alone = subprocess.run([script, "replay", w, "--job-metadata", "--no-progress"], capture_output=True, text=True)
+    assert alone.returncode == 2
+    assert alone.stderr.strip().splitlines() == [
+        "fluxsched-py replay: --job-metadata writes a column of jobs.csv: give --output-dir"
+    ]
+
+
 def test_a_victims_metadata_goes_before_its_kill_and_the_rest_after_the_starts():
     rec = RECORDINGS["metadata"]
     for _, reply in pairs(rec):
@@ -453,7 +523,7 @@ def test_annotate_depth_0_leaves_the_preemptions_and_no_queue_reason():
 
 
 def test_the_metadata_text_is_one_batsim_accepts():
-    from fluxsched_py.batsim.driver import job_metadata
+    from fluxsched_py.batsim.metadata import job_metadata
 
     assert job_metadata(2, 'waiting for "big" job\nnow') == "preemptions=2;reason_pending=waiting for 'big' job now"
     assert job_metadata(0, None) == "preemptions=0;reason_pending="

@@ -52,6 +52,7 @@ from ..ids import Hostlist, IdSet, user_id
 from ..jobspec.request import node_request as _node_request
 from ..power import PowerModel
 from .errors import ProtocolError
+from .metadata import job_metadata
 
 __all__ = [
     "Register",
@@ -66,7 +67,6 @@ __all__ = [
     "Kill",
     "Reject",
     "hosts_R",
-    "job_metadata",
     "profile_runtime",
     "property_names",
 ]
@@ -146,16 +146,6 @@ class Register:
 
 
 Decision = Execute | Reject | CallMeLater | Kill | SetPower | SetMetadata | Register
-
-
-def job_metadata(preemptions: int, reason: str | None) -> str:
-    """``preemptions=N;reason_pending=TEXT``: the times the job was preempted
-    and the last ``reason_pending`` the engine gave it (empty if none); the
-    reason last, so that it may hold any character but the double quote,
-    which Batsim refuses (it writes the text between double quotes) and
-    becomes a single one, and control characters, which become spaces."""
-    text = "".join(" " if ord(c) < 32 else c for c in (reason or "")).replace('"', "'")
-    return f"preemptions={preemptions};reason_pending={text}"
 
 
 def property_names(props: Mapping[str, Any]) -> list[str]:

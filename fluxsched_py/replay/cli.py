@@ -193,6 +193,13 @@ def build_parser() -> argparse.ArgumentParser:
         "see docs/rfcs/batsim-events.md",
     )
     ap.add_argument("--output-dir", metavar="DIR", help="write DIR/jobs.csv (DIR/POLICY/jobs.csv with several)")
+    ap.add_argument(
+        "--job-metadata",
+        action="store_true",
+        help="with --output-dir: a metadata column in jobs.csv, as the Batsim driver's --job-metadata makes "
+        "Batsim write it (preemptions=N;reason_pending=TEXT, the last reason given); annotate-depth is then "
+        "the engine's default (64) unless given",
+    )
     ap.add_argument("--compare", metavar="P1,P2,...", help="replay under these queue policies, side by side")
     ap.add_argument(
         "--report",
@@ -380,10 +387,14 @@ def main(argv: list[str] | None = None) -> int:
     policies = _policies(args, config)
     try:
         defaults = {**REPLAY_ENGINE_DEFAULTS, **config.options}
+        if args.job_metadata and "annotate-depth" not in config.options:
+            del defaults["annotate-depth"]  # reasons are given to the jobs annotated, as under Batsim
         opts = [from_flags(args, defaults, {"queue-policy": pol}) for pol in policies]
     except EngineError as exc:
         raise UsageError(str(exc)) from None
     outdir = check_output_dir(args.output_dir, "--output-dir") if args.output_dir else None
+    if args.job_metadata and outdir is None:
+        raise UsageError("--job-metadata writes a column of jobs.csv: give --output-dir")
     try:
         workload = _load(args)
         make_graph = _graph_factory(args, workload)
@@ -460,6 +471,7 @@ def main(argv: list[str] | None = None) -> int:
                     groups=groups,
                     power=power,
                     events=events,
+                    reasons=args.job_metadata,
                 )
         else:
             result = replay(
@@ -475,6 +487,7 @@ def main(argv: list[str] | None = None) -> int:
                 groups=groups,
                 power=power,
                 events=events,
+                reasons=args.job_metadata,
             )
         results.append(result)
         summaries.append(summarize(result))

@@ -28,7 +28,6 @@ import json
 import os
 from dataclasses import dataclass
 
-from ..batsim.errors import ProtocolError
 from ..batsim.intervals import parse_intervals
 from ..errors import FluxschedError
 from ..ids import IdSet
@@ -106,7 +105,7 @@ def read_events(text: str, nb_nodes: int, source: str = "<events>") -> MachineEv
                 raise EventsError(f"{where}: {kind} needs a 'resources' interval set (a string such as \"0-3 7\")")
             try:
                 ranks = parse_intervals(res)
-            except ProtocolError as exc:
+            except ValueError as exc:  # the interval set's ProtocolError
                 raise EventsError(f"{where}: {exc}") from None
             if not ranks:
                 raise EventsError(f"{where}: {kind} names no resource")

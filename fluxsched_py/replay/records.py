@@ -67,6 +67,8 @@ RARE = {
     "recovered": 0.0,
     #: Each preempted run: (start, end, nodes), for the busy time of the machine.
     "preempted_runs": None,
+    #: The last ``reason_pending`` the engine gave it (``replay(reasons=True)``: ``--job-metadata``).
+    "reason": None,
 }
 
 
@@ -257,6 +259,7 @@ class JobRecord:
     notices = _rare("notices")
     recovered = _rare("recovered")
     preempted_runs = _rare("preempted_runs")
+    reason = _rare("reason")
 
     @property
     def state(self) -> str:

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..batsim.metadata import job_metadata
 from ..cliutil import AtomicOutput
 from ..ids import IdSet
 from ..report import formats
@@ -109,17 +110,26 @@ def write_energy_files(result: ReplayResult, outdir: Path) -> list[Path]:
 
 
 def write_jobs_csv(result: ReplayResult, path: str | os.PathLike[str]) -> Path:
-    """Write one row per job, in submission order; returns the path."""
+    """Write one row per job, in submission order; returns the path.
+
+    With the reasons recorded (``--job-metadata``), a last ``metadata``
+    column holds what the Batsim driver's ``SET_JOB_METADATA`` makes Batsim
+    write there: ``preemptions=N;reason_pending=TEXT`` for a job that was
+    preempted or given a reason, empty for the others."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     with AtomicOutput(p, newline="") as f:  # complete or absent, even if interrupted
         w = csv.writer(f.file)
-        w.writerow(JOBS_COLUMNS)
+        w.writerow((*JOBS_COLUMNS, "metadata") if result.reasons else JOBS_COLUMNS)
         for r in result.records:
             j = r.job
             started = r.start is not None and r.finish is not None
             execution = r.finish - r.start if started else None
             turnaround = r.finish - j.submit if started else None
+            meta = []
+            if result.reasons:
+                told = r.reason is not None or r.preemptions
+                meta = [job_metadata(r.preemptions, r.reason) if told else ""]
             w.writerow(
                 [
                     j.name,
@@ -137,6 +147,7 @@ def write_jobs_csv(result: ReplayResult, path: str | os.PathLike[str]) -> Path:
                     _num(turnaround),
                     _num(turnaround / execution if started and execution else None),
                     batsim_intervals(r.ranks),
+                    *meta,
                 ]
             )
     return p

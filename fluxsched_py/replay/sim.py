@@ -62,6 +62,8 @@ class ReplayResult:
     power_log: PowerLog | None = None
     energy: Energy | None = None
     models: Sequence[PowerModel] | None = None
+    #: Whether each job's last reason_pending was recorded (``JobRecord.reason``).
+    reasons: bool = False
 
     @property
     def policy(self) -> str:
@@ -107,6 +109,7 @@ def replay(
     power: Sequence[PowerModel] | None = None,
     groups: GroupResolver | None = None,
     events: Sequence[MachineEvent] = (),
+    reasons: bool = False,
 ) -> ReplayResult:
     """Replay ``workload`` on ``graph`` (which it allocates from) and return the records.
 
@@ -147,6 +150,10 @@ def replay(
     (:mod:`.events`, Batsim's external events), in time order: at their
     time, after the jobs that end then and before those submitted then,
     their ranks go down or up; a job running there runs on.
+
+    With ``reasons``, each job's last ``reason_pending`` (for the jobs the
+    engine annotates: ``annotate-depth``) is recorded (``JobRecord.reason``),
+    for ``jobs.csv``'s ``metadata`` column as the Batsim driver sends it.
     """
     if duplicate_runtime not in DUPLICATE_RUNTIMES:
         raise ValueError(f"duplicate_runtime={duplicate_runtime!r}: choose from {', '.join(DUPLICATE_RUNTIMES)}")
@@ -189,6 +196,7 @@ def replay(
             t_wall,
             copies,
             events,
+            reasons,
         )
         if power is not None:
             result.energy = _energy(power, result)
@@ -212,6 +220,7 @@ def _run(
     t_wall: float,
     copies: _Copies,
     events: Sequence[MachineEvent],
+    reasons: bool,
 ) -> ReplayResult:
     ends: list[tuple[float, int, int]] = []  # (finish, job id, run number)
     runs: dict[int, int] = {}  # job id -> its current run (stale ends are skipped)
@@ -273,7 +282,7 @@ def _run(
         turned = result.power  # power-save's switches, from every pass at t
         while True:
             while result.preempt:  # kill at once, then pass again: the regular jobs start now
-                done += _answer(engine, result.responses, records, ends, runs, t, kept, checkpointed)
+                done += _answer(engine, result.responses, records, ends, runs, t, kept, checkpointed, reasons)
                 _notices(engine, result.notice, records, kept, checkpointed, t)  # after the starts they follow
                 for a in result.preempt:
                     rec = records[a.id]
@@ -299,7 +308,7 @@ def _run(
                 result = engine.schedule(t)
                 found += result.drains
                 turned += result.power
-            done += _answer(engine, result.responses, records, ends, runs, t, kept, checkpointed)
+            done += _answer(engine, result.responses, records, ends, runs, t, kept, checkpointed, reasons)
             _notices(engine, result.notice, records, kept, checkpointed, t)
             acts = engine.copies(t)  # after a complete pass: copies to submit, losers to cancel
             if not acts:
@@ -336,6 +345,7 @@ def _run(
         with_forecast,
         records.of(copies.of),
         power_log=None if switches is None else switches.log,
+        reasons=reasons,
     )
 
 
@@ -502,6 +512,7 @@ def _answer(
     t: float,
     kept: dict[int, float] | None = None,
     checkpointed: dict[int, float] | None = None,
+    reasons: bool = False,
 ) -> int:
     """Record one pass's answers; returns how many jobs they finished (denied)."""
     done = 0
@@ -523,9 +534,12 @@ def _answer(
             runs[r.id] = runs.get(r.id, 0) + 1
             heapq.heappush(ends, (rec.finish, r.id, runs[r.id]))
         elif r.type is ResponseType.ANNOTATE:
-            est = (r.annotations or {}).get("sched", {}).get("t_estimate")
+            sched = (r.annotations or {}).get("sched", {})
+            est = sched.get("t_estimate")
             if est is not None and rec.first_estimate is None:
                 rec.first_estimate = est
+            if reasons and (reason := sched.get("reason_pending")) is not None:
+                rec.reason = str(reason)  # None: it no longer applies (the last one given is kept)
         elif r.type is ResponseType.DENY:
             rec.state, rec.note, rec.rejected_at = REJECTED, r.note, t
             done += 1
