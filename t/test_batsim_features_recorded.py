@@ -411,6 +411,14 @@ def test_batsim_wrote_the_last_metadata_sent_in_out_jobs_csv():
     assert len(waited) > 10  # the reasons of jobs that waited, from the engine's texts
 
 
+def replay_metadata_workload(out, *extra):
+    """``fluxsched-py replay`` of the metadata recording's workload on its hosts under easy, jobs.csv in ``out``."""
+    rec = RECORDINGS["metadata"]
+    w, nodes = str(DATA / rec["workload"]), str(rec["nodes"])
+    args = ["replay", w, "--nodes", nodes, "--queue-policy", "easy", "--output-dir", str(out), "--no-progress", *extra]
+    return subprocess.run([str(Path(sys.executable).with_name("fluxsched-py")), *args], capture_output=True, text=True)
+
+
 def test_the_replays_metadata_column_is_batsims(tmp_path):
     # The same workload replayed offline with --job-metadata: its jobs.csv
     # says, job for job, what Batsim's own out_jobs.csv of the real run says,
@@ -418,23 +426,7 @@ def test_the_replays_metadata_column_is_batsims(tmp_path):
     # second (t=561s where Batsim's run said t=561.026: its starts are
     # within 0.021 s of the replay's, the manifest's note).
     rec = RECORDINGS["metadata"]
-    p = subprocess.run(
-        [
-            str(Path(sys.executable).with_name("fluxsched-py")),
-            "replay",
-            str(DATA / rec["workload"]),
-            "--nodes",
-            str(rec["nodes"]),
-            "--queue-policy",
-            "easy",
-            "--job-metadata",
-            "--output-dir",
-            str(tmp_path),
-            "--no-progress",
-        ],
-        capture_output=True,
-        text=True,
-    )
+    p = replay_metadata_workload(tmp_path, "--job-metadata")
     assert p.returncode == 0, p.stderr
     with (tmp_path / "jobs.csv").open(newline="") as f:
         ours = {r["job_id"]: r["metadata"] for r in csv.DictReader(f)}
@@ -454,22 +446,7 @@ def test_without_job_metadata_the_replays_jobs_csv_has_batsims_columns_and_no_me
     rec = RECORDINGS["metadata"]
     script = str(Path(sys.executable).with_name("fluxsched-py"))
     w = str(DATA / rec["workload"])
-    p = subprocess.run(
-        [
-            script,
-            "replay",
-            w,
-            "--nodes",
-            "32",
-            "--queue-policy",
-            "easy",
-            "--output-dir",
-            str(tmp_path),
-            "--no-progress",
-        ],
-        capture_output=True,
-        text=True,
-    )
+    p = replay_metadata_workload(tmp_path)
     assert p.returncode == 0, p.stderr
     with (tmp_path / "jobs.csv").open(newline="") as f:
         assert "metadata" not in next(csv.reader(f))
