@@ -358,6 +358,14 @@ def _reservations(
     return entries, groups
 
 
+def _make(make_graph: Callable[[], Any]) -> Any:
+    """A new graph for one replay (CLIError for a bad platform)."""
+    try:
+        return make_graph()
+    except (PlatformError, ResourceError) as exc:
+        raise CLIError(str(exc)) from None
+
+
 def _plain_progress(policy: str, err: Any) -> Callable[[int, int], None]:
     """A progress line every PROGRESS_EVERY seconds (for logs: stderr is not a terminal)."""
     t0 = time.monotonic()
@@ -407,9 +415,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.reservations:
         reservations, groups = _reservations(args.reservations, make_graph, _calendar(workload, args.workload))
     events: tuple[MachineEvent, ...] = ()
+    first = None  # the first replay's graph, when it was made early to check the events file against
     if args.events:
+        first = _make(make_graph)
         try:
-            read = load_events(args.events, len(make_graph().ranks))
+            read = load_events(args.events, len(first.ranks))
         except EventsError as exc:
             raise CLIError(str(exc)) from None
         events = read.events
@@ -440,10 +450,7 @@ def main(argv: list[str] | None = None) -> int:
     plain = not sys.stderr.isatty() and not args.no_progress
     summaries, results, cores = [], [], []
     for o in opts:
-        try:
-            graph = make_graph()
-        except (PlatformError, ResourceError) as exc:
-            raise CLIError(str(exc)) from None
+        graph, first = (_make(make_graph) if first is None else first), None
         cores.append(graph.all().count("core"))
         if bar:
             from rich.console import Console

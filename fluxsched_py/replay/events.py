@@ -113,9 +113,9 @@ def read_events(text: str, nb_nodes: int, source: str = "<events>") -> MachineEv
                 raise EventsError(f"{where}: resource {ranks.last()} does not exist (the machine has 0-{nb_nodes - 1})")
             ev = MachineEvent(float(t), ranks, kind == "machine_available")
             events.append((ev.time, _ORDER[kind], len(events), ev))
-    except ValueError as exc:
-        if isinstance(exc, EventsError):
-            raise
+    except EventsError:
+        raise
+    except ValueError as exc:  # a line longer than MAX_LINE_CHARS
         raise EventsError(f"{source}: {exc}") from None
     events.sort(key=lambda e: e[:3])
     return MachineEvents(tuple(e[3] for e in events), generic)
