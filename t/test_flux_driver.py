@@ -591,6 +591,18 @@ def test_the_sink_effect_sends_resource_drain_and_stats_show_campaigns():
     stats = d.stats_get()
     assert stats["campaigns"]["s"]["completed"] == 4
     assert stats["options"]["sink-jobs"] == 2
+    # resource.drain is a round trip: until Flux reports rank 1 down, the
+    # engine already keeps it out, so a job that needs a node waits for rank 0.
+    alloc(d, t, 5, jobspec(ncores=4, nnodes=1, duration=1000))
+    assert kvs_key(5, "R") not in t.kvs
+    assert not [p for p in replies(t, "sched.alloc") if p.get("id") == 5 and p.get("type") == 0]
+    d.acquire({"down": "1"})  # Flux's resource.acquire update for the drain: nothing changes
+    t.run_passes()
+    assert kvs_key(5, "R") not in t.kvs
+    R = t.kvs[kvs_key(9, "R")]
+    d.handle("sched.free", "f", {"id": 9, "R": R, "final": True})
+    t.run_passes()
+    assert t.kvs[kvs_key(5, "R")]["execution"]["R_lite"][0]["rank"] == "0"
 
 
 def test_easypp_arms_a_pass_for_the_prediction_and_corrects_there():

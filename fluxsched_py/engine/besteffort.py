@@ -742,17 +742,16 @@ class BestEffort:
         if requeued_from(job) is not None:
             self._requeued.add(job.id)
 
-    def run(self, now: float, out: list[Response], passed: bool = False, withheld: int = 0) -> PassResult:
+    def run(self, now: float, out: list[Response], passed: bool = False) -> PassResult:
         """After the regular pass (``passed``), or when only best-effort
         jobs changed: start pending best-effort jobs where no regular job
-        can go (nor on ``withheld``, flat bits: nodes being drained),
-        annotate them; return the pass's result."""
+        can go, annotate them; return the pass's result."""
         if self._planner.nblocked:
             self.clear_windows(now)
         q = self._table.besteffort
         if (self.dirty or passed) and q.npending:
             self._table.sort_queue(q)
-            self._start_pending(now, out, withheld)
+            self._start_pending(now, out)
         self.dirty = False
         self._notice_planned(now)
         return self.result(out)
@@ -786,13 +785,11 @@ class BestEffort:
                 return found
         return planner.match_bits(job.request, avail, policy)
 
-    def _start_pending(self, now: float, out: list[Response], withheld: int) -> None:
+    def _start_pending(self, now: float, out: list[Response]) -> None:
         opts, hooks, graph = self._options(), self._hooks, self._graph
         planner = self._planner
         cap = self._cap()
         free = planner.codec.encode(graph.free())
-        if withheld:
-            free ^= free & withheld
         policy = far_end(opts.placement)
         failed: set[tuple[int, float, float]] = set()  # (shape, window, walltime near reservations) that did not fit
         windows = planner.nblocked

@@ -16,7 +16,6 @@ from .. import memo
 from ..ids import IdSet
 from ..planner import MatchCache, Placement, Planner
 from ..policy import QueuePolicy, make_policy
-from ..resource.flatfree import as_int
 from .annotations import end_pass, fmt_clock, resource_summary
 from .besteffort import BestEffort
 from .bounds import CampaignBounds
@@ -181,10 +180,6 @@ class Engine:
         self.limits: RunLimits | None = None
         self.usage: Usage | None = None
         self.set_limits(limits)
-        #: The nodes the sink effect found since the last complete pass, as
-        #: flat bits: the pass starts nothing there (the driver drains them
-        #: once it has the pass's result).
-        self._draining = 0
         #: Power saving (``power-save``), only when it is on.
         self.power: PowerSaving | None = None
         if self.options.power_save != "off":
@@ -628,8 +623,6 @@ class Engine:
         (``PassResult.drains``).
         """
         result = self._schedule(now, budget)
-        if not result.more:
-            self._draining = 0
         result.drains = self.hooks.drains()
         if self.power is not None and not result.more:
             result.power = self.power.decide(
@@ -716,8 +709,8 @@ class Engine:
     def _schedule(self, now: float, budget: float | None) -> PassResult:
         if self.hooks.tick(now):  # before the plan is read: EASY++ corrections, campaign bookkeeping
             self.changed()
-        for sink in self.hooks.pending_drains():  # the sink effect: the driver drains them after this pass
-            self._draining |= as_int(self.planner.codec.encode(self.graph.all().restrict(sink.ranks)))
+        for sink in self.hooks.pending_drains():  # the sink effect: down here at once, drained by the driver after
+            self.resource_update(down=sink.ranks)
         if self.power is not None and self.power.advance(now, self.table):
             self.changed()  # sleeping nodes are a boot from now: plan again
         if self.cap is not None and self.cap.tick(now):
@@ -737,14 +730,14 @@ class Engine:
             self._pass = self._pass_gen = None
         if self._pass is None:
             if not self._dirty:
-                return self.besteffort.run(now, out, withheld=self._draining)
+                return self.besteffort.run(now, out)
             if not self.table.npending and not self.table.annotated and not self.planner.nreserved:
                 self._idle_pass(now)  # what a pass with no job would do (half the replay's passes)
-                return self.besteffort.run(now, out, passed=True, withheld=self._draining)
+                return self.besteffort.run(now, out, passed=True)
             if not self._compress and self._waits_as_before():
                 self._idle_pass(now)  # only jobs came, behind heads that stay where they were
                 self.counters["matches"] += len(self.table.queues)  # the heads' matches it stands for
-                return self.besteffort.run(now, out, passed=True, withheld=self._draining)
+                return self.besteffort.run(now, out, passed=True)
             self._begin_pass(now)
         p = self._pass
         assert p is not None and self._pass_gen is not None
@@ -761,7 +754,7 @@ class Engine:
             return self._policy_failed(p, exc)
         end_pass(self, p)
         self._pass = self._pass_gen = None
-        return self.besteffort.run(now, out, passed=True, withheld=self._draining)
+        return self.besteffort.run(now, out, passed=True)
 
     # ------------------------------------------------------------------
     # Special cases and helpers
@@ -906,8 +899,6 @@ class Engine:
                 self.estimates or multi or self.besteffort.seen or self.power is not None or len(self.reservations) > 0
             ),
         )
-        if self._draining:
-            p.withhold(self._draining)  # the sink effect's nodes: nothing this pass starts goes there
         self._compress = False
         limits = depth_limits(queues, self.options.queue_depth, self.table.live)
         for queue in queues:

@@ -391,8 +391,7 @@ class Pass:
 
     def withhold(self, bits: int) -> None:
         """``bits`` are not free for the rest of the pass (what a preempted
-        job holds beyond the placement it is preempted for; nodes the
-        driver drains once the pass is done)."""
+        job holds beyond the placement it is preempted for)."""
         free = self.free()
         self._free = free ^ (free & bits)  # & ~ without a negative int
 

@@ -319,8 +319,7 @@ def _run(
             turned += result.power
         if switches is not None and turned:
             switches.start(turned, t)
-        for d in found:
-            engine.resource_update(down=d.ranks)
+        for d in found:  # the engine already keeps them out
             drains.append((t, d.ranks, d.reason))
         if check is not None:
             check(engine)
