@@ -805,14 +805,14 @@ class Engine:
         return request
 
     def _feasible(self, request: Request) -> str | None:
+        whole = request.whole_nodes
+        if whole and whole <= self._whole_feasible:
+            return None  # asked first: the cache never holds a reason for such a request
         key = request.key
         try:
             return self._feasible_cache[key]
         except KeyError:
             pass
-        whole = request.whole_nodes
-        if whole and whole <= self._whole_feasible:
-            return None
         if whole and self._whole_feasible == 0 and self.match.whole_fast(self.planner.codec, request, "low"):
             # Nodes all alike, each a child of the root: a whole-node request
             # fits the machine exactly when that many of its nodes are whole

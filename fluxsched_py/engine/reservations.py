@@ -751,6 +751,8 @@ class Reservations:
 
     def next_change(self) -> float:
         """The next time a window opens or closes (a pass is due then), inf if none."""
+        if not self._by_name:
+            return math.inf  # asked at every replay time: most runs have no reservation
         now = self._now
         return min((t for r in self._by_name.values() for t in (r.start, r.end) if t > now), default=math.inf)
 
