@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 
 import pytest
@@ -66,3 +67,30 @@ def test_the_sink_effect_drains_the_node_with_resource_drain(inst):
     stats = json.loads(inst.run("module", "stats", "sched-py"))
     assert stats["campaigns"]["s"]["completed"] == 4
     inst.run("cancel", "--all", check=False)
+
+
+def test_a_campaign_bound_holds_its_best_effort_jobs_and_names_the_bound():
+    """``campaign-max-running=c:2``: of four best-effort jobs of campaign c
+    on four free nodes, two run and two wait, named by the bound, until the
+    first two end; a regular job is never held by it."""
+    with sched_py_instance(1, 4, 4, "policy=low", "campaign-max-running=c:2") as inst:
+        camp = ["--setattr=user.campaign=c", "-S", "preemptible-after=0"]
+        jobs = [inst.submit("-N1", "--exclusive", *camp, runs(3), "true") for _ in range(4)]
+        for j in jobs[:2]:
+            inst.run("job", "wait-event", "-t", "30", j, "alloc")
+        regular = inst.submit("-N1", "--exclusive", "--setattr=user.campaign=c", runs(0.01), "true")
+        inst.run("job", "wait-event", "-t", "30", regular, "clean")  # counted, not held: it runs beside them
+        for j in jobs[2:]:
+            state = inst.run("jobs", "-no", "{state}", j).strip()
+            reason = inst.run("jobs", "-no", "{annotations.sched.reason_pending}", j).strip()
+            assert state == "SCHED", (state, reason)
+            # 2 or 3: the regular job counts while it runs, and the pass after its end may not have annotated yet
+            held = r"campaign c: [23] jobs running, its bound \(campaign-max-running c:2\)"
+            assert re.fullmatch(held, reason), reason
+        ends = []
+        for j in jobs:
+            inst.run("job", "wait-event", "-t", "60", j, "clean")
+            ev = {e["name"]: e["timestamp"] for e in inst.eventlog(j)}
+            ends.append((ev["alloc"], ev["finish"]))
+        first_end = min(end for _, end in ends[:2])
+        assert all(alloc >= first_end for alloc, _ in ends[2:]), ends

@@ -1,4 +1,4 @@
-"""fcfs, easy and conservative under a real flux-core, each with its exact start order.
+"""fcfs, easy, conservative and hybrid under a real flux-core, each with its exact start order.
 
 Four fake nodes, mock execution (``system.exec.test.run_duration``).  The
 jobs are submitted with the queue stopped, then the queue is started, so the
@@ -71,14 +71,10 @@ def start_order(inst: Instance, ids: dict[str, str]) -> str:
     return "".join(sorted(t_alloc, key=t_alloc.get))
 
 
-@pytest.mark.parametrize(
-    ("policy", "nodes"),
-    [("fcfs", "pinned"), ("easy", "pinned"), ("conservative", "pinned"), ("conservative", "counted")],
-)
-def test_start_order(inst, policy, nodes):
-    """With ``reservation-nodes=counted`` the order is the same: here no
-    job waits for nodes that pins, not counts, hold back."""
-    inst.use_scheduler("sched-py", f"queue-policy={policy}", "policy=low", f"reservation-nodes={nodes}")
+def submit_all(inst: Instance, *options: str) -> dict[str, str]:
+    """Load sched-py with ``options``, submit :data:`JOBS` with the queue
+    stopped, start the queue; the job ids by name."""
+    inst.use_scheduler("sched-py", *options)
     inst.run("queue", "stop")
     ids = {}
     for name, nodes, walltime, runs in JOBS:
@@ -92,6 +88,17 @@ def test_start_order(inst, policy, nodes):
             "true",
         )
     inst.run("queue", "start")
+    return ids
+
+
+@pytest.mark.parametrize(
+    ("policy", "nodes"),
+    [("fcfs", "pinned"), ("easy", "pinned"), ("conservative", "pinned"), ("conservative", "counted")],
+)
+def test_start_order(inst, policy, nodes):
+    """With ``reservation-nodes=counted`` the order is the same: here no
+    job waits for nodes that pins, not counts, hold back."""
+    ids = submit_all(inst, f"queue-policy={policy}", "policy=low", f"reservation-nodes={nodes}")
     if policy in ("conservative", "fcfs"):
         # every waiting job holds a reservation: t_estimate is posted for C and D too;
         # under fcfs each is forecast no earlier than the job ahead of it
@@ -106,3 +113,16 @@ def test_start_order(inst, policy, nodes):
     # a job started while a job ahead of it waited names that job, as sched-backfill does
     backfill = {n: inst.run("jobs", "-no", "{annotations.sched.backfill}", j).strip() for n, j in ids.items()}
     assert backfill == {n: ids[BACKFILLED[policy][n]] if n in BACKFILLED[policy] else "" for n in ids}
+
+
+@pytest.mark.parametrize(("depth", "like"), [(1, "easy"), (2, "conservative")])
+def test_hybrid_reserves_as_deep_as_its_reserve_depth(inst, depth, like):
+    """``queue-policy=hybrid``: conservative up to ``reserve-depth``.  With
+    depth 1 only B, the head, is reserved (on ranks 0-1, ``policy=low``), so D
+    starts on rank 3, which B's reservation does not hold, and E waits, as
+    under EASY; with depth 2, C's reservation stops D and E backfills before
+    B's start, as under conservative (depth 2 covers every job that waits)."""
+    ids = submit_all(inst, "queue-policy=hybrid", f"reserve-depth={depth}", "policy=low")
+    assert start_order(inst, ids) == EXPECTED[like]
+    backfill = {n: inst.run("jobs", "-no", "{annotations.sched.backfill}", j).strip() for n, j in ids.items()}
+    assert backfill == {n: ids[BACKFILLED[like][n]] if n in BACKFILLED[like] else "" for n in ids}
