@@ -30,7 +30,8 @@ def conf(save: str = "idle", **power) -> dict:
 def make(c: dict) -> tuple[Driver, RecordingTransport, Clock]:
     t = RecordingTransport()
     clock = Clock(0.0)
-    d = Driver(t, config_options(c, "sched-py"), clock=clock, budget=None, power=config_power(c, "sched-py"))
+    options = config_options(c, "sched-py")
+    d = Driver(t, options, clock=clock, budget=None, power=config_power(c, "sched-py", options))
     t.driver = d
     d.acquire({"resources": R2, "up": "0-1"})
     d.hello_done()
@@ -113,12 +114,31 @@ def test_a_bad_power_table_is_one_line_naming_the_key(power, words):
         if v is None:
             del c["sched-py"]["power"][k]
     with pytest.raises(ValueError, match=r"^bad config: \[sched-py.power\]") as err:
-        config_power(c, "sched-py")
+        config_power(c, "sched-py", config_options(c, "sched-py"))
     assert words in str(err.value)
 
 
-def test_power_save_without_a_power_table_refuses_to_load():
-    c = conf()
+@pytest.mark.parametrize(
+    ("option", "needs"), [({"power-save": "idle"}, "power-save=idle"), ({"power-cap": 500}, "power-cap=500")]
+)
+def test_power_saving_or_a_cap_without_a_power_table_refuses_to_load(option, needs):
+    c = conf(save="off")
     del c["sched-py"]["power"]
-    with pytest.raises(Exception, match="power-save=idle: no power model for rank 0"):
-        make(c)
+    c["sched-py"].update(option)
+    words = rf"^bad config: \[sched-py.power\] is missing: {needs} needs the nodes' power model$"
+    with pytest.raises(ValueError, match=words):
+        config_power(c, "sched-py", config_options(c, "sched-py"))
+    del c["sched-py"][next(iter(option))]
+    assert config_power(c, "sched-py", config_options(c, "sched-py")) is None  # nothing needs it
+
+
+def test_a_power_cap_alone_needs_no_suspend_or_resume_program():
+    c = conf(save="off")
+    for key in ("suspend-program", "resume-program"):
+        del c["sched-py"]["power"][key]
+    c["sched-py"]["power-cap"] = 500
+    power = config_power(c, "sched-py", config_options(c, "sched-py"))
+    assert power is not None and power.model.idle_watts == 95.0 and power.suspend == power.resume == ()
+    c["sched-py"]["power-save"] = "idle"
+    with pytest.raises(ValueError, match=r"suspend-program is missing \(power-save switches nodes with it\)$"):
+        config_power(c, "sched-py", config_options(c, "sched-py"))

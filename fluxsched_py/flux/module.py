@@ -151,7 +151,7 @@ class FluxBinding:
         args, bargs = split_binding_args(args)  # nice=, annotate-interval=: ValueError -> the load fails
         options = config_options(conf, self.name, args)  # ValueError -> the load fails
         limits = config_limits(conf, self.name)  # likewise
-        power = config_power(conf, self.name)  # likewise
+        power = config_power(conf, self.name, options)  # likewise
         self._conf = conf  # its [[sched-py.reservation]] entries are read once the engine exists
         _warm_imports()
         self.driver = Driver(

@@ -30,6 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..engine.options import EngineOptions
 from ..jobspec.fsd import parse_fsd
 from ..power import PowerError, PowerModel
 
@@ -42,7 +43,8 @@ _PROGRAM_KEYS = ("suspend-program", "resume-program", "suspend-timeout", "resume
 
 @dataclass(frozen=True, slots=True)
 class PowerConfig:
-    """The power model every node shares, and the programs that switch nodes."""
+    """The power model every node shares, and the programs that switch
+    nodes (empty when ``power-save`` is off: only a power cap reads the model)."""
 
     model: PowerModel
     suspend: tuple[str, ...]
@@ -63,19 +65,28 @@ def _argv(value: Any, where: str) -> tuple[str, ...]:
     return argv
 
 
-def config_power(conf: Any, name: str) -> PowerConfig | None:
+def config_power(conf: Any, name: str, options: EngineOptions) -> PowerConfig | None:
     """``[name.power]`` of the instance config, None when there is none.
-    ValueError with one line naming the table and the key."""
+
+    Checked against the ``options`` it serves, so that the module load
+    fails rather than the engine once resources arrive: ``power-save`` and
+    ``power-cap`` need the table, and only ``power-save`` switches nodes,
+    so only it needs the suspend and resume programs.  ValueError with one
+    line naming the table and the key."""
     table = conf.get(name) if isinstance(conf, Mapping) else None
     power = table.get(POWER_KEY) if isinstance(table, Mapping) else None
-    if power is None:
-        return None
     where = f"bad config: [{name}.{POWER_KEY}]"
+    switches = options.power_save != "off"
+    if power is None:
+        if switches or options.power_cap is not None:
+            need = f"power-save={options.power_save}" if switches else f"power-cap={options.power_cap:g}"
+            raise ValueError(f"{where} is missing: {need} needs the nodes' power model")
+        return None
     if not isinstance(power, Mapping):
         raise ValueError(f"{where} must be a table")
     for key in ("suspend-program", "resume-program"):
-        if key not in power:
-            raise ValueError(f"{where} {key} is missing")
+        if switches and key not in power:
+            raise ValueError(f"{where} {key} is missing (power-save switches nodes with it)")
     timeouts = {}
     for key, default in (("suspend-timeout", 60.0), ("resume-timeout", 600.0)):
         try:
@@ -90,8 +101,8 @@ def config_power(conf: Any, name: str) -> PowerConfig | None:
         raise ValueError(str(exc)) from None
     return PowerConfig(
         model,
-        _argv(power["suspend-program"], f"{where} suspend-program"),
-        _argv(power["resume-program"], f"{where} resume-program"),
+        _argv(power["suspend-program"], f"{where} suspend-program") if "suspend-program" in power else (),
+        _argv(power["resume-program"], f"{where} resume-program") if "resume-program" in power else (),
         timeouts["suspend-timeout"],
         timeouts["resume-timeout"],
     )

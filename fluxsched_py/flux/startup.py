@@ -84,7 +84,7 @@ class Startup:
         self.graph = g
         self._job_scheduling = job_scheduling(payload["resources"])
         power = None
-        if self.options.power_save != "off" and self.power is not None:
+        if self.power is not None:  # power saving or a power cap reads it
             power = [self.power.model] * (max(g.ranks, default=-1) + 1)
         self.engine = Engine(g, self.options, job_name=self._job_name, limits=self.limits, power=power)
         # RFC 27 / resource.acquire: every target is down until it is up.

@@ -99,3 +99,38 @@ def test_a_resume_that_times_out_leaves_the_nodes_drained_with_the_reason(site):
     drained = inst.run("resource", "drain", "-o", "{ranks} {reason}")
     assert "still running after 2s (killed)" in drained
     inst.run("cancel", job)
+
+
+def test_a_power_cap_lets_as_many_jobs_run_as_its_watts_allow_and_names_itself():
+    """``power-cap = 570`` with ``power-save`` off: the four idle nodes draw
+    4 x 95 = 380 W and each one-node job adds 190 - 95 = 95 W, so two of four
+    run at a time; the two others wait, their ``reason_pending`` naming the
+    cap, and start once the first two end."""
+    d = Path(tempfile.mkdtemp(prefix="fluxsched-cap-"))
+    (d / "sched.toml").write_text(
+        '[policy.jobspec.defaults.system]\nduration = "1m"\n'
+        '[sched-py]\nqueue-policy = "easy"\npower-cap = 570\n'
+        f"[sched-py.power]\n{MODEL}"  # no suspend or resume program: nothing is switched
+    )
+    inst = Instance(4, broker_opts=["-c", str(d)])
+    try:
+        inst.use_scheduler(None)
+        inst.set_resources(4, 2)
+        inst.use_scheduler("sched-py")
+        jobs = [inst.submit("-N1", "--exclusive", runs(3), "true") for _ in range(4)]
+        for j in jobs[:2]:
+            inst.wait_event(j, "alloc", timeout=30)
+        for j in jobs[2:]:
+            assert inst.run("jobs", "-no", "{state}", j).strip() == "SCHED"
+            reason = inst.run("jobs", "-no", "{annotations.sched.reason_pending}", j).strip()
+            assert reason.startswith("power cap: needs 95 W more over its run, 0 W left under the 570 W cap"), reason
+        times = []
+        for j in jobs:
+            inst.wait_event(j, "clean", timeout=60)
+            ev = {e["name"]: e["timestamp"] for e in inst.eventlog(j)}
+            times.append((ev["alloc"], ev["finish"]))
+        first_end = min(end for _, end in times[:2])
+        assert all(alloc >= first_end for alloc, _ in times[2:]), times
+    finally:
+        inst.stop()
+        shutil.rmtree(d, ignore_errors=True)
