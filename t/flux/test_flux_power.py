@@ -35,7 +35,8 @@ def _script(path: Path, log: Path, extra: str = "") -> None:
 
 @pytest.fixture
 def site(request):
-    resume_extra, timeout = request.param
+    resume_extra, timeout, *save = request.param
+    save = save[0] if save else "idle"
     d = Path(tempfile.mkdtemp(prefix="fluxsched-power-"))
     log = d / "calls.log"
     log.touch()
@@ -43,7 +44,7 @@ def site(request):
     _script(d / "resume", log, resume_extra)
     (d / "sched.toml").write_text(
         '[policy.jobspec.defaults.system]\nduration = "1m"\n'
-        '[sched-py]\nqueue-policy = "easy"\npower-save = "idle"\npower-idle-time = "1s"\n'
+        f'[sched-py]\nqueue-policy = "easy"\npower-save = "{save}"\npower-idle-time = "1s"\n'
         f'[sched-py.power]\nsuspend-program = "{d}/suspend"\nresume-program = "{d}/resume"\n'
         f'resume-timeout = "{timeout}"\n{MODEL}'
     )
@@ -87,6 +88,34 @@ def test_a_module_reload_keeps_the_nodes_it_switched_off_asleep(site):
     calls = log.read_text().splitlines()
     assert calls[0] == "suspend node[0-3]" and calls[1].startswith("resume node")
     assert not [c for c in calls[1:] if c.startswith("suspend node[0-3]")]
+
+
+@pytest.mark.parametrize(
+    ("site", "waits"), [(("sleep 2\n", "30s", "planned"), False), (("sleep 2\n", "30s", "idle"), True)],
+    indirect=["site"], ids=["planned", "idle"],
+)  # fmt: skip
+def test_planned_wakes_a_reserved_node_a_boot_before_its_job_and_idle_waits_for_the_boot(site, waits):
+    """All four nodes asleep; job A runs 7.5 s of its 8 s walltime on one node it
+    wakes; job B, asking for all four, is reserved at A's end on A's node
+    and the three sleeping ones.  The resume program takes the model's 2 s boot.  Under
+    ``planned`` that node is woken a boot before the reservation, so B starts
+    as A ends; under ``idle`` (Slurm's way) it is woken only once the rest of
+    B's nodes are free, and B waits for the boot."""
+    inst, log = site
+    wait_until(lambda: power(inst).get("sleeping") == "0-3", timeout=30, what="all four nodes asleep")
+    a = inst.submit("-N1", "--exclusive", "-t", "8s", runs(7.5), "true")
+    inst.wait_event(a, "alloc", timeout=30)
+    b = inst.submit("-N4", "--exclusive", "-t", "8s", runs(0.1), "true")
+    inst.wait_event(b, "clean", timeout=60)
+    a_end = {e["name"]: e["timestamp"] for e in inst.eventlog(a)}["finish"]
+    b_alloc = {e["name"]: e["timestamp"] for e in inst.eventlog(b)}["alloc"]
+    resumes = [c for c in log.read_text().splitlines() if c.startswith("resume node")]
+    assert len(resumes) == 2, resumes  # A's node, then B's other three
+    late = b_alloc - a_end
+    if waits:
+        assert late >= 1.5, late  # the 2 s boot, less the polling slack
+    else:
+        assert late < 1.0, late  # woken at the planned start less a boot: at most the 0.5 s A left unused
 
 
 @pytest.mark.parametrize("site", [("sleep 30\n", "2s")], indirect=True)
