@@ -34,6 +34,7 @@ from fluxsched_py.engine import EngineOptions
 from fluxsched_py.engine.runlimits import RunLimits
 from fluxsched_py.ids import IdSet, user_id
 from fluxsched_py.replay import load_workload, replay
+from fluxsched_py.replay.events import load_events
 from fluxsched_py.replay.platform import nodes_graph
 from t.batsim_recordings import BATSIM_DATA, batsim_side, driver_command, manifest, message_pairs, workload_job_number
 
@@ -504,3 +505,44 @@ def test_the_metadata_text_is_one_batsim_accepts():
 
     assert job_metadata(2, 'waiting for "big" job\nnow') == "preemptions=2;reason_pending=waiting for 'big' job now"
     assert job_metadata(0, None) == "preemptions=0;reason_pending="
+
+
+# -- machine events (batsim --events) ---------------------------------------------------
+
+
+def test_no_job_started_on_a_machine_while_batsims_events_had_it_unavailable():
+    """The NOTIFY events the driver got say so, and the file Batsim read says so too."""
+    rec = RECORDINGS["machine-events"]
+    events = load_events(DATA / rec["events"], rec["nodes"]).events
+    notified = [
+        (e["data"]["type"], e["data"]["resources"])
+        for msg, _ in pairs(rec)
+        for e in json.loads(msg)["events"]
+        if e["type"] == "NOTIFY" and e["data"]["type"].startswith("event_machine_")
+    ]
+    assert notified == [("event_machine_" + ("" if e.available else "un") + "available", str(e.ranks)) for e in events]
+    done = runs(rec)
+    assert len(done) == rec["jobs"]
+    pairs_of = list(zip(events[::2], events[1::2], strict=True))  # each machine set down, then up
+    assert all(not a.available and b.available and a.ranks == b.ranks for a, b in pairs_of)
+    windows = [(a.ranks, a.time, b.time) for a, b in pairs_of]
+    for job, (start, _, ranks) in done.items():
+        for down, since, until in windows:
+            assert not (set(ranks) & set(down) and since - 0.1 < start < until), (job, start, ranks)
+    # The machines were used again once back: the events moved jobs.
+    assert any(set(ranks) & set(windows[0][0]) and s >= windows[0][2] for s, _, ranks in done.values())
+
+
+def test_with_machine_events_starts_equal_the_replays_with_the_same_file():
+    """The replay's ``--events`` takes the file Batsim took; a pass at a machine's
+    return runs at the event's time, not at the time of the pass before it."""
+    rec = RECORDINGS["machine-events"]
+    events = load_events(DATA / rec["events"], rec["nodes"]).events
+    options = EngineOptions.parse({"queue-policy": "easy"})
+    ref = replay(load_workload(DATA / rec["workload"]), nodes_graph(rec["nodes"]), options, events=events)
+    expected = {r.job.id: r.start for r in ref.records}
+    got = {workload_job_number(j): s for j, (s, _, _) in runs(rec).items()}
+    assert got.keys() == expected.keys()
+    assert max(abs(got[j] - expected[j]) for j in got) <= 0.1
+    plain = replay(load_workload(DATA / rec["workload"]), nodes_graph(rec["nodes"]), options)
+    assert sum(abs(r.start - expected[r.job.id]) > 1 for r in plain.records) >= 10

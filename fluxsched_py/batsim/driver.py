@@ -497,15 +497,24 @@ class BatsimScheduler:
         if ids and ids.last() >= len(self.hosts):
             raise ProtocolError(f"{what} names machine {ids.last()}, but the platform has {len(self.hosts)} machines")
 
-    def resources_down(self, ids: IdSet) -> None:
+    def resources_down(self, ids: IdSet, t: float) -> None:
+        """Machines unavailable at Batsim time ``t`` (an external event)."""
         self._engine()
         self._known(ids, "machine unavailable event")
-        self._push(self.vnow, 1, "down", arg=ids)
+        self._push(self._vtime_of_event(t), 1, "down", arg=ids)
 
-    def resources_up(self, ids: IdSet) -> None:
+    def resources_up(self, ids: IdSet, t: float) -> None:
+        """Machines available again at Batsim time ``t`` (an external event)."""
         self._engine()
         self._known(ids, "machine available event")
-        self._push(self.vnow, 1, "up", arg=ids)
+        self._push(self._vtime_of_event(t), 1, "up", arg=ids)
+
+    def _vtime_of_event(self, t: float) -> float:
+        """Batsim time ``t`` of an external event, in workload time.  Not the
+        last pass's time: a pass run there would plan the jobs it starts to
+        end sooner than they will, and backfill ahead of a reservation they
+        in fact delay."""
+        return max(self.vnow, t - self.lag)
 
     def power_changed(self, ids: IdSet, pstate: int, t: float) -> None:
         """RESOURCE_STATE_CHANGED at Batsim time ``t``: ``ids`` are in

@@ -237,9 +237,9 @@ class LegacyDriver(Driver):
             elif stamp == "Z":
                 self.finished = True
             elif stamp == "F":
-                sched.resources_down(_machines(content))
+                sched.resources_down(_machines(content), t)
             elif stamp == "f":
-                sched.resources_up(_machines(content))
+                sched.resources_up(_machines(content), t)
             else:  # p, e
                 log.info("event %s:%s ignored", stamp, content)
         if self.finished:

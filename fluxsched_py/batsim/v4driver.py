@@ -313,9 +313,9 @@ class V4Driver(Driver):
 
             ids = parse_intervals(res)
             if kind == "event_machine_unavailable":
-                self.scheduler.resources_down(ids)
+                self.scheduler.resources_down(ids, ev.timestamp)
             else:
-                self.scheduler.resources_up(ids)
+                self.scheduler.resources_up(ids, ev.timestamp)
         else:
             log.warning("NOTIFY %r ignored", kind)
         return []
