@@ -31,6 +31,7 @@ from fluxsched_py.batsim.cli import driver_for
 from fluxsched_py.batsim.errors import ProtocolError
 from fluxsched_py.batsim.intervals import parse_intervals
 from fluxsched_py.engine import EngineOptions
+from fluxsched_py.engine.reservations import read_entries, read_groups
 from fluxsched_py.engine.runlimits import RunLimits
 from fluxsched_py.ids import IdSet, user_id
 from fluxsched_py.replay import load_workload, replay
@@ -546,3 +547,65 @@ def test_with_machine_events_starts_equal_the_replays_with_the_same_file():
     assert max(abs(got[j] - expected[j]) for j in got) <= 0.1
     plain = replay(load_workload(DATA / rec["workload"]), nodes_graph(rec["nodes"]), options)
     assert sum(abs(r.start - expected[r.job.id]) > 1 for r in plain.records) >= 10
+
+
+# -- reservations for groups and accounts ------------------------------------------------
+
+
+def rejected(rec: dict) -> list[str]:
+    return [
+        e["data"]["job_id"] for _, reply in pairs(rec) for e in json.loads(reply)["events"] if e["type"] == "REJECT_JOB"
+    ]
+
+
+def test_a_groups_reservation_takes_its_members_jobs_and_an_accounts_its_banks():
+    """Uid 8 is in the file's group ``ops``: its jobs ran on ops' ranks in its
+    window, uid 7's was rejected; the jobs of bank ``physics`` ran on acct's
+    ranks, the one of bank ``chem`` was rejected.  Users and banks are the
+    workload's own fields, which Batsim forwards."""
+    rec = RECORDINGS["groups-accounts"]
+    doc = yaml.safe_load((DATA / rec["reservations"]).read_text())
+    members = set(doc["groups"]["ops"])
+    window = {r["name"]: (set(IdSet.parse(r["ranks"])), r["start"], r["end"]) for r in doc["reservations"]}
+    jobs = {j["id"]: j for j in json.loads((DATA / rec["workload"]).read_text())["jobs"]}
+    named = {i: j["reservation"] for i, j in jobs.items() if "reservation" in j}
+    allowed = {
+        i
+        for i, name in named.items()
+        if (name == "ops" and jobs[i]["user"] in members) or (name == "acct" and jobs[i]["bank"] == "physics")
+    }
+    assert allowed and allowed != set(named)  # both kinds of job are there
+    assert sorted(workload_job_number(j) for j in rejected(rec)) == sorted(set(named) - allowed)
+    done = {workload_job_number(j): v for j, v in runs(rec).items()}
+    for i in allowed:
+        ranks, start, end = window[named[i]]
+        s, e, got = done[i]
+        assert set(got) <= ranks and start - 0.1 <= s and e <= end + 0.1, (i, s, e, got)
+    for i, (s, e, got) in done.items():  # every other job kept off both windows
+        if i not in named:
+            for ranks, start, end in window.values():
+                assert not (set(got) & ranks and s < end - 0.1 and e > start + 0.1), (i, s, e, got)
+
+
+def test_with_groups_and_accounts_starts_equal_the_replays_with_the_same_file():
+    rec = RECORDINGS["groups-accounts"]
+    text = (DATA / rec["reservations"]).read_text()
+    ref = replay(
+        load_workload(DATA / rec["workload"]),
+        nodes_graph(rec["nodes"]),
+        EngineOptions.parse({"queue-policy": "easy"}),
+        reservations=read_entries(text, "reservations"),
+        groups=read_groups(text, "reservations"),
+    )
+    expected = {r.job.id: r.start for r in ref.records if r.start is not None}
+    got = {workload_job_number(j): s for j, (s, _, _) in runs(rec).items()}
+    assert got.keys() == expected.keys()
+    assert max(abs(got[j] - expected[j]) for j in got) <= 0.1
+
+
+def test_a_bad_bank_field_is_a_protocol_error_naming_the_job():
+    from fluxsched_py.batsim.v4 import Event, parse_job
+
+    event = Event(0.0, "JOB_SUBMITTED", {"job_id": "w0!1", "job": {"res": 1, "bank": ""}})
+    with pytest.raises(ProtocolError, match=r"^job w0!1: 'bank' must be a name, got \"\"$"):
+        parse_job(event)

@@ -44,7 +44,15 @@ from ..cliutil import open_output as _open_output
 from ..engine import EngineError, EngineOptions
 from ..engine.config import ConfigError, SiteConfig, read_config
 from ..engine.options import add_flags, from_flags
-from ..engine.reservations import Calendar, ReservationError, on_clock, parse_spec, read_entries
+from ..engine.reservations import (
+    Calendar,
+    GroupResolver,
+    ReservationError,
+    on_clock,
+    parse_spec,
+    read_entries,
+    read_groups,
+)
 from ..engine.runlimits import RunLimits
 from ..errors import FluxschedError
 from ..ids import user_id
@@ -133,9 +141,10 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument(
         "--reservations",
         metavar="FILE",
-        help="v4: advance reservations (YAML or JSON list of {name, ranks|nodes, start, end|duration, users}; "
-        "times in seconds of the simulation's clock, or +FSD from its start), the replay's --reservations "
-        "file; a job runs in one when its workload entry names it (its reservation field): see "
+        help="v4: advance reservations (YAML or JSON list of {name, ranks|nodes, start, end|duration, "
+        "users|groups, accounts, flags}, or {reservations: [...], groups: {NAME: [uid, ...]}}; times in seconds "
+        "of the simulation's clock, or +FSD from its start), the replay's --reservations file; a job runs in one "
+        "when its workload entry names it (its reservation field), its account is its bank field: see "
         "docs/rfcs/reservations.md",
     )
     ap.add_argument(
@@ -177,12 +186,14 @@ def make_driver(
     interval_separator: str = ",",
     limits: RunLimits | None = None,
     reservations: list[dict] | None = None,
+    groups: GroupResolver | None = None,
     campaigns: bool = False,
     metadata: bool = False,
     dynamic: bool = False,
 ) -> Driver:
-    """The sans-I/O driver for ``protocol``; ``limits``, ``reservations``,
-    ``campaigns``, ``metadata`` and ``dynamic`` are the v4 driver's (:class:`~.v4driver.V4Driver`)."""
+    """The sans-I/O driver for ``protocol``; ``limits``, ``reservations``
+    (with the ``groups`` their file names), ``campaigns``, ``metadata`` and
+    ``dynamic`` are the v4 driver's (:class:`~.v4driver.V4Driver`)."""
     if protocol == "v4":
         from .v4driver import V4Driver
 
@@ -200,6 +211,7 @@ def make_driver(
             power,
             limits=limits,
             reservations=reservations or (),
+            groups=groups,
             campaigns=campaigns,
             metadata=metadata,
             dynamic=dynamic,
@@ -459,6 +471,7 @@ class _Setup:
     options: EngineOptions
     config: SiteConfig
     reservations: list[dict] | None
+    groups: GroupResolver | None
 
 
 def _setup(args: argparse.Namespace) -> _Setup:
@@ -493,8 +506,8 @@ def _setup(args: argparse.Namespace) -> _Setup:
         raise UsageError(f"--power-cap {options.power_cap:g}: only --protocol v4 reads the platform's power models")
     if args.workload and args.protocol == "v4":
         raise UsageError("--workload is only for --protocol legacy and batprotocol (v4 carries the jobs)")
-    reservations = _reservations(args.reservations) if args.reservations else None
-    return _Setup(options, config, reservations)
+    reservations, groups = _reservations(args.reservations) if args.reservations else (None, None)
+    return _Setup(options, config, reservations, groups)
 
 
 def _driver(args: argparse.Namespace, setup: _Setup) -> Driver:
@@ -508,6 +521,7 @@ def _driver(args: argparse.Namespace, setup: _Setup) -> Driver:
             interval_separator="," if args.interval_separator == "comma" else " ",
             limits=setup.config.limits,
             reservations=setup.reservations,
+            groups=setup.groups,
             campaigns=args.campaigns,
             metadata=args.job_metadata,
             dynamic=args.dynamic_jobs,
@@ -528,11 +542,12 @@ def _config(path: str) -> SiteConfig:
     return config
 
 
-def _reservations(path: str) -> list[dict]:
-    """``--reservations FILE``: the replay's loader; every entry's fields are
-    checked now (:func:`~fluxsched_py.engine.reservations.parse_spec`), its
-    ranks against the platform when Batsim sends it.  A Batsim workload has
-    no start date, so an ISO 8601 date is one error, as in the replay."""
+def _reservations(path: str) -> tuple[list[dict], GroupResolver]:
+    """``--reservations FILE``: the replay's loader, entries and the file's
+    ``groups`` table; every entry's fields are checked now
+    (:func:`~fluxsched_py.engine.reservations.parse_spec`), its ranks against
+    the platform when Batsim sends it.  A Batsim workload has no start date,
+    so an ISO 8601 date is one error, as in the replay."""
     try:
         text = read_text(path)
     except OSError as exc:
@@ -542,14 +557,15 @@ def _reservations(path: str) -> list[dict]:
     try:
         missing = "a Batsim workload has no start date (only an SWF header's UnixStartTime gives one)"
         entries = on_clock(read_entries(text, "reservations"), Calendar(None, missing=missing))
+        groups = read_groups(text, "reservations")
         for i, entry in enumerate(entries):
             try:
-                parse_spec(entry, 0.0, user_id)
+                parse_spec(entry, 0.0, user_id, groups)
             except ReservationError as exc:
                 raise ReservationError(f"reservations[{i}].{exc.field}", exc.reason) from None
     except ReservationError as exc:
         raise CLIError(f"{path}: {exc}") from None
-    return [dict(e) for e in entries]
+    return [dict(e) for e in entries], groups
 
 
 def _run(args: argparse.Namespace, setup: _Setup, fp: AtomicOutput | None, stats_fp: AtomicOutput | None) -> int:

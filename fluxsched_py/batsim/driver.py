@@ -46,7 +46,7 @@ from typing import Any
 from ..engine import Engine, EngineOptions, JobState, ResponseType
 from ..engine.duplicates import CancelCopy, Duplicate
 from ..engine.power import PowerOff, PowerOn
-from ..engine.reservations import add_entries
+from ..engine.reservations import GroupResolver, add_entries
 from ..engine.runlimits import RunLimits
 from ..ids import Hostlist, IdSet, user_id
 from ..jobspec.request import node_request as _node_request
@@ -303,6 +303,7 @@ class BatsimScheduler:
         *,
         limits: RunLimits | None = None,
         reservations: Sequence[Mapping[str, Any]] = (),
+        groups: GroupResolver | None = None,
         metadata: bool = False,
         dynamic: bool = False,
     ) -> None:
@@ -326,6 +327,8 @@ class BatsimScheduler:
         #: the platform is known.
         self.limits = limits
         self.reservations = list(reservations)
+        #: The groups the reservations name (the file's ``groups`` table).
+        self.groups = groups
         self.engine: Engine | None = None
         self.hosts: list[Host] = []
         self.jobs: dict[str, _Job] = {}
@@ -372,7 +375,7 @@ class BatsimScheduler:
         )
         # Before the first job, as in the replay; a bad entry (a rank the
         # platform lacks, two windows on one rank) raises ReservationError.
-        add_entries(engine.reservations, self.reservations, 0.0, user_id)
+        add_entries(engine.reservations, self.reservations, 0.0, user_id, group=self.groups)
         self.engine = engine
         log.info(
             "simulation begins: %d compute hosts, queue-policy=%s policy=%s",

@@ -87,6 +87,9 @@ class BatsimJob:
     #: It checkpoints on its preemption notice (``"checkpoint": "signal"``,
     #: as the replay reads a Batsim workload: ``attributes.user.checkpoint``).
     checkpoint: bool = False
+    #: The bank (account) it is charged to (``bank``, as the replay reads a
+    #: Batsim workload: ``attributes.system.bank``), "" when none.
+    bank: str = ""
     #: The workload entry as Batsim forwarded it: a copy registered with
     #: ``--dynamic-jobs`` is this entry under a new id.
     entry: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
@@ -150,6 +153,9 @@ def parse_job(event: Event) -> BatsimJob:
     checkpoint = job.get("checkpoint")
     if checkpoint not in (None, "signal"):
         raise ProtocolError(f"job {job_id}: 'checkpoint' must be \"signal\", got {_shown(checkpoint)}")
+    bank = job.get("bank")
+    if bank is not None and (not isinstance(bank, str) or not bank):
+        raise ProtocolError(f"job {job_id}: 'bank' must be a name, got {_shown(bank)}")
     return BatsimJob(
         job_id,
         res,
@@ -162,6 +168,7 @@ def parse_job(event: Event) -> BatsimJob:
         campaign or "",
         ctype,
         checkpoint == "signal",
+        bank or "",
         job,
     )
 

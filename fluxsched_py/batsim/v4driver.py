@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..engine import EngineOptions
+from ..engine.reservations import GroupResolver
 from ..engine.runlimits import RunLimits
 from ..power import PowerModel
 from .driver import (
@@ -61,6 +62,7 @@ class V4Driver(Driver):
         *,
         limits: RunLimits | None = None,
         reservations: Sequence[Mapping[str, Any]] = (),
+        groups: GroupResolver | None = None,
         campaigns: bool = False,
         metadata: bool = False,
         dynamic: bool = False,
@@ -70,7 +72,13 @@ class V4Driver(Driver):
         self._v4 = v4
         self.decoder = v4.MessageDecoder()
         self.scheduler = BatsimScheduler(
-            options, power, limits=limits, reservations=reservations, metadata=metadata, dynamic=dynamic
+            options,
+            power,
+            limits=limits,
+            reservations=reservations,
+            groups=groups,
+            metadata=metadata,
+            dynamic=dynamic,
         )
         #: Whether ``registration_finished`` was sent (Batsim runs with
         #: dynamic jobs: it ends the simulation only after it).
@@ -224,6 +232,8 @@ class V4Driver(Driver):
                 user["campaign-type"] = job.campaign_type
         if user:
             attributes = {"user": user}
+        if job.bank:  # an account a reservation may name (``accounts``)
+            attributes = {**(attributes or {}), "system": {"bank": job.bank}}
         self.scheduler.submit(
             job.id,
             job.res,
