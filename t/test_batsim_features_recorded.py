@@ -31,7 +31,7 @@ from fluxsched_py.batsim.cli import driver_for
 from fluxsched_py.batsim.errors import ProtocolError
 from fluxsched_py.batsim.intervals import parse_intervals
 from fluxsched_py.engine import EngineOptions
-from fluxsched_py.engine.reservations import read_entries, read_groups
+from fluxsched_py.engine.reservations import ReservationError, read_entries, read_groups
 from fluxsched_py.engine.runlimits import RunLimits
 from fluxsched_py.ids import IdSet, user_id
 from fluxsched_py.replay import load_workload, replay
@@ -609,3 +609,47 @@ def test_a_bad_bank_field_is_a_protocol_error_naming_the_job():
     event = Event(0.0, "JOB_SUBMITTED", {"job_id": "w0!1", "job": {"res": 1, "bank": ""}})
     with pytest.raises(ProtocolError, match=r"^job w0!1: 'bank' must be a name, got \"\"$"):
         parse_job(event)
+
+
+# -- reservation flags (Slurm's MAINT, IGNORE_JOBS, FLEX) --------------------------------
+
+
+def test_slurms_flags_held_in_the_run(tmp_path):
+    """MAINT lets maint overlap ops and acct (without it the driver refuses the
+    file when Batsim names the machines); no job runs on its ranks while it
+    is open; acct's job that would run into it waits for its end; ops is
+    FLEX, so its member's job ran on ranks outside it."""
+    rec = RECORDINGS["reservation-flags"]
+    entries = yaml.safe_load((DATA / rec["reservations"]).read_text())
+    by_name = {e["name"]: e for e in entries}
+    unflagged = tmp_path / "resv.yaml"
+    unflagged.write_text(
+        yaml.safe_dump([{**e, "flags": ["IGNORE_JOBS"]} if e["name"] == "maint" else e for e in entries])
+    )
+    driver = driver_for(["--queue-policy", "easy", "--reservations", str(unflagged)])
+    with pytest.raises(ReservationError, match=r"reservations\[2\]\.ranks: ranks .* are in reservation"):
+        driver.handle(pairs(rec)[0][0])
+    done = {workload_job_number(j): v for j, v in runs(rec).items()}
+    maint = by_name["maint"]
+    held = set(IdSet.parse(maint["ranks"]))
+    inside = [
+        i for i, (s, e, r) in done.items() if set(r) & held and s < maint["end"] - 0.1 and e > maint["start"] + 0.1
+    ]
+    assert inside == []
+    assert abs(done[22][0] - maint["end"]) <= 0.1  # acct's job waited for the maintenance's end
+    ops = set(IdSet.parse(by_name["ops"]["ranks"]))
+    assert not set(done[15][2]) <= ops  # a FLEX reservation's job, outside it
+
+
+def test_with_flags_starts_equal_the_replays_with_the_same_file():
+    rec = RECORDINGS["reservation-flags"]
+    ref = replay(
+        load_workload(DATA / rec["workload"]),
+        nodes_graph(rec["nodes"]),
+        EngineOptions.parse({"queue-policy": "easy"}),
+        reservations=yaml.safe_load((DATA / rec["reservations"]).read_text()),
+    )
+    expected = {r.job.id: r.start for r in ref.records if r.start is not None}
+    got = {workload_job_number(j): s for j, (s, _, _) in runs(rec).items()}
+    assert got.keys() == expected.keys()
+    assert max(abs(got[j] - expected[j]) for j in got) <= 0.1
