@@ -653,3 +653,71 @@ def test_with_flags_starts_equal_the_replays_with_the_same_file():
     got = {workload_job_number(j): s for j, (s, _, _) in runs(rec).items()}
     assert got.keys() == expected.keys()
     assert max(abs(got[j] - expected[j]) for j in got) <= 0.1
+
+
+# -- queues (the workload's queue field) -------------------------------------------------
+
+
+def queue_nodes_at_once(done: dict, queue_of: dict[int, str], queue: str) -> int:
+    """The most nodes the jobs of ``queue`` held at one instant."""
+    steps = sorted(
+        (t, n)
+        for j, (s, e, ranks) in done.items()
+        if queue_of[workload_job_number(j)] == queue
+        for t, n in ((s, len(ranks)), (e, -len(ranks)))
+    )
+    held = most = 0
+    for _, n in steps:
+        held += n
+        most = max(most, held)
+    return most
+
+
+def test_each_job_goes_to_its_queue_with_the_queues_policy_and_limit():
+    """The workload names a queue per job; the config gives debug fcfs and a
+    total of 8 nodes, batch the file's easy.  Under Batsim debug never held
+    more than 8 nodes; without the limit the replay gives it 12, and without
+    the queue fields the same config makes another schedule."""
+    rec = RECORDINGS["queues"]
+    jobs = json.loads((DATA / rec["workload"]).read_text())["jobs"]
+    queue_of = {j["id"]: j["queue"] for j in jobs}
+    done = runs(rec)
+    assert len(done) == rec["jobs"]
+    conf = tomllib.loads((DATA / rec["config"]).read_text())
+    limit = conf["queues"]["debug"]["policy"]["scheduler"]["limits"]["total"]["nodes"]
+    assert queue_nodes_at_once(done, queue_of, "debug") == limit
+    options = EngineOptions.parse(conf["sched-py"])
+    unlimited = replay(load_workload(DATA / rec["workload"]), nodes_graph(rec["nodes"]), options)
+    free = {f"w0!{r.job.id}": (r.start, r.start + r.job.runtime, range(r.nranks)) for r in unlimited.records}
+    assert queue_nodes_at_once(free, queue_of, "debug") > limit
+    got = {workload_job_number(j): s for j, (s, _, _) in done.items()}
+    plain = replay(
+        load_workload(BATSIM_DATA / "seed1_first30.json"),
+        nodes_graph(rec["nodes"]),
+        options,
+        limits=RunLimits.from_config(conf),
+    )
+    assert sum(abs(r.start - got[r.job.id]) > 1 for r in plain.records) >= 5
+
+
+def test_with_queues_starts_equal_the_replays_with_the_same_config():
+    rec = RECORDINGS["queues"]
+    conf = tomllib.loads((DATA / rec["config"]).read_text())
+    ref = replay(
+        load_workload(DATA / rec["workload"]),
+        nodes_graph(rec["nodes"]),
+        EngineOptions.parse(conf["sched-py"]),
+        limits=RunLimits.from_config(conf),
+    )
+    expected = {r.job.id: r.start for r in ref.records}
+    got = {workload_job_number(j): s for j, (s, _, _) in runs(rec).items()}
+    assert got.keys() == expected.keys()
+    assert max(abs(got[j] - expected[j]) for j in got) <= 0.1
+
+
+def test_a_bad_queue_field_is_a_protocol_error_naming_the_job():
+    from fluxsched_py.batsim.v4 import Event, parse_job
+
+    event = Event(0.0, "JOB_SUBMITTED", {"job_id": "w0!1", "job": {"res": 1, "queue": 3}})
+    with pytest.raises(ProtocolError, match=r"^job w0!1: 'queue' must be a name, got 3$"):
+        parse_job(event)

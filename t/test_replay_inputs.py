@@ -62,6 +62,18 @@ def test_batsim_workload_delay_profiles_and_string_ids():
     assert b.walltime == math.inf and b.request.duration == 0.0
 
 
+def test_batsim_queue_and_bank_fields_reach_the_request_and_a_bad_one_names_the_entry():
+    def one(**fields):
+        job = {"id": 1, "subtime": 0, "res": 1, "profile": "p", **fields}
+        return read_batsim({"jobs": [job], "profiles": {"p": {"type": "delay", "delay": 5}}})
+
+    (job,) = one(queue="debug", bank="physics").jobs
+    assert job.request.queue == "debug" and job.request.attributes == {"system": {"bank": "physics"}}
+    for field in ("queue", "bank"):
+        with pytest.raises(WorkloadError, match=rf"^<batsim>: jobs\[0\]: {field} must be a name, got ''$"):
+            one(**{field: ""})
+
+
 def test_batsim_non_delay_profile_is_refused_clearly():
     with pytest.raises(WorkloadError, match="needs 'delay' profiles"):
         read_batsim(

@@ -237,6 +237,7 @@ class _Job:
     user: int = 0
     reservation: str | None = None
     attributes: Mapping[str, Any] | None = None
+    queue: str | None = None  # the queue it is submitted to (the workload's ``queue``), None: the default one
     state: str = "pending"  # pending | running | ending | done | killed (preempted: freed at once)
     vkill: float | None = None  # workload time of the decision to preempt it
     alloc: IdSet | None = None
@@ -412,12 +413,14 @@ class BatsimScheduler:
         user: int = 0,
         reservation: str | None = None,
         attributes: Mapping[str, Any] | None = None,
+        queue: str | None = None,
         profile: Mapping[str, Any] | None = None,
         entry: Mapping[str, Any] | None = None,
     ) -> None:
         """JOB_SUBMITTED at workload time ``t``; ``runtime`` only if the profile fixes it (see the class doc);
         ``preemptible_after`` for a best-effort job; ``user`` its uid (limits, reservations' users, EASY++
         history); ``reservation`` the advance reservation it runs in; ``attributes`` its jobspec's;
+        ``queue`` the queue it is submitted to (its policy and limits);
         ``profile`` and ``entry`` its profile's JSON and its workload entry, what the jobs registered
         for it (``dynamic``) are made of."""
         self._engine()
@@ -436,6 +439,7 @@ class BatsimScheduler:
             user,
             reservation,
             attributes,
+            queue=queue,
             profile=profile,
             entry=entry,
         )
@@ -726,6 +730,7 @@ class BatsimScheduler:
             old.user,
             old.reservation,
             attrs,
+            queue=old.queue,
             profile=profile,
             root=root,
             kept=kept,
@@ -766,6 +771,7 @@ class BatsimScheduler:
                     root.user,
                     root.reservation,
                     {**(root.attributes or {}), "system": system},
+                    queue=root.queue,
                     profile=root.profile,
                     root=root,
                     copy_of=a.of,
@@ -812,6 +818,8 @@ class BatsimScheduler:
             request = dataclasses.replace(request, preemptible_after=job.preemptible_after)
         if job.reservation is not None:
             request = dataclasses.replace(request, reservation=job.reservation)
+        if job.queue is not None:
+            request = dataclasses.replace(request, queue=job.queue)
         if job.attributes:
             request = dataclasses.replace(request, attributes=job.attributes)
         if job.runtime is not None:  # a delay profile: it draws idle watts (power-cap plans it so)

@@ -90,6 +90,8 @@ class BatsimJob:
     #: The bank (account) it is charged to (``bank``, as the replay reads a
     #: Batsim workload: ``attributes.system.bank``), "" when none.
     bank: str = ""
+    #: The queue it is submitted to (``queue``), None: the default one.
+    queue: str | None = None
     #: The workload entry as Batsim forwarded it: a copy registered with
     #: ``--dynamic-jobs`` is this entry under a new id.
     entry: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
@@ -156,6 +158,9 @@ def parse_job(event: Event) -> BatsimJob:
     bank = job.get("bank")
     if bank is not None and (not isinstance(bank, str) or not bank):
         raise ProtocolError(f"job {job_id}: 'bank' must be a name, got {_shown(bank)}")
+    queue = job.get("queue")
+    if queue is not None and (not isinstance(queue, str) or not queue):
+        raise ProtocolError(f"job {job_id}: 'queue' must be a name, got {_shown(queue)}")
     return BatsimJob(
         job_id,
         res,
@@ -169,6 +174,7 @@ def parse_job(event: Event) -> BatsimJob:
         ctype,
         checkpoint == "signal",
         bank or "",
+        queue,
         job,
     )
 

@@ -244,6 +244,7 @@ class V4Driver(Driver):
             user=job.user,
             reservation=job.reservation,
             attributes=attributes,
+            queue=job.queue,
             profile=profile if isinstance(profile, dict) else None,
             entry=job.entry,
         )

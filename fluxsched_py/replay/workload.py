@@ -378,6 +378,10 @@ def read_batsim(text: str | dict, name: str = "workload", source: str = "<batsim
             if not isinstance(resv, str) or not resv:
                 raise WorkloadError(f"{where}: reservation must be a name, got {str(resv)[:40]!r}")
             request = dataclasses.replace(request, reservation=resv)
+        if (queue := j.get("queue")) is not None:  # the queue it is submitted to (its policy and limits)
+            if not isinstance(queue, str) or not queue:
+                raise WorkloadError(f"{where}: queue must be a name, got {str(queue)[:40]!r}")
+            request = dataclasses.replace(request, queue=queue)
         attributes: dict[str, Any] = {}
         if "checkpoint" in j:  # checkpoints on its preemption notice (docs/rfcs/preemption.md)
             if j["checkpoint"] != "signal":
