@@ -22,6 +22,7 @@ import re
 import subprocess
 import sys
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -188,13 +189,19 @@ def test_a_reservation_the_platform_cannot_hold_ends_the_run_with_one_line(tmp_p
 # -- --config ----------------------------------------------------------------------
 
 
-def most_running(done: dict[str, tuple[float, float, IdSet]]) -> int:
-    edges = sorted([(s, 1) for s, _, _ in done.values()] + [(e, -1) for _, e, _ in done.values()])
-    running = most = 0
-    for _, d in edges:
-        running += d
-        most = max(most, running)
+def most_at_once(done: dict, weight: Callable[[str, IdSet], int] = lambda job, ranks: 1) -> int:
+    """The most ``weight`` (by default, jobs) running at one instant; at one
+    time, the jobs that end go before those that start."""
+    steps = sorted((t, n) for j, (s, e, ranks) in done.items() if (w := weight(j, ranks)) for t, n in ((s, w), (e, -w)))
+    held = most = 0
+    for _, n in steps:
+        held += n
+        most = max(most, held)
     return most
+
+
+def most_running(done: dict[str, tuple[float, float, IdSet]]) -> int:
+    return most_at_once(done)
 
 
 def test_the_files_queue_policy_and_limits_made_the_schedule():
@@ -660,17 +667,7 @@ def test_with_flags_starts_equal_the_replays_with_the_same_file():
 
 def queue_nodes_at_once(done: dict, queue_of: dict[int, str], queue: str) -> int:
     """The most nodes the jobs of ``queue`` held at one instant."""
-    steps = sorted(
-        (t, n)
-        for j, (s, e, ranks) in done.items()
-        if queue_of[workload_job_number(j)] == queue
-        for t, n in ((s, len(ranks)), (e, -len(ranks)))
-    )
-    held = most = 0
-    for _, n in steps:
-        held += n
-        most = max(most, held)
-    return most
+    return most_at_once(done, lambda job, ranks: len(ranks) if queue_of[workload_job_number(job)] == queue else 0)
 
 
 def test_each_job_goes_to_its_queue_with_the_queues_policy_and_limit():
