@@ -96,11 +96,21 @@ def test_preemptible_after_protects_a_best_effort_job_for_that_long():
     assert d.scheduler.jobs["w0!1"].preemptible_after == 60.0
 
 
-@pytest.mark.parametrize("extra", ["", "not json", '"a string"', '{"campaign": 3}', "[1, 2]", "{broken"])
+@pytest.mark.parametrize("extra", ["", "not json", '"a string"', '{"campaign": "c1"}', "[1, 2]", "{broken"])
 def test_extra_data_without_the_attribute_is_a_regular_job(extra):
     d = begun(2)
     d.handle(m(0.0, be_job(0.0, "w0!1", 2, extra)))
     assert d.scheduler.jobs["w0!1"].preemptible_after is None
+
+
+@pytest.mark.parametrize(
+    ("extra", "words"),
+    [('{"campaign": 3}', "'campaign' must be a name, got 3"), ('{"user": -1}', "'user' must be a uid")],
+)
+def test_a_bad_field_in_extra_data_is_a_protocol_error_naming_the_job(extra, words):
+    d = begun(2)
+    with pytest.raises(ProtocolError, match=f"^job w0!1: {words}"):
+        d.handle(m(0.0, be_job(0.0, "w0!1", 2, extra)))
 
 
 def test_a_bad_preemptible_after_is_a_protocol_error():

@@ -198,3 +198,21 @@ def test_legacy_peer_that_closes_between_messages_is_an_error(tmp_path):
     server.close()
     status, err = finish(proc)
     assert status == 1 and "closed the connection before the simulation ended" in err
+
+
+def test_a_bad_field_in_a_legacy_workload_is_one_line_naming_the_file_and_job(tmp_path):
+    """The legacy driver reads a job's fields from ``--workload``: a bad one
+    stops the command before the socket is opened, in one line."""
+    wl = tmp_path / "w.json"
+    wl.write_text(json.dumps({"nb_res": 2, "jobs": [{"id": 7, "res": 1, "subtime": 0, "user": 3.5}]}))
+    proc = subprocess.run(
+        [sys.executable, "-m", "fluxsched_py", "batsim", "--protocol", "legacy", "--socket", str(tmp_path / "s")]
+        + ["--workload", str(wl), "--timeout", "5"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode != 0
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr
+    assert str(wl) in lines[0] and "job 7" in lines[0] and "'user'" in lines[0], lines[0]

@@ -8,12 +8,21 @@ import json
 import pytest
 
 from fluxsched_py.batsim.driver import Host
+from fluxsched_py.batsim.entry import EntryFields
 from fluxsched_py.batsim.errors import ProtocolError
-from fluxsched_py.batsim.legacy import JobTable, LegacyDriver, format_message, load_job_table, parse_message
+from fluxsched_py.batsim.legacy import (
+    JobTable,
+    LegacyDriver,
+    WorkloadJob,
+    format_message,
+    load_job_table,
+    parse_message,
+)
 
 
 def table():
-    return JobTable({"!1": (3, 100.0), "!2": (4, 100.0), "!3": (1, 50.0), "!4": (1, 500.0), "!5": (9, 10.0)}, 4)
+    sizes = {"!1": (3, 100.0), "!2": (4, 100.0), "!3": (1, 50.0), "!4": (1, 500.0), "!5": (9, 10.0)}
+    return JobTable({k: WorkloadJob(res, wt, None, EntryFields()) for k, (res, wt) in sizes.items()}, 4)
 
 
 def drv():
@@ -96,8 +105,8 @@ def test_job_table_from_workload_files(tmp_path):
     p.write_text(json.dumps({"nb_res": 8, "jobs": [{"id": 1, "res": 2, "walltime": 30}, {"id": "2", "res": 1}]}))
     t = load_job_table([str(p)])
     assert t.nb_res == 8
-    assert t.lookup("wl!1") == (2, 30.0, None)
-    assert t.lookup("anything!2") == (1, None, None)
+    assert t.lookup("wl!1") == WorkloadJob(2, 30.0, None, EntryFields())
+    assert t.lookup("anything!2") == WorkloadJob(1, None, None, EntryFields())
     d = LegacyDriver(None, t, [Host(i, f"h{i}") for i in range(3)])
     d.handle(b"3:0|0:A")
     assert len(d.scheduler.engine.graph.ranks) == 3
@@ -112,8 +121,8 @@ def test_job_table_knows_the_sha1_workload_names_of_real_batsim_2(tmp_path):
     t = load_job_table([str(a), str(b)])
     with pytest.raises(ProtocolError, match="not in the --workload"):
         t.lookup("f00bar!1")  # ambiguous by number alone
-    assert t.lookup(hashlib.sha1(str(a).encode()).hexdigest()[:6] + "!1")[0] == 2
-    assert t.lookup(hashlib.sha1(str(b).encode()).hexdigest()[:6] + "!1")[0] == 5
+    assert t.lookup(hashlib.sha1(str(a).encode()).hexdigest()[:6] + "!1").res == 2
+    assert t.lookup(hashlib.sha1(str(b).encode()).hexdigest()[:6] + "!1").res == 5
     assert hashlib.sha1(b"/work/wt-bat5/t/data/batsim/seed1_first30.json").hexdigest()[:6] == "df1c41"
 
 

@@ -28,11 +28,9 @@ import sys
 
 import pytest
 
-from fluxsched_py.batsim.batprotocol import BatprotocolDriver, encode_init
-from fluxsched_py.batsim.batprotocol import encode_message as bp_encode
+from fluxsched_py.batsim.batprotocol import BatprotocolDriver
 from fluxsched_py.batsim.cli import make_driver
 from fluxsched_py.batsim.driver import Host
-from fluxsched_py.batsim.intervals import parse_intervals
 from fluxsched_py.batsim.legacy import LegacyDriver, load_job_table
 from fluxsched_py.engine import EngineOptions
 from t.batsim_recordings import (
@@ -40,8 +38,13 @@ from t.batsim_recordings import (
     assert_every_job_ran,
     assert_starts_equal_replay,
     batsim_side,
+    decisions_bp,
+    decisions_legacy,
     manifest,
     message_pairs,
+    to_batprotocol,
+    to_legacy,
+    v4_decisions,
     workload_job_number,
 )
 
@@ -52,18 +55,6 @@ IDS = [r["file"] for r in RECORDINGS]
 
 def load(rec: dict) -> list[tuple[bytes, bytes]]:
     return message_pairs(DATA / rec["file"])
-
-
-def v4_decisions(pairs: list[tuple[bytes, bytes]]) -> list[tuple[float, str, str, frozenset[int] | None]]:
-    out = []
-    for _, reply in pairs:
-        r = json.loads(reply)
-        for e in r["events"]:
-            if e["type"] == "EXECUTE_JOB":
-                out.append((r["now"], "execute", e["data"]["job_id"], frozenset(parse_intervals(e["data"]["alloc"]))))
-            elif e["type"] == "REJECT_JOB":
-                out.append((r["now"], "reject", e["data"]["job_id"], None))
-    return out
 
 
 @pytest.mark.parametrize("rec", RECORDINGS, ids=IDS)
@@ -95,95 +86,13 @@ def test_start_times_under_batsim_equal_the_offline_replay(rec):
     assert_starts_equal_replay(rec, DATA / rec["workload"], v4_decisions(load(rec)), workload_job_number)
 
 
-def to_batprotocol(pairs: list[tuple[bytes, bytes]], nodes: int) -> list[bytes]:
-    """Batsim's side of a recorded v4 session, in batprotocol JSON words."""
-    out = [
-        encode_init(2, b""),
-        bp_encode(0.0, [{"timestamp": 0.0, "event_type": "BatsimHelloEvent", "event": {"batprotocol_version": "x"}}]),
-    ]
-    for msg, _ in pairs:
-        m = json.loads(msg)
-        evs = []
-        for e in m["events"]:
-            t, d = e["timestamp"], e["data"]
-            if e["type"] == "SIMULATION_BEGINS":
-                hosts = [
-                    {
-                        "id": h["id"],
-                        "name": h["name"],
-                        "properties": [{"key": k, "value": str(v)} for k, v in h.get("properties", {}).items()],
-                    }
-                    for h in d["compute_resources"]
-                ]
-                profiles = [
-                    {"id": f"{wl}!{name}", "profile_type": "DelayProfile", "profile": {"delay": p["delay"]}}
-                    for wl, profs in d.get("profiles", {}).items()
-                    for name, p in profs.items()
-                    if p.get("type") == "delay"
-                ]
-                ev = (
-                    "SimulationBeginsEvent",
-                    {"computation_host_number": len(hosts), "computation_hosts": hosts, "profiles": profiles},
-                )
-            elif e["type"] == "JOB_SUBMITTED":
-                job = {
-                    "resource_request": d["job"]["res"],
-                    "walltime": d["job"].get("walltime", -1),
-                    "profile_id": d["job"]["profile"],
-                }
-                ev = ("JobSubmittedEvent", {"job_id": d["job_id"], "job": job, "submission_time": t})
-            elif e["type"] == "JOB_COMPLETED":
-                ev = ("JobCompletedEvent", {"job_id": d["job_id"], "state": d.get("job_state")})
-            elif e["type"] == "NOTIFY":
-                ev = ("AllStaticJobsHaveBeenSubmittedEvent", {})
-            elif e["type"] == "REQUESTED_CALL":
-                ev = ("RequestedCallEvent", {"call_me_later_id": "x"})
-            elif e["type"] == "SIMULATION_ENDS":
-                ev = ("SimulationEndsEvent", {})
-            else:  # pragma: no cover - not in the recordings
-                raise AssertionError(e["type"])
-            evs.append({"timestamp": t, "event_type": ev[0], "event": ev[1]})
-        out.append(bp_encode(m["now"], evs))
-    return out
-
-
-def to_legacy(pairs: list[tuple[bytes, bytes]]) -> list[bytes]:
-    """Batsim's side of a recorded v4 session, in legacy text-protocol words (``repr`` keeps times exact)."""
-    stamps = {"SIMULATION_BEGINS": "A", "JOB_SUBMITTED": "S", "JOB_COMPLETED": "C", "SIMULATION_ENDS": "Z"}
-    out = []
-    for msg, _ in pairs:
-        m = json.loads(msg)
-        parts = [f"3:{m['now']!r}"]
-        for e in m["events"]:
-            stamp = stamps.get(e["type"], "N")
-            job = e["data"].get("job_id")
-            parts.append(f"{e['timestamp']!r}:{stamp}" + (f":{job}" if stamp in "SC" else ""))
-        out.append("|".join(parts).encode())
-    return out
-
-
-def _decisions_bp(replies: list[bytes]) -> list[tuple[float, str, str, frozenset[int] | None]]:
-    out = []
-    for raw in replies:
-        if not raw:
-            continue
-        r = json.loads(raw[:-1])
-        for e in r["events"]:
-            if e["event_type"] == "ExecuteJobEvent":
-                alloc = frozenset(parse_intervals(e["event"]["allocation"]["host_allocation"]))
-                out.append((r["now"], "execute", e["event"]["job_id"], alloc))
-            elif e["event_type"] == "RejectJobEvent":
-                out.append((r["now"], "reject", e["event"]["job_id"], None))
-    return out
-
-
 @pytest.mark.parametrize("rec", RECORDINGS, ids=IDS)
 def test_batprotocol_driver_decides_like_v4_on_the_same_real_events(rec):
     pairs = load(rec)
     d = BatprotocolDriver(EngineOptions.parse(rec["options"]))
-    replies = [d.handle(m) for m in to_batprotocol(pairs, rec["nodes"])]
+    replies = [d.handle(m) for m in to_batprotocol(pairs)]
     assert d.finished
-    assert _decisions_bp(replies) == v4_decisions(pairs)
+    assert decisions_bp(replies) == v4_decisions(pairs)
 
 
 @pytest.mark.parametrize("rec", RECORDINGS, ids=IDS)
@@ -192,19 +101,7 @@ def test_legacy_driver_decides_like_v4_on_the_same_real_events(rec):
     table = load_job_table([str(DATA / rec["workload"])])
     hosts = [Host(i, f"h{i}") for i in range(rec["nodes"])]  # like --nodes N
     d = LegacyDriver(EngineOptions.parse(rec["options"]), table, hosts)
-    got = []
-    for m in to_legacy(pairs):
-        reply = d.handle(m).decode()
-        head, *events = reply.split("|")
-        now = float(head.split(":")[1])
-        for ev in events:
-            _, stamp, *content = ev.split(":", 2)
-            if stamp == "J":
-                for item in content[0].split(";"):
-                    job, alloc = item.split("=")
-                    got.append((now, "execute", job, frozenset(parse_intervals(alloc))))
-            elif stamp == "R":
-                got.append((now, "reject", content[0], None))
+    got = decisions_legacy([d.handle(m) for m in to_legacy(pairs)])
     assert d.finished
     want = [(round(t, 6), k, j, a) for t, k, j, a in v4_decisions(pairs)]
     assert got == want

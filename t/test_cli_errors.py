@@ -301,8 +301,7 @@ def test_match_unwritable_test_output_exit_2(tmp_path):
         (["--stats", "{tmp}/no/such/stats.json"], "--stats: cannot write"),
         (["--queue-policy", "sjf"], "invalid choice"),
         (["--reserve-depth", "-3"], "reserve-depth"),
-        (["--protocol", "legacy", "--reservations", "r.yaml"], "--reservations is only for --protocol v4"),
-        (["--protocol", "batprotocol", "--config", "f.toml"], "--config is only for --protocol v4"),
+        (["--protocol", "batprotocol", "--dynamic-jobs"], "--dynamic-jobs is only for --protocol v4"),
         (["--protocol", "legacy", "--job-metadata"], "--job-metadata is only for --protocol v4"),
     ],
 )

@@ -190,3 +190,42 @@ def test_the_v4_driver_takes_the_cap_and_plans_batsims_delay_jobs_at_idle_watts(
     sent = [json.loads(reply)["events"] for _, reply in pairs]
     assert [json.loads(driver.handle(msg))["events"] for msg, _ in pairs] == sent
     assert driver.scheduler.engine.cap is not None
+
+
+@needs_shared
+@pytest.mark.parametrize("protocol", ["batprotocol", "legacy"])
+def test_the_other_batsim_drivers_take_the_cap_from_the_platform_and_decide_as_v4(protocol):
+    # the same real run's events in the other protocol's words: built from a
+    # command line with --power-cap and --platform, the driver's engine holds
+    # the platform's models under the cap and starts every job as v4 did
+    from fluxsched_py.batsim.batprotocol import BatprotocolDriver
+    from fluxsched_py.batsim.cli import driver_for
+    from fluxsched_py.batsim.legacy import LegacyDriver
+    from fluxsched_py.batsim.platform import batsim_power
+    from t.batsim_recordings import (
+        BATSIM_DATA,
+        decisions_bp,
+        decisions_legacy,
+        message_pairs,
+        to_batprotocol,
+        to_legacy,
+        v4_decisions,
+    )
+
+    cap = 0.6 * sum(m.computing_watts for m in batsim_power(PLATFORM))
+    workload = CONFORMANCE / "batsim" / "workloads" / "example_workload_hpc_seed1_jobs250.json"
+    args = ["--queue-policy", "easy", "--power-cap", str(cap), "--platform", str(PLATFORM), "--protocol", protocol]
+    driver = driver_for([*args, "--workload", str(workload)])
+    pairs = message_pairs(BATSIM_DATA / "energy" / "s1-off.jsonl.gz")
+    if protocol == "batprotocol":
+        assert isinstance(driver, BatprotocolDriver)
+        got = decisions_bp([driver.handle(m) for m in to_batprotocol(pairs)])
+        want = v4_decisions(pairs)
+    else:
+        assert isinstance(driver, LegacyDriver)
+        got = decisions_legacy([driver.handle(m) for m in to_legacy(pairs)])
+        want = [(round(t, 6), k, j, a) for t, k, j, a in v4_decisions(pairs)]
+    assert driver.finished
+    assert got == want and len(got) == 250
+    engine = driver.scheduler.engine
+    assert engine.cap is not None and engine.cap.models == batsim_power(PLATFORM)

@@ -31,12 +31,12 @@ ExecuteJobEvent, RejectJobEvent, CallMeLaterEvent (one-shot), and
 KillJobsEvent ``{job_ids}`` to preempt best-effort jobs (all of a reply's
 victims in one event, first: :mod:`.ordering`).
 
-Best-effort jobs: Batsim 3bb38700 forwards of a workload job only its
+Workload fields: Batsim 3bb38700 forwards of a workload job only its
 ``extra_data`` (a string; an object there is forwarded as its JSON text), so
-``preemptible-after`` is read from a JSON object in ``extra_data``, else
-from the job's entry in the workload file ``SimulationBeginsEvent`` names
-(the format ``bench/make_campaign_workload.py`` writes, also read by the v4
-driver).
+a job's fields (``user``, ``reservation``, ``bank``, ``queue``,
+``campaign``, ``preemptible-after``...: :mod:`.entry`, the same reader as
+the v4 and legacy drivers) come from a JSON object in ``extra_data``, over
+the job's entry in the workload file ``SimulationBeginsEvent`` names.
 
 ``host_allocation`` interval sets are comma-separated at 3bb38700 and
 space-separated in later release candidates: both are accepted, and the
@@ -54,9 +54,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..engine import EngineOptions
+from ..engine.reservations import GroupResolver
+from ..engine.runlimits import RunLimits
 from ..inputs import read_bytes
-from ..jobspec.fsd import parse_fsd
+from ..power import PowerModel
 from .driver import BatsimScheduler, Decision, Driver, Execute, Host, Kill, Reject, profile_runtime
+from .entry import EntryFields, read_entry
 from .envelope import decode_envelope, number
 from .errors import ProtocolError
 from .intervals import format_intervals
@@ -168,12 +171,18 @@ class BatprotocolDriver(Driver):
     def __init__(
         self,
         options: EngineOptions | Iterable[str] | Mapping[str, Any] | None = None,
+        power: Sequence[PowerModel] | None = None,
         *,
         host_allocation_sep: str = ",",
         commit: str = "unknown",
         workload_files: Sequence[str | os.PathLike[str]] = (),
+        limits: RunLimits | None = None,
+        reservations: Sequence[Mapping[str, Any]] = (),
+        groups: GroupResolver | None = None,
+        campaigns: bool = False,
     ) -> None:
-        self.scheduler = BatsimScheduler(options)
+        # ``power``: each host's power model (``--platform``), for ``power-cap``.
+        self.scheduler = BatsimScheduler(options, power, limits=limits, reservations=reservations, groups=groups)
         self.finished = False
         self.phase = "init"  # init -> hello -> begins -> running
         self.init_data = b""
@@ -184,8 +193,10 @@ class BatprotocolDriver(Driver):
         self._call_ids = 0
         self.profiles: dict[str, dict[str, Any]] = {}  # "workload!name" -> ProfileAndId, or a workload file's profile
         self.workload_files = [str(f) for f in workload_files]
-        # "workload!job id" -> the workload file's "preemptible-after" value, for best-effort jobs
-        self.file_preemptible: dict[str, Any] = {}
+        # "workload!job id" -> the job's entry in the workload file (:meth:`_fields`)
+        self.file_entries: dict[str, dict[str, Any]] = {}
+        #: A job's ``campaign`` reaches the engine (as :class:`~.v4driver.V4Driver`'s ``campaigns``).
+        self.campaigns = campaigns
 
     def handle(self, raw: bytes) -> bytes:
         if self.finished:
@@ -245,8 +256,8 @@ class BatprotocolDriver(Driver):
             walltime = None if wt is None else number(wt, f"job {job_id} 'walltime'")
             t_submit = number(data.get("submission_time", ts), f"job {job_id} 'submission_time'")
             runtime = self._runtime(job_id, job, data.get("profile"))
-            pa = self._preemptible_after(job_id, job)
-            sched.submit(job_id, res, walltime if walltime and walltime > 0 else None, t_submit, runtime, pa)
+            fields = self._fields(job_id, job).submission(campaigns=self.campaigns, checkpoints=False)
+            sched.submit(job_id, res, walltime if walltime and walltime > 0 else None, t_submit, runtime, **fields)
             return []
         if etype == "JobCompletedEvent":
             sched.complete(self._job_id(data), ts, data.get("state"))
@@ -268,12 +279,11 @@ class BatprotocolDriver(Driver):
             log.info("%s ignored: %s", etype, json.dumps(data)[:200])
         return []
 
-    def _preemptible_after(self, job_id: str, job: dict[str, Any]) -> float | None:
-        """``preemptible-after`` of a best-effort job: from a JSON object in the
-        job's ``extra_data``, else from its workload file entry; None for a
-        regular job.  ``extra_data`` that is not a JSON object is user data,
-        ignored."""
-        raw: Any = None
+    def _fields(self, job_id: str, job: dict[str, Any]) -> EntryFields:
+        """What the job's entry says (:mod:`.entry`): a JSON object in its
+        ``extra_data`` over its entry in the workload file.  ``extra_data``
+        that is not a JSON object is user data, ignored."""
+        entry = self.file_entries.get(job_id, {})
         extra = job.get("extra_data")
         if isinstance(extra, str) and extra.lstrip().startswith("{"):
             try:
@@ -281,15 +291,8 @@ class BatprotocolDriver(Driver):
             except ValueError:
                 doc = None
             if isinstance(doc, dict):
-                raw = doc.get("preemptible-after")
-        if raw is None:
-            raw = self.file_preemptible.get(job_id)
-        if raw is None:
-            return None
-        try:
-            return parse_fsd(raw)
-        except ValueError as exc:
-            raise ProtocolError(f"job {job_id}: preemptible-after: {exc}") from None
+                entry = {**entry, **doc}
+        return read_entry(job_id, entry)
 
     def _runtime(self, job_id: str, job: dict[str, Any], forwarded: Any) -> float | None:
         """A job's run time when its profile is a delay (flatbuffers JSON: ``profile_type`` + ``profile``)."""
@@ -333,8 +336,8 @@ class BatprotocolDriver(Driver):
                     continue
                 jobs = doc.get("jobs")
                 for j in jobs if isinstance(jobs, list) else []:
-                    if isinstance(j, dict) and "preemptible-after" in j and "id" in j:
-                        self.file_preemptible[f"{name}!{j['id']}"] = j["preemptible-after"]
+                    if isinstance(j, dict) and "id" in j:
+                        self.file_entries[f"{name}!{j['id']}"] = j
                 if isinstance(profiles, dict):
                     for pname, prof in profiles.items():
                         if isinstance(prof, dict):

@@ -123,7 +123,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--platform",
         metavar="XML",
         help="the SimGrid platform Batsim runs: the machines (legacy protocol), and each host's power model "
-        "(--power-save: the switch times come from its pstates' speeds, which Batsim does not send)",
+        "(--power-cap; --power-save, v4 only: the switch times come from its pstates' speeds, which Batsim "
+        "does not send)",
     )
     ap.add_argument(
         "--interval-separator",
@@ -134,23 +135,25 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument(
         "--config",
         metavar="FILE",
-        help="v4: a Flux instance's TOML config, read as replay --config reads it: its run limits "
+        help="a Flux instance's TOML config, read as replay --config reads it: its run limits "
         "([sched-py.limits], [policy.scheduler.limits], [queues.NAME.policy.scheduler.limits]) and its "
         "[sched-py] engine options, under this command's flags; users are each Batsim job's user",
     )
     ap.add_argument(
         "--reservations",
         metavar="FILE",
-        help="v4: advance reservations (YAML or JSON list of {name, ranks|nodes, start, end|duration, "
+        help="advance reservations (YAML or JSON list of {name, ranks|nodes, start, end|duration, "
         "users|groups, accounts, flags}, or {reservations: [...], groups: {NAME: [uid, ...]}}; times in seconds "
         "of the simulation's clock, or +FSD from its start), the replay's --reservations file; a job runs in one "
-        "when its workload entry names it (its reservation field), its account is its bank field: see "
+        "when its workload entry names it (its reservation field), its account is its bank field (the entry: "
+        "JOB_SUBMITTED's job under v4, the --workload file's under legacy, extra_data or the workload file's "
+        "under batprotocol): see "
         "docs/rfcs/reservations.md",
     )
     ap.add_argument(
         "--campaigns",
         action="store_true",
-        help="v4: a job's campaign field (and campaign-type) becomes attributes.user.campaign of its "
+        help="a job's campaign field (and campaign-type) becomes attributes.user.campaign of its "
         "jobspec, for the campaign options (fair share, predictor, campaign-max-running); off by default "
         "(the engine then sees no campaign)",
     )
@@ -191,21 +194,23 @@ def make_driver(
     metadata: bool = False,
     dynamic: bool = False,
 ) -> Driver:
-    """The sans-I/O driver for ``protocol``; ``limits``, ``reservations``
-    (with the ``groups`` their file names), ``campaigns``, ``metadata`` and
-    ``dynamic`` are the v4 driver's (:class:`~.v4driver.V4Driver`)."""
+    """The sans-I/O driver for ``protocol``: ``limits``, ``reservations``
+    (with the ``groups`` their file names), ``campaigns`` and the power
+    model of ``platform`` (for ``power-cap``) under each; ``metadata``,
+    ``dynamic`` and the switches of ``power-save`` are the v4 driver's
+    (:class:`~.v4driver.V4Driver`)."""
+    power = None
+    if platform:
+        from .platform import PlatformError, batsim_power
+
+        power = batsim_power(platform)
+        if power is None and options.power_save != "off":
+            raise PlatformError(f"{platform}: --power-save needs an energy platform (no wattage_per_state)")
+        if power is None and options.power_cap is not None:
+            raise PlatformError(f"{platform}: --power-cap needs an energy platform (no wattage_per_state)")
     if protocol == "v4":
         from .v4driver import V4Driver
 
-        power = None
-        if platform:
-            from .platform import PlatformError, batsim_power
-
-            power = batsim_power(platform)
-            if power is None and options.power_save != "off":
-                raise PlatformError(f"{platform}: --power-save needs an energy platform (no wattage_per_state)")
-            if power is None and options.power_cap is not None:
-                raise PlatformError(f"{platform}: --power-cap needs an energy platform (no wattage_per_state)")
         return V4Driver(
             options,
             power,
@@ -219,7 +224,16 @@ def make_driver(
     if protocol == "batprotocol":
         from .batprotocol import BatprotocolDriver
 
-        return BatprotocolDriver(options, host_allocation_sep=interval_separator, workload_files=workloads or [])
+        return BatprotocolDriver(
+            options,
+            power,
+            host_allocation_sep=interval_separator,
+            workload_files=workloads or [],
+            limits=limits,
+            reservations=reservations or (),
+            groups=groups,
+            campaigns=campaigns,
+        )
     if protocol == "legacy":
         from .driver import Host
         from .legacy import LegacyDriver, load_job_table
@@ -231,7 +245,16 @@ def make_driver(
             hosts = [Host(i, name, {}, cores) for i, (name, cores) in enumerate(batsim_hosts(platform))]
         elif nodes:
             hosts = [Host(i, f"host{i}") for i in range(nodes)]
-        return LegacyDriver(options, load_job_table(workloads or []), hosts)
+        return LegacyDriver(
+            options,
+            load_job_table(workloads or []),
+            hosts,
+            power,
+            limits=limits,
+            reservations=reservations or (),
+            groups=groups,
+            campaigns=campaigns,
+        )
     raise ValueError(f"unknown protocol {protocol!r}")
 
 
@@ -476,9 +499,6 @@ class _Setup:
 
 def _setup(args: argparse.Namespace) -> _Setup:
     for flag, given in (
-        ("--config", args.config),
-        ("--reservations", args.reservations),
-        ("--campaigns", args.campaigns),
         ("--job-metadata", args.job_metadata),
         ("--dynamic-jobs", args.dynamic_jobs),
     ):
@@ -502,8 +522,6 @@ def _setup(args: argparse.Namespace) -> _Setup:
         raise UsageError(f"--power-cap {options.power_cap:g} needs --platform XML, the energy platform Batsim runs")
     if options.power_save != "off" and args.protocol != "v4":
         raise UsageError(f"--power-save {options.power_save}: only --protocol v4 switches nodes so far")
-    if options.power_cap is not None and args.protocol != "v4":
-        raise UsageError(f"--power-cap {options.power_cap:g}: only --protocol v4 reads the platform's power models")
     if args.workload and args.protocol == "v4":
         raise UsageError("--workload is only for --protocol legacy and batprotocol (v4 carries the jobs)")
     reservations, groups = _reservations(args.reservations) if args.reservations else (None, None)

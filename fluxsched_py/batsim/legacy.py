@@ -24,50 +24,63 @@ import hashlib
 import json
 import logging
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..engine import EngineOptions
+from ..engine.reservations import GroupResolver
+from ..engine.runlimits import RunLimits
 from ..ids import IdSet, IdSetError
 from ..inputs import read_bytes
 from ..limits import MAX_NODES, MAX_SECONDS
-from .driver import BatsimScheduler, CallMeLater, Driver, Execute, Host, Reject, profile_runtime
+from ..power import PowerModel
+from .driver import BatsimScheduler, CallMeLater, Driver, Execute, Host, Kill, Reject, profile_runtime
+from .entry import EntryFields, read_entry
 from .errors import ProtocolError
 
-__all__ = ["JobTable", "LegacyDriver", "load_job_table", "parse_message", "format_message"]
+__all__ = ["JobTable", "LegacyDriver", "WorkloadJob", "load_job_table", "parse_message", "format_message"]
 
 log = logging.getLogger("fluxsched_py.batsim")
 
 INCOMING = frozenset("ASCNZFfpe")
 
 
+@dataclass(frozen=True, slots=True)
+class WorkloadJob:
+    """One job of the ``--workload`` file(s): its size, walltime, run time
+    (a ``delay`` profile's, used only to tell which jobs end at the same
+    instant: :class:`~fluxsched_py.batsim.driver.BatsimScheduler`) and the
+    rest of its entry (:mod:`.entry`)."""
+
+    res: int
+    walltime: float | None
+    runtime: float | None
+    fields: EntryFields
+
+
 @dataclass(slots=True)
 class JobTable:
-    """``job id -> (res, walltime[, run time])`` from Batsim workload files, plus their ``nb_res``.
+    """``job id -> WorkloadJob`` from Batsim workload files, plus their ``nb_res``."""
 
-    The run time (a ``delay`` profile's) is used only to tell which jobs end
-    at the same instant (see :class:`~fluxsched_py.batsim.driver.BatsimScheduler`).
-    """
-
-    jobs: dict[str, tuple]
+    jobs: dict[str, WorkloadJob]
     nb_res: int | None = None
     #: Jobs of the files with ``preemptible-after``: run as regular jobs (this protocol cannot kill).
     best_effort: int = 0
 
-    def lookup(self, job_id: str) -> tuple[int, float | None, float | None]:
+    def lookup(self, job_id: str) -> WorkloadJob:
         hit = self.jobs.get(job_id)
         if hit is None:
             hit = self.jobs.get("!" + job_id.rsplit("!", 1)[-1])
         if hit is None:
             raise ProtocolError(f"job {job_id!r} is not in the --workload file(s): cannot know its size")
-        return (hit[0], hit[1], hit[2] if len(hit) > 2 else None)
+        return hit
 
 
 def load_job_table(paths: Iterable[str]) -> JobTable:
     """Read Batsim workload JSON files (``jobs: [{id, res, walltime}]``)."""
-    jobs: dict[str, tuple[int, float | None, float | None]] = {}
+    jobs: dict[str, WorkloadJob] = {}
     ambiguous: set[str] = set()
     nb_res = None
     best_effort = 0
@@ -99,16 +112,21 @@ def load_job_table(paths: Iterable[str]) -> JobTable:
                 raise ValueError(f"{p}: --workload: job {jid[:40]!r}: walltime {wt} is not a finite time")
             walltime = walltime if walltime is not None and walltime > 0 else None
             runtime = profile_runtime((data.get("profiles") or {}).get(j.get("profile")))
-            best_effort += "preemptible-after" in j
+            try:
+                fields = read_entry(jid, j)
+            except ProtocolError as exc:
+                raise ValueError(f"{p}: --workload: {exc}") from None
+            best_effort += fields.preemptible_after is not None
+            wjob = WorkloadJob(res, walltime, runtime, fields)
             tail = jid.rsplit("!", 1)[-1]
             # Real Batsim 2.0 (the last text-protocol Batsim) names a workload by the first 6 hex digits
             # of the SHA-1 of its file name as given on its command line ("df1c41!0").
             sha = hashlib.sha1(str(path).encode()).hexdigest()[:6]
             for key in (f"{p.stem}!{tail}", f"{p.name}!{tail}", str(p) + "!" + tail, f"{sha}!{tail}"):
-                jobs[key] = (res, walltime, runtime)
-            if "!" + tail in jobs and jobs["!" + tail] != (res, walltime, runtime):
+                jobs[key] = wjob
+            if "!" + tail in jobs and jobs["!" + tail] != wjob:
                 ambiguous.add("!" + tail)
-            jobs["!" + tail] = (res, walltime, runtime)
+            jobs["!" + tail] = wjob
     for key in ambiguous:
         del jobs[key]  # only full WORKLOAD!ID names resolve these
     if not jobs:
@@ -182,9 +200,18 @@ class LegacyDriver(Driver):
         options: EngineOptions | Iterable[str] | Mapping[str, Any] | None,
         table: JobTable,
         hosts: list[Host] | None = None,
+        power: Sequence[PowerModel] | None = None,
+        *,
+        limits: RunLimits | None = None,
+        reservations: Sequence[Mapping[str, Any]] = (),
+        groups: GroupResolver | None = None,
+        campaigns: bool = False,
     ) -> None:
-        self.scheduler = BatsimScheduler(options)
+        # ``power``: each host's power model (``--platform``), for ``power-cap``.
+        self.scheduler = BatsimScheduler(options, power, limits=limits, reservations=reservations, groups=groups)
         self.table = table
+        #: A job's ``campaign`` reaches the engine (as :class:`~.v4driver.V4Driver`'s ``campaigns``).
+        self.campaigns = campaigns
         self.hosts = hosts
         self.finished = False
         self.now = 0.0
@@ -230,8 +257,15 @@ class LegacyDriver(Driver):
                 else:
                     raise ProtocolError(f"event {stamp} before the simulation began")
             if stamp == "S":
-                res, walltime, runtime = self.table.lookup(content)
-                sched.submit(content, res, walltime, t, runtime)
+                job = self.table.lookup(content)
+                sched.submit(
+                    content,
+                    job.res,
+                    job.walltime,
+                    t,
+                    job.runtime,
+                    **job.fields.submission(campaigns=self.campaigns, checkpoints=False, preemptible=False),
+                )
             elif stamp == "C":
                 sched.complete(content, t)
             elif stamp == "Z":
@@ -254,6 +288,12 @@ class LegacyDriver(Driver):
                     out.append(("R", d.job_id))
                 elif isinstance(d, CallMeLater):
                     out.append(("n", _fmt_time(d.when)))
+                elif isinstance(d, Kill):
+                    # only a reservation's end kills here (best-effort jobs run as regular ones)
+                    raise ProtocolError(
+                        f"job {d.job_id} must be killed ({d.note}), and the legacy protocol cannot kill a job "
+                        "(give it a walltime within its reservation, or use --protocol v4)"
+                    )
             if allocs:
                 out.insert(0, ("J", ";".join(allocs)))
         return format_message(version, now, out)

@@ -15,8 +15,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..ids import IdSet, user_id
-from ..jobspec.fsd import parse_fsd
+from ..ids import IdSet
+from .entry import EntryFields, read_entry
 from .envelope import decode_envelope, number
 from .errors import ProtocolError
 from .intervals import format_intervals
@@ -75,23 +75,8 @@ class BatsimJob:
     walltime: float | None
     subtime: float
     profile: str | None = None
-    #: ``preemptible-after`` (seconds) of a best-effort job, else None.
-    preemptible_after: float | None = None
-    #: Its uid: the workload's ``user`` (a uid, or a name: :func:`~fluxsched_py.ids.user_id`), else 0.
-    user: int = 0
-    #: The advance reservation it names (``reservation``), else None.
-    reservation: str | None = None
-    #: Its CiGri campaign (``campaign``) and the campaign's type (``campaign-type``), "" when none.
-    campaign: str = ""
-    campaign_type: str = ""
-    #: It checkpoints on its preemption notice (``"checkpoint": "signal"``,
-    #: as the replay reads a Batsim workload: ``attributes.user.checkpoint``).
-    checkpoint: bool = False
-    #: The bank (account) it is charged to (``bank``, as the replay reads a
-    #: Batsim workload: ``attributes.system.bank``), "" when none.
-    bank: str = ""
-    #: The queue it is submitted to (``queue``), None: the default one.
-    queue: str | None = None
+    #: What the workload entry says beyond size and time (user, queue, ...).
+    fields: EntryFields = field(default_factory=EntryFields)
     #: The workload entry as Batsim forwarded it: a copy registered with
     #: ``--dynamic-jobs`` is this entry under a new id.
     entry: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
@@ -137,72 +122,15 @@ def parse_job(event: Event) -> BatsimJob:
     submit = event.timestamp
     if subtime is not None:
         submit = number(subtime, f"job {job_id} 'subtime'")
-    pa = None
-    if "preemptible-after" in job:
-        try:
-            pa = parse_fsd(job["preemptible-after"])
-        except ValueError as exc:
-            raise ProtocolError(f"job {job_id}: preemptible-after: {exc}") from None
-    reservation = job.get("reservation")
-    if reservation is not None and (not isinstance(reservation, str) or not reservation):
-        raise ProtocolError(f"job {job_id}: 'reservation' must be a name, got {_shown(reservation)}")
-    campaign = job.get("campaign")
-    if campaign is not None and not isinstance(campaign, str):
-        raise ProtocolError(f"job {job_id}: 'campaign' must be a name, got {_shown(campaign)}")
-    ctype = job.get("campaign-type", "")
-    if ctype not in ("", "test", "default"):
-        raise ProtocolError(f'job {job_id}: \'campaign-type\' must be "test" or "default", got {_shown(ctype)}')
-    checkpoint = job.get("checkpoint")
-    if checkpoint not in (None, "signal"):
-        raise ProtocolError(f"job {job_id}: 'checkpoint' must be \"signal\", got {_shown(checkpoint)}")
-    bank = job.get("bank")
-    if bank is not None and (not isinstance(bank, str) or not bank):
-        raise ProtocolError(f"job {job_id}: 'bank' must be a name, got {_shown(bank)}")
-    queue = job.get("queue")
-    if queue is not None and (not isinstance(queue, str) or not queue):
-        raise ProtocolError(f"job {job_id}: 'queue' must be a name, got {_shown(queue)}")
     return BatsimJob(
         job_id,
         res,
         wt,
         submit,
         profile if isinstance(profile, str) else None,
-        pa,
-        _user(job, job_id),
-        reservation,
-        campaign or "",
-        ctype,
-        checkpoint == "signal",
-        bank or "",
-        queue,
+        read_entry(job_id, job),
         job,
     )
-
-
-#: The largest uid (Flux's are 32-bit unsigned).
-MAX_UID = 2**32 - 1
-
-
-def _user(job: dict[str, Any], job_id: str) -> int:
-    """A job's ``user``: an integer is its uid, a string its user's name
-    (:func:`~fluxsched_py.ids.user_id`, as the replay reads a Batsim
-    workload's); none is uid 0."""
-    user = job.get("user")
-    if user is None:
-        return 0
-    if isinstance(user, int) and not isinstance(user, bool) and 0 <= user <= MAX_UID:
-        return user
-    if isinstance(user, str) and user:
-        return user_id(user)
-    raise ProtocolError(
-        f"job {job_id}: 'user' must be a uid (an integer 0..{MAX_UID}) or a user name, got {_shown(user)}"
-    )
-
-
-def _shown(value: Any) -> str:
-    """A bad value as an error line shows it: its JSON, cut at 40 characters."""
-    text = json.dumps(value)
-    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def parse_hosts(event: Event) -> list[dict[str, Any]]:

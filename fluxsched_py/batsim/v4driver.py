@@ -222,29 +222,14 @@ class V4Driver(Driver):
         profile = ev.data.get("profile")  # present when Batsim forwards profiles on submission
         if not isinstance(profile, dict) and job.profile is not None:
             profile = (self.profiles.get(job.id.split("!", 1)[0]) or {}).get(job.profile)
-        attributes = None
-        user: dict[str, Any] = {}
-        if self.scheduler.dynamic and job.checkpoint:
-            user["checkpoint"] = "signal"  # as the replay reads it; requeued only with --dynamic-jobs
-        if self.campaigns and job.campaign:
-            user["campaign"] = job.campaign
-            if job.campaign_type:
-                user["campaign-type"] = job.campaign_type
-        if user:
-            attributes = {"user": user}
-        if job.bank:  # an account a reservation may name (``accounts``)
-            attributes = {**(attributes or {}), "system": {"bank": job.bank}}
         self.scheduler.submit(
             job.id,
             job.res,
             job.walltime,
             job.subtime,
             profile_runtime(profile),
-            job.preemptible_after,
-            user=job.user,
-            reservation=job.reservation,
-            attributes=attributes,
-            queue=job.queue,
+            # a checkpointing job is requeued only with --dynamic-jobs
+            **job.fields.submission(campaigns=self.campaigns, checkpoints=self.scheduler.dynamic),
             profile=profile if isinstance(profile, dict) else None,
             entry=job.entry,
         )

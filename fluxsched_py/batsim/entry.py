@@ -1,0 +1,138 @@
+"""What a Batsim workload entry says about a job beyond its size and time.
+
+A Batsim workload job may carry fields Batsim itself does not read; the
+replay's Batsim reader (:mod:`fluxsched_py.replay.workload`) turns them
+into jobspec attributes, and every Batsim driver reads them here, so that a
+job is the same job under each: Batsim 3/4 forwards the whole entry in
+JOB_SUBMITTED, the legacy protocol's jobs come from the ``--workload``
+file(s), and Batsim 5 forwards a job's ``extra_data`` (read as a JSON object)
+beside its entry in the workload file ``SimulationBeginsEvent`` names.
+
+The fields: ``user`` (a uid, or a user name), ``reservation``, ``queue``,
+``bank`` (an account), ``preemptible-after`` (a best-effort job),
+``checkpoint`` (``"signal"``), ``campaign`` and ``campaign-type``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..ids import user_id
+from ..jobspec.fsd import parse_fsd
+from .errors import ProtocolError
+
+__all__ = ["MAX_UID", "EntryFields", "read_entry"]
+
+#: The largest uid (Flux's are 32-bit unsigned).
+MAX_UID = 2**32 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class EntryFields:
+    """The fields of one workload entry, checked."""
+
+    #: ``preemptible-after`` (seconds) of a best-effort job, else None.
+    preemptible_after: float | None = None
+    #: Its uid: the entry's ``user`` (a uid, or a name: :func:`~fluxsched_py.ids.user_id`), else 0.
+    user: int = 0
+    #: The advance reservation it names, else None.
+    reservation: str | None = None
+    #: Its CiGri campaign and the campaign's type, "" when none.
+    campaign: str = ""
+    campaign_type: str = ""
+    #: It checkpoints on its preemption notice (``attributes.user.checkpoint``).
+    checkpoint: bool = False
+    #: The bank (account) it is charged to (``attributes.system.bank``), "" when none.
+    bank: str = ""
+    #: The queue it is submitted to, None: the default one.
+    queue: str | None = None
+
+    def submission(self, *, campaigns: bool, checkpoints: bool, preemptible: bool = True) -> dict[str, Any]:
+        """The keyword arguments of :meth:`~.driver.BatsimScheduler.submit` these fields give.
+
+        ``campaigns``: the campaign reaches the engine (off, the engine sees
+        none, and decides as with no campaign field); ``checkpoints``: a
+        checkpointing job is requeued with its remaining work (only when the
+        driver can register jobs); ``preemptible``: the driver can kill a
+        job, so a best-effort job is one (the legacy protocol cannot)."""
+        user: dict[str, Any] = {}
+        if checkpoints and self.checkpoint:
+            user["checkpoint"] = "signal"
+        if campaigns and self.campaign:
+            user["campaign"] = self.campaign
+            if self.campaign_type:
+                user["campaign-type"] = self.campaign_type
+        attributes: dict[str, Any] = {"user": user} if user else {}
+        if self.bank:
+            attributes["system"] = {"bank": self.bank}
+        return {
+            "preemptible_after": self.preemptible_after if preemptible else None,
+            "user": self.user,
+            "reservation": self.reservation,
+            "attributes": attributes or None,
+            "queue": self.queue,
+        }
+
+
+def read_entry(job_id: str, entry: Mapping[str, Any]) -> EntryFields:
+    """The fields of ``entry``, job ``job_id``'s; a bad one is a
+    :class:`~.errors.ProtocolError` naming the job and the field."""
+    pa = None
+    if "preemptible-after" in entry:
+        try:
+            pa = parse_fsd(entry["preemptible-after"])
+        except ValueError as exc:
+            raise ProtocolError(f"job {job_id}: preemptible-after: {exc}") from None
+    reservation = entry.get("reservation")
+    if reservation is not None and (not isinstance(reservation, str) or not reservation):
+        raise ProtocolError(f"job {job_id}: 'reservation' must be a name, got {_shown(reservation)}")
+    campaign = entry.get("campaign")
+    if campaign is not None and not isinstance(campaign, str):
+        raise ProtocolError(f"job {job_id}: 'campaign' must be a name, got {_shown(campaign)}")
+    ctype = entry.get("campaign-type", "")
+    if ctype not in ("", "test", "default"):
+        raise ProtocolError(f'job {job_id}: \'campaign-type\' must be "test" or "default", got {_shown(ctype)}')
+    checkpoint = entry.get("checkpoint")
+    if checkpoint not in (None, "signal"):
+        raise ProtocolError(f"job {job_id}: 'checkpoint' must be \"signal\", got {_shown(checkpoint)}")
+    bank = entry.get("bank")
+    if bank is not None and (not isinstance(bank, str) or not bank):
+        raise ProtocolError(f"job {job_id}: 'bank' must be a name, got {_shown(bank)}")
+    queue = entry.get("queue")
+    if queue is not None and (not isinstance(queue, str) or not queue):
+        raise ProtocolError(f"job {job_id}: 'queue' must be a name, got {_shown(queue)}")
+    return EntryFields(
+        pa,
+        _user(entry, job_id),
+        reservation,
+        campaign or "",
+        ctype,
+        checkpoint == "signal",
+        bank or "",
+        queue,
+    )
+
+
+def _user(entry: Mapping[str, Any], job_id: str) -> int:
+    """A job's ``user``: an integer is its uid, a string its user's name
+    (:func:`~fluxsched_py.ids.user_id`, as the replay reads a Batsim
+    workload's); none is uid 0."""
+    user = entry.get("user")
+    if user is None:
+        return 0
+    if isinstance(user, int) and not isinstance(user, bool) and 0 <= user <= MAX_UID:
+        return user
+    if isinstance(user, str) and user:
+        return user_id(user)
+    raise ProtocolError(
+        f"job {job_id}: 'user' must be a uid (an integer 0..{MAX_UID}) or a user name, got {_shown(user)}"
+    )
+
+
+def _shown(value: Any) -> str:
+    """A bad value as an error line shows it: its JSON, cut at 40 characters."""
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:37] + "..."

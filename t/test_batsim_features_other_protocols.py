@@ -1,0 +1,146 @@
+"""The v4 feature recordings, decided again by the batprotocol and legacy drivers.
+
+``t/data/batsim/features/`` holds real Batsim 4.2.1 runs of the v4 driver's
+options (several queues, run limits and engine options from ``--config``,
+advance reservations and their flags, groups and accounts, users,
+campaigns).  Here Batsim's side of each run is rewritten in batprotocol and
+legacy words (the same events at the same times: :mod:`t.batsim_recordings`),
+each driver is built from the recording's own command line plus
+``--protocol``, and it must decide what the v4 driver decided in the real
+run: the same starts on the same ranks at the same times, the same
+rejections, and under batprotocol the same kills.
+
+Where a protocol cannot carry a decision the test says so: Batsim 2.0's
+text protocol has no kill stamp, so a job a reservation's end must kill is
+a clear error naming the job, not a silent overrun.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from fluxsched_py.batsim.cli import driver_for
+from fluxsched_py.batsim.errors import ProtocolError
+from t.batsim_recordings import (
+    BATSIM_DATA,
+    decisions_bp,
+    decisions_legacy,
+    manifest,
+    message_pairs,
+    to_batprotocol,
+    to_legacy,
+    v4_decisions,
+)
+
+DATA = BATSIM_DATA / "features"
+RECORDINGS = {r["feature"]: r for r in manifest(DATA)["recordings"]}
+#: The recordings of options every protocol takes (``--job-metadata`` and
+#: ``--dynamic-jobs`` are v4's; the machine-events run is Batsim's own events).
+SHARED = ["config", "queues", "reservations", "reservation-flags", "groups-accounts", "users", "campaigns"]
+
+
+def args_of(rec: dict, *extra: str) -> list[str]:
+    """The recording's command line, its input files as paths in DATA."""
+    return [str(DATA / a) if (DATA / a).is_file() else a for a in rec["args"]] + list(extra)
+
+
+def plain_workload(rec: dict, tmp: Path) -> Path:
+    """The recording's workload file, gunzipped into *tmp* when it is compressed."""
+    src = (DATA / rec["workload"]).resolve()
+    if src.suffix != ".gz":
+        return src
+    dst = tmp / src.name.removesuffix(".gz")
+    dst.write_bytes(gzip.decompress(src.read_bytes()))
+    return dst
+
+
+def by_instant(decisions: list) -> list:
+    """Decisions grouped by instant, each group in a fixed order: a reply's
+    events in one protocol may come in another order in the other (all of a
+    batprotocol reply's kills go first, in one event)."""
+    return sorted(decisions, key=lambda d: (d[0], d[1], d[2]))
+
+
+@pytest.mark.parametrize("feature", SHARED)
+def test_batprotocol_decides_like_the_real_v4_run(feature):
+    rec = RECORDINGS[feature]
+    pairs = message_pairs(DATA / rec["file"])
+    driver = driver_for(args_of(rec, "--protocol", "batprotocol"))
+    replies = [driver.handle(m) for m in to_batprotocol(pairs)]
+    assert driver.finished
+    want = v4_decisions(pairs)
+    assert by_instant(decisions_bp(replies)) == by_instant(want)
+    kinds = {k for _, k, _, _ in want}
+    assert "execute" in kinds
+
+
+@pytest.mark.parametrize("feature", ["users", "campaigns", "groups-accounts"])
+def test_batprotocol_reads_the_fields_from_the_workload_file_batsim_names(feature, tmp_path):
+    """Batsim 5 at 3bb38700 forwards no workload field but ``extra_data``:
+    without it, the driver reads user, reservation, account and campaign from
+    the job's entry in the file ``SimulationBeginsEvent`` names."""
+    rec = RECORDINGS[feature]
+    pairs = message_pairs(DATA / rec["file"])
+    workload = plain_workload(rec, tmp_path)
+    driver = driver_for(args_of(rec, "--protocol", "batprotocol", "--workload", str(workload)))
+    replies = [driver.handle(m) for m in to_batprotocol(pairs, workloads=[("w0", f"elsewhere/{workload.name}")])]
+    assert driver.finished
+    assert by_instant(decisions_bp(replies)) == by_instant(v4_decisions(pairs))
+
+
+def test_without_its_fields_a_job_is_scheduled_as_a_plain_job():
+    """The oracle has teeth: the users run decided without the jobs' fields
+    (no user, no reservation) is not the recorded one."""
+    rec = RECORDINGS["users"]
+    pairs = message_pairs(DATA / rec["file"])
+    stripped = []
+    for msg, reply in pairs:
+        m = json.loads(msg)
+        for e in m["events"]:
+            if e["type"] == "JOB_SUBMITTED":
+                e["data"]["job"] = {k: v for k, v in e["data"]["job"].items() if k not in ("user", "reservation")}
+        stripped.append((json.dumps(m).encode(), reply))
+    driver = driver_for(args_of(rec, "--protocol", "batprotocol"))
+    replies = []
+    for m in to_batprotocol(stripped):
+        try:
+            replies.append(driver.handle(m))
+        except ProtocolError:
+            break  # Batsim's recorded events no longer match the decisions
+    assert by_instant(decisions_bp(replies)) != by_instant(v4_decisions(pairs))
+
+
+def legacy_driver(rec: dict, tmp: Path):
+    workload = plain_workload(rec, tmp)
+    return driver_for(args_of(rec, "--protocol", "legacy", "--workload", str(workload), "--nodes", str(rec["nodes"])))
+
+
+@pytest.mark.parametrize("feature", ["config", "queues", "reservations", "reservation-flags", "groups-accounts"])
+def test_legacy_decides_like_the_real_v4_run(feature, tmp_path):
+    rec = RECORDINGS[feature]
+    pairs = message_pairs(DATA / rec["file"])
+    driver = legacy_driver(rec, tmp_path)
+    got = decisions_legacy([driver.handle(m) for m in to_legacy(pairs)])
+    assert driver.finished
+    # The text protocol writes times with six decimals.
+    assert by_instant(got) == by_instant([(round(t, 6), k, j, a) for t, k, j, a in v4_decisions(pairs)])
+
+
+def test_legacy_says_which_job_it_cannot_kill_at_a_reservations_end(tmp_path):
+    """In the users run, job w0!3 ran into the end of alice's reservation and
+    the v4 driver killed it at 250 s; the legacy driver decides the same
+    until then, and then stops with the job and the way out named."""
+    rec = RECORDINGS["users"]
+    pairs = message_pairs(DATA / rec["file"])
+    ((job, when),) = rec["killed"].items()
+    driver = legacy_driver(rec, tmp_path)
+    replies = []
+    with pytest.raises(ProtocolError, match=rf"job {job} must be killed .*--protocol v4"):
+        for m in to_legacy(pairs):
+            replies.append(driver.handle(m))
+    before = [(round(t, 6), k, j, a) for t, k, j, a in v4_decisions(pairs) if t < when]
+    assert by_instant(decisions_legacy(replies)) == by_instant(before)
