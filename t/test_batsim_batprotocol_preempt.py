@@ -105,7 +105,7 @@ def test_extra_data_without_the_attribute_is_a_regular_job(extra):
 
 @pytest.mark.parametrize(
     ("extra", "words"),
-    [('{"campaign": 3}', "'campaign' must be a name, got 3"), ('{"user": -1}', "'user' must be a uid")],
+    [('{"campaign": 3}', "'campaign' must be a name, got 3"), ('{"user": -2}', "'user' must be a uid")],
 )
 def test_a_bad_field_in_extra_data_is_a_protocol_error_naming_the_job(extra, words):
     d = begun(2)

@@ -322,14 +322,15 @@ def job_submitted_with(user) -> tuple[list[bytes], bytes]:
     return msgs[:i], json.dumps(doc).encode()
 
 
-@pytest.mark.parametrize("user", [3.5, True, -1, "", [1], 2**40])
+@pytest.mark.parametrize("user", [3.5, True, -2, "", [1], 2**40])
 def test_a_bad_user_field_is_a_protocol_error_naming_the_job(user):
     before, bad = job_submitted_with(user)
     driver = driver_for(["--queue-policy", "easy"])
     for m in before:
         driver.handle(m)
     with pytest.raises(
-        ProtocolError, match=r"^job w0!0: 'user' must be a uid \(an integer 0\.\.4294967295\) or a user name, got "
+        ProtocolError,
+        match=r"^job w0!0: 'user' must be a uid \(an integer 0\.\.4294967295\), -1 \(unknown\) or a user name, got ",
     ):
         driver.handle(bad)
 
@@ -348,8 +349,8 @@ def test_a_bad_user_field_ends_the_cli_with_one_line(tmp_path):
         _, err = proc.communicate(timeout=20)
     assert proc.returncode == 1
     assert err.splitlines() == [
-        "fluxsched-py batsim: ERROR: protocol error: job w0!0: 'user' must be a uid (an integer 0..4294967295) "
-        "or a user name, got 3.5"
+        "fluxsched-py batsim: ERROR: protocol error: job w0!0: 'user' must be a uid (an integer 0..4294967295), "
+        "-1 (unknown) or a user name, got 3.5"
     ]
 
 

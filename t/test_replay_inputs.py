@@ -70,8 +70,28 @@ def test_batsim_queue_and_bank_fields_reach_the_request_and_a_bad_one_names_the_
     (job,) = one(queue="debug", bank="physics").jobs
     assert job.request.queue == "debug" and job.request.attributes == {"system": {"bank": "physics"}}
     for field in ("queue", "bank"):
-        with pytest.raises(WorkloadError, match=rf"^<batsim>: jobs\[0\]: {field} must be a name, got ''$"):
+        # the Batsim drivers' words (fluxsched_py/batsim/entry.py), after where the entry is
+        with pytest.raises(WorkloadError, match=rf"^<batsim>: jobs\[0\]: job 1: '{field}' must be a name, got \"\"$"):
             one(**{field: ""})
+
+
+def test_a_batsim_job_is_read_by_the_batsim_drivers_reader_unknown_users_included():
+    """The replay reads a Batsim entry's fields with the drivers' reader
+    (fluxsched_py/batsim/entry.py): a name is the same uid, and no user or
+    SWF's -1 is the unknown user, -1 in the replay and uid 0 under Batsim."""
+    from fluxsched_py.batsim.entry import read_entry
+    from fluxsched_py.ids import user_id
+
+    entries = [{"user": "alice"}, {"user": 7}, {"user": -1}, {}]
+    doc = {
+        "jobs": [{"id": i, "subtime": 0, "res": 1, "profile": "p", **e} for i, e in enumerate(entries)],
+        "profiles": {"p": {"type": "delay", "delay": 5}},
+    }
+    assert [j.user for j in read_batsim(doc).jobs] == [user_id("alice"), 7, -1, -1]
+    submitted = [read_entry(f"w0!{i}", e).submission(campaigns=False, checkpoints=False) for i, e in enumerate(entries)]
+    assert [s["user"] for s in submitted] == [user_id("alice"), 7, 0, 0]
+    with pytest.raises(WorkloadError, match=r"^<batsim>: jobs\[0\]: job 0: 'user' must be a uid"):
+        read_batsim({**doc, "jobs": [{**doc["jobs"][0], "user": 3.5}]})
 
 
 def test_batsim_non_delay_profile_is_refused_clearly():

@@ -1,12 +1,14 @@
 """What a Batsim workload entry says about a job beyond its size and time.
 
 A Batsim workload job may carry fields Batsim itself does not read; the
-replay's Batsim reader (:mod:`fluxsched_py.replay.workload`) turns them
-into jobspec attributes, and every Batsim driver reads them here, so that a
-job is the same job under each: Batsim 3/4 forwards the whole entry in
-JOB_SUBMITTED, the legacy protocol's jobs come from the ``--workload``
-file(s), and Batsim 5 forwards a job's ``extra_data`` (read as a JSON object)
-beside its entry in the workload file ``SimulationBeginsEvent`` names.
+replay's Batsim reader (:mod:`fluxsched_py.replay.workload`) and every
+Batsim driver read them here, so that a job is the same job under each:
+Batsim 3/4 forwards the whole entry in JOB_SUBMITTED, the legacy
+protocol's jobs come from the ``--workload`` file(s), and Batsim 5 forwards
+a job's ``extra_data`` (read as a JSON object) beside its entry in the
+workload file ``SimulationBeginsEvent`` names.  A job that names no user is
+uid 0 under Batsim and the unknown user (-1) in the replay's records, as in
+an SWF trace.
 
 The fields: ``user`` (a uid, or a user name), ``reservation``, ``queue``,
 ``bank`` (an account), ``preemptible-after`` (a best-effort job),
@@ -36,8 +38,9 @@ class EntryFields:
 
     #: ``preemptible-after`` (seconds) of a best-effort job, else None.
     preemptible_after: float | None = None
-    #: Its uid: the entry's ``user`` (a uid, or a name: :func:`~fluxsched_py.ids.user_id`), else 0.
-    user: int = 0
+    #: Its uid: the entry's ``user`` (a uid, or a name: :func:`~fluxsched_py.ids.user_id`);
+    #: None when it names none (no ``user``, or SWF's unknown, -1).
+    user: int | None = None
     #: The advance reservation it names, else None.
     reservation: str | None = None
     #: Its CiGri campaign and the campaign's type, "" when none.
@@ -70,7 +73,7 @@ class EntryFields:
             attributes["system"] = {"bank": self.bank}
         return {
             "preemptible_after": self.preemptible_after if preemptible else None,
-            "user": self.user,
+            "user": 0 if self.user is None else self.user,
             "reservation": self.reservation,
             "attributes": attributes or None,
             "queue": self.queue,
@@ -116,19 +119,19 @@ def read_entry(job_id: str, entry: Mapping[str, Any]) -> EntryFields:
     )
 
 
-def _user(entry: Mapping[str, Any], job_id: str) -> int:
+def _user(entry: Mapping[str, Any], job_id: str) -> int | None:
     """A job's ``user``: an integer is its uid, a string its user's name
-    (:func:`~fluxsched_py.ids.user_id`, as the replay reads a Batsim
-    workload's); none is uid 0."""
+    (:func:`~fluxsched_py.ids.user_id`); none, or -1 (the unknown user of
+    the SWF traces Batsim workloads are often made from), is None."""
     user = entry.get("user")
-    if user is None:
-        return 0
+    if user is None or (user == -1 and isinstance(user, int) and not isinstance(user, bool)):
+        return None
     if isinstance(user, int) and not isinstance(user, bool) and 0 <= user <= MAX_UID:
         return user
     if isinstance(user, str) and user:
         return user_id(user)
     raise ProtocolError(
-        f"job {job_id}: 'user' must be a uid (an integer 0..{MAX_UID}) or a user name, got {_shown(user)}"
+        f"job {job_id}: 'user' must be a uid (an integer 0..{MAX_UID}), -1 (unknown) or a user name, got {_shown(user)}"
     )
 
 

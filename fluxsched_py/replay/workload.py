@@ -50,10 +50,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..batsim.entry import read_entry
+from ..batsim.errors import ProtocolError
 from ..errors import FluxschedError
 from ..ids import user_id
 from ..inputs import bounded_lines, open_stream
-from ..jobspec.fsd import parse_fsd
 from ..jobspec.request import Request, node_request
 from ..limits import (
     MAX_INPUT_BYTES,
@@ -371,57 +372,40 @@ def read_batsim(text: str | dict, name: str = "workload", source: str = "<batsim
         else:
             walltime_s = _time(wall_s, where, "walltime")
         request = node_request(res, walltime_s)
-        extra = _besteffort_fields(j, where)
-        if extra[0] is not None:
-            request = dataclasses.replace(request, preemptible_after=extra[0])
-        if (resv := j.get("reservation")) is not None:  # an advance reservation's name (docs/rfcs/reservations.md)
-            if not isinstance(resv, str) or not resv:
-                raise WorkloadError(f"{where}: reservation must be a name, got {str(resv)[:40]!r}")
-            request = dataclasses.replace(request, reservation=resv)
-        if (queue := j.get("queue")) is not None:  # the queue it is submitted to (its policy and limits)
-            if not isinstance(queue, str) or not queue:
-                raise WorkloadError(f"{where}: queue must be a name, got {str(queue)[:40]!r}")
-            request = dataclasses.replace(request, queue=queue)
-        attributes: dict[str, Any] = {}
-        if "checkpoint" in j:  # checkpoints on its preemption notice (docs/rfcs/preemption.md)
-            if j["checkpoint"] != "signal":
-                raise WorkloadError(f"{where}: checkpoint must be 'signal', got {str(j['checkpoint'])[:40]!r}")
-            attributes["user"] = {"checkpoint": "signal"}
-        if (bank := j.get("bank")) is not None:  # the bank it is charged to, as attributes.system.bank
-            if not isinstance(bank, str) or not bank:
-                raise WorkloadError(f"{where}: bank must be a name, got {str(bank)[:40]!r}")
-            attributes["system"] = {"bank": bank}
-        if attributes:
-            request = dataclasses.replace(request, attributes=attributes)
+        try:
+            fields = read_entry(str(raw_id), j)
+        except ProtocolError as exc:
+            raise WorkloadError(f"{where}: {exc}") from None
+        # What the Batsim drivers submit for it (the campaign is kept for the metrics only).
+        sub = fields.submission(campaigns=False, checkpoints=True)
+        given = {k: sub[k] for k in ("preemptible_after", "reservation", "queue", "attributes") if sub[k] is not None}
+        if given:  # else the interned request, shared by every job of its shape
+            request = dataclasses.replace(request, **given)
         number = _job_number(raw_id, i)
         if number in seen:
             number = top + 1  # max(seen) here made many colliding ids quadratic
         seen.add(number)
         top = max(top, number)
-        job = WorkloadJob(number, str(raw_id), subtime, request, walltime_s, runtime, res, prof_name, *extra[1:])
+        user = -1 if fields.user is None else fields.user
+        job = WorkloadJob(
+            number,
+            str(raw_id),
+            subtime,
+            request,
+            walltime_s,
+            runtime,
+            res,
+            prof_name,
+            user,
+            -1,
+            fields.campaign,
+            fields.campaign_type,
+        )
         if prof.get("type") == "delay":
             job.computes = False
             job.request = dataclasses.replace(job.request, computes=False)  # the power cap plans it so
         jobs.append(job)
     return Workload(jobs, nb_res, name)
-
-
-def _besteffort_fields(j: dict, where: str) -> tuple[float | None, int, int, str, str]:
-    """A Batsim job's ``preemptible-after``, ``user``, ``campaign`` and ``campaign-type``."""
-    pa = None
-    if "preemptible-after" in j:
-        try:
-            pa = parse_fsd(j["preemptible-after"])
-        except ValueError as exc:
-            raise WorkloadError(f"{where}: preemptible-after: {exc}") from None
-    user = j.get("user", -1)
-    if isinstance(user, bool) or not isinstance(user, int):
-        user = -1 if user in (None, "") else user_id(str(user))
-    campaign = str(j.get("campaign", "") or "")
-    ctype = str(j.get("campaign-type", "") or "")
-    if ctype not in ("", "test", "default"):
-        raise WorkloadError(f"{where}: campaign-type must be 'test' or 'default', got {ctype[:40]!r}")
-    return pa, int(user), -1, campaign, ctype
 
 
 def mark_besteffort(workload: Workload, queue: int, preemptible_after: float = 0.0) -> int:
