@@ -13,8 +13,9 @@ import math
 
 import pytest
 
-from fluxsched_py.batsim.driver import BatsimScheduler, CallMeLater, Host, hosts_R, property_names
+from fluxsched_py.batsim.driver import BatsimScheduler, CallMeLater, Host, hosts_R
 from fluxsched_py.batsim.errors import ProtocolError
+from fluxsched_py.batsim.platform import property_names
 from fluxsched_py.batsim.v4driver import V4Driver
 from fluxsched_py.engine.states import PassResult
 from fluxsched_py.ids import IdSet

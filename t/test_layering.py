@@ -9,8 +9,9 @@ another subpackage of its own layer below the drivers (``planner`` reads
 ``match``'s policy table).  Drivers never import each other, with one
 exception: Batsim's file formats, which the replay reads and writes too:
 :mod:`fluxsched_py.batsim.platform` (platform files),
-:mod:`fluxsched_py.batsim.intervals` (interval sets, in events files) and
-:mod:`fluxsched_py.batsim.metadata` (``out_jobs.csv``'s metadata column).
+:mod:`fluxsched_py.batsim.intervals` (interval sets, in events files),
+:mod:`fluxsched_py.batsim.metadata` (``out_jobs.csv``'s metadata column) and
+:mod:`fluxsched_py.batsim.entry` (a workload entry's fields).
 """
 
 from __future__ import annotations
@@ -49,7 +50,12 @@ LAYER = {
 }
 DRIVERS = {name for name, layer in LAYER.items() if layer == 5}
 #: Modules any driver may import (file formats shared by drivers).
-SHARED = {"fluxsched_py.batsim.platform", "fluxsched_py.batsim.intervals", "fluxsched_py.batsim.metadata"}
+SHARED = {
+    "fluxsched_py.batsim.platform",
+    "fluxsched_py.batsim.intervals",
+    "fluxsched_py.batsim.metadata",
+    "fluxsched_py.batsim.entry",
+}
 #: Reads and writes of another module's ``_private`` names allowed per file:
 #: none is left (issue 21), so a file not listed must have none.
 PRIVATE_USES: dict[str, int] = {}

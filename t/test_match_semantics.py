@@ -361,3 +361,19 @@ def test_flexible_sibling_slots_are_alternatives():
     assert second.count("core") == 6 and second.count("gpu") == 0  # only the other alternative fits now
     mixed = req(small, rr("core", 1))
     assert match(g, mixed, policy=pol) is None  # alternatives next to a non-slot sibling
+
+
+@pytest.mark.parametrize("name", ["role=compute", "zone:a", "gpu,nvidia", "mem 4", "^login"])
+def test_a_property_flux_core_accepts_in_a_constraint_is_accepted(name):
+    # flux-core 0.88 src/common/librlist/match.c refuses only !&'"`|() in a
+    # property query string (a leading ^ is "not"); K=V is how a Batsim host's
+    # <prop id=K value=V> is named
+    assert parse_constraint({"properties": [name]}).op == "properties"
+
+
+@pytest.mark.parametrize("char", list("!&'\"`|()"))
+def test_a_property_with_a_query_operator_is_refused_as_flux_core_does(char):
+    from fluxsched_py.jobspec.constraints import ConstraintError
+
+    with pytest.raises(ConstraintError, match="invalid character"):
+        parse_constraint({"properties": [f"a{char}b"]})

@@ -439,7 +439,7 @@ def test_a_requeued_job_goes_to_its_campaigns_affinity_property_first():
 
 
 def test_checkpoint_must_be_signal(tmp_path):
-    with pytest.raises(WorkloadError, match="checkpoint must be 'signal'"):
+    with pytest.raises(WorkloadError, match=r'jobs\[0\]: job 1: .checkpoint. must be "signal", got "yes"'):
         workload(tmp_path, [{"id": 1, "subtime": 0, "walltime": 5, "res": 1, "runtime": 1, "checkpoint": "yes"}])
 
 

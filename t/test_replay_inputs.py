@@ -146,7 +146,7 @@ def test_job_over_its_walltime_is_killed_at_walltime_and_too_big_jobs_rejected()
 
 def test_batsim_platform_xml_hosts_clusters_and_master_skipped():
     hosts = batsim_hosts(shared_path("conformance", "batsim", "platforms", "small_platform.xml"))
-    assert [h for h, _ in hosts] == ["Jupiter", "Fafard", "Ginette", "Bourassa"]
+    assert [h for h, _, _ in hosts] == ["Jupiter", "Fafard", "Ginette", "Bourassa"]
     hosts = batsim_hosts(shared_path("conformance", "batsim", "platforms", "cluster512.xml"))
     assert len(hosts) == 512 and hosts[0][0] == "a0"
     g = load_platform(shared_path("conformance", "batsim", "platforms", "energy_platform_homogeneous_no_net_128.xml"))

@@ -242,7 +242,7 @@ def make_driver(
         if platform:
             from .platform import batsim_hosts
 
-            hosts = [Host(i, name, {}, cores) for i, (name, cores) in enumerate(batsim_hosts(platform))]
+            hosts = [Host(i, name, props, cores) for i, (name, cores, props) in enumerate(batsim_hosts(platform))]
         elif nodes:
             hosts = [Host(i, f"host{i}") for i in range(nodes)]
         return LegacyDriver(

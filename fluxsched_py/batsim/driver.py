@@ -49,10 +49,12 @@ from ..engine.power import PowerOff, PowerOn
 from ..engine.reservations import GroupResolver, add_entries
 from ..engine.runlimits import RunLimits
 from ..ids import Hostlist, IdSet, user_id
+from ..jobspec.constraints import Constraint
 from ..jobspec.request import node_request as _node_request
 from ..power import PowerModel
 from .errors import ProtocolError
 from .metadata import job_metadata
+from .platform import property_names
 
 __all__ = [
     "Register",
@@ -68,7 +70,6 @@ __all__ = [
     "Reject",
     "hosts_R",
     "profile_runtime",
-    "property_names",
 ]
 
 log = logging.getLogger("fluxsched_py.batsim")
@@ -148,24 +149,6 @@ class Register:
 Decision = Execute | Reject | CallMeLater | Kill | SetPower | SetMetadata | Register
 
 
-def property_names(props: Mapping[str, Any]) -> list[str]:
-    """RFC 20 property names for a SimGrid host's ``<prop id=K value=V>`` pairs.
-
-    ``K=V`` for a non-empty value, ``K`` alone for an empty or true one, and
-    nothing for a false one — so a jobspec constraint can say
-    ``properties=role=compute`` or just ``properties=gpu``.
-    """
-    out = []
-    for k, v in props.items():
-        if v is False or v in ("false", "False"):
-            continue
-        if v in ("", None, True, "true", "True"):
-            out.append(str(k))
-        else:
-            out.append(f"{k}={v}")
-    return out
-
-
 def hosts_R(hosts: Sequence[Host]) -> dict:
     """RFC 20 R for Batsim hosts: rank = Batsim id, ``cores`` cores each."""
     if not hosts:
@@ -238,6 +221,7 @@ class _Job:
     reservation: str | None = None
     attributes: Mapping[str, Any] | None = None
     queue: str | None = None  # the queue it is submitted to (the workload's ``queue``), None: the default one
+    constraints: Constraint | None = None  # RFC 31: the nodes it may run on (the workload's ``constraints``)
     state: str = "pending"  # pending | running | ending | done | killed (preempted: freed at once)
     vkill: float | None = None  # workload time of the decision to preempt it
     alloc: IdSet | None = None
@@ -414,13 +398,15 @@ class BatsimScheduler:
         reservation: str | None = None,
         attributes: Mapping[str, Any] | None = None,
         queue: str | None = None,
+        constraints: Constraint | None = None,
         profile: Mapping[str, Any] | None = None,
         entry: Mapping[str, Any] | None = None,
     ) -> None:
         """JOB_SUBMITTED at workload time ``t``; ``runtime`` only if the profile fixes it (see the class doc);
         ``preemptible_after`` for a best-effort job; ``user`` its uid (limits, reservations' users, EASY++
         history); ``reservation`` the advance reservation it runs in; ``attributes`` its jobspec's;
-        ``queue`` the queue it is submitted to (its policy and limits);
+        ``queue`` the queue it is submitted to (its policy and limits); ``constraints`` the
+        nodes it may run on (RFC 31, matched against the hosts' properties);
         ``profile`` and ``entry`` its profile's JSON and its workload entry, what the jobs registered
         for it (``dynamic``) are made of."""
         self._engine()
@@ -440,6 +426,7 @@ class BatsimScheduler:
             reservation,
             attributes,
             queue=queue,
+            constraints=constraints,
             profile=profile,
             entry=entry,
         )
@@ -731,6 +718,7 @@ class BatsimScheduler:
             old.reservation,
             attrs,
             queue=old.queue,
+            constraints=old.constraints,
             profile=profile,
             root=root,
             kept=kept,
@@ -772,6 +760,7 @@ class BatsimScheduler:
                     root.reservation,
                     {**(root.attributes or {}), "system": system},
                     queue=root.queue,
+                    constraints=root.constraints,
                     profile=root.profile,
                     root=root,
                     copy_of=a.of,
@@ -820,6 +809,8 @@ class BatsimScheduler:
             request = dataclasses.replace(request, reservation=job.reservation)
         if job.queue is not None:
             request = dataclasses.replace(request, queue=job.queue)
+        if job.constraints is not None:
+            request = dataclasses.replace(request, constraints=job.constraints)
         if job.attributes:
             request = dataclasses.replace(request, attributes=job.attributes)
         if job.runtime is not None:  # a delay profile: it draws idle watts (power-cap plans it so)

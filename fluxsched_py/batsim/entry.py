@@ -11,7 +11,9 @@ uid 0 under Batsim and the unknown user (-1) in the replay's records, as in
 an SWF trace.
 
 The fields: ``user`` (a uid, or a user name), ``reservation``, ``queue``,
-``bank`` (an account), ``preemptible-after`` (a best-effort job),
+``bank`` (an account), ``constraints`` (RFC 31, on the hosts' properties:
+a platform's ``<prop id=K value=V>`` is the property ``K=V``, or ``K``
+when V is empty), ``preemptible-after`` (a best-effort job),
 ``checkpoint`` (``"signal"``), ``campaign`` and ``campaign-type``.
 """
 
@@ -23,10 +25,21 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..ids import user_id
+from ..jobspec.constraints import Constraint, ConstraintError, parse_constraint
 from ..jobspec.fsd import parse_fsd
 from .errors import ProtocolError
 
-__all__ = ["MAX_UID", "EntryFields", "read_entry"]
+__all__ = ["MAX_UID", "EntryError", "EntryFields", "read_entry"]
+
+
+class EntryError(ProtocolError):
+    """A workload entry's field is malformed; the message names the job and the field.
+
+    A subclass of :class:`~.errors.ProtocolError`, so the Batsim drivers stop
+    on it as on any protocol violation, while the replay, which reads the same
+    entries from a file, catches it without importing the codecs' errors.
+    """
+
 
 #: The largest uid (Flux's are 32-bit unsigned).
 MAX_UID = 2**32 - 1
@@ -52,6 +65,9 @@ class EntryFields:
     bank: str = ""
     #: The queue it is submitted to, None: the default one.
     queue: str | None = None
+    #: The nodes it may run on: an RFC 31 constraint (as a Flux jobspec's
+    #: ``attributes.system.constraints``) on the hosts' properties, None: any.
+    constraints: Constraint | None = None
 
     def submission(self, *, campaigns: bool, checkpoints: bool, preemptible: bool = True) -> dict[str, Any]:
         """The keyword arguments of :meth:`~.driver.BatsimScheduler.submit` these fields give.
@@ -77,36 +93,43 @@ class EntryFields:
             "reservation": self.reservation,
             "attributes": attributes or None,
             "queue": self.queue,
+            "constraints": self.constraints,
         }
 
 
 def read_entry(job_id: str, entry: Mapping[str, Any]) -> EntryFields:
     """The fields of ``entry``, job ``job_id``'s; a bad one is a
-    :class:`~.errors.ProtocolError` naming the job and the field."""
+    :class:`EntryError` naming the job and the field."""
     pa = None
     if "preemptible-after" in entry:
         try:
             pa = parse_fsd(entry["preemptible-after"])
         except ValueError as exc:
-            raise ProtocolError(f"job {job_id}: preemptible-after: {exc}") from None
+            raise EntryError(f"job {job_id}: preemptible-after: {exc}") from None
     reservation = entry.get("reservation")
     if reservation is not None and (not isinstance(reservation, str) or not reservation):
-        raise ProtocolError(f"job {job_id}: 'reservation' must be a name, got {_shown(reservation)}")
+        raise EntryError(f"job {job_id}: 'reservation' must be a name, got {_shown(reservation)}")
     campaign = entry.get("campaign")
     if campaign is not None and not isinstance(campaign, str):
-        raise ProtocolError(f"job {job_id}: 'campaign' must be a name, got {_shown(campaign)}")
+        raise EntryError(f"job {job_id}: 'campaign' must be a name, got {_shown(campaign)}")
     ctype = entry.get("campaign-type", "")
     if ctype not in ("", "test", "default"):
-        raise ProtocolError(f'job {job_id}: \'campaign-type\' must be "test" or "default", got {_shown(ctype)}')
+        raise EntryError(f'job {job_id}: \'campaign-type\' must be "test" or "default", got {_shown(ctype)}')
     checkpoint = entry.get("checkpoint")
     if checkpoint not in (None, "signal"):
-        raise ProtocolError(f"job {job_id}: 'checkpoint' must be \"signal\", got {_shown(checkpoint)}")
+        raise EntryError(f"job {job_id}: 'checkpoint' must be \"signal\", got {_shown(checkpoint)}")
     bank = entry.get("bank")
     if bank is not None and (not isinstance(bank, str) or not bank):
-        raise ProtocolError(f"job {job_id}: 'bank' must be a name, got {_shown(bank)}")
+        raise EntryError(f"job {job_id}: 'bank' must be a name, got {_shown(bank)}")
     queue = entry.get("queue")
     if queue is not None and (not isinstance(queue, str) or not queue):
-        raise ProtocolError(f"job {job_id}: 'queue' must be a name, got {_shown(queue)}")
+        raise EntryError(f"job {job_id}: 'queue' must be a name, got {_shown(queue)}")
+    constraints = None
+    if entry.get("constraints") is not None:
+        try:
+            constraints = parse_constraint(entry["constraints"], "constraints")
+        except ConstraintError as exc:
+            raise EntryError(f"job {job_id}: {exc}") from None
     return EntryFields(
         pa,
         _user(entry, job_id),
@@ -116,6 +139,7 @@ def read_entry(job_id: str, entry: Mapping[str, Any]) -> EntryFields:
         checkpoint == "signal",
         bank or "",
         queue,
+        constraints,
     )
 
 
@@ -130,7 +154,7 @@ def _user(entry: Mapping[str, Any], job_id: str) -> int | None:
         return user
     if isinstance(user, str) and user:
         return user_id(user)
-    raise ProtocolError(
+    raise EntryError(
         f"job {job_id}: 'user' must be a uid (an integer 0..{MAX_UID}), -1 (unknown) or a user name, got {_shown(user)}"
     )
 

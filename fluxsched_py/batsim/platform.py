@@ -15,13 +15,15 @@ import math
 import os
 import re
 import xml.etree.ElementTree as ET
+from collections.abc import Mapping
+from typing import Any
 
 from ..errors import FluxschedError
 from ..inputs import read_bytes
 from ..limits import MAX_NODES, MAX_PER_NODE
 from ..power import PowerError, PowerModel, checked
 
-__all__ = ["PlatformError", "batsim_hosts", "batsim_power"]
+__all__ = ["PlatformError", "batsim_hosts", "batsim_power", "property_names"]
 
 
 class PlatformError(FluxschedError, ValueError):
@@ -107,9 +109,30 @@ def _compute_hosts(path: str | os.PathLike[str]) -> list[tuple[str, int, ET.Elem
     return hosts
 
 
-def batsim_hosts(path: str | os.PathLike[str]) -> list[tuple[str, int]]:
-    """``(hostname, cores)`` of the compute hosts of a SimGrid platform XML."""
-    return [(name, cores) for name, cores, _, _ in _compute_hosts(path)]
+def batsim_hosts(path: str | os.PathLike[str]) -> list[tuple[str, int, dict[str, str]]]:
+    """``(hostname, cores, properties)`` of the compute hosts of a SimGrid
+    platform XML; the properties as Batsim 4 sends them in
+    ``SIMULATION_BEGINS``: the ``<prop>`` of the host's element (a
+    cluster's are each of its hosts'), and ``role`` empty when none is given."""
+    return [(name, cores, {"role": "", **_props(el)}) for name, cores, el, _ in _compute_hosts(path)]
+
+
+def property_names(props: Mapping[str, Any]) -> list[str]:
+    """RFC 20 property names for a SimGrid host's ``<prop id=K value=V>`` pairs.
+
+    ``K=V`` for a non-empty value, ``K`` alone for an empty or true one, and
+    nothing for a false one — so a jobspec constraint can say
+    ``properties=role=compute`` or just ``properties=gpu``.
+    """
+    out = []
+    for k, v in props.items():
+        if v is False or v in ("false", "False"):
+            continue
+        if v in ("", None, True, "true", "True"):
+            out.append(str(k))
+        else:
+            out.append(f"{k}={v}")
+    return out
 
 
 #: SimGrid's speed units (``surf_parse_get_speed``), flops per second.

@@ -32,9 +32,10 @@ from ..limits import MAX_DEPTH
 __all__ = ["Constraint", "ConstraintError", "parse_constraint", "OPERATORS"]
 
 OPERATORS = ("properties", "hostlist", "ranks", "and", "or", "not")
-#: Characters a property name may not contain (they are operators in flux's
-#: property query syntax, or would break R's ``properties`` keys).
-_BAD_PROPERTY_CHARS = set("!&'\"`|()^[],{}<>=:;\\ \t\n")
+#: Characters a property name may not contain: flux-core's (RFC 20, and
+#: ``librlist/match.c``, which takes a leading ``^`` as "not"), so a
+#: constraint flux-core accepts is accepted here, ``role=compute`` included.
+_BAD_PROPERTY_CHARS = set("!&'\"`|()^")
 
 
 class ConstraintError(FluxschedError, ValueError):

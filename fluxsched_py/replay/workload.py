@@ -50,8 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..batsim.entry import read_entry
-from ..batsim.errors import ProtocolError
+from ..batsim.entry import EntryError, read_entry
 from ..errors import FluxschedError
 from ..ids import user_id
 from ..inputs import bounded_lines, open_stream
@@ -374,11 +373,12 @@ def read_batsim(text: str | dict, name: str = "workload", source: str = "<batsim
         request = node_request(res, walltime_s)
         try:
             fields = read_entry(str(raw_id), j)
-        except ProtocolError as exc:
+        except EntryError as exc:
             raise WorkloadError(f"{where}: {exc}") from None
         # What the Batsim drivers submit for it (the campaign is kept for the metrics only).
         sub = fields.submission(campaigns=False, checkpoints=True)
-        given = {k: sub[k] for k in ("preemptible_after", "reservation", "queue", "attributes") if sub[k] is not None}
+        named = ("preemptible_after", "reservation", "queue", "constraints", "attributes")
+        given = {k: sub[k] for k in named if sub[k] is not None}
         if given:  # else the interned request, shared by every job of its shape
             request = dataclasses.replace(request, **given)
         number = _job_number(raw_id, i)
