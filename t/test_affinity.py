@@ -15,7 +15,7 @@ from fluxsched_py.engine import Engine, EngineError, EngineOptions, ResponseType
 from fluxsched_py.replay.platform import nodes_R
 from fluxsched_py.resource import ResourceGraph
 
-UIDS = {1001: "alice", 1002: "bob", 1003: "carol"}
+NAMES = {"alice": 1001, "bob": 1002, "carol": 1003}
 
 
 def graph(nodes, properties):
@@ -44,9 +44,8 @@ def jobspec(nnodes, duration=100.0, campaign=None):
 
 
 def engine(g, affinity):
-    e = Engine(g, {"queue-policy": "easy", "policy": "low", "affinity": affinity})  # low: lowest ranks first
-    e.hooks.user_names = UIDS.get
-    return e
+    # low: lowest ranks first
+    return Engine(g, {"queue-policy": "easy", "policy": "low", "affinity": affinity}, user_id=NAMES.get)
 
 
 def started(e, now=0.0):

@@ -1,4 +1,5 @@
-"""Node constraints (RFC 31) in a Batsim workload, on a platform's host properties.
+"""A Batsim platform's host properties in the replay: node constraints (RFC 31)
+in a workload, and affinity.
 
 ``t/data/batsim/features/cluster_gpu32.xml`` has 24 CPU hosts (``cpu10`` to
 ``cpu33``) and 8 GPU hosts (``gpu10`` to ``gpu17``, ``<prop id="gpu"
@@ -13,6 +14,7 @@ import subprocess
 import sys
 
 from fluxsched_py.engine import EngineOptions
+from fluxsched_py.ids import user_id
 from fluxsched_py.replay import load_workload, replay
 from fluxsched_py.replay.platform import load_platform
 from t.batsim_recordings import BATSIM_DATA
@@ -45,6 +47,25 @@ def test_the_replay_puts_each_constrained_job_on_the_nodes_it_asks_for():
         assert 27 not in ranks
         # Unconstrained jobs still use the GPU nodes.
         assert any(ranks[j] & GPU_RANKS for j in ranks.keys() - GPU_JOBS - CPU_ONLY_JOBS)
+
+
+def test_affinity_by_user_name_places_the_users_jobs_on_the_nodes_with_the_property():
+    """``seed1_first30_campaign.json``'s 20 best-effort jobs are carol's: with
+    ``affinity=carol:gpu=a100`` the first 8 take the GPU hosts, as they would
+    with her uid, and no regular job's start moves."""
+    workload = load_workload(DATA / "seed1_first30_campaign.json")
+
+    def starts(affinity):
+        opts = EngineOptions.parse({"queue-policy": "easy", "affinity": affinity})
+        result = replay(workload, load_platform(PLATFORM), opts)
+        return {r.job.id: (r.start, frozenset(r.ranks)) for r in result.records if r.started}
+
+    by_name, by_uid, without = starts("carol:gpu=a100"), starts(f"{user_id('carol')}:gpu=a100"), starts("")
+    assert by_name == by_uid != without
+    carols = [j for j in by_name if j >= 100]
+    assert {r for j in carols if by_name[j][0] == 0 for r in by_name[j][1]} >= GPU_RANKS
+    assert not {r for j in carols if without[j][0] == 0 for r in without[j][1]} & GPU_RANKS
+    assert {j: s for j, (s, _) in by_name.items() if j < 100} == {j: s for j, (s, _) in without.items() if j < 100}
 
 
 def test_a_malformed_constraint_is_one_line_naming_the_file_and_job(tmp_path):

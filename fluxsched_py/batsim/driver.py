@@ -356,7 +356,13 @@ class BatsimScheduler:
                 raise ProtocolError(f"the platform has {have} compute hosts with a power model, Batsim {len(hosts)}")
             extra["power"] = self.power
         engine = Engine(
-            graph, self.options, build_R=False, time_format=lambda t: f"t={t:.3f}", limits=self.limits, **extra
+            graph,
+            self.options,
+            build_R=False,
+            time_format=lambda t: f"t={t:.3f}",
+            limits=self.limits,
+            user_id=user_id,
+            **extra,
         )
         # Before the first job, as in the replay; a bad entry (a rank the
         # platform lacks, two windows on one rank) raises ReservationError.

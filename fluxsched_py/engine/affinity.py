@@ -13,7 +13,9 @@ on whatever is free.  The preference changes only *where* a job starts,
 never *whether* or *when*: every fit test falls back to the same question
 without it, so the queue policies decide exactly as before.  A campaign
 name is looked up before the user; a user is named by user name or by
-decimal uid.
+decimal uid.  A name means the uid the driver gives it: the local passwd
+database's under Flux, :func:`~fluxsched_py.ids.user_id` in the replay and
+under Batsim, as their limits and reservations name users.
 
 Not supported: a job split between preferred and other nodes when the
 preferred ones are too few (it is placed as without affinity), preferences
@@ -32,14 +34,14 @@ if TYPE_CHECKING:
     from ..resource import ResourceGraph
     from .jobs import Job
 
-__all__ = ["Affinity", "job_campaign", "user_name"]
+__all__ = ["Affinity", "job_campaign", "passwd_uid"]
 
 
-def user_name(uid: int) -> str | None:
-    """The local user name of ``uid``, or None (the default resolver)."""
+def passwd_uid(name: str) -> int | None:
+    """The local uid of user ``name``, or None (the default resolver)."""
     try:
-        return pwd.getpwuid(uid).pw_name
-    except (KeyError, OverflowError, ValueError):
+        return pwd.getpwnam(name).pw_uid
+    except (KeyError, UnicodeEncodeError, ValueError):
         return None
 
 
@@ -59,10 +61,10 @@ class Affinity:
     placement on ``avail & ~excluded`` uses preferred nodes only.  Masks
     are computed once per property and codec."""
 
-    def __init__(self, pairs: tuple[tuple[str, str], ...], names: Callable[[int], str | None] = user_name) -> None:
+    def __init__(self, pairs: tuple[tuple[str, str], ...], user_id: Callable[[str], int | None] = passwd_uid) -> None:
         self.map = dict(pairs)
-        self._names = names
-        self._uid_names: dict[int, str | None] = {}
+        self._user_id = user_id
+        self._by_uid: dict[int, str] | None = None  # uid -> property, from the names that are users
         self._masks: dict[str, int] = {}
         self._codec: Any = None
 
@@ -75,10 +77,12 @@ class Affinity:
         uid = job.userid
         if str(uid) in m:
             return m[str(uid)]
-        if uid not in self._uid_names:
-            self._uid_names[uid] = self._names(uid)
-        name = self._uid_names[uid]
-        return None if name is None else m.get(name)
+        if self._by_uid is None:
+            self._by_uid = {}
+            for name, prop in m.items():
+                if not name.isdigit() and (named := self._user_id(name)) is not None:
+                    self._by_uid.setdefault(named, prop)
+        return self._by_uid.get(uid)
 
     def excluded(self, job: Job, graph: ResourceGraph, codec: FlatCodec) -> int | None:
         prop = self.preference(job)

@@ -16,6 +16,7 @@ from .. import memo
 from ..ids import IdSet
 from ..planner import MatchCache, Placement, Planner
 from ..policy import QueuePolicy, make_policy
+from .affinity import passwd_uid
 from .annotations import end_pass, fmt_clock, resource_summary
 from .besteffort import BestEffort
 from .bounds import CampaignBounds
@@ -82,6 +83,10 @@ class Engine:
     power:
         each rank's :class:`~fluxsched_py.power.PowerModel` (index: rank),
         which ``power-save`` needs (:mod:`.power`).
+    user_id:
+        the uid of a user a name stands for in ``affinity``: the local
+        passwd database's under Flux; the replay and the Batsim drivers pass
+        :func:`~fluxsched_py.ids.user_id`, the uid their workloads give a name.
     """
 
     def __init__(
@@ -98,6 +103,7 @@ class Engine:
         job_name: Callable[[int], str] = str,
         limits: RunLimits | None = None,
         power: Sequence[PowerModel] | None = None,
+        user_id: Callable[[str], int | None] = passwd_uid,
     ) -> None:
         self.options = options if isinstance(options, EngineOptions) else EngineOptions.parse(options)
         from .. import match as _match_mod
@@ -126,7 +132,7 @@ class Engine:
         #: Optional features (EASY++, affinity, campaigns, the sink effect):
         #: they observe job events through the table (engine/hooks.py).
         self.hooks = Hooks(
-            self.table, graph, lambda: self.options, lambda: self.planner.codec, self.duplicates, self.bounds
+            self.table, graph, lambda: self.options, lambda: self.planner.codec, self.duplicates, self.bounds, user_id
         )
         self.table.observers += [self.hooks, self.duplicates, self.bounds]
         #: Best-effort jobs and preemption; the planner sees the graph through

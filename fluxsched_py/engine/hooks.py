@@ -39,7 +39,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from .affinity import Affinity, user_name
+from .affinity import Affinity, passwd_uid
 from .bounds import parse_job_bounds
 from .campaigns import DecayedUsage, campaign_of, campaign_order
 from .duplicates import duplicate_of
@@ -72,6 +72,7 @@ class Hooks:
         codec: Callable[[], FlatCodec],
         duplicates: Duplicates,
         bounds: CampaignBounds,
+        user_id: Callable[[str], int | None] = passwd_uid,
     ) -> None:
         self._table = table
         self._graph = graph
@@ -92,8 +93,7 @@ class Hooks:
         #: A best-effort job named a campaign or a campaign type: campaign
         #: order applies (else best-effort jobs keep their queue order).
         self.ordered = False
-        #: How ``affinity`` names a uid (default: the local passwd database).
-        self.user_names: Callable[[int], str | None] = user_name
+        self._user_id = user_id  # the uid of a user ``affinity`` names (the driver's)
 
     # -- job events and the core's calls -----------------------------------------
 
@@ -224,7 +224,7 @@ class Hooks:
         if not pairs:
             return None
         if self._affinity is None or self._affinity.map != dict(pairs):
-            self._affinity = Affinity(pairs, self.user_names)
+            self._affinity = Affinity(pairs, self._user_id)
         return self._affinity.excluded(job, self._graph, self._codec())
 
     def expected_duration(self, job: Job) -> float:

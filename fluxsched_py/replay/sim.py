@@ -29,7 +29,7 @@ from ..engine.forecast import forecast as plan_forecast
 from ..engine.power import PowerOff, PowerOn
 from ..engine.reservations import GroupResolver, add_entries
 from ..engine.runlimits import RunLimits
-from ..ids import IdSet
+from ..ids import IdSet, user_id
 from ..power import PowerModel
 from ..resource import ResourceGraph
 from .energy import Energy, PowerLog, account, node_states, power_series
@@ -170,6 +170,7 @@ def replay(
         estimates=opts.annotate_depth != 0,
         time_format=lambda t: f"t={t:.0f}s",
         limits=limits,
+        user_id=user_id,
         **extra,
     )
     add_entries(engine.reservations, reservations, 0.0, group=groups)
