@@ -160,6 +160,19 @@ def _bp_begins(d: dict, workloads: Iterable[tuple[str, str]] | None) -> dict:
     return out
 
 
+def _bp_notify(d: dict) -> tuple[str, dict]:
+    """A v4 NOTIFY in batprotocol words: machine events travel as a generic
+    external event whose ``data`` is the object Batsim 5 documents for them."""
+    kind = d["type"]
+    if kind == "no_more_static_job_to_submit":
+        return "AllStaticJobsHaveBeenSubmittedEvent", {}
+    if kind == "no_more_external_event_to_occur":
+        return "AllStaticExternalEventsHaveBeenInjectedEvent", {}
+    data = json.dumps({"type": kind.removeprefix("event_"), "resources": d["resources"]})
+    event = {"external_event_type": "GenericExternalEvent", "external_event": {"data": data}}
+    return "ExternalEventOccurredEvent", event
+
+
 def to_batprotocol(pairs: list[tuple[bytes, bytes]], workloads: Iterable[tuple[str, str]] | None = None) -> list[bytes]:
     """Batsim's side of a recorded v4 session, in batprotocol JSON words.
 
@@ -192,7 +205,7 @@ def to_batprotocol(pairs: list[tuple[bytes, bytes]], workloads: Iterable[tuple[s
             elif e["type"] == "JOB_KILLED":
                 ev = ("JobsKilledEvent", {"job_ids": d["job_ids"]})
             elif e["type"] == "NOTIFY":
-                ev = ("AllStaticJobsHaveBeenSubmittedEvent", {})
+                ev = _bp_notify(d)
             elif e["type"] == "REQUESTED_CALL":
                 ev = ("RequestedCallEvent", {"call_me_later_id": "x"})
             elif e["type"] == "SIMULATION_ENDS":

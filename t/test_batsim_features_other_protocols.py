@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from fluxsched_py.batsim.batprotocol import encode_message as bp_encode
 from fluxsched_py.batsim.cli import driver_for
 from fluxsched_py.batsim.errors import ProtocolError
 from t.batsim_recordings import (
@@ -39,8 +40,18 @@ from t.batsim_recordings import (
 DATA = BATSIM_DATA / "features"
 RECORDINGS = {r["feature"]: r for r in manifest(DATA)["recordings"]}
 #: The recordings of options every protocol takes (``--job-metadata`` and
-#: ``--dynamic-jobs`` are v4's; the machine-events run is Batsim's own events).
-SHARED = ["config", "queues", "reservations", "reservation-flags", "groups-accounts", "users", "campaigns"]
+#: ``--dynamic-jobs`` are v4's; the machine-events run's NOTIFYs become
+#: batprotocol's generic external events).
+SHARED = [
+    "config",
+    "queues",
+    "reservations",
+    "reservation-flags",
+    "groups-accounts",
+    "users",
+    "campaigns",
+    "machine-events",
+]
 
 
 def args_of(rec: dict, *extra: str) -> list[str]:
@@ -144,3 +155,59 @@ def test_legacy_says_which_job_it_cannot_kill_at_a_reservations_end(tmp_path):
             replies.append(driver.handle(m))
     before = [(round(t, 6), k, j, a) for t, k, j, a in v4_decisions(pairs) if t < when]
     assert by_instant(decisions_legacy(replies)) == by_instant(before)
+
+
+def machine_events_session(edit=None) -> tuple[list, list[bytes]]:
+    """The machine-events run's pairs and Batsim's side in batprotocol words,
+    each external event passed through *edit* (None: dropped)."""
+    pairs = message_pairs(DATA / RECORDINGS["machine-events"]["file"])
+    out = []
+    for raw in to_batprotocol(pairs):
+        if b"ExternalEventOccurredEvent" in raw:
+            msg = json.loads(raw[:-1])
+            events = [e if e["event_type"] != "ExternalEventOccurredEvent" else edit and edit(e) for e in msg["events"]]
+            raw = bp_encode(msg["now"], [e for e in events if e])
+        out.append(raw)
+    return pairs, out
+
+
+def decide(session: list[bytes]) -> list:
+    """What a batprotocol driver of the machine-events run decides on *session*,
+    up to the first protocol error (Batsim's recorded events no longer match)."""
+    driver = driver_for(args_of(RECORDINGS["machine-events"], "--protocol", "batprotocol"))
+    replies = []
+    for m in session:
+        try:
+            replies.append(driver.handle(m))
+        except ProtocolError:
+            break
+    return by_instant(decisions_bp(replies))
+
+
+def test_without_its_machine_events_batprotocol_decides_otherwise():
+    """The oracle has teeth: the same session with its external events
+    dropped is not the recorded one."""
+    pairs, session = machine_events_session(None)
+    assert decide(session) != by_instant(v4_decisions(pairs))
+
+
+def test_an_external_event_that_is_no_machine_event_is_left_alone():
+    def other(e):
+        e["event"]["external_event"]["data"] = '{"type": "cooling", "resources": "0-3"}'
+        return e
+
+    _, session = machine_events_session(other)
+    _, dropped = machine_events_session(None)
+    assert decide(session) == decide(dropped)
+
+
+def test_a_machine_event_with_a_bad_interval_set_is_a_protocol_error_naming_it():
+    def bad(e):
+        e["event"]["external_event"]["data"] = '{"type": "machine_unavailable", "resources": "3-x"}'
+        return e
+
+    _, session = machine_events_session(bad)
+    driver = driver_for(args_of(RECORDINGS["machine-events"], "--protocol", "batprotocol"))
+    with pytest.raises(ProtocolError, match=r"^external event machine_unavailable at t=[\d.]+: invalid interval set"):
+        for m in session:
+            driver.handle(m)

@@ -24,9 +24,13 @@ Events handled: SimulationBeginsEvent (``computation_hosts``), JobSubmittedEvent
 (``job.resource_request`` — or the older ``computation_resource_request``
 ``{host_number}`` — and ``job.walltime``), JobCompletedEvent,
 JobsKilledEvent, RequestedCallEvent, AllStaticJobsHaveBeenSubmittedEvent,
-AllStaticExternalEventsHaveBeenInjectedEvent, SimulationEndsEvent.
-HostPStateChangedEvent, ExternalEventOccurredEvent and ProbeDataEmittedEvent
-are logged and ignored (this EDC never asks for them).  Decisions:
+AllStaticExternalEventsHaveBeenInjectedEvent, SimulationEndsEvent, and
+ExternalEventOccurredEvent: a generic event whose ``data`` is Batsim's
+documented machine-event object (``{"type": "machine_unavailable",
+"resources": "0-4 6 8"}``, or ``machine_available``) takes the machines
+down or brings them up, as Batsim 4's NOTIFY does under v4; any other
+external event is logged and left alone.  HostPStateChangedEvent and
+ProbeDataEmittedEvent are logged and ignored (this EDC never asks for them).  Decisions:
 ExecuteJobEvent, RejectJobEvent, CallMeLaterEvent (one-shot), and
 KillJobsEvent ``{job_ids}`` to preempt best-effort jobs (all of a reply's
 victims in one event, first: :mod:`.ordering`).
@@ -62,7 +66,7 @@ from .driver import BatsimScheduler, Decision, Driver, Execute, Host, Kill, Reje
 from .entry import EntryFields, read_entry
 from .envelope import decode_envelope, number
 from .errors import ProtocolError
-from .intervals import format_intervals
+from .intervals import format_intervals, parse_intervals
 from .ordering import order_decisions
 
 __all__ = [
@@ -98,7 +102,7 @@ KNOWN_EVENTS = frozenset(
         "ProbeDataEmittedEvent",
     }
 )
-_IGNORED = frozenset({"ExternalEventOccurredEvent", "HostPStateChangedEvent", "ProbeDataEmittedEvent"})
+_IGNORED = frozenset({"HostPStateChangedEvent", "ProbeDataEmittedEvent"})
 
 
 def decode_init(raw: bytes) -> tuple[int, bytes]:
@@ -273,11 +277,38 @@ class BatprotocolDriver(Driver):
             log.info("no more static jobs to submit (t=%.6f)", ts)
         elif etype == "AllStaticExternalEventsHaveBeenInjectedEvent":
             log.info("no more external events (t=%.6f)", ts)
+        elif etype == "ExternalEventOccurredEvent":
+            self._external_event(ts, data)
         elif etype == "SimulationEndsEvent":
             self.finished = True
         elif etype in _IGNORED:
             log.info("%s ignored: %s", etype, json.dumps(data)[:200])
         return []
+
+    def _external_event(self, ts: float, data: dict[str, Any]) -> None:
+        """A machine event in a generic external event's ``data`` (Batsim 5's
+        documented use of it); anything else is the user's, logged."""
+        generic = data.get("external_event") if data.get("external_event_type") == "GenericExternalEvent" else None
+        text = generic.get("data") if isinstance(generic, dict) else None
+        try:
+            doc = json.loads(text) if isinstance(text, str) else None
+        except ValueError:
+            doc = None
+        kind = doc.get("type") if isinstance(doc, dict) else None
+        if kind not in ("machine_unavailable", "machine_available"):
+            log.info("external event left alone (t=%.6f): %s", ts, json.dumps(data)[:200])
+            return
+        resources = doc.get("resources")
+        if not isinstance(resources, str):
+            raise ProtocolError(f"external event {kind} at t={ts:.6f} has no 'resources' interval set")
+        try:
+            ids = parse_intervals(resources)
+        except ProtocolError as exc:
+            raise ProtocolError(f"external event {kind} at t={ts:.6f}: {exc}") from None
+        if kind == "machine_unavailable":
+            self.scheduler.resources_down(ids, ts)
+        else:
+            self.scheduler.resources_up(ids, ts)
 
     def _fields(self, job_id: str, job: dict[str, Any]) -> EntryFields:
         """What the job's entry says (:mod:`.entry`): a JSON object in its
