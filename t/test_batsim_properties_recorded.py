@@ -131,3 +131,23 @@ def test_batprotocol_decides_like_the_real_v4_affinity_run():
     want = v4_decisions(pairs)
     assert {k for _, k, _, _ in want} == {"execute", "kill"}
     assert by_instant(decisions_bp(replies)) == by_instant(want)
+
+
+def test_legacy_decides_like_the_real_v4_run_of_affinity_for_regular_jobs():
+    """No job is preempted in the ``affinity-users`` run (``--policy low``;
+    alice's regular jobs prefer the GPU hosts), so Batsim 2.0's text protocol
+    can carry it; the option moved her jobs there."""
+    rec = RECORDINGS["affinity-users"]
+    pairs = message_pairs(DATA / rec["file"])
+    legacy = ["--protocol", "legacy", "--workload", str(DATA / rec["workload"]), "--platform", str(PLATFORM)]
+    driver = driver_for([*rec["args"], *legacy])
+    got = decisions_legacy([driver.handle(m) for m in to_legacy(pairs)])
+    assert driver.finished
+    want = [(round(t, 6), k, j, a) for t, k, j, a in v4_decisions(pairs)]
+    assert by_instant(got) == by_instant(want)
+    alices = {j["id"] for j in json.loads((DATA / rec["workload"]).read_text())["jobs"] if j["user"] == "alice"}
+    on_gpus = {workload_job_number(j) for _, _, j, a in want if a <= GPU_RANKS}
+    options = EngineOptions.parse({"queue-policy": "easy", "policy": "low"})
+    without = replay(load_workload(DATA / rec["workload"]), load_platform(PLATFORM), options)
+    assert len(on_gpus & alices) >= 3
+    assert not {r.job.id for r in without.records if set(r.ranks) <= GPU_RANKS} & alices
