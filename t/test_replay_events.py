@@ -254,6 +254,27 @@ def test_a_generic_event_is_counted_and_left():
     assert got.events == () and got.generic == 1
 
 
+def test_a_generic_event_carrying_batsim_5s_machine_event_is_that_event():
+    """Batsim 5 has only generic events; its docs give machine events as
+    ``data`` (the object batprotocol's driver applies): the same file in
+    Batsim 4's words and in Batsim 5's reads the same."""
+    v4 = event("machine_unavailable", "0-1 3", 10) + "\n" + event("machine_available", "1", 20) + "\n"
+    v5 = "".join(
+        json.dumps(
+            {
+                "type": "generic",
+                "timestamp": e["timestamp"],
+                "data": json.dumps({k: e[k] for k in ("type", "resources")}),
+            }
+        )
+        + "\n"
+        for e in map(json.loads, v4.splitlines())
+    )
+    assert read_events(v5, 4) == read_events(v4, 4)
+    with pytest.raises(EventsError, match="^ev:1: resource 7 does not exist"):
+        read_events(v5.replace("0-1 3", "7"), 4, "ev")
+
+
 def test_the_cli_gives_one_line_for_a_bad_file(tmp_path):
     ev = tmp_path / "ev.txt"
     ev.write_text(event("machine_unavailable", "9", 0) + "\n")

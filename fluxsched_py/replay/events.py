@@ -13,8 +13,10 @@ The format is Batsim's (``docs/input-events.rst``, read by
 ``timestamp`` a number of seconds, not negative.  The lines need not be in
 time order: like Batsim, the reader sorts them by time, and at one time puts
 ``machine_available`` before ``machine_unavailable``.  A ``generic`` event
-(Batsim forwards its ``data`` to the scheduler) carries nothing the replay
-acts on and is counted, not applied.
+(Batsim forwards its ``data`` to the scheduler) is applied when its ``data``
+is the machine event Batsim 5 documents for it (``"{\"type\":
+\"machine_unavailable\", \"resources\": \"0-4 6 8\"}"``), as the
+batprotocol driver applies it; any other is counted, not applied.
 
 An unavailable machine takes no new job, and a job already running there is
 not killed (Batsim: "jobs that were already running on these machines are
@@ -72,6 +74,18 @@ def load_events(path: str | os.PathLike[str], nb_nodes: int) -> MachineEvents:
     return read_events(text, nb_nodes, source)
 
 
+def _machine_event_in(data: object) -> str | None:
+    """The machine event type a ``generic`` event's ``data`` carries, as
+    Batsim 5 documents it (a JSON object with ``type`` ``machine_unavailable``
+    or ``machine_available`` and ``resources``), or None: user data."""
+    try:
+        doc = json.loads(data) if isinstance(data, str) else None
+    except ValueError:
+        return None
+    kind = doc.get("type") if isinstance(doc, dict) else None
+    return kind if kind in _ORDER else None
+
+
 def read_events(text: str, nb_nodes: int, source: str = "<events>") -> MachineEvents:
     """Parse the events of ``text``, sorted as Batsim sorts them."""
     events: list[tuple[float, int, int, MachineEvent]] = []
@@ -94,8 +108,11 @@ def read_events(text: str, nb_nodes: int, source: str = "<events>") -> MachineEv
             if isinstance(t, bool) or not isinstance(t, int | float) or not 0 <= t <= MAX_SECONDS:
                 raise EventsError(f"{where}: 'timestamp' must be a number of seconds from 0 to {MAX_SECONDS:g}")
             if kind == "generic":
-                generic += 1
-                continue
+                machine = _machine_event_in(obj.get("data"))
+                if machine is None:
+                    generic += 1
+                    continue
+                kind, obj = machine, json.loads(obj["data"])
             if kind not in _ORDER:
                 raise EventsError(
                     f"{where}: unknown event type {kind!r} (machine_unavailable, machine_available or generic)"
