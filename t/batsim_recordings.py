@@ -123,6 +123,13 @@ def driver_command(endpoint: str, *options: str) -> list[str]:
 _V4_JOB_KEYS = frozenset({"id", "res", "walltime", "subtime", "profile"})
 
 
+def by_instant(decisions: list[Decision]) -> list[Decision]:
+    """Decisions grouped by instant, each group in a fixed order: a reply's
+    events in one protocol may come in another order in the other (all of a
+    batprotocol reply's kills go first, in one event)."""
+    return sorted(decisions, key=lambda d: (d[0], d[1], d[2]))
+
+
 def v4_decisions(pairs: list[tuple[bytes, bytes]]) -> list[Decision]:
     """``(now, "execute" | "reject" | "kill", job, ranks | None)`` of the v4 driver's replies."""
     out: list[Decision] = []

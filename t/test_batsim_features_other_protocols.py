@@ -28,6 +28,7 @@ from fluxsched_py.batsim.cli import driver_for
 from fluxsched_py.batsim.errors import ProtocolError
 from t.batsim_recordings import (
     BATSIM_DATA,
+    by_instant,
     decisions_bp,
     decisions_legacy,
     manifest,
@@ -67,13 +68,6 @@ def plain_workload(rec: dict, tmp: Path) -> Path:
     dst = tmp / src.name.removesuffix(".gz")
     dst.write_bytes(gzip.decompress(src.read_bytes()))
     return dst
-
-
-def by_instant(decisions: list) -> list:
-    """Decisions grouped by instant, each group in a fixed order: a reply's
-    events in one protocol may come in another order in the other (all of a
-    batprotocol reply's kills go first, in one event)."""
-    return sorted(decisions, key=lambda d: (d[0], d[1], d[2]))
 
 
 @pytest.mark.parametrize("feature", SHARED)

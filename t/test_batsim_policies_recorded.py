@@ -13,6 +13,7 @@ from fluxsched_py.replay import load_workload, replay
 from fluxsched_py.replay.platform import nodes_graph
 from t.batsim_recordings import (
     BATSIM_DATA,
+    by_instant,
     decisions_bp,
     decisions_legacy,
     manifest,
@@ -40,10 +41,6 @@ def replayed_starts(rec: dict, options: dict) -> dict[int, float]:
 def batsim_starts(pairs) -> dict[int, float]:
     """The last start of each job (a preempted best-effort job may start again)."""
     return {workload_job_number(j): t for t, kind, j, _ in v4_decisions(pairs) if kind == "execute"}
-
-
-def by_instant(decisions: list) -> list:
-    return sorted(decisions, key=lambda d: (d[0], d[1], d[2]))
 
 
 # -- EASY++ ----------------------------------------------------------------------

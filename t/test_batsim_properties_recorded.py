@@ -18,6 +18,7 @@ from fluxsched_py.engine import EngineOptions
 from fluxsched_py.replay import load_workload, replay
 from fluxsched_py.replay.platform import load_platform
 from t.batsim_recordings import (
+    by_instant,
     decisions_bp,
     decisions_legacy,
     manifest,
@@ -59,10 +60,6 @@ def test_under_batsim_starts_equal_the_replays_on_the_same_platform():
     got = {workload_job_number(j): t for t, kind, j, _ in v4_decisions(recorded()) if kind == "execute"}
     assert got.keys() == expected.keys()
     assert max(abs(got[j] - expected[j]) for j in got) <= 0.1
-
-
-def by_instant(decisions: list) -> list:
-    return sorted(decisions, key=lambda d: (d[0], d[1], d[2]))
 
 
 def test_batprotocol_decides_like_the_real_v4_constraints_run():
