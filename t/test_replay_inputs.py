@@ -145,12 +145,25 @@ def test_job_over_its_walltime_is_killed_at_walltime_and_too_big_jobs_rejected()
 
 
 def test_batsim_platform_xml_hosts_clusters_and_master_skipped():
+    # The file declares Jupiter, Fafard, Ginette, Bourassa; Batsim 4.2.1 numbers
+    # them by name (its SIMULATION_BEGINS: 0 Bourassa, 1 Fafard, 2 Ginette, 3 Jupiter).
     hosts = batsim_hosts(shared_path("conformance", "batsim", "platforms", "small_platform.xml"))
-    assert [h for h, _, _ in hosts] == ["Jupiter", "Fafard", "Ginette", "Bourassa"]
+    assert [h for h, _, _ in hosts] == ["Bourassa", "Fafard", "Ginette", "Jupiter"]
     hosts = batsim_hosts(shared_path("conformance", "batsim", "platforms", "cluster512.xml"))
     assert len(hosts) == 512 and hosts[0][0] == "a0"
     g = load_platform(shared_path("conformance", "batsim", "platforms", "energy_platform_homogeneous_no_net_128.xml"))
     assert len(g.ranks) == 128
+
+
+def test_a_platforms_hosts_get_the_ids_a_real_batsim_gave_them():
+    """A real Batsim 4.2.1 run on cluster512.xml (``--mmax 32``: its first 32
+    machines): host id i is the replay's rank i, ``a10`` third."""
+    recording = REPO / "t" / "data" / "batsim" / "v4-easy-seed1-first30-mmax32.jsonl"
+    first = json.loads(recording.read_text().split("\n")[0])
+    begins = json.loads(first["data"])["events"][0]["data"]["compute_resources"]
+    g = load_platform(shared_path("conformance", "batsim", "platforms", "cluster512.xml"))
+    assert [(h["id"], h["name"]) for h in begins] == [(r, g.hostname(r)) for r in range(32)]
+    assert begins[2]["name"] == "a10"
 
 
 def test_platform_errors_are_clear(tmp_path):

@@ -1,6 +1,7 @@
 """Batsim's platforms: the compute hosts of a SimGrid platform XML.
 
-Every compute host becomes a node (rank in document order, its ``id`` as
+Every compute host becomes a node (ranked by name, the ids Batsim gives the
+hosts SimGrid lists, so a rank is Batsim's resource id; its ``id`` as
 host name, ``core`` attribute as its core count, default 1);
 ``<cluster>``/``<cabinet>`` elements expand ``prefix + radical + suffix``;
 the host or cluster whose ``role`` property is ``master`` (Batsim's
@@ -106,6 +107,8 @@ def _compute_hosts(path: str | os.PathLike[str]) -> list[tuple[str, int, ET.Elem
             raise PlatformError(f"{path}: more than {MAX_NODES} hosts (the limit)")
     if not hosts:
         raise PlatformError(f"{path}: no compute hosts found")
+    # Batsim numbers the compute hosts in the order SimGrid lists them, by name.
+    hosts.sort(key=lambda h: h[0])
     return hosts
 
 

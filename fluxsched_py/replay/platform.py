@@ -5,8 +5,8 @@ reads (a YAML recipe, RFC 20 R in JSON, a GRUG GraphML file, an hwloc XML
 topology) and a SimGrid platform XML as Batsim uses it.  XML is told apart by
 its root element: ``<topology>`` is hwloc (one node, see
 :mod:`fluxsched_py.resource.hwloc`), ``<platform>`` is SimGrid.  In a SimGrid
-platform every compute host becomes a node (rank in document order, its
-``id`` as host name, ``core`` attribute as its core count, default 1);
+platform every compute host becomes a node (ranked by name, as Batsim numbers
+them; its ``id`` as host name, ``core`` attribute as its core count, default 1);
 ``<cluster>``/``<cabinet>`` elements expand
 ``prefix + radical + suffix``; the host or cluster whose ``role`` property is
 ``master`` (Batsim's scheduler host) or ``storage`` is skipped.
