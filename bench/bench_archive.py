@@ -46,7 +46,7 @@ scheduling the 10,000 jobs about 6 s (0.6 ms a job: the whole-node fast
 path still works on 400,000-bit ints, a few operations a job).
 Where the time went on main (cProfile, one job on ``--nodes 200000``:
 27 s): building R, the networkx model and its compiled index vertex by
-vertex (nodes_R 0.6 s, model 3.2 s, compile 5 s), the availability
+vertex (hosts_rv1 0.6 s, model 3.2 s, compile 5 s), the availability
 aggregates twice (live graph and the all-up feasibility snapshot, 7 s), the
 flat layout, free set and codec (5 s); then per job, every use of a
 one-node placement split a 400,000-bit int into chunks (7 splits a job) and

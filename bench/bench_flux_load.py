@@ -385,12 +385,12 @@ def table(rows: list[dict]) -> str:
 def engine_run(a: argparse.Namespace) -> dict:
     """The same burst through the engine alone: peak RSS and time."""
     from fluxsched_py.engine import Engine, ResponseType
-    from fluxsched_py.replay.platform import nodes_R
     from fluxsched_py.resource import ResourceGraph
+    from fluxsched_py.resource.rv1 import hosts_rv1
 
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     t0 = time.perf_counter()
-    g = ResourceGraph.from_rv1(nodes_R([f"node{i}" for i in range(a.nodes)], a.cores))
+    g = ResourceGraph.from_rv1(hosts_rv1([f"node{i}" for i in range(a.nodes)], a.cores))
     e = Engine(g, [*a.sched_py_args, "policy=low"])
     spec = {**JOBSPEC, "attributes": {"system": {"duration": a.duration}}}
     for jobid in range(1, a.njobs + 1):

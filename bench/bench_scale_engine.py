@@ -24,14 +24,14 @@ import statistics
 import time
 
 from fluxsched_py.engine import Engine
-from fluxsched_py.replay.platform import nodes_R
 from fluxsched_py.resource import ResourceGraph
+from fluxsched_py.resource.rv1 import hosts_rv1
 
 
 def nodes_graph(n: int, cores: int) -> ResourceGraph:
     """``n`` nodes of ``cores`` cores (the replay's ``nodes_graph`` without
     its 50,000-node input limit)."""
-    return ResourceGraph.from_rv1(nodes_R([f"node{i}" for i in range(n)], cores))
+    return ResourceGraph.from_rv1(hosts_rv1([f"node{i}" for i in range(n)], cores))
 
 
 def jobspec(duration: float) -> dict:

@@ -12,14 +12,14 @@ from __future__ import annotations
 import pytest
 
 from fluxsched_py.engine import Engine, EngineError, EngineOptions, ResponseType
-from fluxsched_py.replay.platform import nodes_R
 from fluxsched_py.resource import ResourceGraph
+from fluxsched_py.resource.rv1 import hosts_rv1
 
 NAMES = {"alice": 1001, "bob": 1002, "carol": 1003}
 
 
 def graph(nodes, properties):
-    R = nodes_R([f"node{i}" for i in range(nodes)], 2)
+    R = hosts_rv1([f"node{i}" for i in range(nodes)], 2)
     R["execution"]["properties"] = properties
     return ResourceGraph.from_rv1(R)
 

@@ -21,8 +21,8 @@ from fluxsched_py.engine.jobs import Job
 from fluxsched_py.engine.sink import SinkDetector
 from fluxsched_py.jobspec import parse_jobspec
 from fluxsched_py.replay import cli as replay_cli
-from fluxsched_py.replay.platform import nodes_R
 from fluxsched_py.resource import ResourceGraph
+from fluxsched_py.resource.rv1 import hosts_rv1
 
 
 def jobspec(duration=100.0, campaign=None, kind=None, best_effort=False, after=0):
@@ -53,7 +53,7 @@ def jobspec(duration=100.0, campaign=None, kind=None, best_effort=False, after=0
 
 
 def engine(nodes=1, **opts):
-    g = ResourceGraph.from_rv1(nodes_R([f"n{i}" for i in range(nodes)], 1))
+    g = ResourceGraph.from_rv1(hosts_rv1([f"n{i}" for i in range(nodes)], 1))
     return Engine(g, {"queue-policy": "fcfs", "policy": "low", **opts})
 
 
@@ -299,7 +299,7 @@ def _placed_with_history(runtime: float, predictor: str = "true") -> list[int]:
     X (best-effort, one core, campaign c, preemptible-after 10: its protected
     window) has a walltime of 5000 s.  Returns X's ranks."""
     e = Engine(
-        ResourceGraph.from_rv1(nodes_R([f"n{i}" for i in range(2)], 2)),
+        ResourceGraph.from_rv1(hosts_rv1([f"n{i}" for i in range(2)], 2)),
         {"queue-policy": "easy", "policy": "first", "campaign-predictor": predictor},
     )
     e.alloc(1, 0, 1, 0.0, _cores(1, duration=5000.0, campaign="c"))
@@ -403,7 +403,7 @@ def test_affinity_places_a_campaigns_jobs_on_its_site_through_the_replay_driver(
     # three one-node jobs all start at 0.  The replay places from the top
     # rank down (3, 2, 1); with affinity=g:lyon the first two run on lyon,
     # the third on grenoble (it falls back, and starts at once).
-    R = nodes_R([f"n{i}" for i in range(4)], 1)
+    R = hosts_rv1([f"n{i}" for i in range(4)], 1)
     R["execution"]["properties"] = {"lyon": "0-1", "grenoble": "2-3"}
     (tmp_path / "R.json").write_text(json.dumps(R))
     spec = json.dumps(jobspec(campaign="g"))

@@ -20,9 +20,10 @@ from hypothesis import strategies as st
 
 from fluxsched_py.engine import EngineError, EngineOptions, ResponseType
 from fluxsched_py.replay import replay
-from fluxsched_py.replay.platform import nodes_graph, nodes_R
+from fluxsched_py.replay.platform import nodes_graph
 from fluxsched_py.replay.workload import Workload, WorkloadJob, node_request, read_jobspec_list
 from fluxsched_py.resource import ResourceGraph
+from fluxsched_py.resource.rv1 import hosts_rv1
 
 from .test_engine_rfc27 import Checked, estimates, graph, jobspec
 from .test_policy_conservative import assert_no_start_after_first_estimate
@@ -338,7 +339,7 @@ def test_replay_schedules_each_queue_of_a_jobspec_list_separately():
         ]
     )
     w = read_jobspec_list(text, name="queues")
-    R = nodes_R([f"node{i}" for i in range(4)], 1)
+    R = hosts_rv1([f"node{i}" for i in range(4)], 1)
     R["execution"]["properties"] = SPLIT
     r = replay(w, ResourceGraph.from_rv1(R), {"queue-policy": "fcfs"}, check=lambda e: e.check_invariants())
     assert r.starts() == {0: 0.0, 1: 100.0, 2: 2.0, 3: 12.0, 4: 22.0}

@@ -10,8 +10,8 @@ import re
 import pytest
 
 from fluxsched_py.engine import Engine, EngineError, EngineOptions, JobState, ResponseType
-from fluxsched_py.replay.platform import nodes_R
 from fluxsched_py.resource import ResourceGraph
+from fluxsched_py.resource.rv1 import hosts_rv1
 
 
 def jobspec(nnodes=0, cores=1, duration=0.0, exclusive=True, constraints=None, nslots=1):
@@ -38,7 +38,7 @@ def jobspec(nnodes=0, cores=1, duration=0.0, exclusive=True, constraints=None, n
 
 
 def graph(nodes=4, cores=4, properties=None):
-    R = nodes_R([f"node{i}" for i in range(nodes)], cores)
+    R = hosts_rv1([f"node{i}" for i in range(nodes)], cores)
     if properties:
         R["execution"]["properties"] = properties
     return ResourceGraph.from_rv1(R)

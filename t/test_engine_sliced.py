@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fluxsched_py.engine import Engine, ResponseType
-from fluxsched_py.replay.platform import nodes_R
 from fluxsched_py.resource import ResourceGraph
+from fluxsched_py.resource.rv1 import hosts_rv1
 
 
 def jobspec(nnodes: int, nslots: int, cores: int, duration: float, queue: str | None) -> dict:
@@ -56,7 +56,7 @@ policies = st.sampled_from(["fcfs", "easy", "conservative", "hybrid"])
 
 
 def make(policy: str, sliced: bool) -> Engine:
-    g = ResourceGraph.from_rv1(nodes_R([f"node{i}" for i in range(4)], 4))
+    g = ResourceGraph.from_rv1(hosts_rv1([f"node{i}" for i in range(4)], 4))
     opts = [f"queue-policy={policy}", "reserve-depth=4" if policy == "hybrid" else "annotate-depth=64"]
     if not sliced:
         return Engine(g, opts)
@@ -139,7 +139,7 @@ def test_a_pass_resumed_after_a_reservation_came_due_replans():
     finished and sent ``t_estimate`` 121, a start time already in the past,
     and kept the stale plan.  Resumed once a reservation of its plan is due,
     a pass starts over at the new time."""
-    g = ResourceGraph.from_rv1(nodes_R([f"node{i}" for i in range(2)], 4))
+    g = ResourceGraph.from_rv1(hosts_rv1([f"node{i}" for i in range(2)], 4))
     e = Engine(g, ["queue-policy=conservative"], stopwatch=_Ticks())
     e.alloc(1, 0, 0, 100.0, jobspec(2, 1, 1, 21.0, None))  # both nodes until t=121
     assert [r.type for r in e.schedule(100.0).responses] == [ResponseType.SUCCESS]

@@ -23,11 +23,12 @@ import pytest
 from fluxsched_py.batsim.v4driver import V4Driver
 from fluxsched_py.engine import Engine, EngineError, EngineOptions, ResponseType
 from fluxsched_py.replay.metrics import summarize
-from fluxsched_py.replay.platform import nodes_graph, nodes_R
+from fluxsched_py.replay.platform import nodes_graph
 from fluxsched_py.replay.records import COMPLETED, PREEMPTED
 from fluxsched_py.replay.sim import replay
 from fluxsched_py.replay.workload import WorkloadError, load_workload
 from fluxsched_py.resource import ResourceGraph
+from fluxsched_py.resource.rv1 import hosts_rv1
 
 from .test_batsim_driver import begins, reply, submit, types
 
@@ -395,7 +396,7 @@ def two_clusters(affinity: str | None = None) -> Engine:
     opts = {"queue-policy": "easy", "policy": "high", "preempt-grace": "10"}
     if affinity:
         opts["affinity"] = affinity
-    R = nodes_R([f"node{i}" for i in range(4)], 1)
+    R = hosts_rv1([f"node{i}" for i in range(4)], 1)
     R["execution"]["properties"] = {"lyon": "0-1", "grenoble": "2-3"}
     e = Engine(ResourceGraph.from_rv1(R), opts, build_R=False)
     for j in range(100, 104):

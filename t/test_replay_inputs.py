@@ -175,9 +175,9 @@ def test_platform_errors_are_clear(tmp_path):
 
 
 def test_R_platform(tmp_path):
-    from fluxsched_py.replay.platform import nodes_R
+    from fluxsched_py.resource.rv1 import hosts_rv1
 
-    (tmp_path / "R.json").write_text(json.dumps(nodes_R(["a", "b", "c"], 2)))
+    (tmp_path / "R.json").write_text(json.dumps(hosts_rv1(["a", "b", "c"], 2)))
     g = load_platform(tmp_path / "R.json")
     assert len(g.ranks) == 3 and g.all().count("core") == 6
 

@@ -29,9 +29,9 @@ from hypothesis import strategies as st
 from fluxsched_py.ids import IdSet
 from fluxsched_py.jobspec.request import Count, Request, ResourceRequest
 from fluxsched_py.match import POLICIES, match
-from fluxsched_py.replay.platform import nodes_R
 from fluxsched_py.resource import Availability, ResourceError, ResourceGraph, ResourceSet, flatfree
 from fluxsched_py.resource.flatfree import FlatLayout
+from fluxsched_py.resource.rv1 import hosts_rv1
 
 
 def rr(t, n, *with_, exclusive=None):
@@ -54,7 +54,7 @@ def racks() -> ResourceGraph:
 
 
 def flat() -> ResourceGraph:
-    return ResourceGraph.from_rv1(nodes_R([f"n{i}" for i in range(70)], 2))
+    return ResourceGraph.from_rv1(hosts_rv1([f"n{i}" for i in range(70)], 2))
 
 
 def _nonzero(ds):

@@ -25,9 +25,9 @@ from fluxsched_py.engine.states import ResponseType
 from fluxsched_py.ids import IdSet
 from fluxsched_py.jobspec.request import Count, Request, ResourceRequest
 from fluxsched_py.match import match
-from fluxsched_py.replay.platform import nodes_R
 from fluxsched_py.resource import ResourceGraph, ResourceSet, flatfree
 from fluxsched_py.resource.flatfree import Bits, FlatLayout
+from fluxsched_py.resource.rv1 import hosts_rv1
 
 # -- Bits against ints ---------------------------------------------------------
 
@@ -67,7 +67,7 @@ def test_bits_field_and_flip(a, off, width, shift):
 
 def test_free_bits_log_names_what_changed(monkeypatch):
     monkeypatch.setattr(flatfree, "CHUNK_SHIFT", 4)
-    g = ResourceGraph.from_rv1(nodes_R([f"n{i}" for i in range(6)], 4))
+    g = ResourceGraph.from_rv1(hosts_rv1([f"n{i}" for i in range(6)], 4))
     free = g.free_bits()
     before, seq = free.value(), free.seq
     assert free.since(seq) == []
@@ -105,7 +105,7 @@ SHAPES = [
 ]
 
 GRAPHS = {
-    "flat": lambda: ResourceGraph.from_rv1(nodes_R([f"n{i}" for i in range(9)], 5)),
+    "flat": lambda: ResourceGraph.from_rv1(hosts_rv1([f"n{i}" for i in range(9)], 5)),
     "racks": lambda: ResourceGraph.from_recipe(
         {"cluster": {"racks": 2, "nodes_per_rack": 3, "sockets": 2, "cores_per_socket": 2, "gpus_per_socket": 1}}
     ),
@@ -217,7 +217,7 @@ def _spec(cores: int, nodes: int, duration: float) -> dict:
 def _run(policy: str, shift: int, seed: int) -> list:
     flatfree.CHUNK_SHIFT, saved = shift, flatfree.CHUNK_SHIFT
     try:
-        g = ResourceGraph.from_rv1(nodes_R([f"n{i}" for i in range(24)], 8))
+        g = ResourceGraph.from_rv1(hosts_rv1([f"n{i}" for i in range(24)], 8))
         e = Engine(g, [f"queue-policy={policy}"])
         rng = random.Random(seed)
         ends: dict[int, float] = {}

@@ -23,13 +23,13 @@ from fluxsched_py.engine import Engine
 from fluxsched_py.jobspec.request import Count, Request, ResourceRequest
 from fluxsched_py.match import feasibility
 from fluxsched_py.planner.flat import FlatCodec
-from fluxsched_py.replay.platform import nodes_R
 from fluxsched_py.resource import ResourceGraph, ResourceSet
+from fluxsched_py.resource.rv1 import hosts_rv1
 
 GRAPHS = {
     # 150 one-core nodes: the simplest layout, and placements of more than 64 bits
     "unit": lambda: ResourceGraph.from_nodes([f"n{i}" for i in range(150)], 1),
-    "unit-rv1": lambda: ResourceGraph.from_rv1(nodes_R([f"u{i}" for i in range(20)], 1)),
+    "unit-rv1": lambda: ResourceGraph.from_rv1(hosts_rv1([f"u{i}" for i in range(20)], 1)),
     "cores": lambda: ResourceGraph.from_nodes([f"c{i}" for i in range(12)], 4),
     "racks": lambda: ResourceGraph.from_recipe(
         {"cluster": {"racks": 2, "nodes_per_rack": 3, "sockets": 2, "cores_per_socket": 2, "gpus_per_socket": 1}}

@@ -48,10 +48,11 @@ from ..engine.duplicates import CancelCopy, Duplicate
 from ..engine.power import PowerOff, PowerOn
 from ..engine.reservations import GroupResolver, add_entries
 from ..engine.runlimits import RunLimits
-from ..ids import Hostlist, IdSet, user_id
+from ..ids import IdSet, user_id
 from ..jobspec.constraints import Constraint
 from ..jobspec.request import node_request as _node_request
 from ..power import PowerModel
+from ..resource.rv1 import hosts_rv1
 from .errors import ProtocolError
 from .metadata import job_metadata
 from .platform import property_names
@@ -161,33 +162,10 @@ def hosts_R(hosts: Sequence[Host]) -> dict:
         raise ProtocolError(
             f"compute resource ids must be 0..N-1 (Batsim numbers hosts that way); got {IdSet(ids).encode()}"
         )
-    R_lite = []
-    run_start = 0
-    for i in range(1, len(ordered) + 1):
-        if i == len(ordered) or ordered[i].cores != ordered[run_start].cores:
-            R_lite.append(
-                {
-                    "rank": IdSet.range(run_start, i - 1).encode(),
-                    "children": {"core": IdSet.range(0, ordered[run_start].cores - 1).encode()},
-                }
-            )
-            run_start = i
-    props: dict[str, list[int]] = {}
-    for h in ordered:
-        for name in property_names(h.properties):
-            props.setdefault(name, []).append(h.id)
     names = [h.name for h in ordered]
     if len(set(names)) != len(names):
         names = [f"host{h.id}" for h in ordered]  # R needs distinct host names
-    execution: dict[str, Any] = {
-        "R_lite": R_lite,
-        "nodelist": [Hostlist(names).encode()],
-        "starttime": 0.0,
-        "expiration": 0.0,
-    }
-    if props:
-        execution["properties"] = {k: IdSet(v).encode() for k, v in sorted(props.items())}
-    return {"version": 1, "execution": execution}
+    return hosts_rv1(names, [h.cores for h in ordered], [property_names(h.properties) for h in ordered])
 
 
 def node_request(nnodes: int, walltime: float | None) -> Any:

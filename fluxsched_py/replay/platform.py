@@ -20,47 +20,18 @@ from pathlib import Path
 from typing import Any
 
 from ..batsim.platform import PlatformError, batsim_hosts, batsim_power, property_names
-from ..ids import Hostlist, IdSet
 from ..inputs import read_bytes
 from ..limits import MAX_NODES, MAX_PER_NODE
 from ..power import PowerModel
+from ..resource.rv1 import hosts_rv1
 
-__all__ = ["PlatformError", "batsim_hosts", "load_platform", "load_power", "nodes_R", "nodes_graph"]
+__all__ = ["PlatformError", "batsim_hosts", "load_platform", "load_power", "nodes_graph"]
 
 
 def _graph_cls() -> Any:
     from ..resource import ResourceGraph
 
     return ResourceGraph
-
-
-def nodes_R(hostnames: list[str], cores: list[int] | int = 1, properties: list[list[str]] | None = None) -> dict:
-    """RFC 20 R with one rank per host name, ``cores`` cores each, and each
-    rank's ``properties`` (names) when given."""
-    n = len(hostnames)
-    if n == 0:
-        raise PlatformError("a platform needs at least one node")
-    per = [cores] * n if isinstance(cores, int) else list(cores)
-    R_lite = []
-    start = 0
-    for i in range(1, n + 1):
-        if i == n or per[i] != per[start]:
-            cores_ids = str(IdSet.range(0, per[start] - 1))
-            R_lite.append({"rank": str(IdSet.range(start, i - 1)), "children": {"core": cores_ids}})
-            start = i
-    execution: dict[str, Any] = {
-        "R_lite": R_lite,
-        "nodelist": [Hostlist(hostnames).encode()],
-        "starttime": 0.0,
-        "expiration": 0.0,
-    }
-    ranks: dict[str, list[int]] = {}
-    for rank, names in enumerate(properties or []):
-        for name in names:
-            ranks.setdefault(name, []).append(rank)
-    if ranks:
-        execution["properties"] = {name: str(IdSet(r)) for name, r in sorted(ranks.items())}
-    return {"version": 1, "execution": execution}
 
 
 def nodes_graph(n: int, cores: int = 1, prefix: str = "node") -> Any:
@@ -96,7 +67,7 @@ def load_platform(path: str | os.PathLike[str]) -> Any:
     if suffix == ".xml" or root == "platform":
         hosts = batsim_hosts(p)
         names = [property_names(props) for _, _, props in hosts]
-        return G.from_rv1(nodes_R([h for h, _, _ in hosts], [c for _, c, _ in hosts], names))
+        return G.from_rv1(hosts_rv1([h for h, _, _ in hosts], [c for _, c, _ in hosts], names))
     if suffix in (".graphml", ".grug"):
         return G.from_grug(p)
     if suffix == ".json":

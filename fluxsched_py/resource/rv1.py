@@ -21,6 +21,7 @@ when present, must be at least 1.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,7 +37,7 @@ from .resourceset import ResourceSet
 if TYPE_CHECKING:
     from .graph import ResourceGraph
 
-__all__ = ["model_from_rv1", "resourceset_from_rv1", "resourceset_to_rv1", "check_rv1"]
+__all__ = ["model_from_rv1", "resourceset_from_rv1", "resourceset_to_rv1", "check_rv1", "hosts_rv1"]
 
 
 def _read_json(obj: Any, source: str | None) -> tuple[Any, str | None]:
@@ -344,6 +345,39 @@ def resourceset_to_rv1(
 
         R["scheduling"] = resourceset_to_jgf(g, rs)
     return R
+
+
+def hosts_rv1(
+    hostnames: Sequence[str], cores: int | Sequence[int] = 1, properties: Sequence[Iterable[str]] | None = None
+) -> dict:
+    """R for a machine of whole hosts, host ``i`` as rank ``i``: ``cores``
+    cores each (one count, or one per host) and each host's ``properties``
+    when given.  The simulators' machines (a Batsim platform, the replay's)
+    are written this way; ``hostnames`` is not empty."""
+    n = len(hostnames)
+    if n == 0:
+        raise ValueError("a machine needs at least one host")
+    per = [cores] * n if isinstance(cores, int) else list(cores)
+    rlite = []
+    start = 0
+    for i in range(1, n + 1):
+        if i == n or per[i] != per[start]:
+            children = {"core": IdSet.range(0, per[start] - 1).encode()}
+            rlite.append({"rank": IdSet.range(start, i - 1).encode(), "children": children})
+            start = i
+    ex: dict[str, Any] = {
+        "R_lite": rlite,
+        "nodelist": [Hostlist(hostnames).encode()],
+        "starttime": 0.0,
+        "expiration": 0.0,
+    }
+    ranks: dict[str, list[int]] = {}
+    for rank, names in enumerate(properties or ()):
+        for name in names:
+            ranks.setdefault(name, []).append(rank)
+    if ranks:
+        ex["properties"] = {name: IdSet(r).encode() for name, r in sorted(ranks.items())}
+    return {"version": 1, "execution": ex}
 
 
 __all__ += ["RLITE_TYPES"]
