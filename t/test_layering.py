@@ -10,8 +10,9 @@ another subpackage of its own layer below the drivers (``planner`` reads
 exception: Batsim's file formats, which the replay reads and writes too:
 :mod:`fluxsched_py.batsim.platform` (platform files),
 :mod:`fluxsched_py.batsim.intervals` (interval sets, in events files),
-:mod:`fluxsched_py.batsim.metadata` (``out_jobs.csv``'s metadata column) and
-:mod:`fluxsched_py.batsim.entry` (a workload entry's fields).
+:mod:`fluxsched_py.batsim.metadata` (``out_jobs.csv``'s metadata column),
+:mod:`fluxsched_py.batsim.entry` (a workload entry's fields) and
+:mod:`fluxsched_py.batsim.machine_events` (Batsim 5's machine events).
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ SHARED = {
     "fluxsched_py.batsim.intervals",
     "fluxsched_py.batsim.metadata",
     "fluxsched_py.batsim.entry",
+    "fluxsched_py.batsim.machine_events",
 }
 #: Reads and writes of another module's ``_private`` names allowed per file:
 #: none is left (issue 21), so a file not listed must have none.

@@ -67,6 +67,7 @@ from .entry import EntryFields, read_entry
 from .envelope import decode_envelope, number
 from .errors import ProtocolError
 from .intervals import format_intervals, parse_intervals
+from .machine_events import machine_event_in
 from .ordering import order_decisions
 
 __all__ = [
@@ -289,16 +290,11 @@ class BatprotocolDriver(Driver):
         """A machine event in a generic external event's ``data`` (Batsim 5's
         documented use of it); anything else is the user's, logged."""
         generic = data.get("external_event") if data.get("external_event_type") == "GenericExternalEvent" else None
-        text = generic.get("data") if isinstance(generic, dict) else None
-        try:
-            doc = json.loads(text) if isinstance(text, str) else None
-        except ValueError:
-            doc = None
-        kind = doc.get("type") if isinstance(doc, dict) else None
-        if kind not in ("machine_unavailable", "machine_available"):
+        doc = machine_event_in(generic.get("data")) if isinstance(generic, dict) else None
+        if doc is None:
             log.info("external event left alone (t=%.6f): %s", ts, json.dumps(data)[:200])
             return
-        resources = doc.get("resources")
+        kind, resources = doc["type"], doc.get("resources")
         if not isinstance(resources, str):
             raise ProtocolError(f"external event {kind} at t={ts:.6f} has no 'resources' interval set")
         try:

@@ -31,6 +31,7 @@ import os
 from dataclasses import dataclass
 
 from ..batsim.intervals import parse_intervals
+from ..batsim.machine_events import machine_event_in
 from ..errors import FluxschedError
 from ..ids import IdSet
 from ..inputs import bounded_lines, open_stream
@@ -74,18 +75,6 @@ def load_events(path: str | os.PathLike[str], nb_nodes: int) -> MachineEvents:
     return read_events(text, nb_nodes, source)
 
 
-def _machine_event_in(data: object) -> str | None:
-    """The machine event type a ``generic`` event's ``data`` carries, as
-    Batsim 5 documents it (a JSON object with ``type`` ``machine_unavailable``
-    or ``machine_available`` and ``resources``), or None: user data."""
-    try:
-        doc = json.loads(data) if isinstance(data, str) else None
-    except ValueError:
-        return None
-    kind = doc.get("type") if isinstance(doc, dict) else None
-    return kind if kind in _ORDER else None
-
-
 def read_events(text: str, nb_nodes: int, source: str = "<events>") -> MachineEvents:
     """Parse the events of ``text``, sorted as Batsim sorts them."""
     events: list[tuple[float, int, int, MachineEvent]] = []
@@ -108,11 +97,11 @@ def read_events(text: str, nb_nodes: int, source: str = "<events>") -> MachineEv
             if isinstance(t, bool) or not isinstance(t, int | float) or not 0 <= t <= MAX_SECONDS:
                 raise EventsError(f"{where}: 'timestamp' must be a number of seconds from 0 to {MAX_SECONDS:g}")
             if kind == "generic":
-                machine = _machine_event_in(obj.get("data"))
+                machine = machine_event_in(obj.get("data"))
                 if machine is None:
                     generic += 1
                     continue
-                kind, obj = machine, json.loads(obj["data"])
+                kind, obj = machine["type"], machine
             if kind not in _ORDER:
                 raise EventsError(
                     f"{where}: unknown event type {kind!r} (machine_unavailable, machine_available or generic)"
