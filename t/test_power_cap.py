@@ -8,9 +8,12 @@ job starts later than its first ``t_estimate``.
 
 from __future__ import annotations
 
+import csv
 import dataclasses
+import gzip
 import json
 import math
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -93,6 +96,64 @@ def test_the_replay_never_draws_more_than_the_cap_every_job_runs_and_none_starts
     assert max_watts(result, t0, t1) <= cap + 1e-6
 
 
+#: Quick switches, so that nodes sleep and wake within the short runs drawn here.
+QUICK = PowerModel(95.0, 190.738, 9.75, 2.0, 101.0, 5.0, 125.17)
+#: energy_platform_homogeneous_no_net.xml's hosts: a boot (425 W) draws more than a job (100 W).
+HUNGRY = PowerModel(30.0, 100.0, 9.75, 2.0, 200.996721311, 20.0, 425.1743849)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    capped_workloads(),
+    st.sampled_from(["easy", "conservative", "fcfs"]),
+    st.sampled_from(["idle", "planned"]),
+    st.sampled_from([QUICK, HUNGRY]),
+)
+def test_with_power_saving_the_replay_never_draws_more_than_the_cap_and_every_job_runs(wl, policy, mode, model):
+    nodes, jobs, computes, _ = wl
+    # the same room for jobs, in this model's watts
+    room = (wl[3] - nodes * MODEL.idle_watts) / (MODEL.computing_watts - MODEL.idle_watts)
+    cap = nodes * model.idle_watts + room * (model.computing_watts - model.idle_watts)
+    options = {"queue-policy": policy, "power-cap": str(cap), "power-save": mode, "power-idle-time": "3"}
+    result = _replay(nodes, jobs, options, computes, models=[model] * nodes)
+    assert len(result.records) == len(jobs) and all(rec.start is not None for rec in result.records)
+    assert max_watts(result) <= cap + 1e-6
+
+
+def test_switching_idle_nodes_off_frees_watts_for_a_job():
+    """Four nodes, a cap with room for one node computing beside three idle
+    ones: a two-node job cannot run while every node is on.  Under
+    ``power-save=planned`` the two nodes nobody needs sleep, and their idle
+    watts are the job's: it runs once they are off, where without power
+    saving it never could."""
+    cap = 4 * QUICK.idle_watts + 1.5 * (QUICK.computing_watts - QUICK.idle_watts)
+    jobs = [(0, 0.0, 1, 10.0, 10.0), (1, 20.0, 2, 10.0, 10.0)]
+    options = {"power-cap": str(cap), "power-save": "planned", "power-idle-time": "3"}
+    result = _replay(4, jobs, options, models=[QUICK] * 4)
+    starts = {rec.job.id: rec.start for rec in result.records}
+    assert starts[0] == 0.0 and starts[1] is not None
+    assert max_watts(result) <= cap + 1e-6
+    without = _replay(4, jobs, {"power-cap": str(cap)}, models=[QUICK] * 4)
+    assert {rec.job.id: rec.start for rec in without.records}[1] is None  # without power saving it never runs
+
+
+def test_no_more_nodes_sleep_than_could_boot_at_once_beside_the_others_idle():
+    """A boot here draws 425 W, more than a job: under a cap of four nodes
+    computing (400 W), one node booting beside three idle ones (515 W)
+    would cross it.  So no node is switched off, and the job that needs all
+    four still runs; a cap with room for that boot lets nodes sleep."""
+    jobs = [(0, 0.0, 1, 10.0, 10.0), (1, 60.0, 4, 10.0, 10.0)]
+    tight = 4 * HUNGRY.computing_watts
+    options = {"power-save": "planned", "power-idle-time": "3"}
+    result = _replay(4, jobs, {**options, "power-cap": str(tight)}, models=[HUNGRY] * 4)
+    assert all(rec.start is not None for rec in result.records)
+    assert result.energy.sleeping == 0.0
+    roomy = 3 * HUNGRY.idle_watts + HUNGRY.on_watts
+    result = _replay(4, jobs, {**options, "power-cap": str(roomy)}, models=[HUNGRY] * 4)
+    assert all(rec.start is not None for rec in result.records)
+    assert result.energy.sleeping > 0.0 and max_watts(result) <= roomy + 1e-6
+
+
 def test_a_job_over_the_cap_waits_with_the_cap_as_its_reason_and_its_estimate_where_the_watts_are():
     # 4 nodes; the cap leaves room for 2 computing nodes: a 2-node job runs 0-100,
     # a 2-node job (on the 2 free nodes) must wait until it ends
@@ -137,8 +198,6 @@ def test_a_cap_that_cannot_be_held_is_refused_at_once():
         Engine(nodes_graph(4), ["power-cap=300"], power=[MODEL] * 4)
     with pytest.raises(EngineError, match=r"power-cap=1000: no power model for rank 0"):
         Engine(nodes_graph(4), ["power-cap=1000"])
-    with pytest.raises(EngineError, match=r"power-cap=1000: not supported with power-save=planned yet"):
-        Engine(nodes_graph(4), ["power-cap=1000", "power-save=planned"], power=[MODEL] * 4)
 
 
 def test_unset_the_cap_changes_nothing():
@@ -229,3 +288,93 @@ def test_the_other_batsim_drivers_take_the_cap_from_the_platform_and_decide_as_v
     assert got == want and len(got) == 250
     engine = driver.scheduler.engine
     assert engine.cap is not None and engine.cap.models == batsim_power(PLATFORM)
+
+
+# -- with power saving, against a real Batsim ---------------------------------------------
+
+CAPPED = json.loads((Path(__file__).parent / "data" / "batsim" / "energy" / "MANIFEST.json").read_text())["capped"]
+
+
+def computing_workload(out: Path) -> Path:
+    """Batsim's seed-1 workload as jobs that compute: each delay profile a
+    ``parallel_homogeneous`` one of as many flops per host as its delay
+    takes at pstate 0 (100 Mf, no communication: as long, drawn at
+    computing watts), its jobs of more than 25 nodes left out (they could
+    never run under a 60 % cap).  The recordings' MANIFEST says so."""
+    src = json.loads((WORKLOADS / "example_workload_hpc_seed1_jobs250.json").read_text())
+    profiles = {
+        name: {"type": "parallel_homogeneous", "cpu": p["delay"] * 1e8, "com": 0.0, "runtime": p["delay"]}
+        for name, p in src["profiles"].items()
+    }
+    jobs = [j for j in src["jobs"] if j["res"] <= 25]
+    out.write_text(json.dumps({"nb_res": src["nb_res"], "jobs": jobs, "profiles": profiles}))
+    return out
+
+
+def batsim_max_power(path: Path) -> float:
+    """The most a Batsim run drew over any stretch between two of its
+    events, from its own ``out_consumed_energy.csv``: ``epower`` is the
+    mean power since the row before, and the power changes only at rows,
+    so over a stretch of positive length it is what the machine drew."""
+    with gzip.open(path, "rt") as f:
+        rows = list(csv.DictReader(f))
+    top, last = -math.inf, None
+    for r in rows:
+        t = float(r["time"])
+        if last is not None and t > last and r["epower"] != "NA":
+            top = max(top, float(r["epower"]))
+        last = t
+    return top
+
+
+def _recorded_starts_and_waits(pairs) -> tuple[dict[str, float], float]:
+    submitted, starts = {}, {}
+    for msg, reply in pairs:
+        for ev in json.loads(msg)["events"]:
+            if ev["type"] == "JOB_SUBMITTED":
+                submitted[ev["data"]["job_id"]] = ev["timestamp"]
+        for ev in json.loads(reply)["events"]:
+            if ev["type"] == "EXECUTE_JOB":
+                starts[ev["data"]["job_id"]] = ev["timestamp"]
+    waits = [starts[j] - t for j, t in submitted.items()]
+    return {j.split("!", 1)[1]: t for j, t in starts.items()}, sum(waits) / len(waits)
+
+
+@needs_shared
+@pytest.mark.parametrize("rec", CAPPED, ids=[r["file"].removesuffix(".jsonl.gz") for r in CAPPED])
+def test_under_a_real_batsim_the_cap_holds_with_power_saving_and_the_v4_driver_decides_as_it_did(rec):
+    from fluxsched_py.batsim.platform import batsim_power
+    from fluxsched_py.batsim.v4driver import V4Driver
+    from t.batsim_recordings import BATSIM_DATA, message_pairs
+
+    folder = BATSIM_DATA / "energy"
+    pairs = message_pairs(folder / rec["file"])
+    driver = V4Driver(dict(rec["options"]), batsim_power(PLATFORM))
+    assert [json.loads(driver.handle(m))["events"] for m, _ in pairs] == [json.loads(r)["events"] for _, r in pairs]
+    cap = float(rec["options"]["power-cap"])
+    assert batsim_max_power(folder / rec["consumed_energy"]) <= cap + 1e-6  # Batsim's own figures
+    switches = sum(1 for _, r in pairs for ev in json.loads(r)["events"] if ev["type"] == "SET_RESOURCE_STATE")
+    assert (switches > 0) == (rec["options"]["power-save"] != "off")
+
+
+@needs_shared
+def test_the_replay_gives_batsims_starts_and_energy_under_the_cap_with_power_saving(tmp_path):
+    """The replay of the same workload under the same options starts every
+    job when Batsim did (within 0.1 s) and counts Batsim's energy (within
+    1 %); switching idle nodes off leaves the jobs the watts that idle
+    nodes would draw, so they wait far less than under the cap alone."""
+    from t.batsim_recordings import BATSIM_DATA, message_pairs
+
+    workload = load_workload(computing_workload(tmp_path / "seed1_computing.json"))
+    waits = {}
+    for rec in CAPPED:
+        starts, waits[rec["options"]["power-save"]] = _recorded_starts_and_waits(
+            message_pairs(BATSIM_DATA / "energy" / rec["file"])
+        )
+        result = replay(workload, load_platform(PLATFORM), dict(rec["options"]), power=load_power(PLATFORM))
+        got = {r.job.label: r.start for r in result.records}
+        assert got.keys() == starts.keys()
+        assert max(abs(got[j] - starts[j]) for j in starts) <= 0.1
+        assert result.energy.total == pytest.approx(rec["batsim_consumed_joules"], rel=0.01)
+        assert waits[rec["options"]["power-save"]] == pytest.approx(rec["batsim_mean_waiting_time"], abs=1e-3)
+    assert waits["planned"] < waits["off"] / 10

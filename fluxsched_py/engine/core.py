@@ -26,7 +26,7 @@ from .jobs import Job, depth_limits, run_queues
 from .jobtable import JobTable
 from .options import EngineOptions
 from .passctx import Pass
-from .power import PowerOn, PowerSaving
+from .power import NodeSwitch, PowerOn, PowerSaving
 from .powercap import PowerCap
 from .reservations import Reservations
 from .resources import apply_resource_update
@@ -214,7 +214,9 @@ class Engine:
                 f"power-cap={options.power_cap:g}: no power model for rank {have} "
                 "(give the platform's or the [sched-py.power] table)"
             )
-        cap = self.cap if self.cap is not None else PowerCap(models, self.table, lambda: self.options)
+        cap = self.cap
+        if cap is None:
+            cap = PowerCap(models, self.table, lambda: self.options, self._switches)
         cap.check(options)
         return cap
 
@@ -631,12 +633,17 @@ class Engine:
         result = self._schedule(now, budget)
         result.drains = self.hooks.drains()
         if self.power is not None and not result.more:
+            cap_allows = self.cap.allows if self.cap is not None else None
             result.power = self.power.decide(
-                now, self.table, self.graph, self.planner, self._regular_pending, self.options.placement
+                now, self.table, self.graph, self.planner, self._regular_pending, self.options.placement, cap_allows
             )
             if result.power:
                 self.changed()  # holds changed: the next pass plans again
         return result
+
+    def _switches(self) -> dict[int, NodeSwitch]:
+        """The nodes that are not on (the power cap's baseline): none without power saving."""
+        return {} if self.power is None else self.power.switches()
 
     def _regular_pending(self) -> list[Job]:
         """The pending regular jobs in order (power-save's backfill candidates)."""

@@ -53,7 +53,7 @@ a node is used only once its driver says it is on.  With
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -66,7 +66,7 @@ if TYPE_CHECKING:
     from .jobs import Job
     from .options import EngineOptions
 
-__all__ = ["PowerOff", "PowerOn", "PowerSaving", "hold_id", "is_hold"]
+__all__ = ["NodeSwitch", "PowerOff", "PowerOn", "PowerSaving", "hold_id", "is_hold"]
 
 #: How much sooner than a boot away a start may be and still wake its nodes (float noise).
 _EPS = 1e-6
@@ -86,6 +86,21 @@ def hold_id(rank: int) -> int:
 def is_hold(jobid: int) -> bool:
     """``jobid`` is a power hold's."""
     return jobid <= _HOLD_BASE
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSwitch:
+    """A node that is not on: ``state`` (``switching_off``, ``sleeping``,
+    ``switching_on``) until ``until`` (inf while asleep); ``then_on``: a
+    node switching off that is woken as soon as it is off."""
+
+    state: str
+    until: float
+    then_on: bool = False
+
+
+#: Whether the power cap leaves room for the nodes' switches to be as given (rank -> switch).
+CapAllows = Callable[[Mapping[int, NodeSwitch]], bool]
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +140,8 @@ class PowerSaving:
         self.state: dict[int, str] = {}
         #: ranks to wake as soon as their switch off ends
         self.wake_after_off: set[int] = set()
+        #: rank -> when its switch ends (inf: asleep), for each rank in ``state``
+        self.until: dict[int, float] = {}
         #: rank -> since when it has been on and idle
         self.idle_since: dict[int, float] = {}
         #: rank -> when it last came on (it is not switched off again at that same instant)
@@ -163,10 +180,14 @@ class PowerSaving:
         planner: Planner,
         pending: Callable[[], Iterable[Job]],
         placement: str,
+        cap_allows: CapAllows | None = None,
     ) -> list[PowerOff | PowerOn]:
         """The switches to make after a complete pass at ``now``
         (``pending()``: the pending regular jobs in order, asked for only
-        when a sleeping node might be woken for one)."""
+        when a sleeping node might be woken for one).  Under a power cap,
+        ``cap_allows`` says whether the machine stays under it with the
+        switches made: a switch that would cross it is not made (a wake
+        waits for room, a switch off for the next decision)."""
         self._decided = now
         opts = self.options
         actions: list[PowerOff | PowerOn] = []
@@ -184,8 +205,9 @@ class PowerSaving:
             for r in ranks:
                 if span.start < next_use.get(r, math.inf):
                     next_use[r] = span.start
-                if self.state.get(r) == "switching_off":
-                    self.wake_after_off.add(r)  # woken once it is off
+                if self.state.get(r) == "switching_off" and r not in self.wake_after_off:
+                    if cap_allows is None or cap_allows(self._after({r: self._woken_after_off(r)})):
+                        self.wake_after_off.add(r)  # woken once it is off
             if opts.power_save == "idle" and any(r in self.state for r in ranks):
                 waiting.update(r for r in ranks if r not in self.state)
             asleep = [r for r in ranks if r in sleeping]
@@ -216,6 +238,8 @@ class PowerSaving:
                     break
                 wake[r] = "power-keep-on"
                 ready += 1
+        if wake and cap_allows is not None:
+            wake = self._within_cap(now, wake, cap_allows)
         if wake:
             for r in wake:
                 self.wake_after_off.discard(r)
@@ -250,17 +274,58 @@ class PowerSaving:
             room = max(0, opts.power_rate - len(self._recent))
             candidates.sort(key=lambda r: (self.idle_since[r], r))
             candidates = candidates[:room]
+        if candidates and cap_allows is not None:
+            # a switch off draws more than idle while it lasts: as many as the cap has room for
+            going: dict[int, NodeSwitch] = {}
+            for k, r in enumerate(candidates):
+                trial = {**going, r: NodeSwitch("switching_off", now + self.models[r].off_time)}
+                if not cap_allows(self._after(trial)):
+                    candidates = candidates[:k]
+                    break
+                going = trial
         if candidates:
             off = sorted(candidates)
             for r in off:
                 model = self.models[r]
                 self._hold(r, now, now + model.off_time + model.on_time, graph, door)
                 self.state[r] = "switching_off"
+                self.until[r] = now + model.off_time
                 del self.idle_since[r]
                 self._recent.append(now)
             self.counters["power_off"] += len(off)
             actions.append(PowerOff(IdSet(off)))
         return actions
+
+    def switches(self) -> dict[int, NodeSwitch]:
+        """Each node that is not on, with its switch (what it draws until when: the power cap's baseline)."""
+        return {
+            r: NodeSwitch(state, self.until[r], r in self.wake_after_off and state == "switching_off")
+            for r, state in self.state.items()
+        }
+
+    def _after(self, changes: Mapping[int, NodeSwitch]) -> dict[int, NodeSwitch]:
+        """The switches as they would be with ``changes`` made."""
+        out = self.switches()
+        out.update(changes)
+        return out
+
+    def _woken_after_off(self, r: int) -> NodeSwitch:
+        return NodeSwitch("switching_off", self.until[r], True)
+
+    def _within_cap(self, now: float, wake: dict[int, str], cap_allows: CapAllows) -> dict[int, str]:
+        """The wakes of ``wake`` the power cap leaves room for, taken for
+        whom they are in turn, each all or none (a job's nodes boot together)."""
+        groups: dict[str, list[int]] = {}
+        for r, why in wake.items():
+            groups.setdefault(why, []).append(r)
+        taken: dict[int, NodeSwitch] = {}
+        out: dict[int, str] = {}
+        for why, ranks in groups.items():
+            trial = {r: NodeSwitch("switching_on", now + self.models[r].on_time) for r in ranks if r in self.state}
+            if cap_allows(self._after({**taken, **trial})):
+                taken.update(trial)
+                out.update(dict.fromkeys(ranks, why))
+        return out
 
     def _demand(
         self,
@@ -310,6 +375,7 @@ class PowerSaving:
             end = now + self.models[r].on_time
             door.set_plan_end(hold_id(r), end)
             self.state[r] = "switching_on"
+            self.until[r] = end
         self.counters["power_on"] += len(ranks)
         reasons = sorted(set(wake.values()))
         return [PowerOn(IdSet(ranks), ", ".join(reasons[:4]) + (" ..." if len(reasons) > 4 else ""))]
@@ -329,12 +395,14 @@ class PowerSaving:
                 door.unplan(hold_id(r))
                 door.release(hold_id(r))
                 del self.state[r]
+                del self.until[r]
                 self.idle_since[r] = now
                 self._came_on[r] = now
             else:
                 if state != "switching_off":
                     continue
                 self.state[r] = "sleeping"
+                self.until[r] = math.inf
                 if r in self.wake_after_off:
                     self.wake_after_off.discard(r)
                     again.append(r)
@@ -378,6 +446,7 @@ class PowerSaving:
                 continue
             self._hold(r, now, now + self.models[r].on_time, graph, door)
             self.state[r] = "sleeping"
+            self.until[r] = math.inf
             self.idle_since.pop(r, None)
             taken.append(r)
         return IdSet(taken)

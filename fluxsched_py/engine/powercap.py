@@ -27,15 +27,22 @@ one door).  The draw over time is made from them when asked, so it can
 never disagree with them; a pass asks only when the cap is set, and an
 engine without ``power-cap`` makes no :class:`PowerCap` at all.
 
-Only with ``power-save=off``: a node switched off, or switching, draws
-other watts than idle, and the switches power saving decides are not yet
-planned against the cap, so the engine refuses the two together.
+With power saving (``power-save``), a node that is not on draws its
+switch's watts until the switch ends, and its sleeping watts while asleep
+(:meth:`PowerSaving.switches <fluxsched_py.engine.power.PowerSaving.switches>`
+says which and until when): switching idle nodes off frees watts for jobs.
+A job planned on sleeping nodes is planned with their boot before its start
+(booting watts), and from its start on they draw at least idle watts for
+good (nothing in the plan says when they will be switched off again).  Every
+switch power saving decides is asked first (:meth:`PowerCap.allows`): a wake
+the cap has no room for waits, so a sleeping node never boots into watts
+the plan gave a job.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from ..power import PowerModel
@@ -45,6 +52,7 @@ if TYPE_CHECKING:
     from .jobs import Job
     from .jobtable import JobTable
     from .options import EngineOptions
+    from .power import NodeSwitch
 
 __all__ = ["PowerCap"]
 
@@ -60,12 +68,20 @@ class PowerCap:
 
     ``models[rank]`` is rank's power model; ``table`` the job table whose
     running jobs and planner's reservations are what draws; ``options``
-    gives the options in force (the cap and its window)."""
+    gives the options in force (the cap and its window); ``switches``, the
+    nodes that are not on (power saving's, none without it)."""
 
-    def __init__(self, models: Sequence[PowerModel], table: JobTable, options: Callable[[], EngineOptions]) -> None:
+    def __init__(
+        self,
+        models: Sequence[PowerModel],
+        table: JobTable,
+        options: Callable[[], EngineOptions],
+        switches: Callable[[], Mapping[int, NodeSwitch]] = dict,
+    ) -> None:
         self.models = list(models)
         self._table = table
         self._options = options
+        self._switches = switches
         #: What the machine draws with every node on and idle (every node
         #: modelled: a node down draws as much, for all the cap knows).
         self.idle = sum(m.idle_watts for m in self.models)
@@ -79,11 +95,6 @@ class PowerCap:
         watts = options.power_cap
         if watts is None:
             return
-        if options.power_save != "off":
-            raise EngineError(
-                f"power-cap={watts:g}: not supported with power-save={options.power_save} yet "
-                "(the switches are not planned against the cap)"
-            )
         if watts + _EPS < self.idle:
             raise EngineError(f"power-cap={watts:g}: below the {self.idle:g} W the machine draws with every node idle")
 
@@ -110,30 +121,68 @@ class PowerCap:
         return window[1]
 
     def need(self, job: Job, ranks: Iterable[int]) -> float:
-        """What ``job`` on ``ranks`` adds to the machine's draw while it runs."""
+        """What ``job`` on ``ranks`` (all on) adds to the machine's draw while it runs."""
         if not getattr(job.request, "computes", True):
             return 0.0
         extra = self._extra
         return sum(extra[r] for r in ranks)
+
+    def _steps(
+        self, job: Job, ranks: Iterable[int], switches: Mapping[int, NodeSwitch]
+    ) -> tuple[float, float, float, float]:
+        """What ``job`` on ``ranks`` adds to the draw, relative to its start:
+        ``(boot, booting, running, after)``: ``booting`` watts for the
+        ``boot`` seconds before it (its sleeping nodes woken), ``running``
+        while it runs, ``after`` from its end on (those nodes left on)."""
+        computes = getattr(job.request, "computes", True)
+        boot = booting = running = after = 0.0
+        for r in ranks:
+            m = self.models[r]
+            work = m.computing_watts if computes else m.idle_watts
+            s = switches.get(r)
+            if s is not None and (s.state == "sleeping" or (s.state == "switching_off" and not s.then_on)):
+                boot = max(boot, m.on_time)
+                booting += m.on_watts - m.sleeping_watts
+                running += work - m.sleeping_watts
+                after += m.idle_watts - m.sleeping_watts
+            else:
+                running += work - m.idle_watts
+        return boot, booting, running, after
 
     def _planned_end(self, job: Job, start: float) -> float:
         """Until when ``job``, started at ``start``, may draw: its kill time."""
         end = job.expiration if job.state is not JobState.PENDING else start + job.walltime
         return max(end, start)
 
-    def profile(self, exclude: int | None = None) -> Profile:
+    def profile(self, exclude: int | None = None, switches: Mapping[int, NodeSwitch] | None = None) -> Profile:
         """The machine's planned draw over time (running jobs to their kill
-        time, reservations to their start plus walltime), ``exclude``'s
+        time, reservations to their start plus walltime, the nodes that are
+        not on as ``switches`` says: as they are when None), ``exclude``'s
         reservation left out."""
         table = self._table
         jobs = table.jobs
         deltas: dict[float, float] = {}
+        if switches is None:
+            switches = self._switches()
 
         def add(a: float, b: float, w: float) -> None:
             if w and b > a:
                 deltas[a] = deltas.get(a, 0.0) + w
                 deltas[b] = deltas.get(b, 0.0) - w
 
+        now = self._now
+        for r, s in switches.items():
+            m = self.models[r]
+            if s.state == "switching_on":
+                add(now, s.until, m.on_watts - m.idle_watts)
+            elif s.state == "switching_off":
+                add(now, s.until, m.off_watts - m.idle_watts)
+                if s.then_on:
+                    add(s.until, s.until + m.on_time, m.on_watts - m.idle_watts)
+                else:
+                    add(s.until, math.inf, m.sleeping_watts - m.idle_watts)
+            else:
+                add(now, math.inf, m.sleeping_watts - m.idle_watts)
         for job in jobs.values():
             if job.state is JobState.PENDING or job.resources is None or job.t_start is None:
                 continue
@@ -142,7 +191,12 @@ class PowerCap:
             job = jobs.get(span.jobid)
             if job is None or span.jobid == exclude or job.state is not JobState.PENDING:
                 continue
-            add(span.start, max(span.end, self._planned_end(job, span.start)), self.need(job, span.resources.ranks))
+            end = max(span.end, self._planned_end(job, span.start))
+            boot, booting, running, after = self._steps(job, span.resources.ranks, switches)
+            add(span.start - boot, span.start, booting)
+            add(span.start, end, running)
+            add(end, math.inf, after)
+        deltas.pop(math.inf, None)
         times = sorted(deltas)
         watts = []
         level = self.idle
@@ -156,6 +210,7 @@ class PowerCap:
         cap = self.watts
         window = self._options().power_cap_window
         lo, hi = (-math.inf, math.inf) if window is None else window
+        lo = max(lo, self._now)  # what is past is drawn already
         times, watts = profile
         out: list[tuple[float, float]] = []
         for k, t in enumerate(times):
@@ -171,28 +226,66 @@ class PowerCap:
 
     def earliest(self, job: Job, ranks: Iterable[int], t0: float, exclude: int | None = None) -> float:
         """The earliest time from ``t0`` on at which ``job`` on ``ranks``
-        keeps the machine under the cap for its whole run (inf: never)."""
-        need = self.need(job, ranks)
-        if not need:
-            return t0
+        keeps the machine under the cap for its whole run, the boot of its
+        sleeping nodes before it and their idle watts after it included
+        (inf: never)."""
+        switches = self._switches()
+        boot, booting, running, after = self._steps(job, ranks, switches)
         length = job.walltime
+        # each step, as (its start and end from the job's start, its watts): disjoint in time
+        steps = [
+            (o1, o2, w)
+            for o1, o2, w in ((-boot, 0.0, booting), (0.0, length, running), (length, math.inf, after))
+            if w > 0 and o2 > o1
+        ]
+        if not steps:
+            return t0
+        profile = self.profile(exclude if exclude is not None else job.id, switches)
+        overs = [self._over(profile, w) for _, _, w in steps]
         t = t0
-        for a, b in self._over(self.profile(exclude if exclude is not None else job.id), need):
-            if b <= t:
-                continue
-            if a >= t + length:
-                break
-            t = b
+        moved = True
+        while moved:
+            moved = False
+            for (o1, o2, _), bad in zip(steps, overs, strict=True):
+                for a, b in bad:
+                    if b <= t + o1:
+                        continue
+                    if a >= t + o2:
+                        break
+                    t = b - o1  # past the watts it would cross
+                    moved = True
+                    break
+                if t == math.inf:
+                    return t
         return t
 
     def fits(self, job: Job, ranks: Iterable[int], start: float) -> bool:
         """Whether ``job`` on ``ranks`` from ``start`` keeps the machine under the cap."""
         return self.earliest(job, ranks, start) <= start
 
+    def allows(self, switches: Mapping[int, NodeSwitch]) -> bool:
+        """Whether the plan stays under the cap from now on with the nodes
+        that are not on switching as ``switches`` says (power saving asks
+        before it switches a node), and no more nodes are asleep than
+        could all boot at once beside every other node idle: so a job
+        that needs them can start once the machine is quiet, whatever the
+        cap left it before."""
+        window = self._options().power_cap_window
+        if window is None or self._now < window[1]:
+            quiet = self._quiet(switches)
+            if quiet > self.watts + _EPS and quiet > self._quiet(self._switches()) + _EPS:
+                return False
+        return not self._over(self.profile(switches=switches), 0.0)
+
+    def _quiet(self, switches: Mapping[int, NodeSwitch]) -> float:
+        """What the machine draws with the nodes of ``switches`` booting and every other one idle."""
+        models = self.models
+        return self.idle + sum(models[r].on_watts - models[r].idle_watts for r in switches)
+
     def reason(self, job: Job, ranks: Iterable[int], now: float) -> str:
         """``reason_pending`` words for ``job``, held by the cap at ``now``:
         what it adds, and the least the cap leaves over its run from now."""
-        need = self.need(job, ranks)
+        need = self._steps(job, ranks, self._switches())[2]
         times, watts = self.profile(job.id)
         end = now + job.walltime
         window = self._options().power_cap_window

@@ -163,3 +163,39 @@ def test_a_power_cap_lets_as_many_jobs_run_as_its_watts_allow_and_names_itself()
     finally:
         inst.stop()
         shutil.rmtree(d, ignore_errors=True)
+
+
+def test_under_a_power_cap_nodes_switched_off_leave_their_watts_to_jobs():
+    """``power-cap = 600`` with ``power-save = "planned"``: with every node
+    on, the four idle nodes draw 380 W and each one-node job adds 95 W, so
+    two jobs could run at a time.  Once the idle nodes are suspended (9.75 W
+    each), three jobs resume their nodes and run together (3 x 190 + 9.75 W
+    with the fourth node asleep)."""
+    d = Path(tempfile.mkdtemp(prefix="fluxsched-cap-save-"))
+    log = d / "calls.log"
+    log.touch()
+    _script(d / "suspend", log)
+    _script(d / "resume", log)
+    (d / "sched.toml").write_text(
+        '[policy.jobspec.defaults.system]\nduration = "1m"\n'
+        '[sched-py]\nqueue-policy = "easy"\npower-save = "planned"\npower-idle-time = "1s"\npower-cap = 600\n'
+        f'[sched-py.power]\nsuspend-program = "{d}/suspend"\nresume-program = "{d}/resume"\n'
+        f'resume-timeout = "30s"\n{MODEL}'
+    )
+    inst = Instance(4, broker_opts=["-c", str(d)])
+    try:
+        inst.use_scheduler(None)
+        inst.set_resources(4, 2)
+        inst.use_scheduler("sched-py")
+        wait_until(lambda: power(inst).get("sleeping") == "0-3", timeout=30)
+        jobs = [inst.submit("-N1", "--exclusive", runs(4), "true") for _ in range(3)]
+        times = []
+        for j in jobs:
+            inst.wait_event(j, "clean", timeout=60)
+            ev = {e["name"]: e["timestamp"] for e in inst.eventlog(j)}
+            times.append((ev["alloc"], ev["finish"]))
+        assert max(alloc for alloc, _ in times) < min(end for _, end in times), times  # all three at once
+        assert any(line.startswith("resume") for line in log.read_text().splitlines())
+    finally:
+        inst.stop()
+        shutil.rmtree(d, ignore_errors=True)
