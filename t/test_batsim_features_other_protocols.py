@@ -52,6 +52,7 @@ SHARED = [
     "users",
     "campaigns",
     "machine-events",
+    "sink",
 ]
 
 
@@ -124,7 +125,9 @@ def legacy_driver(rec: dict, tmp: Path):
     return driver_for(args_of(rec, "--protocol", "legacy", "--workload", str(workload), "--nodes", str(rec["nodes"])))
 
 
-@pytest.mark.parametrize("feature", ["config", "queues", "reservations", "reservation-flags", "groups-accounts"])
+@pytest.mark.parametrize(
+    "feature", ["config", "queues", "reservations", "reservation-flags", "groups-accounts", "sink"]
+)
 def test_legacy_decides_like_the_real_v4_run(feature, tmp_path):
     rec = RECORDINGS[feature]
     pairs = message_pairs(DATA / rec["file"])

@@ -719,3 +719,30 @@ def test_a_bad_queue_field_is_a_protocol_error_naming_the_job():
     event = Event(0.0, "JOB_SUBMITTED", {"job_id": "w0!1", "job": {"res": 1, "queue": 3}})
     with pytest.raises(ProtocolError, match=r"^job w0!1: 'queue' must be a name, got 3$"):
         parse_job(event)
+
+
+def test_under_a_real_batsim_a_node_that_swallows_jobs_gets_no_more_after_the_sink_effect():
+    """``node0`` of ``cluster_sink8.xml`` computes 1000 times faster than
+    the others, so each of the campaign's 100 s jobs sent there ended in
+    0.1 s under Batsim.  After five (``sink-jobs``' default), each under a
+    tenth of the campaign's median run time, the engine reported the node
+    a sink: no job of the run started there after the fifth ended.  With the
+    check off, the driver fed the same messages sends a sixth job there."""
+    rec = RECORDINGS["sink"]
+    ran = runs(rec)
+    on_sink = sorted((start, end) for start, end, ranks in ran.values() if 0 in ranks)
+    assert len(on_sink) == 5 and all(end - start < 1.0 for start, end in on_sink)
+    assert all(end - start > 99.0 for start, end, ranks in ran.values() if 0 not in ranks)
+    last = on_sink[-1][1]
+    later = [ranks for start, _, ranks in ran.values() if start >= last]
+    assert later and all(0 not in ranks for ranks in later)
+    assert len(ran) == rec["jobs"]
+    driver = driver_for(args_of(rec, "--sink-jobs", "0"))
+    for msg, reply in pairs(rec):
+        got = json.loads(driver.handle(msg))["events"]
+        if got != json.loads(reply)["events"]:
+            sent = [parse_intervals(e["data"]["alloc"]) for e in got if e["type"] == "EXECUTE_JOB"]
+            assert any(0 in ranks for ranks in sent), got
+            break
+    else:
+        raise AssertionError("with sink-jobs 0 the driver decided as with the sink effect")
