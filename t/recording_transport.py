@@ -8,6 +8,7 @@ from typing import Any
 
 from fluxsched_py.flux.driver import LOG_ERR, Driver
 from fluxsched_py.flux.wire import copy_jobspec
+from fluxsched_py.ids import IdSet
 
 
 class RecordingTransport:
@@ -49,6 +50,8 @@ class RecordingTransport:
         self.jobspecs: dict[int, Any] = {}
         #: ``duplicate`` fails with this text (a failed getattr or submit), when set.
         self.duplicate_error: str | None = None
+        #: Each drained rank's reason, as the resource module would hold it after the drains sent.
+        self.drained: dict[int, str] = {}
 
     def respond(self, msg: Any, payload: Any) -> None:
         self.sent.append(("respond", msg, payload))
@@ -133,8 +136,21 @@ class RecordingTransport:
     def run_program(self, argv: list[str], timeout: float, done: Callable[[str | None], None]) -> None:
         self.programs.append((argv, timeout, done))
 
-    def drain(self, ranks: str, reason: str) -> None:
-        self.sent.append(("drain", None, {"targets": ranks, "reason": reason}))
+    def drain(self, ranks: str, reason: str, overwrite: bool = False) -> None:
+        mode = "overwrite" if overwrite else "update"
+        self.sent.append(("drain", None, {"targets": ranks, "reason": reason, "mode": mode}))
+        for r in IdSet.parse(ranks):
+            if overwrite or r not in self.drained:
+                self.drained[r] = reason
+
+    def undrain(self, ranks: str) -> None:
+        self.sent.append(("undrain", None, {"targets": ranks}))
+        for r in IdSet.parse(ranks):
+            self.drained.pop(r, None)
+
+    def drain_status(self, done: Callable[[dict[int, str] | None], None]) -> None:
+        """Answers at once with :attr:`drained`: what the drains and undrains sent left."""
+        done(dict(self.drained))
 
     def run_passes(self, limit: int = 10000) -> None:
         assert self.driver is not None

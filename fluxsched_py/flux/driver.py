@@ -73,7 +73,7 @@ from ..ids import Hostlist, IdSet
 from .allocrequest import AllocRequest
 from .annotbatch import AnnotationBatcher
 from .control import Control
-from .powerctl import PowerConfig
+from .powerctl import POWERED_DOWN, PowerConfig
 from .startup import Startup
 from .wire import (
     _NOTE_PREFIXES,
@@ -680,6 +680,10 @@ class Driver(Startup):
             self._power_changed = True
             now = self.clock()
             if err is None:
+                if on:
+                    self._undrain_powered_on(ranks)
+                else:  # flux resource shows them drained, powered down, until they are on again
+                    self.transport.drain(str(ranks), POWERED_DOWN)
                 self._switch_all(engine.power_changed(ranks, on, now))
             elif not on:  # the nodes stay on: usable again
                 self.error(f"power: suspend of {hosts} failed: {err}; they stay on")
@@ -689,7 +693,7 @@ class Driver(Startup):
                 self.error(f"power: {reason}")
                 engine.power_changed(ranks, True, now)
                 engine.resource_update(down=ranks)
-                self.transport.drain(str(ranks), reason)
+                self.transport.drain(str(ranks), reason, overwrite=True)
             self._changed()
 
         self._power_changed = True
@@ -697,6 +701,29 @@ class Driver(Startup):
             done("this transport runs no program")
             return
         run(argv, timeout, done)
+
+    def _undrain_powered_on(self, ranks: IdSet) -> None:
+        """``ranks`` are on again: undrain those still drained as powered
+        down.  One an admin drained meanwhile (another reason) stays
+        drained, and down for the engine too."""
+        status = getattr(self.transport, "drain_status", None)
+        if status is None:
+            return
+
+        def have(reasons: Mapping[int, str] | None) -> None:
+            engine = self.engine
+            if reasons is None or engine is None:
+                return  # logged by the transport; the drain stays, the nodes are used
+            ours = IdSet([r for r in ranks if reasons.get(r) == POWERED_DOWN])
+            theirs = IdSet([r for r in ranks if r in reasons and reasons[r] != POWERED_DOWN])
+            if ours:
+                self.transport.undrain(str(ours))
+            if theirs:
+                self.log(LOG_INFO, f"power: ranks {theirs} are on, but drained meanwhile: left down")
+                engine.resource_update(down=theirs)
+                self._changed()
+
+        status(have)
 
     def _switch_all(self, actions: list[PowerOn]) -> None:
         for a in actions:
@@ -716,10 +743,13 @@ class Driver(Startup):
 
         self.transport.commit([(key, self.engine.power.states())], done)
 
-    def adopt_power(self, stored: Any) -> None:
+    def adopt_power(self, stored: Any, drained: Mapping[int, str] | None = None, online: IdSet | None = None) -> None:
         """The power states the module kept at its last load (``<name>.power``):
         nodes it had switched off, or was switching, are asleep now (a resume
-        in flight when it unloaded is run again when a job needs them)."""
+        in flight when it unloaded is run again when a job needs them).
+        ``drained`` (rank -> reason) and ``online`` are flux-core's: a node
+        still drained as powered down is reported down, and is asleep, not
+        down, when it is online."""
         engine = self.engine
         if engine is None or engine.power is None or not isinstance(stored, Mapping):
             return
@@ -729,6 +759,10 @@ class Driver(Startup):
                 ranks |= set(IdSet.of(stored.get(state) or ""))
             except (TypeError, ValueError):
                 self.error(f"power: ignoring the unreadable {self.name}.power {state}: {stored.get(state)!r}")
+        if drained:
+            asleep = [r for r in ranks if drained.get(r) == POWERED_DOWN and (online is None or r in online)]
+            if asleep:
+                engine.resource_update(up=IdSet(asleep))
         taken = engine.power_adopt(ranks, self.clock())
         if taken:
             self.log(LOG_INFO, f"power: ranks {taken} were switched off before this load: asleep")

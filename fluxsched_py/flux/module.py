@@ -48,7 +48,7 @@ from . import reservestore
 from .cbtime import CallbackClock
 from .driver import LOG_ERR, LOG_INFO, Driver, bad_payload, kvs_key
 from .gcpace import GcPacer
-from .powerctl import config_power
+from .powerctl import config_power, drain_reasons
 from .siteconf import config_limits, config_options
 from .wire import copy_jobspec, requeued_jobspec, split_binding_args
 
@@ -396,16 +396,42 @@ class FluxBinding:
         except OSError as exc:
             finish(str(exc))
 
-    def drain(self, ranks: str, reason: str) -> None:
+    def drain(self, ranks: str, reason: str, overwrite: bool = False) -> None:
         # flux-core src/modules/resource/drain.c: {targets, reason?, mode?} to rank 0;
-        # "update" leaves ranks an admin already drained as they are.
-        f = self.h.rpc("resource.drain", {"targets": ranks, "reason": reason, "mode": "update"}, nodeid=0)
+        # "update" leaves ranks an admin already drained as they are, "overwrite" does not.
+        mode = "overwrite" if overwrite else "update"
+        f = self.h.rpc("resource.drain", {"targets": ranks, "reason": reason, "mode": mode}, nodeid=0)
 
         def cont(future: Any, _arg: Any = None) -> None:
             try:
                 future.get()
             except OSError as exc:
                 self.log(LOG_ERR, f"draining ranks {ranks} failed: {exc}")
+
+        f.then(cont)
+
+    def undrain(self, ranks: str) -> None:
+        f = self.h.rpc("resource.undrain", {"targets": ranks}, nodeid=0)
+
+        def cont(future: Any, _arg: Any = None) -> None:
+            try:
+                future.get()
+            except OSError as exc:
+                self.log(LOG_ERR, f"undraining ranks {ranks} failed: {exc}")
+
+        f.then(cont)
+
+    def drain_status(self, done: Callable[[dict[int, str] | None], None]) -> None:
+        f = self.h.rpc("resource.status", nodeid=0)
+
+        def cont(future: Any, _arg: Any = None) -> None:
+            try:
+                reasons, _ = drain_reasons(future.get())
+            except (OSError, TypeError, ValueError) as exc:
+                self.log(LOG_ERR, f"resource.status failed: {exc}")
+                done(None)
+                return
+            done(reasons)
 
         f.then(cont)
 
@@ -668,7 +694,13 @@ class FluxBinding:
             if exc.errno != errno.ENOENT:
                 self.log(LOG_ERR, f"power: cannot read {key}: {exc.strerror or exc}")
             kept = None
-        self.driver.adopt_power(kept)
+        drained = online = None
+        if kept:  # the nodes it switched off are still drained as powered down, and reported down
+            try:
+                drained, online = drain_reasons(self.h.rpc("resource.status", nodeid=0).get())
+            except (OSError, TypeError, ValueError) as exc:
+                self.log(LOG_ERR, f"power: resource.status failed: {exc}; nodes drained as powered down stay down")
+        self.driver.adopt_power(kept, drained, online)
 
     def _ready(self) -> None:
         f = self.h.rpc("job-manager.sched-ready", self.driver.ready_payload())

@@ -17,9 +17,13 @@ programs the module runs, as Slurm's ``SuspendProgram`` and
 Each program gets the hostlist of the nodes as its last argument and runs
 from the reactor without blocking it (:meth:`Transport.run_program
 <fluxsched_py.flux.wire.Transport>`).  A suspend that fails leaves its
-nodes on.  A resume that fails or outlives ``resume-timeout`` leaves its
-nodes down: the module drains them with the reason, as a site would see a
-node that did not come back.  Only the instance config sets any of it: no
+nodes on.  A node switched off is drained with the reason
+:data:`POWERED_DOWN`, so that ``flux resource status`` shows it powered
+down (flux-core then reports it down, which the module takes as asleep),
+and undrained once it is on again, unless someone drained it meanwhile
+with another reason.  A resume that fails or outlives ``resume-timeout``
+leaves its nodes down: the module drains them with the reason, as a site
+would see a node that did not come back.  Only the instance config sets any of it: no
 RPC changes it, so a guest cannot.
 """
 
@@ -31,13 +35,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..engine.options import EngineOptions
+from ..ids import IdSet
 from ..jobspec.fsd import parse_fsd
 from ..power import PowerError, PowerModel
 
-__all__ = ["POWER_KEY", "PowerConfig", "config_power"]
+__all__ = ["POWERED_DOWN", "POWER_KEY", "PowerConfig", "config_power", "drain_reasons"]
 
 #: The sub-table of ``[sched-py]`` that holds the power model and programs.
 POWER_KEY = "power"
+#: The drain reason of a node the module switched off: ``flux resource``
+#: shows it drained, powered down rather than failed, until it is on again.
+POWERED_DOWN = "sched-py: powered down"
 _PROGRAM_KEYS = ("suspend-program", "resume-program", "suspend-timeout", "resume-timeout")
 
 
@@ -106,3 +114,21 @@ def config_power(conf: Any, name: str, options: EngineOptions) -> PowerConfig | 
         timeouts["suspend-timeout"],
         timeouts["resume-timeout"],
     )
+
+
+def drain_reasons(status: Any) -> tuple[dict[int, str], IdSet]:
+    """Each drained rank's reason, and the ranks online, from a flux-core
+    ``resource.status`` answer (``drain``: ``{idset: {timestamp, reason}}``,
+    ``online``: an idset; flux-core ``src/modules/resource/status.c``).
+    ValueError when it is not that shape."""
+    if not isinstance(status, Mapping) or not isinstance(status.get("drain"), Mapping):
+        raise ValueError(f"resource.status: no drain object in {status!r:.80}")
+    reasons: dict[int, str] = {}
+    for ids, info in status["drain"].items():
+        reason = info.get("reason") if isinstance(info, Mapping) else None
+        for r in IdSet.parse(ids):
+            reasons[r] = reason if isinstance(reason, str) else ""
+    online = status.get("online", "")
+    if not isinstance(online, str):
+        raise ValueError(f"resource.status: online is not an idset: {online!r:.80}")
+    return reasons, IdSet.parse(online)

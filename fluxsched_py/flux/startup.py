@@ -46,6 +46,10 @@ class Startup:
             for key, val in (("up", up), ("down", down), ("shrink", shrink)):
                 if val is not None:
                     self._check_ranks(key, val)
+            if down and self.engine.power is not None:
+                # the nodes it switched off are drained, so flux-core reports them down: they are asleep
+                asleep = self.engine.power.state
+                down = str(IdSet([r for r in self._check_ranks("down", down) if r not in asleep]))
             self.engine.resource_update(up=up or None, down=down or None, shrink=shrink or None, expiration=exp)
             parts = [f"{k}={v}" for k, v in (("up", up), ("down", down), ("shrink", shrink)) if v]
             if exp is not None:

@@ -82,8 +82,15 @@ class Transport(Protocol):
     def request_pass(self, delay: float) -> None:
         """Call :meth:`Driver.run_pass` after ``delay`` seconds (from the reactor)."""
 
-    def drain(self, ranks: str, reason: str) -> None:
-        """``resource.drain`` of ``ranks`` (an RFC 22 idset) with ``reason`` (the sink effect)."""
+    def drain(self, ranks: str, reason: str, overwrite: bool = False) -> None:
+        """``resource.drain`` of ``ranks`` (an RFC 22 idset) with ``reason``
+        (the sink effect, a node switched off, one that did not power on);
+        a rank drained already keeps its reason unless ``overwrite``."""
+
+    # Optional (``power-save``): ``undrain(ranks)`` sends ``resource.undrain``;
+    # ``drain_status(done)`` asks ``resource.status`` and calls ``done({rank:
+    # reason})`` with each drained rank's reason, or ``done(None)`` when it
+    # failed.  Without them a node switched off and on again stays drained.
 
     # Optional: ``request_flush(delay)`` calls :meth:`Driver.flush_annotations`
     # after ``delay`` seconds; without it ``annotate-interval`` holds nothing.

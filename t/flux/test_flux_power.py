@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from fluxsched_py.ids import IdSet
+
 from .instance import Instance
 from .test_flux_module import runs, wait_until
 
@@ -63,6 +65,13 @@ def power(inst: Instance) -> dict:
     return inst.json("module", "stats", "sched-py").get("power") or {}
 
 
+def powered_down(inst: Instance) -> str:
+    """The ranks ``flux resource drain`` shows drained as powered down by the module."""
+    lines = inst.run("resource", "drain", "-no", "{ranks}|{reason}").splitlines()
+    ranks = [line.split("|")[0] for line in lines if line.endswith("|sched-py: powered down")]
+    return str(IdSet([r for ids in ranks for r in IdSet.parse(ids)]))
+
+
 @pytest.mark.parametrize("site", [("", "30s")], indirect=True)
 def test_idle_nodes_are_suspended_and_a_job_resumes_what_it_needs(site):
     inst, log = site
@@ -70,19 +79,24 @@ def test_idle_nodes_are_suspended_and_a_job_resumes_what_it_needs(site):
     assert log.read_text().splitlines() == ["suspend node[0-3]"]
     status = inst.run("sched-py", "status")
     assert "nodes_sleeping:" in status and "0-3" in status.split("nodes_sleeping:")[1].splitlines()[0]
+    # flux resource shows them powered down, drained by the module, not failed
+    wait_until(lambda: powered_down(inst) == "0-3", timeout=10, what="the four drained as powered down")
     job = inst.submit("-N2", "--exclusive", runs(0.1), "true")
     inst.wait_event(job, "clean", timeout=30)
     calls = log.read_text().splitlines()
     assert calls[1].startswith("resume node") and len(calls) >= 2
     assert power(inst)["sleeping"] != "0-3"  # the job's nodes came back on
+    ran = inst.run("jobs", "-no", "{ranks}", job).strip()
+    assert not set(IdSet.parse(ran)) & set(IdSet.parse(powered_down(inst) or ""))  # undrained once on
 
 
 @pytest.mark.parametrize("site", [("", "30s")], indirect=True)
 def test_a_module_reload_keeps_the_nodes_it_switched_off_asleep(site):
     inst, log = site
     wait_until(lambda: power(inst).get("sleeping") == "0-3", timeout=30, what="all four nodes asleep")
+    wait_until(lambda: powered_down(inst) == "0-3", timeout=10, what="the four drained as powered down")
     inst.use_scheduler("sched-py")  # unloaded and loaded again
-    assert power(inst)["sleeping"] == "0-3"  # known at once: no node is taken for on
+    assert power(inst)["sleeping"] == "0-3"  # known at once: no node is taken for on, nor for down
     job = inst.submit("-N1", runs(0.1), "true")
     inst.wait_event(job, "clean", timeout=30)
     calls = log.read_text().splitlines()
