@@ -232,19 +232,21 @@ class FluxBinding:
     def log(self, level: int, text: str) -> None:
         self.h.log(level, text)
 
-    def raise_exception(self, jobid: int, type: str, severity: int, note: str) -> None:
-        f = self.h.rpc(
-            "job-manager.raise",
-            {"id": jobid, "severity": severity, "type": type, "note": note},
-        )
+    def _send(self, topic: str, payload: Any, failed: str, nodeid: int | None = None) -> None:
+        """An RPC whose answer only matters when it fails: then ``failed: error`` is logged."""
+        f = self.h.rpc(topic, payload) if nodeid is None else self.h.rpc(topic, payload, nodeid=nodeid)
 
         def cont(future: Any, _arg: Any = None) -> None:
             try:
                 future.get()
             except OSError as exc:
-                self.log(LOG_ERR, f"raising an exception on job {jobid} failed: {exc}")
+                self.log(LOG_ERR, f"{failed}: {exc}")
 
         f.then(cont)
+
+    def raise_exception(self, jobid: int, type: str, severity: int, note: str) -> None:
+        payload = {"id": jobid, "severity": severity, "type": type, "note": note}
+        self._send("job-manager.raise", payload, f"raising an exception on job {jobid} failed")
 
     #: The instance owner: the module submits requeued jobs as this user.
     owner = os.getuid()
@@ -400,26 +402,11 @@ class FluxBinding:
         # flux-core src/modules/resource/drain.c: {targets, reason?, mode?} to rank 0;
         # "update" leaves ranks an admin already drained as they are, "overwrite" does not.
         mode = "overwrite" if overwrite else "update"
-        f = self.h.rpc("resource.drain", {"targets": ranks, "reason": reason, "mode": mode}, nodeid=0)
-
-        def cont(future: Any, _arg: Any = None) -> None:
-            try:
-                future.get()
-            except OSError as exc:
-                self.log(LOG_ERR, f"draining ranks {ranks} failed: {exc}")
-
-        f.then(cont)
+        payload = {"targets": ranks, "reason": reason, "mode": mode}
+        self._send("resource.drain", payload, f"draining ranks {ranks} failed", nodeid=0)
 
     def undrain(self, ranks: str) -> None:
-        f = self.h.rpc("resource.undrain", {"targets": ranks}, nodeid=0)
-
-        def cont(future: Any, _arg: Any = None) -> None:
-            try:
-                future.get()
-            except OSError as exc:
-                self.log(LOG_ERR, f"undraining ranks {ranks} failed: {exc}")
-
-        f.then(cont)
+        self._send("resource.undrain", {"targets": ranks}, f"undraining ranks {ranks} failed", nodeid=0)
 
     def drain_status(self, done: Callable[[dict[int, str] | None], None]) -> None:
         f = self.h.rpc("resource.status", nodeid=0)

@@ -37,8 +37,9 @@ def _script(path: Path, log: Path, extra: str = "") -> None:
 
 @pytest.fixture
 def site(request):
-    resume_extra, timeout, *save = request.param
-    save = save[0] if save else "idle"
+    resume_extra, timeout, *rest = request.param
+    save = rest[0] if rest else "idle"
+    extra = rest[1] if len(rest) > 1 else ""  # more [sched-py] keys
     d = Path(tempfile.mkdtemp(prefix="fluxsched-power-"))
     log = d / "calls.log"
     log.touch()
@@ -46,7 +47,7 @@ def site(request):
     _script(d / "resume", log, resume_extra)
     (d / "sched.toml").write_text(
         '[policy.jobspec.defaults.system]\nduration = "1m"\n'
-        f'[sched-py]\nqueue-policy = "easy"\npower-save = "{save}"\npower-idle-time = "1s"\n'
+        f'[sched-py]\nqueue-policy = "easy"\npower-save = "{save}"\npower-idle-time = "1s"\n{extra}'
         f'[sched-py.power]\nsuspend-program = "{d}/suspend"\nresume-program = "{d}/resume"\n'
         f'resume-timeout = "{timeout}"\n{MODEL}'
     )
@@ -179,37 +180,20 @@ def test_a_power_cap_lets_as_many_jobs_run_as_its_watts_allow_and_names_itself()
         shutil.rmtree(d, ignore_errors=True)
 
 
-def test_under_a_power_cap_nodes_switched_off_leave_their_watts_to_jobs():
+@pytest.mark.parametrize("site", [("", "30s", "planned", "power-cap = 600\n")], indirect=True)
+def test_under_a_power_cap_nodes_switched_off_leave_their_watts_to_jobs(site):
     """``power-cap = 600`` with ``power-save = "planned"``: with every node
     on, the four idle nodes draw 380 W and each one-node job adds 95 W, so
     two jobs could run at a time.  Once the idle nodes are suspended (9.75 W
     each), three jobs resume their nodes and run together (3 x 190 + 9.75 W
     with the fourth node asleep)."""
-    d = Path(tempfile.mkdtemp(prefix="fluxsched-cap-save-"))
-    log = d / "calls.log"
-    log.touch()
-    _script(d / "suspend", log)
-    _script(d / "resume", log)
-    (d / "sched.toml").write_text(
-        '[policy.jobspec.defaults.system]\nduration = "1m"\n'
-        '[sched-py]\nqueue-policy = "easy"\npower-save = "planned"\npower-idle-time = "1s"\npower-cap = 600\n'
-        f'[sched-py.power]\nsuspend-program = "{d}/suspend"\nresume-program = "{d}/resume"\n'
-        f'resume-timeout = "30s"\n{MODEL}'
-    )
-    inst = Instance(4, broker_opts=["-c", str(d)])
-    try:
-        inst.use_scheduler(None)
-        inst.set_resources(4, 2)
-        inst.use_scheduler("sched-py")
-        wait_until(lambda: power(inst).get("sleeping") == "0-3", timeout=30)
-        jobs = [inst.submit("-N1", "--exclusive", runs(4), "true") for _ in range(3)]
-        times = []
-        for j in jobs:
-            inst.wait_event(j, "clean", timeout=60)
-            ev = {e["name"]: e["timestamp"] for e in inst.eventlog(j)}
-            times.append((ev["alloc"], ev["finish"]))
-        assert max(alloc for alloc, _ in times) < min(end for _, end in times), times  # all three at once
-        assert any(line.startswith("resume") for line in log.read_text().splitlines())
-    finally:
-        inst.stop()
-        shutil.rmtree(d, ignore_errors=True)
+    inst, log = site
+    wait_until(lambda: power(inst).get("sleeping") == "0-3", timeout=30, what="all four nodes asleep")
+    jobs = [inst.submit("-N1", "--exclusive", runs(4), "true") for _ in range(3)]
+    times = []
+    for j in jobs:
+        inst.wait_event(j, "clean", timeout=60)
+        ev = {e["name"]: e["timestamp"] for e in inst.eventlog(j)}
+        times.append((ev["alloc"], ev["finish"]))
+    assert max(alloc for alloc, _ in times) < min(end for _, end in times), times  # all three at once
+    assert any(line.startswith("resume") for line in log.read_text().splitlines())
