@@ -42,6 +42,11 @@ in this order:
    ``power-keep-on`` idle nodes on, at most ``power-rate`` switches a
    minute, never a node of ``power-exclude``.
 
+Under a power cap (``power-cap``), each of these switches is made only if
+the cap leaves room for it (:meth:`PowerCap.allows
+<fluxsched_py.engine.powercap.PowerCap.allows>`, asked with the nodes as they
+would be after it; :meth:`switches` is what the cap reads of them).
+
 The driver carries the actions out (:class:`PowerOff`, :class:`PowerOn` in
 ``PassResult.power``) and reports each switch's end with
 :meth:`Engine.power_changed <fluxsched_py.engine.core.Engine.power_changed>`:
