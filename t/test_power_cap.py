@@ -154,6 +154,34 @@ def test_no_more_nodes_sleep_than_could_boot_at_once_beside_the_others_idle():
     assert result.energy.sleeping > 0.0 and max_watts(result) <= roomy + 1e-6
 
 
+def test_a_job_too_big_ever_to_run_under_the_cap_is_denied_at_once():
+    """Four nodes under a 600 W cap: three computing beside one idle node
+    draw 667.2 W, so a three-node job could never run, and is denied at
+    alloc and by feasibility with the watts named; a two-node one (571.5 W)
+    is queued.  Under power saving the fourth node could sleep (9.75 W:
+    582 W in all), so a three-node job may run, and only four nodes
+    (763 W) are too many."""
+    cap = 600.0
+    e = Engine(nodes_graph(4), [f"power-cap={cap}"], power=[MODEL] * 4)
+    spec = {"version": 1, "resources": [{"type": "node", "count": 3, "exclusive": True,
+            "with": [{"type": "slot", "count": 1, "label": "task", "with": [{"type": "core", "count": 1}]}]}],
+            "tasks": [{"command": ["true"], "slot": "task", "count": {"per_slot": 1}}],
+            "attributes": {"system": {"duration": 60}}}  # fmt: skip
+    (deny,) = e.alloc(1, 0, 0, 0.0, spec)
+    want = "power cap: on 3 nodes it draws at least 667 W with every other node idle, over the 600 W cap"
+    assert deny.note == want and e.feasibility(spec) == want
+    spec2 = json.loads(json.dumps(spec))
+    spec2["resources"][0]["count"] = 2
+    assert e.alloc(2, 0, 0, 0.0, spec2) == [] and e.feasibility(spec2) is None
+    saving = Engine(nodes_graph(4), [f"power-cap={cap}", "power-save=planned"], power=[MODEL] * 4)
+    assert saving.feasibility(spec) is None
+    spec4 = json.loads(json.dumps(spec))
+    spec4["resources"][0]["count"] = 4
+    assert saving.feasibility(spec4).startswith("power cap: on 4 nodes it draws at least 763 W")
+    windowed = Engine(nodes_graph(4), [f"power-cap={cap}", "power-cap-window=0-100"], power=[MODEL] * 4)
+    assert windowed.feasibility(spec) is None  # it may run after the window
+
+
 def test_a_job_over_the_cap_waits_with_the_cap_as_its_reason_and_its_estimate_where_the_watts_are():
     # 4 nodes; the cap leaves room for 2 computing nodes: a 2-node job runs 0-100,
     # a 2-node job (on the 2 free nodes) must wait until it ends

@@ -396,6 +396,8 @@ class Engine:
             self.table.refuse()
             return [Response(jobid, ResponseType.DENY, note=f"invalid jobspec: {exc}")]
         reason = self._feasible(parsed)
+        if reason is None and self.cap is not None:
+            reason = self.cap.never_fits(parsed)
         if reason is None and getattr(parsed, "reservation", None) is not None:
             reason = self.reservations.check(parsed, userid)
         if reason is not None:
@@ -592,7 +594,10 @@ class Engine:
         name = getattr(request, "reservation", None)
         if name is not None and self.reservations.get(name) is None:
             return f"reservation {name}: no such reservation"  # as Slurm, at submission when asked
-        return self._feasible(request)
+        reason = self._feasible(request)
+        if reason is None and self.cap is not None:
+            reason = self.cap.never_fits(request)
+        return reason
 
     def changed(self) -> None:
         """Something happened that may change the plan: the next

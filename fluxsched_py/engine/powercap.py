@@ -49,6 +49,7 @@ from ..power import PowerModel
 from .states import EngineError, JobState
 
 if TYPE_CHECKING:
+    from ..jobspec import Request
     from .jobs import Job
     from .jobtable import JobTable
     from .options import EngineOptions
@@ -89,6 +90,17 @@ class PowerCap:
         self._extra = [m.computing_watts - m.idle_watts for m in self.models]
         #: The time of the last pass (:meth:`tick`), for the window's end.
         self._now = -math.inf
+        #: (computes, others asleep) -> the least the machine can draw with k
+        #: nodes running one job, at index k: the k nodes it adds least on.
+        self._least = {(c, a): self._least_draws(c, a) for c in (True, False) for a in (True, False)}
+
+    def _least_draws(self, computes: bool, asleep: bool) -> list[float]:
+        base = [m.sleeping_watts if asleep else m.idle_watts for m in self.models]
+        work = [m.computing_watts if computes else m.idle_watts for m in self.models]
+        out = [sum(base)]
+        for d in sorted(w - b for w, b in zip(work, base, strict=True)):
+            out.append(out[-1] + d)
+        return out
 
     def check(self, options: EngineOptions) -> None:
         """EngineError when ``options`` ask for a cap that cannot be held."""
@@ -148,6 +160,25 @@ class PowerCap:
             else:
                 running += work - m.idle_watts
         return boot, booting, running, after
+
+    def never_fits(self, request: Request) -> str | None:
+        """Why a job of ``request`` (whole nodes) could never run under the
+        cap, or None: even on the nodes it adds least on, with every other
+        node idle (asleep, under power saving), the machine would draw more
+        than the cap.  A cap with a window lets it run outside it."""
+        opts = self._options()
+        n = getattr(request, "whole_nodes", 0)
+        if opts.power_cap is None or opts.power_cap_window is not None or not n or n >= len(self._least[True, True]):
+            return None
+        asleep = opts.power_save != "off"
+        least = self._least[getattr(request, "computes", True), asleep][n]
+        if least <= self.watts + _EPS:
+            return None
+        others = "asleep" if asleep else "idle"
+        return (
+            f"power cap: on {n} nodes it draws at least {least:.0f} W with every other node {others}, "
+            f"over the {self.watts:.0f} W cap"
+        )
 
     def _planned_end(self, job: Job, start: float) -> float:
         """Until when ``job``, started at ``start``, may draw: its kill time."""

@@ -175,6 +175,11 @@ def test_a_power_cap_lets_as_many_jobs_run_as_its_watts_allow_and_names_itself()
             times.append((ev["alloc"], ev["finish"]))
         first_end = min(end for _, end in times[:2])
         assert all(alloc >= first_end for alloc, _ in times[2:]), times
+        # four nodes computing draw 760 W: never under the cap, so denied at once
+        big = inst.submit("-N4", "--exclusive", runs(1), "true")
+        inst.wait_event(big, "exception", timeout=30)
+        note = next(e for e in inst.eventlog(big) if e["name"] == "exception")["context"]["note"]
+        assert "power cap: on 4 nodes it draws at least 760 W with every other node idle, over the 570 W cap" in note
     finally:
         inst.stop()
         shutil.rmtree(d, ignore_errors=True)
