@@ -326,7 +326,7 @@ class PowerSaving:
         taken: dict[int, NodeSwitch] = {}
         out: dict[int, str] = {}
         for why, ranks in groups.items():
-            trial = {r: NodeSwitch("switching_on", now + self.models[r].on_time) for r in ranks if r in self.state}
+            trial = {r: NodeSwitch("switching_on", now + self.models[r].on_time) for r in ranks}
             if cap_allows(self._after({**taken, **trial})):
                 taken.update(trial)
                 out.update(dict.fromkeys(ranks, why))

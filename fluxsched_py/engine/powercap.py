@@ -23,8 +23,8 @@ node's extra watts.
 Why there is no state here (but the clock of the last pass, for the end of
 the window): what runs is the job table's and what is
 reserved is the planner's, both changed only through the job table (its
-one door).  The draw over time is made from them when asked, so it can
-never disagree with them; a pass asks only when the cap is set, and an
+one door), and which nodes are not on is power saving's.  The draw over
+time is made from them when asked, so it can never disagree with them; a pass asks only when the cap is set, and an
 engine without ``power-cap`` makes no :class:`PowerCap` at all.
 
 With power saving (``power-save``), a node that is not on draws its
@@ -86,8 +86,6 @@ class PowerCap:
         #: What the machine draws with every node on and idle (every node
         #: modelled: a node down draws as much, for all the cap knows).
         self.idle = sum(m.idle_watts for m in self.models)
-        #: rank -> what a computing job adds to it
-        self._extra = [m.computing_watts - m.idle_watts for m in self.models]
         #: The time of the last pass (:meth:`tick`), for the window's end.
         self._now = -math.inf
         #: (computes, others asleep) -> the least the machine can draw with k
@@ -131,13 +129,6 @@ class PowerCap:
         if window is None or window[1] <= self._now:
             return math.inf
         return window[1]
-
-    def need(self, job: Job, ranks: Iterable[int]) -> float:
-        """What ``job`` on ``ranks`` (all on) adds to the machine's draw while it runs."""
-        if not getattr(job.request, "computes", True):
-            return 0.0
-        extra = self._extra
-        return sum(extra[r] for r in ranks)
 
     def _steps(
         self, job: Job, ranks: Iterable[int], switches: Mapping[int, NodeSwitch]
@@ -217,7 +208,8 @@ class PowerCap:
         for job in jobs.values():
             if job.state is JobState.PENDING or job.resources is None or job.t_start is None:
                 continue
-            add(job.t_start, self._planned_end(job, job.t_start), self.need(job, job.resources.ranks))
+            running = self._steps(job, job.resources.ranks, switches)[2]  # its nodes are on
+            add(job.t_start, self._planned_end(job, job.t_start), running)
         for span in table.planner.reserved():
             job = jobs.get(span.jobid)
             if job is None or span.jobid == exclude or job.state is not JobState.PENDING:
