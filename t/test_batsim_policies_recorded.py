@@ -5,6 +5,7 @@ sessions decided again by the batprotocol and legacy drivers.
 
 from __future__ import annotations
 
+import csv
 import json
 
 from fluxsched_py.batsim.cli import driver_for
@@ -110,6 +111,36 @@ def test_with_grace_starts_and_kills_equal_the_replays():
 
 def test_batprotocol_decides_like_the_real_v4_grace_run():
     rec, pairs = run("grace")
+    driver = driver_for([*rec["args"], "--protocol", "batprotocol"])
+    replies = [driver.handle(m) for m in to_batprotocol(pairs)]
+    assert driver.finished
+    assert by_instant(decisions_bp(replies)) == by_instant(v4_decisions(pairs))
+
+
+# -- a victim taken again keeps its first notice's deadline --------------------------
+
+
+def test_under_batsim_a_victim_taken_again_is_killed_at_its_first_notices_deadline():
+    """The ``victim-again`` run (``victim_again4.json``'s description):
+    best-effort job 3, noticed at t=40 for job 4 and spared at t=70, is
+    taken by job 5 at t=80.  The driver kills it at t=100, 60 s after its
+    one notice, not 60 s after the second taking (t=140); Batsim's own
+    ``out_jobs.csv`` says so, and the replay of the same input decides the
+    same starts and kills."""
+    rec, pairs = run("victim-again")
+    assert [(round(t, 1), workload_job_number(j)) for t, j in kills(pairs)] == [(100.0, 3)]
+    got = batsim_starts(pairs)
+    assert abs(got[4] - 70) < 0.01 and abs(got[5] - 100) < 0.01
+    with open(DATA / rec["out_jobs"], newline="") as f:
+        out = {int(r["job_id"]): r for r in csv.DictReader(f)}
+    assert out[3]["final_state"] == "COMPLETED_KILLED" and abs(float(out[3]["finish_time"]) - 100) < 0.01
+    assert abs(float(out[5]["starting_time"]) - 100) < 0.01
+    expected = replayed_starts(rec, {"queue-policy": "easy", "preempt-grace": "60"})
+    assert got.keys() == expected.keys() and max(abs(got[j] - expected[j]) for j in got) <= 0.1
+
+
+def test_batprotocol_decides_like_the_real_v4_victim_again_run():
+    rec, pairs = run("victim-again")
     driver = driver_for([*rec["args"], "--protocol", "batprotocol"])
     replies = [driver.handle(m) for m in to_batprotocol(pairs)]
     assert driver.finished

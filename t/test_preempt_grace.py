@@ -30,6 +30,7 @@ from fluxsched_py.replay.workload import WorkloadError, load_workload
 from fluxsched_py.resource import ResourceGraph
 from fluxsched_py.resource.rv1 import hosts_rv1
 
+from .batsim_recordings import BATSIM_DATA
 from .test_batsim_driver import begins, reply, submit, types
 
 
@@ -354,6 +355,21 @@ def test_a_victim_that_ends_in_its_grace_counts_as_completed_in_the_replay(tmp_p
     assert (rec[1].state, rec[1].finish, rec[1].lost, rec[1].notices) == (COMPLETED, 100.0, 0.0, 1)
     assert rec[3].start == 100.0  # it waited less than its 60 s
     assert summarize(res).preemptions == 0
+
+
+def test_the_replay_preempts_a_victim_taken_again_at_its_first_notices_deadline():
+    """The input of the real Batsim run ``victim-again``
+    (``t/data/batsim/features/victim_again4.json``, its description says
+    how): best-effort job 3 gets its notice at t=40 for job 4's reservation,
+    is spared when job 4 starts elsewhere at t=70, and is taken by job 5 at
+    t=80.  It is preempted at t=100, 60 s after its one notice, not 60 s
+    after the second taking (t=140), and job 5 starts then."""
+    w = load_workload(BATSIM_DATA / "features" / "victim_again4.json")
+    res = replay(w, nodes_graph(4), {"queue-policy": "easy", "preempt-grace": "60"})
+    rec = {r.job.id: r for r in res.records}
+    assert (rec[3].state, rec[3].finish, rec[3].notices) == (PREEMPTED, 100.0, 1)
+    assert (rec[4].start, rec[5].start) == (70.0, 100.0)
+    assert summarize(res).preemptions == 1
 
 
 def test_a_requeued_job_prefers_the_node_it_ran_on(tmp_path):
