@@ -208,3 +208,19 @@ def test_a_machine_event_with_a_bad_interval_set_is_a_protocol_error_naming_it()
     with pytest.raises(ProtocolError, match=r"^external event machine_unavailable at t=[\d.]+: invalid interval set"):
         for m in session:
             driver.handle(m)
+
+
+def test_legacy_gives_the_engine_each_jobs_campaign_from_the_workload_only_with_campaigns(tmp_path):
+    """In the sink run every job is of campaign c1, and the sink effect
+    counts a node's quick ends per campaign (``--campaigns``).  The legacy
+    driver, reading the campaign from ``--workload``, decides as the real
+    run with the option (``test_legacy_decides_like_the_real_v4_run[sink]``)
+    and otherwise without it: the field reaches the engine through it."""
+    rec = dict(RECORDINGS["sink"])
+    assert "--campaigns" in rec["args"]
+    rec["args"] = [a for a in rec["args"] if a != "--campaigns"]
+    pairs = message_pairs(DATA / rec["file"])
+    driver = legacy_driver(rec, tmp_path)
+    got = decisions_legacy([driver.handle(m) for m in to_legacy(pairs)])
+    assert driver.finished
+    assert by_instant(got) != by_instant([(round(t, 6), k, j, a) for t, k, j, a in v4_decisions(pairs)])
