@@ -169,13 +169,18 @@ def _bp_begins(d: dict, workloads: Iterable[tuple[str, str]] | None) -> dict:
 
 def _bp_notify(d: dict) -> tuple[str, dict]:
     """A v4 NOTIFY in batprotocol words: machine events travel as a generic
-    external event whose ``data`` is the object Batsim 5 documents for them."""
+    external event whose ``data`` is the object Batsim 5 documents for them;
+    an event Batsim 4 forwarded whole (``--forward-unknown-events``) as that
+    event's object, less the ``timestamp`` Batsim 5 gives the event itself."""
     kind = d["type"]
     if kind == "no_more_static_job_to_submit":
         return "AllStaticJobsHaveBeenSubmittedEvent", {}
     if kind == "no_more_external_event_to_occur":
         return "AllStaticExternalEventsHaveBeenInjectedEvent", {}
-    data = json.dumps({"type": kind.removeprefix("event_"), "resources": d["resources"]})
+    if kind.startswith("event_"):
+        data = json.dumps({"type": kind.removeprefix("event_"), "resources": d["resources"]})
+    else:
+        data = json.dumps({k: v for k, v in d.items() if k != "timestamp"})
     event = {"external_event_type": "GenericExternalEvent", "external_event": {"data": data}}
     return "ExternalEventOccurredEvent", event
 

@@ -52,6 +52,7 @@ SHARED = [
     "users",
     "campaigns",
     "machine-events",
+    "reservations-event",
     "sink",
 ]
 
@@ -224,3 +225,27 @@ def test_legacy_gives_the_engine_each_jobs_campaign_from_the_workload_only_with_
     got = decisions_legacy([driver.handle(m) for m in to_legacy(pairs)])
     assert driver.finished
     assert by_instant(got) != by_instant([(round(t, 6), k, j, a) for t, k, j, a in v4_decisions(pairs)])
+
+
+def test_batprotocol_without_the_reservations_event_decides_otherwise():
+    """The oracle of ``[reservations-event]`` has teeth: the same session with
+    its reservations event dropped keeps the reservation on the CPU hosts,
+    and the jobs go elsewhere than in the real run."""
+    rec = RECORDINGS["reservations-event"]
+    pairs = message_pairs(DATA / rec["file"])
+    session = []
+    for raw in to_batprotocol(pairs):
+        if b"ExternalEventOccurredEvent" in raw:
+            msg = json.loads(raw[:-1])
+            kept = [e for e in msg["events"] if e["event_type"] != "ExternalEventOccurredEvent"]
+            assert len(kept) < len(msg["events"])
+            raw = bp_encode(msg["now"], kept)
+        session.append(raw)
+    driver = driver_for(args_of(rec, "--protocol", "batprotocol"))
+    replies = []
+    for m in session:
+        try:
+            replies.append(driver.handle(m))
+        except ProtocolError:
+            break  # Batsim's recorded events no longer match the decisions
+    assert by_instant(decisions_bp(replies)) != by_instant(v4_decisions(pairs))

@@ -37,7 +37,7 @@ from fluxsched_py.engine.runlimits import RunLimits
 from fluxsched_py.ids import IdSet, user_id
 from fluxsched_py.replay import load_workload, replay
 from fluxsched_py.replay.events import load_events
-from fluxsched_py.replay.platform import nodes_graph
+from fluxsched_py.replay.platform import load_platform, nodes_graph
 from t.batsim_recordings import BATSIM_DATA, batsim_side, driver_command, manifest, message_pairs, workload_job_number
 
 DATA = BATSIM_DATA / "features"
@@ -555,6 +555,92 @@ def test_with_machine_events_starts_equal_the_replays_with_the_same_file():
     assert max(abs(got[j] - expected[j]) for j in got) <= 0.1
     plain = replay(load_workload(DATA / rec["workload"]), nodes_graph(rec["nodes"]), options)
     assert sum(abs(r.start - expected[r.job.id]) > 1 for r in plain.records) >= 10
+
+
+# -- a reservations event: requires changed alone, at a time ------------------------------
+
+GPU_RANKS = IdSet(range(24, 32))  # cluster_gpu32.xml's gpu=a100 hosts
+WINDOW = (600.0, 1800.0)  # resv-requires.yaml's
+
+
+def in_window(start: float, end: float) -> bool:
+    return start < WINDOW[1] and end > WINDOW[0]
+
+
+def test_a_reservations_event_picks_the_nodes_again_when_only_requires_changes():
+    """resv-requires.yaml holds 8 CPU hosts (``^gpu=a100``) over [600, 1800);
+    the events file's reservations event at t=300 declares the same entry
+    under ``gpu=a100``, and Batsim forwarded it (``--forward-unknown-events``).
+    In the run no job was on a GPU host during the window (Batsim's own
+    out_jobs.csv), while the replay without the event puts jobs there; with
+    the same events file the replay gives every job the start and the hosts
+    Batsim ran it on."""
+    rec = RECORDINGS["reservations-event"]
+    with open(DATA / rec["out_jobs"], newline="") as f:
+        out = list(csv.DictReader(f))
+    assert len(out) == rec["jobs"] and all(r["final_state"] == "COMPLETED_SUCCESSFULLY" for r in out)
+    assert not [
+        r["job_id"]
+        for r in out
+        if in_window(float(r["starting_time"]), float(r["finish_time"]))
+        and parse_intervals(r["allocated_resources"]) & GPU_RANKS
+    ]
+    entries = read_entries((DATA / rec["args"][3]).read_text(), "reservations")
+    options = EngineOptions.parse({"queue-policy": "easy"})
+    platform = DATA / rec["platform"]
+
+    def replayed(events=()):
+        res = replay(
+            load_workload(DATA / rec["workload"]), load_platform(platform), options, reservations=entries, events=events
+        )
+        return {r.job.id: (r.start, r.finish, r.ranks) for r in res.records}
+
+    without = replayed()
+    assert any(in_window(s, e) and ranks & GPU_RANKS for s, e, ranks in without.values())
+    expected = replayed(load_events(DATA / rec["events"], rec["nodes"]).events)
+    got = {workload_job_number(j): (s, ranks) for j, (s, _, ranks) in runs(rec).items()}
+    assert got.keys() == expected.keys()
+    assert all(abs(got[j][0] - expected[j][0]) <= 0.1 and got[j][1] == expected[j][2] for j in got)
+
+
+def test_a_bad_reservations_event_is_refused_whole_and_the_run_goes_on(caplog):
+    """The same session with the event's entry asking for 99 nodes of a
+    32-host platform: the driver logs one error naming the event and the field, keeps
+    the file's reservation (as a bad config reload is refused under Flux),
+    and decides on: up to the event's time as in the real run, and after it
+    as the replay without the event does (the jobs go back to the GPU
+    hosts)."""
+    rec = RECORDINGS["reservations-event"]
+    session = []
+    for msg, reply in pairs(rec):
+        m = json.loads(msg)
+        for e in m["events"]:
+            if e["type"] == "NOTIFY" and e["data"]["type"] == "reservations":
+                e["data"]["reservations"][0]["nodes"] = 99
+        session.append((json.dumps(m).encode(), reply))
+    driver = driver_for(args_of(rec))
+    sent = []
+    with caplog.at_level("ERROR", logger="fluxsched_py"):
+        for msg, _ in session:
+            try:
+                sent.append(json.loads(driver.handle(msg)))
+            except ProtocolError:
+                break  # Batsim's recorded events no longer match the decisions
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert errors == [
+        "reservations event at t=300.000600 refused; the reservations stay as they were: "
+        "reservations[0].nodes: fewer than 99 up nodes outside other reservations and running jobs "
+        "(flag IGNORE_JOBS takes those) meet requires"
+    ]
+    assert len(sent) > 20
+    recorded = [json.loads(reply) for _, reply in pairs(rec)]
+    first_after = next(i for i, r in enumerate(recorded) if r["now"] > 300.0)
+    assert sent[:first_after] == recorded[:first_after]
+    assert any(
+        e["type"] == "EXECUTE_JOB" and 600 <= r["now"] < 1800 and parse_intervals(e["data"]["alloc"]) & GPU_RANKS
+        for r in sent
+        for e in r["events"]
+    )
 
 
 # -- reservations for groups and accounts ------------------------------------------------

@@ -12,7 +12,7 @@ exception: Batsim's file formats, which the replay reads and writes too:
 :mod:`fluxsched_py.batsim.intervals` (interval sets, in events files),
 :mod:`fluxsched_py.batsim.metadata` (``out_jobs.csv``'s metadata column),
 :mod:`fluxsched_py.batsim.entry` (a workload entry's fields) and
-:mod:`fluxsched_py.batsim.machine_events` (Batsim 5's machine events).
+:mod:`fluxsched_py.batsim.external_events` (the external events the drivers and the replay read).
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ SHARED = {
     "fluxsched_py.batsim.intervals",
     "fluxsched_py.batsim.metadata",
     "fluxsched_py.batsim.entry",
-    "fluxsched_py.batsim.machine_events",
+    "fluxsched_py.batsim.external_events",
 }
 #: Reads and writes of another module's ``_private`` names allowed per file:
 #: none is left (issue 21), so a file not listed must have none.

@@ -18,6 +18,7 @@ import pytest
 
 from fluxsched_py.engine.reservations import ReservationError
 from fluxsched_py.replay import cli as replay_cli
+from fluxsched_py.replay.events import read_events
 from fluxsched_py.replay.platform import nodes_graph
 from fluxsched_py.replay.sim import replay
 from fluxsched_py.replay.workload import read_batsim
@@ -248,3 +249,67 @@ def test_a_group_the_file_does_not_give_is_one_error(tmp_path, capsys):
     assert replay_cli.main([str(wl), "--reservations", str(resv)]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"fluxsched-py replay: {resv}: reservations.groups.ops: expected a list of uids, got ['x']"]
+
+
+# -- reservations declared again at a time (``--events``: a reservations event) ----
+
+
+def reservations_event(t: float, entries: list, generic: bool = False) -> str:
+    """An events file's line declaring ``entries`` at ``t``: of its own type
+    (Batsim 4, ``--forward-unknown-events``) or in a generic event's ``data``
+    (Batsim 5)."""
+    event = {"type": "reservations", "reservations": entries}
+    if generic:
+        return json.dumps({"timestamp": t, "type": "generic", "data": json.dumps(event)}) + "\n"
+    return json.dumps({"timestamp": t, **event}) + "\n"
+
+
+@pytest.mark.parametrize("generic", [False, True])
+def test_a_reservations_event_removes_or_moves_the_files_reservation(generic):
+    """The module's workload under easy.  An event at t=5 that declares no
+    reservation removes ``maint``: job 1 starts at 50, when job 2 ends (not
+    at the window's end, 200), and jobs 3 and 4, submitted at 10, name a
+    reservation there is no more.  One that declares ``maint`` on 0-1
+    instead moves it: job 3 runs at 100 on 0-1."""
+    options = {"queue-policy": "easy", "policy": "low"}
+
+    def run(line):
+        events = read_events(line, 4).events
+        r = replay(read_batsim(WORKLOAD), nodes_graph(4), options, reservations=MAINT, events=events)
+        return {x.job.id: x for x in r.records}
+
+    gone = run(reservations_event(5, [], generic))
+    assert {j: x.start for j, x in gone.items()} == {1: 50.0, 2: 0.0, 3: None, 4: None}
+    assert gone[3].note == "reservation maint: no such reservation"
+    moved = run(reservations_event(5, [{**MAINT[0], "ranks": "0-1"}], generic))
+    assert {j: x.start for j, x in moved.items()} == {1: 200.0, 2: 0.0, 3: 100.0, 4: None}
+    assert str(moved[3].ranks) == "0-1"
+
+
+def test_the_cli_takes_a_reservations_event_and_refuses_a_bad_one_with_its_line(tmp_path, capsys):
+    wl = tmp_path / "w.json"
+    wl.write_text(json.dumps(WORKLOAD))
+    resv = tmp_path / "r.yaml"
+    resv.write_text("- {name: maint, ranks: '2-3', start: 100, end: 200, users: [7]}\n")
+    events = tmp_path / "events.txt"
+    out = tmp_path / "out"
+    argv = [str(wl), "--queue-policy", "easy", "--policy", "low", "--reservations", str(resv)]
+    argv += ["--events", str(events), "--output-dir", str(out)]
+    events.write_text(reservations_event(5, []))
+    assert replay_cli.main([*argv, "--json"]) == 0
+    capsys.readouterr()
+    starts = {line.split(",")[0]: line.split(",")[8] for line in (out / "jobs.csv").read_text().splitlines()[1:]}
+    assert starts == {"1": "50", "2": "0", "3": "", "4": ""}
+    for text, message in [
+        (
+            '{"timestamp": 5, "type": "reservations"}\n',
+            f"{events}:1: a reservations event needs a 'reservations' list (entries as in --reservations FILE)",
+        ),
+        (
+            reservations_event(5, [{"name": "m", "ranks": "7", "start": 100, "end": 200}]),
+            f"{events}:1: reservations[0].ranks: no such rank: 7",
+        ),
+    ]:
+        events.write_text(text)
+        assert replay_cli.main(argv) == 1
+        assert capsys.readouterr().err.strip().splitlines() == [f"fluxsched-py replay: {message}"]

@@ -28,8 +28,9 @@ AllStaticExternalEventsHaveBeenInjectedEvent, SimulationEndsEvent, and
 ExternalEventOccurredEvent: a generic event whose ``data`` is Batsim's
 documented machine-event object (``{"type": "machine_unavailable",
 "resources": "0-4 6 8"}``, or ``machine_available``) takes the machines
-down or brings them up, as Batsim 4's NOTIFY does under v4; any other
-external event is logged and left alone.  HostPStateChangedEvent and
+down or brings them up, as Batsim 4's NOTIFY does under v4, and one whose
+``data`` is a reservations event declares them (:mod:`.external_events`);
+any other external event is logged and left alone.  HostPStateChangedEvent and
 ProbeDataEmittedEvent are logged and ignored (this EDC never asks for them).  Decisions:
 ExecuteJobEvent, RejectJobEvent, CallMeLaterEvent (one-shot), and
 KillJobsEvent ``{job_ids}`` to preempt best-effort jobs (all of a reply's
@@ -66,8 +67,8 @@ from .driver import BatsimScheduler, Decision, Driver, Execute, Host, Kill, Reje
 from .entry import EntryFields, read_entry
 from .envelope import decode_envelope, number
 from .errors import ProtocolError
+from .external_events import RESERVATIONS, external_event_in, reservation_entries
 from .intervals import format_intervals, parse_intervals
-from .machine_events import machine_event_in
 from .ordering import order_decisions
 
 __all__ = [
@@ -288,11 +289,19 @@ class BatprotocolDriver(Driver):
 
     def _external_event(self, ts: float, data: dict[str, Any]) -> None:
         """A machine event in a generic external event's ``data`` (Batsim 5's
-        documented use of it); anything else is the user's, logged."""
+        documented use of it), or a reservations event (:mod:`.external_events`);
+        anything else is the user's, logged."""
         generic = data.get("external_event") if data.get("external_event_type") == "GenericExternalEvent" else None
-        doc = machine_event_in(generic.get("data")) if isinstance(generic, dict) else None
+        doc = external_event_in(generic.get("data")) if isinstance(generic, dict) else None
         if doc is None:
             log.info("external event left alone (t=%.6f): %s", ts, json.dumps(data)[:200])
+            return
+        if doc["type"] == RESERVATIONS:
+            what = f"reservations event at t={ts:.6f}"
+            try:
+                self.scheduler.reservations_declared(reservation_entries(doc), ts, what)
+            except ValueError as exc:  # refused, as a bad entry is (BatsimScheduler.reservations_declared)
+                log.error("%s refused; the reservations stay as they were: %s", what, exc)
             return
         kind, resources = doc["type"], doc.get("resources")
         if not isinstance(resources, str):

@@ -46,7 +46,7 @@ from typing import Any
 from ..engine import Engine, EngineOptions, JobState, ResponseType
 from ..engine.duplicates import CancelCopy, Duplicate
 from ..engine.power import PowerOff, PowerOn
-from ..engine.reservations import GroupResolver, add_entries
+from ..engine.reservations import GroupResolver, ReservationError, declare_entries
 from ..engine.runlimits import RunLimits
 from ..ids import IdSet, user_id
 from ..jobspec.constraints import Constraint
@@ -344,7 +344,7 @@ class BatsimScheduler:
         )
         # Before the first job, as in the replay; a bad entry (a rank the
         # platform lacks, two windows on one rank) raises ReservationError.
-        add_entries(engine.reservations, self.reservations, 0.0, user_id, group=self.groups)
+        declare_entries(engine.reservations, self.reservations, 0.0, user_id, group=self.groups)
         self.engine = engine
         log.info(
             "simulation begins: %d compute hosts, queue-policy=%s policy=%s",
@@ -486,6 +486,14 @@ class BatsimScheduler:
         self._engine()
         self._known(ids, "machine available event")
         self._push(self._vtime_of_event(t), 1, "up", arg=ids)
+
+    def reservations_declared(self, entries: Sequence[Mapping[str, Any]], t: float, what: str) -> None:
+        """A reservations event at Batsim time ``t`` (:mod:`.external_events`):
+        ``entries`` replace the reservations declared before (``--reservations``'
+        or the last event's), as a config reload does under Flux.  ``what``
+        names the event in the log."""
+        self._engine()
+        self._push(self._vtime_of_event(t), 1, "reservations", arg=(list(entries), what))
 
     def _vtime_of_event(self, t: float) -> float:
         """Batsim time ``t`` of an external event, in workload time.  Not the
@@ -635,6 +643,16 @@ class BatsimScheduler:
         elif ev.kind == "power":
             ranks, on = ev.arg
             self._switch(engine.power_changed(ranks, on, ev.vtime), out)
+        elif ev.kind == "reservations":
+            # A bad entry is refused whole, as a bad config reload is under
+            # Flux: the reservations stay as they were, and the run goes on.
+            entries, what = ev.arg
+            try:
+                changes = declare_entries(engine.reservations, entries, ev.vtime, user_id, "reservations", self.groups)
+            except ReservationError as exc:
+                log.error("%s refused; the reservations stay as they were: %s", what, exc)
+            else:
+                log.info("%s: %s", what, ", ".join(changes) or "no change")
         # "tick": nothing to give; the pass runs at its time.
 
     # -- dynamic jobs (--dynamic-jobs) ------------------------------------------------

@@ -13,6 +13,10 @@ again, for its remaining work, and end-of-campaign copies; it checks the
 JOB_SUBMITTED acknowledgements Batsim sends back for them, and says
 ``registration_finished`` once no job is left, which Batsim needs to end
 the simulation (docs/rfcs/batsim-v4.md, "Dynamic jobs").
+
+With ``batsim --forward-unknown-events``, an events file's event of a type
+Batsim does not know arrives whole as a NOTIFY: a ``reservations`` one
+declares the reservations from then on (:mod:`.external_events`).
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from .driver import (
     profile_runtime,
 )
 from .errors import ProtocolError
+from .external_events import RESERVATIONS, reservation_entries
 from .intervals import parse_intervals
 from .ordering import order_decisions
 
@@ -312,6 +317,12 @@ class V4Driver(Driver):
                 self.scheduler.resources_down(ids, ev.timestamp)
             else:
                 self.scheduler.resources_up(ids, ev.timestamp)
+        elif kind == RESERVATIONS:  # an events file's own type, forwarded (batsim --forward-unknown-events)
+            what = f"reservations event at t={ev.timestamp:.6f}"
+            try:
+                self.scheduler.reservations_declared(reservation_entries(ev.data), ev.timestamp, what)
+            except ValueError as exc:  # refused, as a bad entry is (BatsimScheduler.reservations_declared)
+                log.error("%s refused; the reservations stay as they were: %s", what, exc)
         else:
             log.warning("NOTIFY %r ignored", kind)
         return []

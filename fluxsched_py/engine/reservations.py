@@ -73,6 +73,7 @@ __all__ = [
     "ReservationError",
     "Reservations",
     "add_entries",
+    "declare_entries",
     "job_bank",
     "on_clock",
     "parse_duration",
@@ -529,7 +530,13 @@ class Reservations:
         self._changed()
         return new
 
-    def declare(self, specs: Sequence[Mapping[str, Any]], now: float, where: str = "reservation") -> list[str]:
+    def declare(
+        self,
+        specs: Sequence[Mapping[str, Any]],
+        now: float,
+        where: str = "reservation",
+        place: Callable[[int, str], str] | None = None,
+    ) -> list[str]:
         """Make the reservations a config declares (``specs``: :func:`parse_spec`
         results, in order) as it declares them, all or nothing: add those not
         there, replace those that differ (ranks, or the node count or the
@@ -538,14 +545,20 @@ class Reservations:
         by RPC is taken over), remove those :attr:`declared` before and declared no
         more.  Reservations added otherwise (by RPC) are never removed.  An
         ended entry is skipped.  Raises :class:`ReservationError` (field
-        ``where #N: field``) and changes nothing when one is refused.
+        ``where #N: field``, or what ``place(i, field)`` says for entry
+        ``i``) and changes nothing when one is refused.
         Returns what changed, one line each (``added maint``)."""
+        if place is None:
+
+            def place(i: int, field: str) -> str:
+                return f"{where} #{i + 1}: {field}"
+
         old, old_declared = dict(self._by_name), set(self.declared)
         live = [(i, spec) for i, spec in enumerate(specs) if spec["end"] > now]
         names: set[str] = set()
         for i, spec in enumerate(specs):
             if spec["name"] in names:
-                raise ReservationError(f"{where} #{i + 1}: name", f"reservation {spec['name']} is declared twice")
+                raise ReservationError(place(i, "name"), f"reservation {spec['name']} is declared twice")
             names.add(spec["name"])
         wanted = {spec["name"] for _, spec in live}
         changes = [f"removed {n}" for n in sorted(old_declared - wanted) if n in self._by_name]
@@ -567,7 +580,7 @@ class Reservations:
                 try:
                     r = self._make(spec["name"], spec["start"], spec["end"], now=now, **args)
                 except ReservationError as exc:
-                    raise ReservationError(f"{where} #{i + 1}: {exc.field}", exc.reason) from None
+                    raise ReservationError(place(i, exc.field), exc.reason) from None
                 self._by_name[r.name] = r
         except ReservationError:
             self._by_name = old
@@ -896,3 +909,26 @@ def add_entries(
         except ReservationError as exc:
             raise ReservationError(f"{where}[{i}].{exc.field}", exc.reason) from None
     return out
+
+
+def declare_entries(
+    reservations: Reservations,
+    entries: Sequence[Mapping[str, Any]],
+    now: float,
+    user_id: Callable[[str], int] | None = None,
+    where: str = "reservations",
+    group: GroupResolver | None = None,
+) -> list[str]:
+    """Declare ``entries`` (:func:`parse_spec`) at ``now``, replacing what
+    was declared before, all or nothing (:meth:`Reservations.declare`): the
+    replay's and the Batsim drivers' reservations events, as a config
+    reload is under Flux.  A bad entry raises :class:`ReservationError`
+    with its place (``where[i]: field``) and changes nothing.  Returns what
+    changed."""
+    specs = []
+    for i, entry in enumerate(entries):
+        try:
+            specs.append(parse_spec(entry, now, user_id, group))
+        except ReservationError as exc:
+            raise ReservationError(f"{where}[{i}].{exc.field}", exc.reason) from None
+    return reservations.declare(specs, now, where, lambda i, field: f"{where}[{i}].{field}")

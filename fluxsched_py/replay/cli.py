@@ -19,7 +19,7 @@ import math
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..cliutil import ArgumentParser, CLIError, UsageError, boundary, bounded_int, check_output_dir
@@ -30,7 +30,7 @@ from ..engine.reservations import (
     Calendar,
     GroupResolver,
     ReservationError,
-    add_entries,
+    declare_entries,
     on_clock,
     read_entries,
     read_groups,
@@ -39,7 +39,7 @@ from ..inputs import read_text
 from ..limits import MAX_JOBS, MAX_NODES, MAX_PER_NODE
 from ..policy import POLICIES
 from ..resource import ResourceError
-from .events import EventsError, MachineEvent, load_events
+from .events import EventsError, ExternalEvent, ReservationsEvent, load_events
 from .metrics import summarize
 from .platform import PlatformError, load_platform, load_power, nodes_graph
 from .provenance import REPLAY_ENGINE_DEFAULTS, describe, file_sha256
@@ -189,7 +189,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--events",
         metavar="FILE",
         help="Batsim external events (JSON lines: machine_unavailable, machine_available, with resources and "
-        "timestamp): a machine unavailable takes no new job, and a job running there runs on; "
+        "timestamp): a machine unavailable takes no new job, and a job running there runs on; a reservations "
+        "event (with a list of --reservations entries) declares them from its timestamp on; "
         "see docs/rfcs/batsim-events.md",
     )
     ap.add_argument("--output-dir", metavar="DIR", help="write DIR/jobs.csv (DIR/POLICY/jobs.csv with several)")
@@ -350,12 +351,39 @@ def _reservations(
     try:
         entries = on_clock(read_entries(text, "reservations"), calendar)
         groups = read_groups(text, "reservations")
-        add_entries(Engine(make_graph()).reservations, entries, 0.0, group=groups)
+        declare_entries(Engine(make_graph()).reservations, entries, 0.0, group=groups)
     except ReservationError as exc:
         raise CLIError(f"{path}: {exc}") from None
     except (PlatformError, ResourceError) as exc:
         raise CLIError(str(exc)) from None
     return entries, groups
+
+
+def _reservation_events(
+    events: tuple[ExternalEvent, ...],
+    first: Sequence[Any],
+    groups: GroupResolver | None,
+    make_graph: Callable[[], Any],
+    calendar: Calendar,
+) -> tuple[ExternalEvent, ...]:
+    """``events`` with each reservations event's dates on the replay's
+    clock, each declared in turn on an engine on the machine after the
+    ``--reservations`` file's ``first``, so that a bad entry stops the
+    replay before it starts, with its line."""
+    if not any(isinstance(ev, ReservationsEvent) for ev in events):
+        return events
+    check = Engine(_make(make_graph)).reservations
+    out: list[ExternalEvent] = []
+    try:
+        declare_entries(check, first, 0.0, group=groups)
+        for ev in events:
+            if isinstance(ev, ReservationsEvent):
+                ev = ReservationsEvent(ev.time, tuple(on_clock(ev.entries, calendar)), ev.where)
+                declare_entries(check, ev.entries, ev.time, where=f"{ev.where}: reservations", group=groups)
+            out.append(ev)
+    except ReservationError as exc:
+        raise CLIError(str(exc)) from None  # its place names the file and the line
+    return tuple(out)
 
 
 def _make(make_graph: Callable[[], Any]) -> Any:
@@ -414,7 +442,7 @@ def main(argv: list[str] | None = None) -> int:
     groups = None
     if args.reservations:
         reservations, groups = _reservations(args.reservations, make_graph, _calendar(workload, args.workload))
-    events: tuple[MachineEvent, ...] = ()
+    events: tuple[ExternalEvent, ...] = ()
     first = None  # the first replay's graph, when it was made early to check the events file against
     if args.events:
         first = _make(make_graph)
@@ -422,7 +450,7 @@ def main(argv: list[str] | None = None) -> int:
             read = load_events(args.events, len(first.ranks))
         except EventsError as exc:
             raise CLIError(str(exc)) from None
-        events = read.events
+        events = _reservation_events(read.events, reservations, groups, make_graph, _calendar(workload, args.workload))
         if read.generic:
             print(
                 f"{PROG}: note: {args.events}: {read.generic} generic events left "

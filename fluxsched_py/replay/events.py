@@ -1,4 +1,4 @@
-"""Batsim external events: machines that become unavailable and available again.
+"""Batsim external events: machines that become unavailable and available again, and reservations declared.
 
 Batsim's ``--events FILE`` injects failures and repairs into a simulation;
 the replay takes the same file (``fluxsched-py replay --events FILE``), so a
@@ -21,6 +21,15 @@ batprotocol driver applies it; any other is counted, not applied.
 An unavailable machine takes no new job, and a job already running there is
 not killed (Batsim: "jobs that were already running on these machines are
 not killed"): it is what the engine's ``down`` means.
+
+A ``reservations`` event (:mod:`fluxsched_py.batsim.external_events`; as
+its own line, which Batsim 4 forwards with ``--forward-unknown-events``, or
+in a generic event's ``data``) declares the advance reservations from its
+time on, as a config reload does under Flux::
+
+    {"type": "reservations", "timestamp": 300, "reservations": [{"name": "m", "nodes": 4, "start": 600, "end": 900}]}
+
+At one time, like Batsim's generic events, it comes after the machine events.
 """
 
 from __future__ import annotations
@@ -29,18 +38,28 @@ import io
 import json
 import os
 from dataclasses import dataclass
+from typing import Any
 
+from ..batsim.external_events import RESERVATIONS, external_event_in, reservation_entries
 from ..batsim.intervals import parse_intervals
-from ..batsim.machine_events import machine_event_in
 from ..errors import FluxschedError
 from ..ids import IdSet
 from ..inputs import bounded_lines, open_stream
 from ..limits import MAX_LINE_CHARS, MAX_SECONDS
 
-__all__ = ["EventsError", "MachineEvent", "MachineEvents", "load_events", "read_events"]
+__all__ = [
+    "EventsError",
+    "ExternalEvent",
+    "MachineEvent",
+    "MachineEvents",
+    "ReservationsEvent",
+    "load_events",
+    "read_events",
+]
 
-#: Batsim's order of event types at one timestamp (its ``EventType`` enum).
-_ORDER = {"machine_available": 0, "machine_unavailable": 1}
+#: Batsim's order of event types at one timestamp (its ``EventType`` enum:
+#: an event of a type it does not know is a generic one, last).
+_ORDER = {"machine_available": 0, "machine_unavailable": 1, RESERVATIONS: 2}
 
 
 class EventsError(FluxschedError, ValueError):
@@ -55,8 +74,21 @@ class MachineEvent:
 
 
 @dataclass(frozen=True, slots=True)
+class ReservationsEvent:
+    """The reservations declared at ``time`` (``--reservations FILE``
+    entries); ``where`` is the line, for errors."""
+
+    time: float
+    entries: tuple[dict[str, Any], ...]
+    where: str
+
+
+ExternalEvent = MachineEvent | ReservationsEvent
+
+
+@dataclass(frozen=True, slots=True)
 class MachineEvents:
-    events: tuple[MachineEvent, ...]
+    events: tuple[ExternalEvent, ...]
     #: ``generic`` events read and left (the replay has nothing to do with their data)
     generic: int = 0
 
@@ -97,15 +129,24 @@ def read_events(text: str, nb_nodes: int, source: str = "<events>") -> MachineEv
             if isinstance(t, bool) or not isinstance(t, int | float) or not 0 <= t <= MAX_SECONDS:
                 raise EventsError(f"{where}: 'timestamp' must be a number of seconds from 0 to {MAX_SECONDS:g}")
             if kind == "generic":
-                machine = machine_event_in(obj.get("data"))
-                if machine is None:
+                inner = external_event_in(obj.get("data"))
+                if inner is None:
                     generic += 1
                     continue
-                kind, obj = machine["type"], machine
+                kind, obj = inner["type"], inner
             if kind not in _ORDER:
                 raise EventsError(
-                    f"{where}: unknown event type {kind!r} (machine_unavailable, machine_available or generic)"
+                    f"{where}: unknown event type {kind!r} "
+                    "(machine_unavailable, machine_available, reservations or generic)"
                 )
+            if kind == RESERVATIONS:
+                try:
+                    entries = reservation_entries(obj)
+                except ValueError as exc:
+                    raise EventsError(f"{where}: {exc}") from None
+                rev = ReservationsEvent(float(t), tuple(entries), where)
+                events.append((rev.time, _ORDER[kind], len(events), rev))
+                continue
             res = obj.get("resources")
             if not isinstance(res, str):
                 raise EventsError(f"{where}: {kind} needs a 'resources' interval set (a string such as \"0-3 7\")")

@@ -27,13 +27,13 @@ from ..engine.duplicates import CancelCopy, Duplicate
 from ..engine.forecast import FORECAST_LIMIT
 from ..engine.forecast import forecast as plan_forecast
 from ..engine.power import PowerOff, PowerOn
-from ..engine.reservations import GroupResolver, add_entries
+from ..engine.reservations import GroupResolver, declare_entries
 from ..engine.runlimits import RunLimits
 from ..ids import IdSet, user_id
 from ..power import PowerModel
 from ..resource import ResourceGraph
 from .energy import Energy, PowerLog, account, node_states, power_series
-from .events import MachineEvent
+from .events import ExternalEvent, MachineEvent
 from .records import CANCELLED, COMPLETED, KILLED, NOT_STARTED, PREEMPTED, REJECTED, JobRecord, Records
 from .workload import Workload, WorkloadJob
 
@@ -108,7 +108,7 @@ def replay(
     reservations: Sequence[Mapping[str, Any]] = (),
     power: Sequence[PowerModel] | None = None,
     groups: GroupResolver | None = None,
-    events: Sequence[MachineEvent] = (),
+    events: Sequence[ExternalEvent] = (),
     reasons: bool = False,
 ) -> ReplayResult:
     """Replay ``workload`` on ``graph`` (which it allocates from) and return the records.
@@ -120,7 +120,7 @@ def replay(
     does, and its record keeps its last run.  ``limits`` are the run limits
     (:mod:`fluxsched_py.engine.runlimits`; ``replay --config``).
     ``reservations`` are advance reservations (``--reservations FILE``
-    entries, times on the replay's clock), added before the first job, their
+    entries, times on the replay's clock), declared before the first job, their
     ``groups`` resolved by ``groups`` (the file's table); a bad one raises
     ReservationError.
 
@@ -146,10 +146,12 @@ def replay(
     requeued at once with its remaining work (``attributes.user.requeued-from``
     names it); its lost work is what ran after its last checkpoint.
 
-    ``events`` are machines becoming unavailable and available again
-    (:mod:`.events`, Batsim's external events), in time order: at their
-    time, after the jobs that end then and before those submitted then,
-    their ranks go down or up; a job running there runs on.
+    ``events`` are machines becoming unavailable and available again, and
+    reservations declared (:mod:`.events`, Batsim's external events), in
+    time order: at their time, after the jobs that end then and before those
+    submitted then, their ranks go down or up (a job running there runs
+    on), or the reservations they list replace those declared before (the
+    file's first), as a config reload does under Flux.
 
     With ``reasons``, each job's last ``reason_pending`` (for the jobs the
     engine annotates: ``annotate-depth``) is recorded (``JobRecord.reason``),
@@ -173,7 +175,7 @@ def replay(
         user_id=user_id,
         **extra,
     )
-    add_entries(engine.reservations, reservations, 0.0, group=groups)
+    declare_entries(engine.reservations, reservations, 0.0, group=groups)
     jobs = sorted(workload.jobs, key=lambda j: (j.submit, j.id))
     records = Records(jobs)
     total = len(jobs)
@@ -197,6 +199,7 @@ def replay(
             t_wall,
             copies,
             events,
+            groups,
             reasons,
         )
         if power is not None:
@@ -220,7 +223,8 @@ def _run(
     with_forecast: bool,
     t_wall: float,
     copies: _Copies,
-    events: Sequence[MachineEvent],
+    events: Sequence[ExternalEvent],
+    groups: GroupResolver | None,
     reasons: bool,
 ) -> ReplayResult:
     ends: list[tuple[float, int, int]] = []  # (finish, job id, run number)
@@ -262,7 +266,9 @@ def _run(
         while k < len(events) and events[k].time <= t:
             ev = events[k]
             k += 1
-            if ev.available:
+            if not isinstance(ev, MachineEvent):
+                declare_entries(engine.reservations, ev.entries, ev.time, where=ev.where, group=groups)
+            elif ev.available:
                 engine.resource_update(up=ev.ranks)
             else:
                 engine.resource_update(down=ev.ranks)
